@@ -1,0 +1,19 @@
+"""saspa_dask: sparse Gaussian processes by SASPA expectation propagation, on Dask.
+
+The public API is small: the two estimators, ``Basis`` for explicit bases, and the
+likelihood and kernel functions for users who build on the engine.
+"""
+
+from .bases import Basis, kmeans_bases
+from .ep import EPConvergenceWarning
+from .estimators import SASPAClassifier, SASPARegressor
+
+__all__ = [
+    "Basis",
+    "EPConvergenceWarning",
+    "SASPAClassifier",
+    "SASPARegressor",
+    "kmeans_bases",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,538 @@
+"""Expectation propagation for SASPA in the whitened form (DESIGN.md section 2).
+
+With L L^T = Kh (+ jitter) and v = L^{-1} u ~ N(0, I), every training point i sees the
+projection phi_i^T v, phi_i = L^{-1} k_i, plus an independent residual of variance
+lam_i = s2 - |phi_i|^2.  Gaussian sites (tau_i, nu_i) act on phi_i^T v, so
+
+    P = I + sum_i tau_i phi_i phi_i^T,   h = sum_i nu_i phi_i,   mu_v = P^{-1} h.
+
+Both sums run over row blocks, which is what lets the distributed engine do a sweep as
+a map-reduce.  Everything here works on one in-memory :class:`Block` at a time; a Dask
+chunk task is the same function applied to one chunk.
+
+Convergence is judged on the *undamped* site change (LESSONS.md: with damping d the
+damped change shrinks by d as well), in units that do not depend on the scale of f::
+
+    change = max_i max(|tau'_i - tau_i| s2 / (1 + |tau_i| s2),
+                       |nu'_i - nu_i| sqrt(s2) / (1 + |nu_i| sqrt(s2)))
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.linalg import LinAlgError, blas, cho_solve, cholesky, solve_triangular
+
+from .kernels import blurred_cross_covariance
+
+__all__ = [
+    "Block",
+    "EPResult",
+    "EPSettings",
+    "Posterior",
+    "make_block",
+    "predict_latent",
+    "run_ep",
+    "whiten",
+]
+
+# Residual variances more negative than this (relative to s2) are not round-off.
+_NEGATIVE_RESIDUAL_TOLERANCE = 1e-6
+# A rank-one update whose 1 + dtau * s falls below this would leave P (nearly) singular.
+_MIN_UPDATE_DENOMINATOR = 1e-10
+_MAX_JITTER = 1e-2
+_MAX_DAMPING_HALVINGS = 20
+
+
+class EPConvergenceWarning(UserWarning):
+    """EP stopped at ``max_sweeps`` without meeting the tolerance."""
+
+
+def whiten(Kh, signal_variance, jitter):
+    """Lower Cholesky factor of ``Kh + jitter_used * I``.
+
+    Parameters
+    ----------
+    Kh : ndarray of shape (M, M)
+    signal_variance : float
+    jitter : float
+        Starting jitter relative to ``signal_variance``.  It is raised tenfold until
+        the factorisation succeeds (up to 1e-2) and the value used is returned.
+
+    Returns
+    -------
+    L : ndarray of shape (M, M)
+    jitter_used : float
+        Absolute jitter added to the diagonal.
+    """
+    relative = float(jitter)
+    n = Kh.shape[0]
+    while True:
+        try:
+            absolute = relative * signal_variance
+            L = cholesky(Kh + absolute * np.eye(n), lower=True)
+            return L, absolute
+        except LinAlgError:
+            if relative >= _MAX_JITTER:
+                raise LinAlgError(
+                    f"basis covariance is not positive definite even with jitter "
+                    f"{relative:g} x signal_variance; bases are degenerate"
+                ) from None
+            relative = max(relative * 10.0, 1e-12)
+
+
+@dataclass
+class Block:
+    """One row block in whitened form.
+
+    Attributes
+    ----------
+    phi : ndarray of shape (n, M)
+        Rows phi_i = L^{-1} k_i.
+    lam : ndarray of shape (n,)
+        Residual (FITC) variances s2 - |phi_i|^2, clipped at 0.
+    y : ndarray of shape (n,)
+        Targets (regression) or labels in {-1, +1}.
+    """
+
+    phi: np.ndarray
+    lam: np.ndarray
+    y: np.ndarray
+
+
+def make_block(X, y, means, covs, lengthscale, signal_variance, L):
+    """Whitened block for rows X: Kt (n x M), then phi = (L^{-1} Kt^T)^T and lam.
+
+    Raises
+    ------
+    FloatingPointError
+        When a residual variance is negative beyond round-off: the bases and the
+        kernel are inconsistent (this cannot happen for valid blur covariances).
+    """
+    Kt = blurred_cross_covariance(X, means, covs, lengthscale, signal_variance)
+    phi = solve_triangular(L, Kt.T, lower=True, check_finite=False).T
+    lam = signal_variance - np.einsum("ij,ij->i", phi, phi)
+    worst = lam.min() if lam.size else 0.0
+    if worst < -_NEGATIVE_RESIDUAL_TOLERANCE * signal_variance:
+        raise FloatingPointError(
+            f"residual variance {worst:.3g} < 0 beyond round-off "
+            f"(signal variance {signal_variance:.3g}): bases or kernel are inconsistent"
+        )
+    return Block(np.ascontiguousarray(phi), np.maximum(lam, 0.0), np.asarray(y, float))
+
+
+@dataclass
+class Posterior:
+    """Whitened Gaussian posterior N(mu_v, P^{-1}) over v = L^{-1} u.
+
+    Attributes
+    ----------
+    chol : ndarray of shape (M, M)
+        Lower Cholesky factor R of P.
+    h : ndarray of shape (M,)
+    mean : ndarray of shape (M,)
+        mu_v = P^{-1} h.
+    """
+
+    chol: np.ndarray
+    h: np.ndarray
+    mean: np.ndarray
+
+    @classmethod
+    def prior(cls, n_bases):
+        eye = np.eye(n_bases)
+        return cls(eye, np.zeros(n_bases), np.zeros(n_bases))
+
+    @classmethod
+    def from_statistics(cls, A, b):
+        """Posterior from the site sums A = Phi^T T Phi and b = Phi^T nu.
+
+        Raises ``LinAlgError`` when I + A is not positive definite.
+        """
+        P = np.eye(A.shape[0]) + 0.5 * (A + A.T)
+        R = cholesky(P, lower=True, check_finite=False)
+        return cls(R, b.copy(), cho_solve((R, True), b, check_finite=False))
+
+    def marginals(self, phi):
+        """Means and variances of phi_i^T v for the rows of phi."""
+        W = solve_triangular(self.chol, phi.T, lower=True, check_finite=False)
+        return phi @ self.mean, np.einsum("ji,ji->i", W, W)
+
+    def covariance(self):
+        """Sigma_v = P^{-1} (an M x M whitened covariance, not a kernel inverse)."""
+        return cho_solve((self.chol, True), np.eye(self.chol.shape[0]), check_finite=False)
+
+    def log_det(self):
+        return 2.0 * np.log(np.diag(self.chol)).sum()
+
+
+def predict_latent(phi, posterior, signal_variance):
+    """Latent predictive mean and variance at rows with whitened features phi.
+
+    variance = s2 - |phi|^2 + phi^T Sigma_v phi, clipped at 0 against round-off.
+    """
+    mean, var_v = posterior.marginals(phi)
+    prior_part = signal_variance - np.einsum("ij,ij->i", phi, phi)
+    return mean, np.maximum(prior_part, 0.0) + var_v
+
+
+@dataclass
+class EPSettings:
+    """EP schedule.
+
+    Attributes
+    ----------
+    mode : {"parallel", "sequential"}
+    damping : float in (0, 1]
+    max_sweeps : int
+    tol : float
+        Threshold on the undamped site change (module docstring).
+    """
+
+    mode: str = "parallel"
+    damping: float = 1.0
+    max_sweeps: int = 100
+    tol: float = 1e-6
+
+
+@dataclass
+class EPResult:
+    """What an EP run produced (sites per block, posterior, diagnostics).
+
+    ``n_invalid_cavities`` counts, over all sweeps, rows left unchanged because their
+    cavity (or tilted site) was invalid; ``n_invalid_final`` counts such rows at the
+    final posterior, where the evidence is then NaN (it is undefined).
+    ``n_skipped_updates`` counts sequential rank-one updates rejected because they
+    would have made P singular.
+    """
+
+    posterior: Posterior
+    tau: list
+    nu: list
+    n_sweeps: int
+    converged: bool
+    log_evidence: float
+    n_invalid_cavities: int
+    n_invalid_final: int
+    n_skipped_updates: int
+    n_damping_halvings: int
+    history: list = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------
+# Per-block pieces (shared with the distributed engine)
+# ----------------------------------------------------------------------------------
+
+
+def cavities(m, s, tau, nu):
+    """Cavity N(mc, sc) of phi^T v for marginals N(m, s) and sites (tau, nu).
+
+    Returns ``(mc, sc, valid)``; ``valid`` is False where 1/s <= tau (no cavity).
+    """
+    one_minus = 1.0 - tau * s
+    valid = one_minus > 0
+    safe = np.where(valid, one_minus, 1.0)
+    sc = s / safe
+    mc = (m - nu * s) / safe
+    return mc, sc, valid
+
+
+def site_proposals(likelihood, y, mc, sc, lam):
+    """Undamped new sites (the paper's eqs. 19-20) and log Z at the cavities.
+
+    Returns ``(tau_new, nu_new, log_z, ok)``; ``ok`` is False where 1 - c sc <= 0
+    (the tilted distribution has no valid Gaussian site).
+    """
+    log_z, a, c = likelihood.tilted(y, mc, sc + lam)
+    denom = 1.0 - c * sc
+    ok = (denom > 0) & np.isfinite(log_z) & np.isfinite(a) & np.isfinite(c)
+    denom = np.where(ok, denom, 1.0)
+    return c / denom, (a + c * mc) / denom, log_z, ok
+
+
+def site_change(tau_old, nu_old, tau_new, nu_new, signal_variance):
+    """The scaled undamped site change of the module docstring (max over rows)."""
+    if tau_old.size == 0:
+        return 0.0
+    st = signal_variance
+    sn = np.sqrt(signal_variance)
+    dt = np.abs(tau_new - tau_old) * st / (1.0 + np.abs(tau_old) * st)
+    dn = np.abs(nu_new - nu_old) * sn / (1.0 + np.abs(nu_old) * sn)
+    return float(max(dt.max(), dn.max()))
+
+
+def evidence_site_terms(log_z, m, s, mc, sc):
+    """Per-site terms of log Z_EP, written with the posterior marginals N(m, s).
+
+    Equal to log Z + 1/2 log(1 + tau sc) - 1/2 ((mc/sc + nu)^2 / (1/sc + tau) - mc^2/sc)
+    of DESIGN.md, since 1/s = 1/sc + tau and m/s = mc/sc + nu.
+    """
+    return log_z + 0.5 * np.log(sc / s) - 0.5 * (m * m / s - mc * mc / sc)
+
+
+@dataclass
+class BlockPass:
+    """What one pass over a block computes against a fixed posterior."""
+
+    tau_prop: np.ndarray
+    nu_prop: np.ndarray
+    updatable: np.ndarray
+    n_invalid: int
+    evidence_terms: float
+
+
+def block_pass(block, tau, nu, posterior, likelihood):
+    """Cavities, undamped proposals and evidence terms for one block.
+
+    Rows with an invalid cavity or no valid site keep their old sites
+    (``updatable`` False) and are counted in ``n_invalid``.
+    """
+    m, s = posterior.marginals(block.phi)
+    mc, sc, valid = cavities(m, s, tau, nu)
+    tau_p, nu_p, log_z, ok = site_proposals(likelihood, block.y, mc, sc, block.lam)
+    updatable = valid & ok
+    terms = evidence_site_terms(log_z, m, s, mc, sc)
+    evidence = float(terms[updatable].sum()) if updatable.all() else np.nan
+    return BlockPass(
+        np.where(updatable, tau_p, tau),
+        np.where(updatable, nu_p, nu),
+        updatable,
+        int((~updatable).sum()),
+        evidence,
+    )
+
+
+def block_statistics(phi, tau, nu):
+    """A = Phi^T diag(tau) Phi and b = Phi^T nu for one block (one syrk-like product)."""
+    return phi.T @ (tau[:, None] * phi), phi.T @ nu
+
+
+def sequential_block(block, tau, nu, sigma, mean, likelihood, damping, signal_variance):
+    """Algorithm 1 of the paper over one block, updating everything in place.
+
+    ``sigma`` (Fortran-ordered, upper triangle used) and ``mean`` hold Sigma_v and
+    mu_v; each accepted site changes them by a rank-one (Sherman-Morrison) update in
+    O(M^2).  Returns ``(change, n_invalid, n_skipped)``.
+    """
+    change = 0.0
+    n_invalid = n_skipped = 0
+    phi_rows, lam, y = block.phi, block.lam, block.y
+    for i in range(phi_rows.shape[0]):
+        phi = phi_rows[i]
+        sp = blas.dsymv(1.0, sigma, phi)
+        s = float(phi @ sp)
+        m = float(phi @ mean)
+        t_old, n_old = tau[i], nu[i]
+        mc, sc, valid = cavities(m, s, t_old, n_old)
+        if not valid:
+            n_invalid += 1
+            continue
+        t_p, n_p, _, ok = site_proposals(
+            likelihood, y[i : i + 1], np.array([mc]), np.array([sc]), lam[i : i + 1]
+        )
+        if not ok[0]:
+            n_invalid += 1
+            continue
+        t_p, n_p = float(t_p[0]), float(n_p[0])
+        change = max(change, site_change(np.array([t_old]), np.array([n_old]),
+                                         np.array([t_p]), np.array([n_p]),
+                                         signal_variance))
+        dt = damping * (t_p - t_old)
+        dn = damping * (n_p - n_old)
+        denom = 1.0 + dt * s
+        if denom <= _MIN_UPDATE_DENOMINATOR:
+            n_skipped += 1
+            continue
+        k = dt / denom
+        mean += sp * (dn - k * (m + dn * s))
+        blas.dsyr(-k, sp, a=sigma, overwrite_a=1)
+        tau[i] = t_old + dt
+        nu[i] = n_old + dn
+    return change, n_invalid, n_skipped
+
+
+# ----------------------------------------------------------------------------------
+# Sweeps over in-memory blocks
+# ----------------------------------------------------------------------------------
+
+
+def _posterior_from_sites(blocks, tau, nu, n_bases):
+    A = np.zeros((n_bases, n_bases))
+    b = np.zeros(n_bases)
+    for block, t, n in zip(blocks, tau, nu):
+        dA, db = block_statistics(block.phi, t, n)
+        A += dA
+        b += db
+    return Posterior.from_statistics(A, b), A, b
+
+
+def _evidence(posterior, site_sum):
+    return -0.5 * posterior.log_det() + 0.5 * posterior.h @ posterior.mean + site_sum
+
+
+def _evaluate(blocks, tau, nu, posterior, likelihood):
+    passes = [block_pass(b, t, n, posterior, likelihood) for b, t, n in zip(blocks, tau, nu)]
+    return passes, sum(p.evidence_terms for p in passes), sum(p.n_invalid for p in passes)
+
+
+def _parallel_sweep(blocks, tau, nu, posterior, A_old, b_old, likelihood, settings, s2):
+    """One damped parallel sweep.  Returns the new state and this sweep's record."""
+    passes, site_sum, n_invalid = _evaluate(blocks, tau, nu, posterior, likelihood)
+    evidence = _evidence(posterior, site_sum)
+    change = max(
+        (site_change(t, n, p.tau_prop, p.nu_prop, s2) for t, n, p in zip(tau, nu, passes)),
+        default=0.0,
+    )
+    record = {"change": change, "n_invalid": n_invalid, "log_evidence_before": evidence}
+    if change < settings.tol:
+        return tau, nu, posterior, A_old, b_old, record, True
+    damping = settings.damping
+    new_tau = [t + damping * (p.tau_prop - t) for t, p in zip(tau, passes)]
+    new_nu = [n + damping * (p.nu_prop - n) for n, p in zip(nu, passes)]
+    A, b = np.zeros_like(A_old), np.zeros_like(b_old)
+    for block, t, n in zip(blocks, new_tau, new_nu):
+        dA, db = block_statistics(block.phi, t, n)
+        A += dA
+        b += db
+    halvings = 0
+    while True:
+        try:
+            new_post = Posterior.from_statistics(A, b)
+            break
+        except LinAlgError:
+            # Negative site precisions made P indefinite: the statistics are linear in
+            # the damping, so halve the step without another pass over the data.
+            halvings += 1
+            if halvings > _MAX_DAMPING_HALVINGS:
+                raise FloatingPointError(
+                    "EP posterior stayed indefinite after halving the damping "
+                    f"{_MAX_DAMPING_HALVINGS} times"
+                ) from None
+            A = 0.5 * (A + A_old)
+            b = 0.5 * (b + b_old)
+            new_tau = [0.5 * (tn + t) for tn, t in zip(new_tau, tau)]
+            new_nu = [0.5 * (nn + n) for nn, n in zip(new_nu, nu)]
+    record["damping_halvings"] = halvings
+    return new_tau, new_nu, new_post, A, b, record, False
+
+
+def _sequential_sweep(blocks, tau, nu, posterior, likelihood, settings, s2):
+    sigma = np.asfortranarray(posterior.covariance())
+    mean = posterior.mean.copy()
+    change = 0.0
+    n_invalid = n_skipped = 0
+    for block, t, n in zip(blocks, tau, nu):
+        c, inv, skip = sequential_block(block, t, n, sigma, mean, likelihood,
+                                        settings.damping, s2)
+        change = max(change, c)
+        n_invalid += inv
+        n_skipped += skip
+    # Refresh from all sites: repeated rank-one updates drift (LESSONS.md, GPML).
+    new_post, A, b = _posterior_from_sites(blocks, tau, nu, posterior.mean.size)
+    record = {"change": change, "n_invalid": n_invalid, "n_skipped": n_skipped}
+    return new_post, A, b, record
+
+
+def _check_sites(blocks, sites):
+    tau, nu = sites
+    if len(tau) != len(blocks) or len(nu) != len(blocks):
+        raise ValueError("warm-start sites must have one array per block")
+    for block, t, n in zip(blocks, tau, nu):
+        if t.shape != block.y.shape or n.shape != block.y.shape:
+            raise ValueError(
+                f"warm-start sites of shape {t.shape} do not match a block of "
+                f"{block.y.shape[0]} rows"
+            )
+    return [np.array(t, dtype=float) for t in tau], [np.array(n, dtype=float) for n in nu]
+
+
+def run_ep(blocks, likelihood, signal_variance, settings, sites=None, callback=None):
+    """Run EP to convergence over in-memory blocks.
+
+    Parameters
+    ----------
+    blocks : list of Block
+    likelihood : likelihood object (see :mod:`saspa_dask.likelihoods`)
+    signal_variance : float
+    settings : EPSettings
+    sites : tuple (tau, nu) of lists of arrays, optional
+        Warm start; shapes are checked against the blocks.
+    callback : callable, optional
+        Called with each sweep's record (a dict).
+
+    Returns
+    -------
+    EPResult
+    """
+    if settings.mode not in ("parallel", "sequential"):
+        raise ValueError(f"ep_mode must be 'parallel' or 'sequential', got {settings.mode!r}")
+    n_bases = blocks[0].phi.shape[1]
+    if sites is None:
+        tau = [np.zeros(b.y.shape[0]) for b in blocks]
+        nu = [np.zeros(b.y.shape[0]) for b in blocks]
+        posterior, A, b = Posterior.prior(n_bases), np.zeros((n_bases, n_bases)), np.zeros(n_bases)
+    else:
+        tau, nu = _check_sites(blocks, sites)
+        posterior, A, b = _posterior_from_sites(blocks, tau, nu, n_bases)
+
+    s2 = signal_variance
+    history = []
+    converged = False
+    final_evidence = None
+    totals = {"n_invalid": 0, "n_skipped": 0, "damping_halvings": 0}
+    for sweep in range(1, settings.max_sweeps + 1):
+        start = time.perf_counter()
+        if settings.mode == "parallel":
+            tau, nu, posterior, A, b, record, converged = _parallel_sweep(
+                blocks, tau, nu, posterior, A, b, likelihood, settings, s2
+            )
+            # This pass evaluated the posterior left by the previous sweep.
+            evidence_before = record.pop("log_evidence_before")
+            if history:
+                history[-1]["log_evidence"] = evidence_before
+            if converged:
+                final_evidence = (evidence_before, record["n_invalid"])
+        else:
+            posterior, A, b, record = _sequential_sweep(
+                blocks, tau, nu, posterior, likelihood, settings, s2
+            )
+            converged = record["change"] < settings.tol
+        record["sweep"] = sweep
+        record["seconds"] = time.perf_counter() - start
+        for key in totals:
+            totals[key] += record.get(key, 0)
+        history.append(record)
+        if callback is not None:
+            callback(record)
+        if converged:
+            break
+
+    if final_evidence is None:
+        _, site_sum, final_invalid = _evaluate(blocks, tau, nu, posterior, likelihood)
+        final_evidence = (_evidence(posterior, site_sum), final_invalid)
+    log_evidence, final_invalid = final_evidence
+    history[-1]["log_evidence"] = log_evidence
+    if not converged:
+        warnings.warn(
+            f"EP did not converge in {settings.max_sweeps} sweeps "
+            f"(last undamped site change {history[-1]['change']:.3g} >= tol {settings.tol:g}); "
+            "raise max_sweeps or lower damping",
+            EPConvergenceWarning,
+            stacklevel=2,
+        )
+    return EPResult(
+        posterior=posterior,
+        tau=tau,
+        nu=nu,
+        n_sweeps=len(history),
+        converged=converged,
+        log_evidence=log_evidence,
+        n_invalid_cavities=totals["n_invalid"],
+        n_invalid_final=final_invalid,
+        n_skipped_updates=totals["n_skipped"],
+        n_damping_halvings=totals["damping_halvings"],
+        history=history,
+    )

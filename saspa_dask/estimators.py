@@ -1,0 +1,497 @@
+"""scikit-learn estimators: ``SASPAClassifier`` and ``SASPARegressor``."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .bases import Basis, kmeans_bases
+from .ep import EPSettings, make_block, predict_latent, run_ep, whiten
+from .kernels import BLUR_FAMILIES, basis_covariance, blur_covariances
+from .likelihoods import Gaussian, Probit, Step
+
+__all__ = ["SASPAClassifier", "SASPARegressor"]
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+
+
+def _check_number(name, value, low=None, high=None, low_open=False, integer=False,
+                  allow_none=False):
+    if value is None and allow_none:
+        return
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite {'integer' if integer else 'number'}, "
+                         f"got {value!r}")
+    if low is not None and (value < low or (low_open and value == low)):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value!r}")
+
+
+def default_lengthscale(X):
+    """Data-driven ARD lengthscales: ``std(X[:, k]) * sqrt(d)`` per input.
+
+    With these, the expected scaled squared distance between two random rows is about
+    2, so the kernel between typical rows is about exp(-1): neither flat nor diagonal.
+    A constant input gets lengthscale 1 (it does not change the kernel).
+    """
+    std = np.asarray(X).std(axis=0)
+    return np.where(std > 0, std, 1.0) * np.sqrt(X.shape[1])
+
+
+class _SASPABase(BaseEstimator):
+    """Shared fitting and latent prediction of the SASPA estimators."""
+
+    def _check_common_params(self):
+        _check_number("n_bases", self.n_bases, low=1, integer=True)
+        _check_choice("blur", self.blur, BLUR_FAMILIES)
+        _check_number("signal_variance", self.signal_variance, low=0, low_open=True,
+                      allow_none=True)
+        _check_choice("ep_mode", self.ep_mode, ("parallel", "sequential"))
+        _check_number("damping", self.damping, low=0, low_open=True, high=1, allow_none=True)
+        _check_number("max_sweeps", self.max_sweeps, low=1, integer=True)
+        _check_number("tol", self.tol, low=0, low_open=True)
+        _check_number("jitter", self.jitter, low=0, low_open=True)
+        _check_number("block_rows", self.block_rows, low=1, integer=True)
+        if self.bases is not None and not isinstance(self.bases, Basis):
+            raise ValueError(f"bases must be a saspa_dask.Basis or None, got {type(self.bases)}")
+
+    def _resolve_lengthscale(self, X):
+        d = X.shape[1]
+        if self.lengthscale is None:
+            return default_lengthscale(X)
+        ls = np.asarray(self.lengthscale, dtype=np.float64)
+        if ls.ndim == 0:
+            ls = np.full(d, float(ls))
+        if ls.shape != (d,):
+            raise ValueError(
+                f"lengthscale must be a scalar or have one value per feature ({d}), "
+                f"got shape {ls.shape}"
+            )
+        if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
+            raise ValueError(f"lengthscale must be finite and > 0, got {ls}")
+        return ls
+
+    def _resolve_bases(self, X):
+        n_samples, d = X.shape
+        if self.bases is not None:
+            if self.bases.means.shape[1] != d:
+                raise ValueError(
+                    f"bases have {self.bases.means.shape[1]} features but X has {d}"
+                )
+            basis = self.bases
+        else:
+            if self.n_bases > n_samples:
+                raise ValueError(
+                    f"n_bases={self.n_bases} exceeds n_samples={n_samples}: "
+                    "use at most one basis per training row"
+                )
+            basis = kmeans_bases(X, self.n_bases, random_state=self.random_state)
+        return Basis(basis.means, blur_covariances(basis.covs, self.blur))
+
+    def _blocks(self, X, targets=None):
+        L = self.whitening_
+        for start in range(0, X.shape[0], self.block_rows):
+            stop = min(start + self.block_rows, X.shape[0])
+            y = None if targets is None else targets[start:stop]
+            yield make_block(X[start:stop], y if y is not None else np.zeros(stop - start),
+                             self.bases_.means, self.bases_.covs, self.lengthscale_,
+                             self.signal_variance_, L)
+
+    def _fit_latent(self, X, targets, likelihood, signal_variance, damping):
+        """Bases, whitening, blocks and EP; sets the fitted attributes."""
+        self.lengthscale_ = self._resolve_lengthscale(X)
+        self.signal_variance_ = float(signal_variance)
+        self.bases_ = self._resolve_bases(X)
+        Kh = basis_covariance(self.bases_.means, self.bases_.covs, self.lengthscale_,
+                              self.signal_variance_)
+        self.whitening_, self.jitter_ = whiten(Kh, self.signal_variance_, self.jitter)
+        if self.jitter_ > self.jitter * self.signal_variance_ * (1 + 1e-12):
+            warnings.warn(
+                f"basis covariance needed jitter {self.jitter_:.3g} "
+                f"(asked {self.jitter * self.signal_variance_:.3g}): bases nearly coincide",
+                UserWarning,
+                stacklevel=3,
+            )
+        self.damping_ = float(damping)
+        settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol)
+        blocks = list(self._blocks(X, targets))
+        result = run_ep(blocks, likelihood, self.signal_variance_, settings)
+        self._set_ep_result(result)
+        return self
+
+    def _set_ep_result(self, result):
+        post = result.posterior
+        self.posterior_ = post
+        self.sites_tau_ = np.concatenate(result.tau)
+        self.sites_nu_ = np.concatenate(result.nu)
+        self.n_sweeps_ = result.n_sweeps
+        self.converged_ = result.converged
+        self.log_evidence_ = float(result.log_evidence)
+        self.n_invalid_cavities_ = result.n_invalid_cavities
+        self.n_skipped_updates_ = result.n_skipped_updates
+        self.history_ = result.history
+        L = self.whitening_
+        self.alpha_ = solve_triangular(L, post.mean, lower=True, trans="T")
+        # beta = L^{-T} (I - Sigma_v) L^{-1}: the paper's beta, for users; predictions
+        # use the whitened factors instead.
+        W = solve_triangular(post.chol, np.eye(L.shape[0]), lower=True)  # R^{-1}
+        inner = np.eye(L.shape[0]) - W.T @ W
+        left = solve_triangular(L, inner, lower=True, trans="T")
+        self.beta_ = solve_triangular(L, left.T, lower=True, trans="T").T
+        self.beta_ = 0.5 * (self.beta_ + self.beta_.T)
+
+    def predict_latent(self, X):
+        """Latent predictive mean and variance of f at X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,)
+        variance : ndarray of shape (n_samples,)
+            s2 - |phi|^2 + phi^T Sigma_v phi: returns to the signal variance far from
+            the data.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        means, variances = [], []
+        for block in self._blocks(X):
+            m, v = predict_latent(block.phi, self.posterior_, self.signal_variance_)
+            means.append(m)
+            variances.append(v)
+        return np.concatenate(means), np.concatenate(variances)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+_SHARED_PARAMS_DOC = """
+    n_bases : int, default=64
+        Number of basis points M found by K-means (ignored when ``bases`` is given).
+    blur : {"full", "diagonal", "spherical", "delta"}, default="full"
+        Blur family of the bases: ``delta`` is FITC-EP / SPGP, ``spherical`` the
+        multiscale GP, ``full`` SASPA-full (K-means cluster covariances).
+    lengthscale : float or array-like of shape (n_features,), default=None
+        ARD lengthscales; ``None`` uses ``std(X[:, k]) * sqrt(n_features)``.
+    signal_variance : float, default=None
+        Kernel amplitude s2; ``None`` uses {s2_default}.
+    ep_mode : {"parallel", "sequential"}, default="parallel"
+        ``sequential`` is the paper's Algorithm 1 (rank-one updates, refreshed every
+        sweep); ``parallel`` updates all sites from one posterior (damped).
+    damping : float in (0, 1], default=None
+        Site damping; ``None`` picks 1.0 for the Gaussian likelihood, 0.8 for step,
+        1.0 for sequential probit and 0.7 for parallel probit.
+    max_sweeps : int, default=100
+    tol : float, default=1e-6
+        Convergence threshold on the undamped, scale-free site change.
+    bases : saspa_dask.Basis, default=None
+        Explicit bases (means and covariances); skips K-means.
+    jitter : float, default=1e-8
+        Diagonal jitter added to the basis covariance, relative to s2; raised tenfold
+        until the Cholesky factorisation succeeds.  The value used is ``jitter_``.
+    block_rows : int, default=8192
+        Rows per in-memory block (bounds memory; results do not depend on it).
+    random_state : int, RandomState or None, default=None
+        Seed of K-means.
+"""
+
+_SHARED_ATTRS_DOC = """
+    bases_ : Basis
+        Basis means (M, d) and the blur covariances used (M, d, d).
+    alpha_ : ndarray of shape (M,)
+        The paper's alpha: predictive mean = Kt(x, B) @ alpha_.
+    beta_ : ndarray of shape (M, M)
+        The paper's beta: latent variance = s2 - k^T beta_ k.
+    sites_tau_, sites_nu_ : ndarray of shape (n_samples,)
+        Site precisions and shifts on the projected values.
+    n_sweeps_ : int
+        Sweeps made, including the one that found the sites converged.
+    converged_ : bool
+    log_evidence_ : float
+        EP approximation of log p(y) (NaN if a cavity is invalid at the end).
+    n_invalid_cavities_ : int
+        Site updates skipped over all sweeps because the cavity was invalid.
+    n_skipped_updates_ : int
+        Sequential updates rejected because they would make the posterior singular.
+    history_ : list of dict
+        Per sweep: ``sweep``, ``change``, ``n_invalid``, ``log_evidence``, ``seconds``.
+    lengthscale_ : ndarray of shape (n_features,)
+    signal_variance_ : float
+    jitter_ : float
+        Absolute diagonal jitter used.
+    damping_ : float
+    whitening_ : ndarray of shape (M, M)
+        L, lower Cholesky factor of Kh + jitter_ I.
+    posterior_ : saspa_dask.ep.Posterior
+        Whitened posterior (Cholesky of P, h, mu_v).
+    n_features_in_ : int
+"""
+
+
+_CLASSIFIER_PARAMS_DOC = _SHARED_PARAMS_DOC.replace("{s2_default}", "1.0")
+_REGRESSOR_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
+    "{s2_default}", "the variance of the (centred) targets"
+)
+
+
+class SASPAClassifier(ClassifierMixin, _SASPABase):
+    __doc__ = f"""Binary Gaussian-process classifier by SASPA expectation propagation.
+
+    The latent function's posterior is summarised by M blurred basis points
+    N(a_j, C_j) from K-means; EP fits one Gaussian site per training row at
+    O(N M^2) per sweep.
+
+    Parameters
+    ----------{_CLASSIFIER_PARAMS_DOC}    likelihood : {{"probit", "step"}}, default="probit"
+        ``step`` is the step function with label noise ``label_noise``.
+    label_noise : float in [0, 0.5), default=0.01
+        Label flip probability of the step likelihood.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        Labels; ``classes_[1]`` is the positive class.{_SHARED_ATTRS_DOC}    label_noise_ : float
+        (step likelihood only)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from saspa_dask import SASPAClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2))
+    >>> y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    >>> clf = SASPAClassifier(n_bases=16, random_state=0).fit(X, y)
+    >>> bool(clf.score(X, y) > 0.9)
+    True
+    """
+
+    def __init__(self, n_bases=64, *, blur="full", likelihood="probit", label_noise=0.01,
+                 lengthscale=None, signal_variance=None, ep_mode="parallel", damping=None,
+                 max_sweeps=100, tol=1e-6, bases=None, jitter=1e-8, block_rows=8192,
+                 random_state=None):
+        self.n_bases = n_bases
+        self.blur = blur
+        self.likelihood = likelihood
+        self.label_noise = label_noise
+        self.lengthscale = lengthscale
+        self.signal_variance = signal_variance
+        self.ep_mode = ep_mode
+        self.damping = damping
+        self.max_sweeps = max_sweeps
+        self.tol = tol
+        self.bases = bases
+        self.jitter = jitter
+        self.block_rows = block_rows
+        self.random_state = random_state
+
+    def _likelihood(self):
+        if self.likelihood == "probit":
+            return Probit()
+        return Step(self.label_noise)
+
+    def fit(self, X, y):
+        """Fit the classifier.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Two distinct labels.
+
+        Returns
+        -------
+        self : SASPAClassifier
+        """
+        self._check_common_params()
+        _check_choice("likelihood", self.likelihood, ("probit", "step"))
+        _check_number("label_noise", self.label_noise, low=0, high=0.5)
+        if self.label_noise >= 0.5:
+            raise ValueError(f"label_noise must be < 0.5, got {self.label_noise!r}")
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        check_classification_targets(y)
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        if self.classes_.size < 2:
+            raise ValueError(
+                f"SASPAClassifier needs samples of 2 classes; got 1 class ({self.classes_[0]!r})"
+            )
+        if self.classes_.size > 2:
+            raise ValueError(
+                f"SASPAClassifier is binary; got {self.classes_.size} classes"
+            )
+        signs = np.where(encoded == 1, 1.0, -1.0)
+        s2 = 1.0 if self.signal_variance is None else self.signal_variance
+        likelihood = self._likelihood()
+        if self.likelihood == "step":
+            self.label_noise_ = float(self.label_noise)
+        damping = self.damping
+        if damping is None:
+            damping = 0.8 if self.likelihood == "step" else (
+                1.0 if self.ep_mode == "sequential" else 0.7)
+        return self._fit_latent(X, signs, likelihood, s2, damping)
+
+    def decision_function(self, X):
+        """Latent posterior mean; positive values favour ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self.predict_latent(X)[0]
+
+    def predict_proba(self, X):
+        """Class probabilities, columns ordered as ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2)
+        """
+        mean, var = self.predict_latent(X)
+        p1 = np.clip(self._likelihood().proba(mean, var), 0.0, 1.0)
+        return np.column_stack([1.0 - p1, p1])
+
+    def predict(self, X):
+        """Most probable label.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+
+class SASPARegressor(RegressorMixin, _SASPABase):
+    __doc__ = f"""Gaussian-process regression by SASPA (exact EP for Gaussian noise).
+
+    With the Gaussian likelihood one EP sweep is exact: delta blur gives the FITC /
+    SPGP posterior, other blurs its smoothed counterparts.
+
+    Parameters
+    ----------{_REGRESSOR_PARAMS_DOC}    likelihood : {{"gaussian"}}, default="gaussian"
+    noise_variance : float, default=None
+        Gaussian noise variance; ``None`` uses a tenth of the target variance.
+    center_y : bool, default=True
+        Subtract the mean of y before fitting (the GP prior has zero mean).
+
+    Attributes
+    ----------
+    y_mean_ : float
+        Mean subtracted from the targets (0 if ``center_y`` is False).
+    noise_variance_ : float{_SHARED_ATTRS_DOC}
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from saspa_dask import SASPARegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, size=(300, 1))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    >>> reg = SASPARegressor(n_bases=20, random_state=0).fit(X, y)
+    >>> bool(reg.score(X, y) > 0.9)
+    True
+    """
+
+    def __init__(self, n_bases=64, *, blur="full", likelihood="gaussian",
+                 noise_variance=None, lengthscale=None, signal_variance=None,
+                 ep_mode="parallel", damping=None, max_sweeps=100, tol=1e-6, bases=None,
+                 jitter=1e-8, block_rows=8192, center_y=True, random_state=None):
+        self.n_bases = n_bases
+        self.blur = blur
+        self.likelihood = likelihood
+        self.noise_variance = noise_variance
+        self.lengthscale = lengthscale
+        self.signal_variance = signal_variance
+        self.ep_mode = ep_mode
+        self.damping = damping
+        self.max_sweeps = max_sweeps
+        self.tol = tol
+        self.bases = bases
+        self.jitter = jitter
+        self.block_rows = block_rows
+        self.center_y = center_y
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit the regressor.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : SASPARegressor
+        """
+        self._check_common_params()
+        _check_choice("likelihood", self.likelihood, ("gaussian",))
+        _check_number("noise_variance", self.noise_variance, low=0, low_open=True,
+                      allow_none=True)
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
+                             y_numeric=True)
+        self.y_mean_ = float(y.mean()) if self.center_y else 0.0
+        targets = y - self.y_mean_
+        spread = float(targets.var())
+        spread = spread if spread > 0 else 1.0
+        s2 = spread if self.signal_variance is None else self.signal_variance
+        noise = 0.1 * spread if self.noise_variance is None else self.noise_variance
+        self.noise_variance_ = float(noise)
+        damping = 1.0 if self.damping is None else self.damping
+        return self._fit_latent(X, targets, Gaussian(noise), s2, damping)
+
+    def predict_latent(self, X):
+        mean, var = super().predict_latent(X)
+        return mean + self.y_mean_, var
+
+    predict_latent.__doc__ = _SASPABase.predict_latent.__doc__
+
+    def predict(self, X, return_std=False):
+        """Predictive mean of y, and optionally its standard deviation.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the standard deviation of a new noisy observation y*
+            (latent variance plus ``noise_variance_``); ``predict_latent`` gives the
+            latent one.
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,)
+        std : ndarray of shape (n_samples,), only if ``return_std``
+        """
+        mean, var = self.predict_latent(X)
+        if return_std:
+            return mean, np.sqrt(var + self.noise_variance_)
+        return mean
