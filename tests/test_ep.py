@@ -1,0 +1,119 @@
+"""Invariants of the EP engine itself (saspa_dask.ep)."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.linalg import LinAlgError
+
+from saspa_dask.ep import (
+    Block,
+    EPConvergenceWarning,
+    EPSettings,
+    Posterior,
+    block_pass,
+    block_statistics,
+    cavities,
+    make_block,
+    run_ep,
+    sequential_block,
+    whiten,
+)
+from saspa_dask.kernels import basis_covariance
+from saspa_dask.likelihoods import Probit, Step
+
+
+def _blocks(seed=0, n=200, d=2, n_bases=10, sizes=(80, 120)):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    means = X[:n_bases] + 0.01
+    covs = np.zeros((n_bases, d, d))
+    ls = np.ones(d)
+    L, _ = whiten(basis_covariance(means, covs, ls, 1.5), 1.5, 1e-8)
+    edges = np.cumsum((0,) + sizes)
+    return [make_block(X[a:b], y[a:b], means, covs, ls, 1.5, L)
+            for a, b in zip(edges[:-1], edges[1:])]
+
+
+@pytest.mark.parametrize("likelihood", [Probit(), Step(0.1)], ids=["probit", "step"])
+def test_rank_one_updates_track_the_posterior_of_the_sites(likelihood):
+    blocks = _blocks()
+    M = blocks[0].phi.shape[1]
+    sigma = np.asfortranarray(np.eye(M))
+    mean = np.zeros(M)
+    tau = [np.zeros(len(b.y)) for b in blocks]
+    nu = [np.zeros(len(b.y)) for b in blocks]
+    for _ in range(2):
+        for b, t, n in zip(blocks, tau, nu):
+            sequential_block(b, t, n, sigma, mean, likelihood, 0.7, 1.5)
+    A = sum(block_statistics(b.phi, t, n)[0] for b, t, n in zip(blocks, tau, nu))
+    h = sum(block_statistics(b.phi, t, n)[1] for b, t, n in zip(blocks, tau, nu))
+    post = Posterior.from_statistics(A, h)
+    np.testing.assert_allclose(mean, post.mean, rtol=1e-9, atol=1e-11)
+    upper = np.triu_indices(M)
+    np.testing.assert_allclose(sigma[upper], post.covariance()[upper], rtol=1e-9, atol=1e-11)
+
+
+def test_invalid_cavities_are_skipped_and_counted():
+    blocks = _blocks(sizes=(200,))
+    block = blocks[0]
+    post = Posterior.prior(block.phi.shape[1])
+    m, s = post.marginals(block.phi)
+    tau = np.zeros_like(m)
+    tau[:5] = 2.0 / s[:5]  # 1/s < tau: no cavity
+    nu = np.zeros_like(m)
+    _, _, valid = cavities(m, s, tau, nu)
+    assert valid.sum() == len(m) - 5
+    res = block_pass(block, tau, nu, post, Probit())
+    assert res.n_invalid == 5
+    assert np.isnan(res.evidence_terms)  # undefined evidence, not a silent number
+    np.testing.assert_array_equal(res.tau_prop[:5], tau[:5])  # left as they were
+
+
+def test_whiten_raises_jitter_and_reports_it():
+    x = np.zeros((3, 2))  # three identical bases: Kh has rank one
+    Kh = basis_covariance(x, np.zeros((3, 2, 2)), np.ones(2), 2.0)
+    with pytest.raises(LinAlgError):
+        np.linalg.cholesky(Kh)
+    L, jitter = whiten(Kh, 2.0, 0.0)
+    assert jitter >= 1e-12 * 2.0
+    np.testing.assert_allclose(L @ L.T, Kh + jitter * np.eye(3), rtol=1e-14, atol=1e-14)
+
+
+def test_warm_start_from_converged_sites_is_a_fixed_point():
+    blocks = _blocks()
+    settings = EPSettings("parallel", 0.7, 500, 1e-10)
+    cold = run_ep(blocks, Probit(), 1.5, settings)
+    warm = run_ep(blocks, Probit(), 1.5, settings, sites=(cold.tau, cold.nu))
+    assert cold.converged and warm.converged and warm.n_sweeps == 1
+    np.testing.assert_allclose(warm.posterior.mean, cold.posterior.mean, rtol=1e-8)
+    assert warm.log_evidence == pytest.approx(cold.log_evidence, rel=1e-10)
+    with pytest.raises(ValueError, match="do not match a block"):
+        run_ep(blocks, Probit(), 1.5, settings, sites=(cold.tau[::-1], cold.nu[::-1]))
+
+
+def test_non_convergence_is_reported():
+    blocks = _blocks()
+    with pytest.warns(EPConvergenceWarning, match="did not converge in 2 sweeps"):
+        res = run_ep(blocks, Probit(), 1.5, EPSettings("parallel", 0.1, 2, 1e-12))
+    assert not res.converged and res.n_sweeps == 2
+    assert np.isfinite(res.log_evidence)
+    assert [r["sweep"] for r in res.history] == [1, 2]
+    assert all(np.isfinite(r["log_evidence"]) for r in res.history)
+
+
+def test_evidence_history_is_that_of_each_posterior():
+    """The evidence recorded after sweep k is the one of the posterior after sweep k."""
+    blocks = _blocks()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EPConvergenceWarning)
+        short = run_ep(blocks, Probit(), 1.5, EPSettings("parallel", 0.5, 3, 1e-12))
+        longer = run_ep(blocks, Probit(), 1.5, EPSettings("parallel", 0.5, 4, 1e-12))
+    assert longer.history[2]["log_evidence"] == pytest.approx(short.log_evidence, rel=1e-12)
+
+
+def test_block_from_empty_rows():
+    blk = Block(np.zeros((0, 3)), np.zeros(0), np.zeros(0))
+    A, b = block_statistics(blk.phi, np.zeros(0), np.zeros(0))
+    assert A.shape == (3, 3) and not A.any() and not b.any()

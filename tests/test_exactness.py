@@ -1,0 +1,132 @@
+"""Exactness checks of DESIGN.md section 2 against independent references."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from reference import fitc_regression, full_gp_ep, full_gp_predict, probit_tilted, se, step_tilted
+from saspa_dask import Basis, EPConvergenceWarning, SASPAClassifier, SASPARegressor
+from saspa_dask.kernels import BLUR_FAMILIES, basis_covariance, blurred_cross_covariance
+
+
+def _regression_data(seed=0, n=120, d=3):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, d))
+    y = np.sin(X @ rng.normal(size=d)) + 0.2 * rng.normal(size=n)
+    Xs = rng.uniform(-3, 3, size=(40, d))
+    return rng, X, y, Xs
+
+
+@pytest.mark.parametrize("ep_mode", ["parallel", "sequential"])
+def test_gaussian_delta_equals_closed_form_fitc(ep_mode):
+    rng, X, y, Xs = _regression_data()
+    Z = X[rng.choice(len(X), 15, replace=False)] + 0.05
+    ls, s2, noise = np.array([0.8, 1.3, 1.0]), 1.7, 0.09
+    reg = SASPARegressor(
+        bases=Basis(Z), blur="delta", lengthscale=ls, signal_variance=s2,
+        noise_variance=noise, ep_mode=ep_mode, center_y=False, block_rows=37,
+    ).fit(X, y)
+    mean_ref, var_ref, logml_ref = fitc_regression(X, y, Xs, Z, ls, s2, noise, reg.jitter_)
+    mean, var = reg.predict_latent(Xs)
+    np.testing.assert_allclose(mean, mean_ref, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-8, atol=1e-8)
+    assert reg.log_evidence_ == pytest.approx(logml_ref, rel=1e-9, abs=1e-8)
+    assert reg.converged_ and reg.n_sweeps_ <= 2 and reg.n_invalid_cavities_ == 0
+    _, std = reg.predict(Xs, return_std=True)
+    np.testing.assert_allclose(std**2, var_ref + noise, rtol=1e-8)
+
+
+@pytest.mark.parametrize("blur", BLUR_FAMILIES)
+@pytest.mark.parametrize("ep_mode", ["parallel", "sequential"])
+def test_gaussian_one_sweep_gives_closed_form_alpha(blur, ep_mode):
+    rng, X, y, Xs = _regression_data(seed=1, n=90)
+    reg = SASPARegressor(n_bases=12, blur=blur, lengthscale=1.1, signal_variance=1.3,
+                         noise_variance=0.05, ep_mode=ep_mode, max_sweeps=1,
+                         center_y=False, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EPConvergenceWarning)  # one sweep, on purpose
+        reg.fit(X, y)
+    B = reg.bases_
+    Kh = basis_covariance(B.means, B.covs, reg.lengthscale_, 1.3) + reg.jitter_ * np.eye(12)
+    Kt = blurred_cross_covariance(X, B.means, B.covs, reg.lengthscale_, 1.3)
+    lam = 1.3 - np.einsum("ij,ji->i", Kt, np.linalg.solve(Kh, Kt.T))
+    tau = 1.0 / (lam + 0.05)
+    A = (Kt * tau[:, None]).T @ Kt
+    b = Kt.T @ (y * tau)
+    alpha = np.linalg.solve(Kh + A, b)
+    np.testing.assert_allclose(reg.alpha_, alpha, rtol=1e-8, atol=1e-10)
+    beta = np.linalg.inv(Kh) - np.linalg.inv(Kh + A)
+    np.testing.assert_allclose(reg.beta_, beta, rtol=1e-6, atol=1e-8 * np.abs(beta).max())
+    # The paper's (alpha, beta) predict the same as the whitened posterior
+    Ks = blurred_cross_covariance(Xs, B.means, B.covs, reg.lengthscale_, 1.3)
+    mean, var = reg.predict_latent(Xs)
+    np.testing.assert_allclose(mean, Ks @ alpha, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(var, 1.3 - np.einsum("ij,jk,ik->i", Ks, beta, Ks),
+                               rtol=1e-6, atol=1e-9)
+
+
+def _classification_data(seed, n=30, d=2):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(n, d))
+    f = np.sin(X[:, 0]) + 0.5 * X[:, 1]
+    y = np.where(f + 0.3 * rng.normal(size=n) > 0, 1, -1)
+    Xs = rng.uniform(-4, 4, size=(25, d))
+    return X, y, Xs
+
+
+@pytest.mark.parametrize("likelihood", ["probit", "step"])
+@pytest.mark.parametrize("ep_mode", ["sequential", "parallel"])
+def test_bases_at_inputs_equal_full_gp_ep(likelihood, ep_mode):
+    X, y, Xs = _classification_data(seed=4)
+    ls, s2, eps = np.array([1.0, 1.2]), 2.0, 0.1
+    clf = SASPAClassifier(
+        bases=Basis(X), blur="delta", likelihood=likelihood, label_noise=eps,
+        lengthscale=ls, signal_variance=s2, ep_mode=ep_mode, tol=1e-12, max_sweeps=500,
+        jitter=1e-12,
+    ).fit(X, y)
+    assert clf.converged_
+    K = se(X, X, ls, s2)
+    tilted = probit_tilted if likelihood == "probit" else step_tilted(eps)
+    tau, nu, mu, Sigma, log_z = full_gp_ep(K, y.astype(float), tilted)
+    mean_ref, var_ref = full_gp_predict(K, se(X, Xs, ls, s2), s2, mu, Sigma)
+    mean, var = clf.predict_latent(Xs)
+    np.testing.assert_allclose(mean, mean_ref, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-6, atol=1e-6)
+    assert clf.log_evidence_ == pytest.approx(log_z, rel=1e-6, abs=1e-6)
+    p_ref = (probit_tilted if likelihood == "probit" else step_tilted(eps))(
+        np.ones_like(mean_ref), mean_ref, var_ref)[0]
+    np.testing.assert_allclose(clf.predict_proba(Xs)[:, 1], np.exp(p_ref), rtol=1e-6, atol=1e-7)
+    # sites on the projection equal the full-GP sites on f (lam_i ~ jitter)
+    np.testing.assert_allclose(clf.sites_tau_, tau, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(clf.sites_nu_, nu, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("blur", BLUR_FAMILIES)
+@pytest.mark.parametrize("likelihood", ["probit", "step"])
+def test_sequential_and_parallel_reach_one_fixed_point(blur, likelihood):
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + np.sin(2 * X[:, 1]) + 0.4 * rng.normal(size=300) > 0).astype(int)
+    Xs = rng.normal(size=(50, 3)) * 1.5
+    common = dict(n_bases=20, blur=blur, likelihood=likelihood, label_noise=0.05,
+                  tol=1e-10, max_sweeps=1000, random_state=3, signal_variance=2.0)
+    seq = SASPAClassifier(ep_mode="sequential", block_rows=64, **common).fit(X, y)
+    par = SASPAClassifier(ep_mode="parallel", **common).fit(X, y)
+    assert seq.converged_ and par.converged_
+    np.testing.assert_allclose(par.alpha_, seq.alpha_, rtol=1e-6,
+                               atol=1e-6 * np.abs(seq.alpha_).max())
+    np.testing.assert_allclose(par.predict_proba(Xs), seq.predict_proba(Xs), atol=1e-6)
+    assert par.log_evidence_ == pytest.approx(seq.log_evidence_, rel=1e-7)
+
+
+def test_result_does_not_depend_on_block_size():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(500, 4))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    fits = [SASPAClassifier(n_bases=16, block_rows=rows, tol=1e-10, max_sweeps=500,
+                            random_state=0).fit(X, y) for rows in (500, 128, 77)]
+    for other in fits[1:]:
+        assert other.n_sweeps_ == fits[0].n_sweeps_
+        np.testing.assert_allclose(other.alpha_, fits[0].alpha_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(other.sites_tau_, fits[0].sites_tau_, rtol=1e-9, atol=1e-12)
