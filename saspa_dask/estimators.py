@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import sys
 import warnings
 
 import numpy as np
@@ -49,6 +50,15 @@ def default_lengthscale(X):
     return np.where(std > 0, std, 1.0) * np.sqrt(X.shape[1])
 
 
+def _print_sweep(record):
+    print(
+        f"[saspa] sweep {record['sweep']:3d}  change {record['change']:.3e}  "
+        f"invalid {record['n_invalid']}  {record['seconds']:.3f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 class _SASPABase(BaseEstimator):
     """Shared fitting and latent prediction of the SASPA estimators."""
 
@@ -63,6 +73,7 @@ class _SASPABase(BaseEstimator):
         _check_number("tol", self.tol, low=0, low_open=True)
         _check_number("jitter", self.jitter, low=0, low_open=True)
         _check_number("block_rows", self.block_rows, low=1, integer=True)
+        _check_number("verbose", self.verbose, low=0, integer=True)
         if self.bases is not None and not isinstance(self.bases, Basis):
             raise ValueError(f"bases must be a saspa_dask.Basis or None, got {type(self.bases)}")
 
@@ -126,7 +137,8 @@ class _SASPABase(BaseEstimator):
         self.damping_ = float(damping)
         settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol)
         blocks = list(self._blocks(X, targets))
-        result = run_ep(blocks, likelihood, self.signal_variance_, settings)
+        callback = _print_sweep if self.verbose else None
+        result = run_ep(blocks, likelihood, self.signal_variance_, settings, callback=callback)
         self._set_ep_result(result)
         return self
 
@@ -140,6 +152,7 @@ class _SASPABase(BaseEstimator):
         self.log_evidence_ = float(result.log_evidence)
         self.n_invalid_cavities_ = result.n_invalid_cavities
         self.n_skipped_updates_ = result.n_skipped_updates
+        self.n_damping_halvings_ = result.n_damping_halvings
         self.history_ = result.history
         L = self.whitening_
         self.alpha_ = solve_triangular(L, post.mean, lower=True, trans="T")
@@ -208,6 +221,8 @@ _SHARED_PARAMS_DOC = """
         Rows per in-memory block (bounds memory; results do not depend on it).
     random_state : int, RandomState or None, default=None
         Seed of K-means.
+    verbose : int, default=0
+        If > 0, print one line per EP sweep to standard error.
 """
 
 _SHARED_ATTRS_DOC = """
@@ -228,6 +243,8 @@ _SHARED_ATTRS_DOC = """
         Site updates skipped over all sweeps because the cavity was invalid.
     n_skipped_updates_ : int
         Sequential updates rejected because they would make the posterior singular.
+    n_damping_halvings_ : int
+        Parallel sweeps' damping halvings forced by an indefinite posterior.
     history_ : list of dict
         Per sweep: ``sweep``, ``change``, ``n_invalid``, ``log_evidence``, ``seconds``.
     lengthscale_ : ndarray of shape (n_features,)
@@ -283,7 +300,7 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
     def __init__(self, n_bases=64, *, blur="full", likelihood="probit", label_noise=0.01,
                  lengthscale=None, signal_variance=None, ep_mode="parallel", damping=None,
                  max_sweeps=100, tol=1e-6, bases=None, jitter=1e-8, block_rows=8192,
-                 random_state=None):
+                 random_state=None, verbose=0):
         self.n_bases = n_bases
         self.blur = blur
         self.likelihood = likelihood
@@ -298,6 +315,7 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         self.jitter = jitter
         self.block_rows = block_rows
         self.random_state = random_state
+        self.verbose = verbose
 
     def _likelihood(self):
         if self.likelihood == "probit":
@@ -331,7 +349,8 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
             )
         if self.classes_.size > 2:
             raise ValueError(
-                f"SASPAClassifier is binary; got {self.classes_.size} classes"
+                "Only binary classification is supported; "
+                f"SASPAClassifier got {self.classes_.size} classes"
             )
         signs = np.where(encoded == 1, 1.0, -1.0)
         s2 = 1.0 if self.signal_variance is None else self.signal_variance
@@ -345,7 +364,11 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         return self._fit_latent(X, signs, likelihood, s2, damping)
 
     def decision_function(self, X):
-        """Latent posterior mean; positive values favour ``classes_[1]``.
+        """Standardised latent margin; positive values favour ``classes_[1]``.
+
+        ``mean / sqrt(1 + var)`` for probit and ``mean / sqrt(var)`` for step: the
+        probability of ``classes_[1]`` is an increasing function of it, so it ranks
+        rows exactly as ``predict_proba`` does.
 
         Parameters
         ----------
@@ -355,7 +378,8 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         -------
         ndarray of shape (n_samples,)
         """
-        return self.predict_latent(X)[0]
+        mean, var = self.predict_latent(X)
+        return self._likelihood().margin(mean, var)
 
     def predict_proba(self, X):
         """Class probabilities, columns ordered as ``classes_``.
@@ -383,7 +407,8 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         -------
         ndarray of shape (n_samples,)
         """
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        margin = self.decision_function(X)
+        return self.classes_[(margin > 0).astype(int)]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -424,7 +449,8 @@ class SASPARegressor(RegressorMixin, _SASPABase):
     def __init__(self, n_bases=64, *, blur="full", likelihood="gaussian",
                  noise_variance=None, lengthscale=None, signal_variance=None,
                  ep_mode="parallel", damping=None, max_sweeps=100, tol=1e-6, bases=None,
-                 jitter=1e-8, block_rows=8192, center_y=True, random_state=None):
+                 jitter=1e-8, block_rows=8192, center_y=True, random_state=None,
+                 verbose=0):
         self.n_bases = n_bases
         self.blur = blur
         self.likelihood = likelihood
@@ -440,6 +466,7 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         self.block_rows = block_rows
         self.center_y = center_y
         self.random_state = random_state
+        self.verbose = verbose
 
     def fit(self, X, y):
         """Fit the regressor.

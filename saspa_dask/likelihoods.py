@@ -90,12 +90,16 @@ class Probit:
         c = _mills_curvature(z, r) / (1.0 + v)
         return log_z, a, c
 
+    def margin(self, mean, var):
+        """Standardised margin z with P(y = +1) = Phi(z)."""
+        return mean / np.sqrt(1.0 + var)
+
     def proba(self, mean, var):
         """P(y = +1) under a latent N(mean, var)."""
-        return ndtr(mean / np.sqrt(1.0 + var))
+        return ndtr(self.margin(mean, var))
 
     def log_predictive(self, y, mean, var):
-        return log_ndtr(y * mean / np.sqrt(1.0 + var))
+        return log_ndtr(y * self.margin(mean, var))
 
     def params(self):
         return {}
@@ -138,13 +142,17 @@ class Step:
         c = g * (y * m + v * g) / v
         return log_z, a, c
 
+    def margin(self, mean, var):
+        """Standardised margin z with P(y = +1) = eps + (1 - 2 eps) Phi(z)."""
+        return mean / np.sqrt(np.maximum(var, _MIN_VARIANCE))
+
     def proba(self, mean, var):
         """P(y = +1) under a latent N(mean, var)."""
         eps = self.label_noise
-        return eps + (1.0 - 2.0 * eps) * ndtr(mean / np.sqrt(np.maximum(var, _MIN_VARIANCE)))
+        return eps + (1.0 - 2.0 * eps) * ndtr(self.margin(mean, var))
 
     def log_predictive(self, y, mean, var):
-        return self._log_z(y * mean / np.sqrt(np.maximum(var, _MIN_VARIANCE)))
+        return self._log_z(y * self.margin(mean, var))
 
     def params(self):
         return {"label_noise": self.label_noise}

@@ -130,3 +130,32 @@ def test_result_does_not_depend_on_block_size():
         assert other.n_sweeps_ == fits[0].n_sweeps_
         np.testing.assert_allclose(other.alpha_, fits[0].alpha_, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(other.sites_tau_, fits[0].sites_tau_, rtol=1e-9, atol=1e-12)
+
+
+IONOSPHERE = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ionosphere.csv"
+
+
+@pytest.mark.skipif(not IONOSPHERE.exists(), reason=f"dataset not found at {IONOSPHERE}")
+def test_ionosphere_bases_at_inputs_equal_full_gp_ep():
+    """Real data: 200 training rows as delta bases reproduce dense full-GP probit EP."""
+    data = np.loadtxt(IONOSPHERE, delimiter=",", skiprows=1, dtype=str)
+    X = data[:, :-1].astype(float)
+    X = (X - X.mean(0)) / X.std(0)
+    y = np.where(data[:, -1] == "g", 1.0, -1.0)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(y))
+    train, test = order[:200], order[200:]
+    # the file has one duplicated row, which makes K singular: keep one copy
+    _, first = np.unique(X[train], axis=0, return_index=True)
+    train = train[np.sort(first)]
+    ls = np.full(X.shape[1], 3.0)  # cond(K) about 6e5: a well-posed comparison
+    clf = SASPAClassifier(bases=Basis(X[train]), blur="delta", lengthscale=ls,
+                          signal_variance=3.0, ep_mode="parallel", tol=1e-12,
+                          max_sweeps=1000, jitter=1e-12).fit(X[train], y[train])
+    K = se(X[train], X[train], ls, 3.0)
+    tau, nu, mu, Sigma, log_z = full_gp_ep(K, y[train], probit_tilted)
+    mean_ref, var_ref = full_gp_predict(K, se(X[train], X[test], ls, 3.0), 3.0, mu, Sigma)
+    mean, var = clf.predict_latent(X[test])
+    np.testing.assert_allclose(mean, mean_ref, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-6, atol=1e-6)
+    assert clf.log_evidence_ == pytest.approx(log_z, rel=1e-6)

@@ -1,0 +1,65 @@
+"""K-means bases and the documented covariance shrinkage rule."""
+
+import numpy as np
+import pytest
+
+from saspa_dask import Basis, kmeans_bases
+from saspa_dask.bases import shrunk_covariances
+
+
+def test_shrinkage_rule_by_hand():
+    rng = np.random.default_rng(0)
+    d = 3
+    counts = np.array([1.0, 50.0])
+    big = rng.normal(size=(50, d)) @ np.diag([1.0, 2.0, 0.5])
+    scatter = np.stack([np.zeros((d, d)), (big - big.mean(0)).T @ (big - big.mean(0))])
+    total_var = np.array([4.0, 9.0, 1.0])
+    covs = shrunk_covariances(counts, scatter, total_var)
+    D = np.diag(np.diagonal(scatter[1]) / 51.0)  # pooled: (0 + scatter) / (1 + 50)
+    n0 = d + 2
+    np.testing.assert_allclose(covs[0], n0 * D / (1 + n0))
+    np.testing.assert_allclose(covs[1], (scatter[1] + n0 * D) / (50 + n0))
+    assert np.all(np.linalg.eigvalsh(covs) > 0)
+
+
+def test_all_singletons_use_the_floor():
+    X = np.arange(12.0).reshape(4, 3) ** 1.5
+    covs = shrunk_covariances(np.ones(4), np.zeros((4, 3, 3)), X.var(0))
+    np.testing.assert_allclose(np.diagonal(covs, axis1=1, axis2=2),
+                               np.tile(1e-6 * X.var(0) * 5 / 6, (4, 1)))
+
+
+def test_kmeans_bases_are_pd_deterministic_and_close_to_cluster_covariances():
+    rng = np.random.default_rng(1)
+    centres = np.array([[0, 0, 0], [20, 0, 0], [0, 20, 0]], float)
+    A = [np.array([[1, 0.5, 0], [0, 1, 0], [0, 0, 0.2]]) * s for s in (1, 2, 0.5)]
+    X = np.vstack([c + rng.normal(size=(2000, 3)) @ a for c, a in zip(centres, A)])
+    outlier = np.array([[100.0, 100.0, 100.0]])  # a singleton cluster
+    X = np.vstack([X, outlier])
+    b1 = kmeans_bases(X, 4, random_state=0)
+    b2 = kmeans_bases(X, 4, random_state=0)
+    np.testing.assert_array_equal(b1.means, b2.means)
+    np.testing.assert_array_equal(b1.covs, b2.covs)
+    assert np.all(np.linalg.eigvalsh(b1.covs) > 0)
+    for c, a in zip(centres, A):
+        j = np.argmin(((b1.means - c) ** 2).sum(1))
+        np.testing.assert_allclose(b1.covs[j], a.T @ a, atol=0.1 * np.abs(a.T @ a).max())
+    j = np.argmin(((b1.means - outlier) ** 2).sum(1))
+    np.testing.assert_allclose(b1.means[j], outlier[0])
+
+
+def test_too_few_distinct_points_drops_duplicate_clusters():
+    X = np.repeat(np.array([[0.0, 1.0], [2.0, 3.0], [5.0, 0.0]]), 5, axis=0)
+    with pytest.warns(UserWarning, match="found 3 distinct clusters for n_bases=6"):
+        basis = kmeans_bases(X, 6, random_state=0)
+    assert basis.n_bases == 3
+    assert len(np.unique(basis.means, axis=0)) == 3
+
+
+def test_basis_defaults_to_delta_and_validates():
+    b = Basis([[0.0, 1.0]])
+    assert b.covs.shape == (1, 2, 2) and not b.covs.any()
+    with pytest.raises(ValueError, match="NaN"):
+        Basis([[np.nan, 1.0]])
+    with pytest.raises(ValueError, match="symmetric"):
+        Basis([[0.0, 1.0]], [[[1.0, 0.5], [0.0, 1.0]]])

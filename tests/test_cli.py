@@ -1,0 +1,53 @@
+"""The ``saspa`` command, run as users run it (a real subprocess)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from saspa_dask import SASPAClassifier
+from saspa_dask.cli import synthetic_two_class
+
+
+def _saspa(*args):
+    return subprocess.run([sys.executable, "-m", "saspa_dask.cli", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_demo_reports_what_the_library_computes():
+    res = _saspa("demo", "--rows", "3000", "--bases", "16", "--json", "--seed", "4")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    # the same fit by hand: same split, scaling and seed
+    X, y = synthetic_two_class(3000, 8, 4)
+    order = np.random.default_rng(4).permutation(3000)
+    test, train = order[:900], order[900:]
+    Xs = (X - X[train].mean(0)) / X[train].std(0)
+    clf = SASPAClassifier(n_bases=16, random_state=4).fit(Xs[train], y[train])
+    assert report["test_error"] == pytest.approx(np.mean(clf.predict(Xs[test]) != y[test]))
+    assert report["log_evidence"] == pytest.approx(clf.log_evidence_, rel=1e-10)
+    assert report["converged"] and report["sweeps"] == clf.n_sweeps_
+    assert report["test_error"] < 0.1
+
+
+def test_demo_on_csv_and_clear_errors(tmp_path):
+    good = tmp_path / "d.csv"
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    lines = ["a,b,c,label"] + [f"{r[0]},{r[1]},{r[2]},{'u' if r[0] > 0 else 'v'}" for r in X]
+    good.write_text("\n".join(lines) + "\n")
+    res = _saspa("demo", "--csv", str(good), "--bases", "8", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["test_error"] < 0.1
+    res = _saspa("demo", "--csv", str(good), "--target", "nope")
+    assert res.returncode != 0 and "no column 'nope'" in res.stderr
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b,label\n1,2,x\n3,oops,y\n")
+    res = _saspa("demo", "--csv", str(bad))
+    assert res.returncode != 0 and "bad.csv:3: not numeric" in res.stderr
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("a,b,label\n1,2,x\n3,y\n")
+    res = _saspa("demo", "--csv", str(ragged))
+    assert res.returncode != 0 and "ragged.csv:3: 2 fields, the header has 3" in res.stderr
