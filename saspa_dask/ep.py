@@ -359,13 +359,19 @@ def sequential_block(block, tau, nu, sigma, mean, likelihood, damping, signal_va
 # ----------------------------------------------------------------------------------
 
 
-def _posterior_from_sites(blocks, tau, nu, n_bases):
+def _sum_statistics(blocks, tau, nu):
+    n_bases = blocks[0].phi.shape[1]
     A = np.zeros((n_bases, n_bases))
     b = np.zeros(n_bases)
     for block, t, n in zip(blocks, tau, nu):
         dA, db = block_statistics(block.phi, t, n)
         A += dA
         b += db
+    return A, b
+
+
+def _posterior_from_sites(blocks, tau, nu):
+    A, b = _sum_statistics(blocks, tau, nu)
     return Posterior.from_statistics(A, b), A, b
 
 
@@ -392,11 +398,7 @@ def _parallel_sweep(blocks, tau, nu, posterior, A_old, b_old, likelihood, settin
     damping = settings.damping
     new_tau = [t + damping * (p.tau_prop - t) for t, p in zip(tau, passes)]
     new_nu = [n + damping * (p.nu_prop - n) for n, p in zip(nu, passes)]
-    A, b = np.zeros_like(A_old), np.zeros_like(b_old)
-    for block, t, n in zip(blocks, new_tau, new_nu):
-        dA, db = block_statistics(block.phi, t, n)
-        A += dA
-        b += db
+    A, b = _sum_statistics(blocks, new_tau, new_nu)
     halvings = 0
     while True:
         try:
@@ -431,7 +433,7 @@ def _sequential_sweep(blocks, tau, nu, posterior, likelihood, settings, s2):
         n_invalid += inv
         n_skipped += skip
     # Refresh from all sites: repeated rank-one updates drift (LESSONS.md, GPML).
-    new_post, A, b = _posterior_from_sites(blocks, tau, nu, posterior.mean.size)
+    new_post, A, b = _posterior_from_sites(blocks, tau, nu)
     record = {"change": change, "n_invalid": n_invalid, "n_skipped": n_skipped}
     return new_post, A, b, record
 
@@ -476,7 +478,7 @@ def run_ep(blocks, likelihood, signal_variance, settings, sites=None, callback=N
         posterior, A, b = Posterior.prior(n_bases), np.zeros((n_bases, n_bases)), np.zeros(n_bases)
     else:
         tau, nu = _check_sites(blocks, sites)
-        posterior, A, b = _posterior_from_sites(blocks, tau, nu, n_bases)
+        posterior, A, b = _posterior_from_sites(blocks, tau, nu)
 
     s2 = signal_variance
     history = []
