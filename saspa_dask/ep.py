@@ -30,6 +30,7 @@ from .kernels import blurred_cross_covariance
 
 __all__ = [
     "Block",
+    "InMemoryEngine",
     "EPResult",
     "EPSettings",
     "Posterior",
@@ -354,88 +355,147 @@ def sequential_block(block, tau, nu, sigma, mean, likelihood, damping, signal_va
     return change, n_invalid, n_skipped
 
 
+@dataclass
+class PassSummary:
+    """Sums over the blocks of one pass; ``merge`` makes it a tree reduction.
+
+    ``A``, ``b``: site statistics of the sites the pass produced (None for an
+    evaluation pass); ``change``: max undamped site change; ``evidence_terms``: sum
+    of per-site evidence terms at the posterior the pass used (NaN if a cavity was
+    invalid); counters as in :class:`EPResult`.
+    """
+
+    A: np.ndarray | None = None
+    b: np.ndarray | None = None
+    change: float = 0.0
+    n_invalid: int = 0
+    n_skipped: int = 0
+    evidence_terms: float = 0.0
+
+    def merge(self, other):
+        def add(x, y):
+            return y if x is None else (x if y is None else x + y)
+
+        return PassSummary(add(self.A, other.A), add(self.b, other.b),
+                           max(self.change, other.change), self.n_invalid + other.n_invalid,
+                           self.n_skipped + other.n_skipped,
+                           self.evidence_terms + other.evidence_terms)
+
+
+def merge_summaries(summaries):
+    """Pairwise (tree) merge of a list of PassSummary, in order."""
+    items = list(summaries)
+    if not items:
+        return PassSummary()
+    while len(items) > 1:
+        items = [items[i].merge(items[i + 1]) if i + 1 < len(items) else items[i]
+                 for i in range(0, len(items), 2)]
+    return items[0]
+
+
+def parallel_chunk(block, tau, nu, posterior, likelihood, damping, signal_variance):
+    """One block of a parallel sweep: damped new sites and their statistics.
+
+    Returns ``(tau_new, nu_new, PassSummary)``; the evidence terms in the summary
+    belong to the posterior that was passed in.
+    """
+    p = block_pass(block, tau, nu, posterior, likelihood)
+    change = site_change(tau, nu, p.tau_prop, p.nu_prop, signal_variance)
+    tau_new = tau + damping * (p.tau_prop - tau)
+    nu_new = nu + damping * (p.nu_prop - nu)
+    A, b = block_statistics(block.phi, tau_new, nu_new)
+    return tau_new, nu_new, PassSummary(A, b, change, p.n_invalid, 0, p.evidence_terms)
+
+
+def sequential_chunk(block, tau, nu, sigma, mean, likelihood, damping, signal_variance):
+    """One block of a sequential sweep, on copies: returns the new sites and state.
+
+    Returns ``(tau_new, nu_new, sigma, mean, PassSummary)`` where the summary holds
+    the statistics of the block's new sites.
+    """
+    tau, nu = tau.copy(), nu.copy()
+    sigma, mean = np.array(sigma, order="F", copy=True), mean.copy()
+    change, n_invalid, n_skipped = sequential_block(block, tau, nu, sigma, mean, likelihood,
+                                                    damping, signal_variance)
+    A, b = block_statistics(block.phi, tau, nu)
+    return tau, nu, sigma, mean, PassSummary(A, b, change, n_invalid, n_skipped, 0.0)
+
+
+def evaluate_chunk(block, tau, nu, posterior, likelihood):
+    """Evidence terms and invalid-cavity count of one block at a posterior."""
+    p = block_pass(block, tau, nu, posterior, likelihood)
+    return PassSummary(n_invalid=p.n_invalid, evidence_terms=p.evidence_terms)
+
+
 # ----------------------------------------------------------------------------------
-# Sweeps over in-memory blocks
+# Engines: where the blocks and sites live.  run_ep drives either one.
 # ----------------------------------------------------------------------------------
 
 
-def _sum_statistics(blocks, tau, nu):
-    n_bases = blocks[0].phi.shape[1]
-    A = np.zeros((n_bases, n_bases))
-    b = np.zeros(n_bases)
-    for block, t, n in zip(blocks, tau, nu):
-        dA, db = block_statistics(block.phi, t, n)
-        A += dA
-        b += db
-    return A, b
+class InMemoryEngine:
+    """Blocks and sites held in this process (the in-memory estimators' engine).
 
+    An engine keeps the *current* sites and, during a sweep, *pending* ones; the
+    driver commits pending sites once their posterior is accepted.
+    """
 
-def _posterior_from_sites(blocks, tau, nu):
-    A, b = _sum_statistics(blocks, tau, nu)
-    return Posterior.from_statistics(A, b), A, b
+    def __init__(self, blocks, sites=None):
+        self.blocks = list(blocks)
+        if sites is None:
+            self.tau = [np.zeros(b.y.shape[0]) for b in self.blocks]
+            self.nu = [np.zeros(b.y.shape[0]) for b in self.blocks]
+            self.is_cold = True
+        else:
+            self.tau, self.nu = _check_sites(self.blocks, sites)
+            self.is_cold = False
+        self._pending = None
 
+    @property
+    def n_bases(self):
+        return self.blocks[0].phi.shape[1]
 
-def _evidence(posterior, site_sum):
-    return -0.5 * posterior.log_det() + 0.5 * posterior.h @ posterior.mean + site_sum
+    def statistics(self):
+        A = np.zeros((self.n_bases, self.n_bases))
+        b = np.zeros(self.n_bases)
+        for block, t, n in zip(self.blocks, self.tau, self.nu):
+            dA, db = block_statistics(block.phi, t, n)
+            A += dA
+            b += db
+        return A, b
 
+    def parallel_pass(self, posterior, likelihood, damping, signal_variance):
+        results = [parallel_chunk(b, t, n, posterior, likelihood, damping, signal_variance)
+                   for b, t, n in zip(self.blocks, self.tau, self.nu)]
+        self._pending = ([r[0] for r in results], [r[1] for r in results])
+        return merge_summaries(r[2] for r in results)
 
-def _evaluate(blocks, tau, nu, posterior, likelihood):
-    passes = [block_pass(b, t, n, posterior, likelihood) for b, t, n in zip(blocks, tau, nu)]
-    return passes, sum(p.evidence_terms for p in passes), sum(p.n_invalid for p in passes)
+    def halve_pending(self):
+        tau_p, nu_p = self._pending
+        self._pending = ([0.5 * (p + c) for p, c in zip(tau_p, self.tau)],
+                         [0.5 * (p + c) for p, c in zip(nu_p, self.nu)])
 
+    def sequential_pass(self, posterior, likelihood, damping, signal_variance):
+        sigma, mean = posterior.covariance(), posterior.mean
+        tau_p, nu_p, summaries = [], [], []
+        for block, t, n in zip(self.blocks, self.tau, self.nu):
+            t, n, sigma, mean, summary = sequential_chunk(block, t, n, sigma, mean, likelihood,
+                                                          damping, signal_variance)
+            tau_p.append(t)
+            nu_p.append(n)
+            summaries.append(summary)
+        self._pending = (tau_p, nu_p)
+        return merge_summaries(summaries)
 
-def _parallel_sweep(blocks, tau, nu, posterior, A_old, b_old, likelihood, settings, s2):
-    """One damped parallel sweep.  Returns the new state and this sweep's record."""
-    passes, site_sum, n_invalid = _evaluate(blocks, tau, nu, posterior, likelihood)
-    evidence = _evidence(posterior, site_sum)
-    change = max(
-        (site_change(t, n, p.tau_prop, p.nu_prop, s2) for t, n, p in zip(tau, nu, passes)),
-        default=0.0,
-    )
-    record = {"change": change, "n_invalid": n_invalid, "log_evidence_before": evidence}
-    if change < settings.tol:
-        return tau, nu, posterior, A_old, b_old, record, True
-    damping = settings.damping
-    new_tau = [t + damping * (p.tau_prop - t) for t, p in zip(tau, passes)]
-    new_nu = [n + damping * (p.nu_prop - n) for n, p in zip(nu, passes)]
-    A, b = _sum_statistics(blocks, new_tau, new_nu)
-    halvings = 0
-    while True:
-        try:
-            new_post = Posterior.from_statistics(A, b)
-            break
-        except LinAlgError:
-            # Negative site precisions made P indefinite: the statistics are linear in
-            # the damping, so halve the step without another pass over the data.
-            halvings += 1
-            if halvings > _MAX_DAMPING_HALVINGS:
-                raise FloatingPointError(
-                    "EP posterior stayed indefinite after halving the damping "
-                    f"{_MAX_DAMPING_HALVINGS} times"
-                ) from None
-            A = 0.5 * (A + A_old)
-            b = 0.5 * (b + b_old)
-            new_tau = [0.5 * (tn + t) for tn, t in zip(new_tau, tau)]
-            new_nu = [0.5 * (nn + n) for nn, n in zip(new_nu, nu)]
-    record["damping_halvings"] = halvings
-    return new_tau, new_nu, new_post, A, b, record, False
+    def commit(self):
+        self.tau, self.nu = self._pending
+        self._pending = None
 
+    def evaluate(self, posterior, likelihood):
+        return merge_summaries(evaluate_chunk(b, t, n, posterior, likelihood)
+                               for b, t, n in zip(self.blocks, self.tau, self.nu))
 
-def _sequential_sweep(blocks, tau, nu, posterior, likelihood, settings, s2):
-    sigma = np.asfortranarray(posterior.covariance())
-    mean = posterior.mean.copy()
-    change = 0.0
-    n_invalid = n_skipped = 0
-    for block, t, n in zip(blocks, tau, nu):
-        c, inv, skip = sequential_block(block, t, n, sigma, mean, likelihood,
-                                        settings.damping, s2)
-        change = max(change, c)
-        n_invalid += inv
-        n_skipped += skip
-    # Refresh from all sites: repeated rank-one updates drift (LESSONS.md, GPML).
-    new_post, A, b = _posterior_from_sites(blocks, tau, nu)
-    record = {"change": change, "n_invalid": n_invalid, "n_skipped": n_skipped}
-    return new_post, A, b, record
+    def sites(self):
+        return self.tau, self.nu
 
 
 def _check_sites(blocks, sites):
@@ -451,71 +511,95 @@ def _check_sites(blocks, sites):
     return [np.array(t, dtype=float) for t in tau], [np.array(n, dtype=float) for n in nu]
 
 
-def run_ep(blocks, likelihood, signal_variance, settings, sites=None, callback=None):
-    """Run EP to convergence over in-memory blocks.
+def _evidence(posterior, site_sum):
+    return -0.5 * posterior.log_det() + 0.5 * posterior.h @ posterior.mean + site_sum
+
+
+def _accept(engine, A_new, b_new, A_old, b_old):
+    """Posterior of the pending sites; halves the step while P is indefinite.
+
+    Negative site precisions (non-log-concave likelihoods) can make P indefinite.
+    The statistics are linear in the damping, so the step is halved without another
+    statistics pass; the engine halves its pending sites to match.
+    """
+    halvings = 0
+    while True:
+        try:
+            return Posterior.from_statistics(A_new, b_new), A_new, b_new, halvings
+        except LinAlgError:
+            halvings += 1
+            if halvings > _MAX_DAMPING_HALVINGS:
+                raise FloatingPointError(
+                    "EP posterior stayed indefinite after halving the damping "
+                    f"{_MAX_DAMPING_HALVINGS} times"
+                ) from None
+            engine.halve_pending()
+            A_new, b_new = 0.5 * (A_new + A_old), 0.5 * (b_new + b_old)
+
+
+def run_ep(engine, likelihood, signal_variance, settings, callback=None):
+    """Run EP to convergence; the engine holds the data blocks and the sites.
 
     Parameters
     ----------
-    blocks : list of Block
+    engine : InMemoryEngine or saspa_dask.distributed.DaskEngine
     likelihood : likelihood object (see :mod:`saspa_dask.likelihoods`)
     signal_variance : float
     settings : EPSettings
-    sites : tuple (tau, nu) of lists of arrays, optional
-        Warm start; shapes are checked against the blocks.
     callback : callable, optional
         Called with each sweep's record (a dict).
 
     Returns
     -------
     EPResult
+        ``tau`` and ``nu`` are what ``engine.sites()`` returns.
     """
     if settings.mode not in ("parallel", "sequential"):
         raise ValueError(f"ep_mode must be 'parallel' or 'sequential', got {settings.mode!r}")
-    n_bases = blocks[0].phi.shape[1]
-    if sites is None:
-        tau = [np.zeros(b.y.shape[0]) for b in blocks]
-        nu = [np.zeros(b.y.shape[0]) for b in blocks]
-        posterior, A, b = Posterior.prior(n_bases), np.zeros((n_bases, n_bases)), np.zeros(n_bases)
+    M = engine.n_bases
+    if engine.is_cold:
+        A, b = np.zeros((M, M)), np.zeros(M)
     else:
-        tau, nu = _check_sites(blocks, sites)
-        posterior, A, b = _posterior_from_sites(blocks, tau, nu)
-
+        A, b = engine.statistics()
+    posterior = Posterior.from_statistics(A, b)
     s2 = signal_variance
     history = []
     converged = False
-    final_evidence = None
-    totals = {"n_invalid": 0, "n_skipped": 0, "damping_halvings": 0}
+    final = None
     for sweep in range(1, settings.max_sweeps + 1):
         start = time.perf_counter()
         if settings.mode == "parallel":
-            tau, nu, posterior, A, b, record, converged = _parallel_sweep(
-                blocks, tau, nu, posterior, A, b, likelihood, settings, s2
-            )
+            summary = engine.parallel_pass(posterior, likelihood, settings.damping, s2)
             # This pass evaluated the posterior left by the previous sweep.
-            evidence_before = record.pop("log_evidence_before")
+            evidence = _evidence(posterior, summary.evidence_terms)
             if history:
-                history[-1]["log_evidence"] = evidence_before
+                history[-1]["log_evidence"] = evidence
+            converged = summary.change < settings.tol
+            halvings = 0
             if converged:
-                final_evidence = (evidence_before, record["n_invalid"])
+                final = (evidence, summary.n_invalid)
+            else:
+                posterior, A, b, halvings = _accept(engine, summary.A, summary.b, A, b)
+                engine.commit()
         else:
-            posterior, A, b, record = _sequential_sweep(
-                blocks, tau, nu, posterior, likelihood, settings, s2
-            )
-            converged = record["change"] < settings.tol
-        record["sweep"] = sweep
-        record["seconds"] = time.perf_counter() - start
-        for key in totals:
-            totals[key] += record.get(key, 0)
+            summary = engine.sequential_pass(posterior, likelihood, settings.damping, s2)
+            # Refresh from all sites: repeated rank-one updates drift (LESSONS.md, GPML).
+            posterior, A, b, halvings = _accept(engine, summary.A, summary.b, A, b)
+            engine.commit()
+            converged = summary.change < settings.tol
+        record = {"sweep": sweep, "change": summary.change, "n_invalid": summary.n_invalid,
+                  "n_skipped": summary.n_skipped, "damping_halvings": halvings,
+                  "seconds": time.perf_counter() - start}
         history.append(record)
         if callback is not None:
             callback(record)
         if converged:
             break
 
-    if final_evidence is None:
-        _, site_sum, final_invalid = _evaluate(blocks, tau, nu, posterior, likelihood)
-        final_evidence = (_evidence(posterior, site_sum), final_invalid)
-    log_evidence, final_invalid = final_evidence
+    if final is None:
+        summary = engine.evaluate(posterior, likelihood)
+        final = (_evidence(posterior, summary.evidence_terms), summary.n_invalid)
+    log_evidence, final_invalid = final
     history[-1]["log_evidence"] = log_evidence
     if not converged:
         warnings.warn(
@@ -525,6 +609,7 @@ def run_ep(blocks, likelihood, signal_variance, settings, sites=None, callback=N
             EPConvergenceWarning,
             stacklevel=2,
         )
+    tau, nu = engine.sites()
     return EPResult(
         posterior=posterior,
         tau=tau,
@@ -532,9 +617,9 @@ def run_ep(blocks, likelihood, signal_variance, settings, sites=None, callback=N
         n_sweeps=len(history),
         converged=converged,
         log_evidence=log_evidence,
-        n_invalid_cavities=totals["n_invalid"],
+        n_invalid_cavities=sum(r["n_invalid"] for r in history),
         n_invalid_final=final_invalid,
-        n_skipped_updates=totals["n_skipped"],
-        n_damping_halvings=totals["damping_halvings"],
+        n_skipped_updates=sum(r["n_skipped"] for r in history),
+        n_damping_halvings=sum(r["damping_halvings"] for r in history),
         history=history,
     )

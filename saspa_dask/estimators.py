@@ -13,7 +13,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .bases import Basis, kmeans_bases
-from .ep import EPSettings, make_block, predict_latent, run_ep, whiten
+from .ep import EPSettings, InMemoryEngine, make_block, predict_latent, run_ep, whiten
 from .kernels import BLUR_FAMILIES, basis_covariance, blur_covariances
 from .likelihoods import Gaussian, Probit, Step
 
@@ -136,9 +136,9 @@ class _SASPABase(BaseEstimator):
             )
         self.damping_ = float(damping)
         settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol)
-        blocks = list(self._blocks(X, targets))
+        engine = InMemoryEngine(self._blocks(X, targets))
         callback = _print_sweep if self.verbose else None
-        result = run_ep(blocks, likelihood, self.signal_variance_, settings, callback=callback)
+        result = run_ep(engine, likelihood, self.signal_variance_, settings, callback=callback)
         self._set_ep_result(result)
         return self
 

@@ -10,6 +10,7 @@ from saspa_dask.ep import (
     Block,
     EPConvergenceWarning,
     EPSettings,
+    InMemoryEngine,
     Posterior,
     block_pass,
     block_statistics,
@@ -84,19 +85,19 @@ def test_whiten_raises_jitter_and_reports_it():
 def test_warm_start_from_converged_sites_is_a_fixed_point():
     blocks = _blocks()
     settings = EPSettings("parallel", 0.7, 500, 1e-10)
-    cold = run_ep(blocks, Probit(), 1.5, settings)
-    warm = run_ep(blocks, Probit(), 1.5, settings, sites=(cold.tau, cold.nu))
+    cold = run_ep(InMemoryEngine(blocks), Probit(), 1.5, settings)
+    warm = run_ep(InMemoryEngine(blocks, sites=(cold.tau, cold.nu)), Probit(), 1.5, settings)
     assert cold.converged and warm.converged and warm.n_sweeps == 1
     np.testing.assert_allclose(warm.posterior.mean, cold.posterior.mean, rtol=1e-8)
     assert warm.log_evidence == pytest.approx(cold.log_evidence, rel=1e-10)
     with pytest.raises(ValueError, match="do not match a block"):
-        run_ep(blocks, Probit(), 1.5, settings, sites=(cold.tau[::-1], cold.nu[::-1]))
+        InMemoryEngine(blocks, sites=(cold.tau[::-1], cold.nu[::-1]))
 
 
 def test_non_convergence_is_reported():
     blocks = _blocks()
     with pytest.warns(EPConvergenceWarning, match="did not converge in 2 sweeps"):
-        res = run_ep(blocks, Probit(), 1.5, EPSettings("parallel", 0.1, 2, 1e-12))
+        res = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSettings("parallel", 0.1, 2, 1e-12))
     assert not res.converged and res.n_sweeps == 2
     assert np.isfinite(res.log_evidence)
     assert [r["sweep"] for r in res.history] == [1, 2]
@@ -108,8 +109,8 @@ def test_evidence_history_is_that_of_each_posterior():
     blocks = _blocks()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EPConvergenceWarning)
-        short = run_ep(blocks, Probit(), 1.5, EPSettings("parallel", 0.5, 3, 1e-12))
-        longer = run_ep(blocks, Probit(), 1.5, EPSettings("parallel", 0.5, 4, 1e-12))
+        short = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSettings("parallel", 0.5, 3, 1e-12))
+        longer = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSettings("parallel", 0.5, 4, 1e-12))
     assert longer.history[2]["log_evidence"] == pytest.approx(short.log_evidence, rel=1e-12)
 
 
