@@ -12,6 +12,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from . import distributed as dist
 from .bases import Basis, kmeans_bases
 from .ep import EPSettings, InMemoryEngine, make_block, predict_latent, run_ep, whiten
 from .kernels import BLUR_FAMILIES, basis_covariance, blur_covariances
@@ -39,15 +40,15 @@ def _check_number(name, value, low=None, high=None, low_open=False, integer=Fals
         raise ValueError(f"{name} must be <= {high}, got {value!r}")
 
 
-def default_lengthscale(X):
+def default_lengthscale(column_std):
     """Data-driven ARD lengthscales: ``std(X[:, k]) * sqrt(d)`` per input.
 
     With these, the expected scaled squared distance between two random rows is about
     2, so the kernel between typical rows is about exp(-1): neither flat nor diagonal.
     A constant input gets lengthscale 1 (it does not change the kernel).
     """
-    std = np.asarray(X).std(axis=0)
-    return np.where(std > 0, std, 1.0) * np.sqrt(X.shape[1])
+    std = np.asarray(column_std, dtype=np.float64)
+    return np.where(std > 0, std, 1.0) * np.sqrt(std.size)
 
 
 def _print_sweep(record):
@@ -57,6 +58,10 @@ def _print_sweep(record):
         file=sys.stderr,
         flush=True,
     )
+
+
+def _label_of(margin, classes):
+    return classes[(margin > 0).astype(int)]
 
 
 class _SASPABase(BaseEstimator):
@@ -74,13 +79,13 @@ class _SASPABase(BaseEstimator):
         _check_number("jitter", self.jitter, low=0, low_open=True)
         _check_number("block_rows", self.block_rows, low=1, integer=True)
         _check_number("verbose", self.verbose, low=0, integer=True)
+        _check_choice("cache", self.cache, ("memory", "none"))
         if self.bases is not None and not isinstance(self.bases, Basis):
             raise ValueError(f"bases must be a saspa_dask.Basis or None, got {type(self.bases)}")
 
-    def _resolve_lengthscale(self, X):
-        d = X.shape[1]
+    def _resolve_lengthscale(self, d, column_std):
         if self.lengthscale is None:
-            return default_lengthscale(X)
+            return default_lengthscale(column_std)
         ls = np.asarray(self.lengthscale, dtype=np.float64)
         if ls.ndim == 0:
             ls = np.full(d, float(ls))
@@ -93,7 +98,7 @@ class _SASPABase(BaseEstimator):
             raise ValueError(f"lengthscale must be finite and > 0, got {ls}")
         return ls
 
-    def _resolve_bases(self, X):
+    def _resolve_bases(self, X, is_lazy):
         n_samples, d = X.shape
         if self.bases is not None:
             if self.bases.means.shape[1] != d:
@@ -107,7 +112,11 @@ class _SASPABase(BaseEstimator):
                     f"n_bases={self.n_bases} exceeds n_samples={n_samples}: "
                     "use at most one basis per training row"
                 )
-            basis = kmeans_bases(X, self.n_bases, random_state=self.random_state)
+            if is_lazy:
+                seed = dist.seed_from(self.random_state)
+                basis, self.kmeans_info_ = dist.kmeans(X, self.n_bases, random_state=seed)
+            else:
+                basis = kmeans_bases(X, self.n_bases, random_state=self.random_state)
         return Basis(basis.means, blur_covariances(basis.covs, self.blur))
 
     def _blocks(self, X, targets=None):
@@ -119,11 +128,13 @@ class _SASPABase(BaseEstimator):
                              self.bases_.means, self.bases_.covs, self.lengthscale_,
                              self.signal_variance_, L)
 
-    def _fit_latent(self, X, targets, likelihood, signal_variance, damping):
-        """Bases, whitening, blocks and EP; sets the fitted attributes."""
-        self.lengthscale_ = self._resolve_lengthscale(X)
+    def _fit_latent(self, X, targets, likelihood, signal_variance, damping, column_std,
+                    progress=None):
+        """Bases, whitening, EP (in memory or on Dask); sets the fitted attributes."""
+        is_lazy = dist.is_lazy(X)
+        self.lengthscale_ = self._resolve_lengthscale(X.shape[1], column_std)
         self.signal_variance_ = float(signal_variance)
-        self.bases_ = self._resolve_bases(X)
+        self.bases_ = self._resolve_bases(X, is_lazy)
         Kh = basis_covariance(self.bases_.means, self.bases_.covs, self.lengthscale_,
                               self.signal_variance_)
         self.whitening_, self.jitter_ = whiten(Kh, self.signal_variance_, self.jitter)
@@ -136,17 +147,27 @@ class _SASPABase(BaseEstimator):
             )
         self.damping_ = float(damping)
         settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol)
-        engine = InMemoryEngine(self._blocks(X, targets))
-        callback = _print_sweep if self.verbose else None
-        result = run_ep(engine, likelihood, self.signal_variance_, settings, callback=callback)
+        callback = progress or (_print_sweep if self.verbose else None)
+        if not is_lazy:
+            engine = InMemoryEngine(self._blocks(X, targets))
+            result = run_ep(engine, likelihood, self.signal_variance_, settings, callback=callback)
+            self._set_ep_result(result)
+            return self
+        with dist.WorkDir(self.work_dir) as sites_path:
+            engine = dist.DaskEngine(X, targets, self.bases_, self.lengthscale_,
+                                     self.signal_variance_, self.whitening_, sites_path,
+                                     cache=self.cache)
+            result = run_ep(engine, likelihood, self.signal_variance_, settings, callback=callback)
+            tau, nu = result.tau, result.nu
+            result.tau, result.nu = dist.compute(tau, nu)
         self._set_ep_result(result)
         return self
 
     def _set_ep_result(self, result):
         post = result.posterior
         self.posterior_ = post
-        self.sites_tau_ = np.concatenate(result.tau)
-        self.sites_nu_ = np.concatenate(result.nu)
+        self.sites_tau_ = np.concatenate(result.tau) if isinstance(result.tau, list) else result.tau
+        self.sites_nu_ = np.concatenate(result.nu) if isinstance(result.nu, list) else result.nu
         self.n_sweeps_ = result.n_sweeps
         self.converged_ = result.converged
         self.log_evidence_ = float(result.log_evidence)
@@ -179,6 +200,8 @@ class _SASPABase(BaseEstimator):
             the data.
         """
         check_is_fitted(self)
+        if dist.is_lazy(X):
+            return dist.predict_latent(self, X)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         means, variances = [], []
         for block in self._blocks(X):
@@ -186,6 +209,19 @@ class _SASPABase(BaseEstimator):
             means.append(m)
             variances.append(v)
         return np.concatenate(means), np.concatenate(variances)
+
+    def save(self, path, *, overwrite=False):
+        """Write the fitted model to a zarr model store (see :func:`saspa_dask.load_model`).
+
+        Parameters
+        ----------
+        path : str or Path
+        overwrite : bool, default=False
+            Replace an existing store.
+        """
+        from .store import save_model
+
+        return save_model(self, path, overwrite=overwrite)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -223,6 +259,12 @@ _SHARED_PARAMS_DOC = """
         Seed of K-means.
     verbose : int, default=0
         If > 0, print one line per EP sweep to standard error.
+    cache : {"memory", "none"}, default="memory"
+        Dask inputs only: keep each chunk's whitened block (N M floats over the
+        cluster) in worker memory between sweeps, or rebuild it in every sweep.
+    work_dir : str, default=None
+        Dask inputs only: where the per-row site arrays live during training (a
+        directory every worker can reach; default: the system temporary directory).
 """
 
 _SHARED_ATTRS_DOC = """
@@ -300,7 +342,7 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
     def __init__(self, n_bases=64, *, blur="full", likelihood="probit", label_noise=0.01,
                  lengthscale=None, signal_variance=None, ep_mode="parallel", damping=None,
                  max_sweeps=100, tol=1e-6, bases=None, jitter=1e-8, block_rows=8192,
-                 random_state=None, verbose=0):
+                 random_state=None, verbose=0, cache="memory", work_dir=None):
         self.n_bases = n_bases
         self.blur = blur
         self.likelihood = likelihood
@@ -316,20 +358,28 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         self.block_rows = block_rows
         self.random_state = random_state
         self.verbose = verbose
+        self.cache = cache
+        self.work_dir = work_dir
 
     def _likelihood(self):
         if self.likelihood == "probit":
             return Probit()
         return Step(self.label_noise)
 
-    def fit(self, X, y):
+    _fitted_likelihood = _likelihood
+
+    def fit(self, X, y, *, progress=None):
         """Fit the classifier.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, dask array or zarr array of shape (n_samples, n_features)
+            Dask and zarr inputs are trained on chunk by chunk on Dask (the active
+            ``distributed.Client`` if there is one); see :class:`DaskEngine`.
         y : array-like of shape (n_samples,)
             Two distinct labels.
+        progress : callable, optional
+            Called with each EP sweep's record (dict).
 
         Returns
         -------
@@ -340,9 +390,13 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         _check_number("label_noise", self.label_noise, low=0, high=0.5)
         if self.label_noise >= 0.5:
             raise ValueError(f"label_noise must be < 0.5, got {self.label_noise!r}")
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-        check_classification_targets(y)
-        self.classes_, encoded = np.unique(y, return_inverse=True)
+        if dist.is_lazy(X) or dist.is_lazy(y):
+            X, y, stats = dist.check_training_data(self, X, y, classification=True)
+            self.classes_, column_std = np.asarray(stats["classes"]), stats["std"]
+        else:
+            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+            check_classification_targets(y)
+            self.classes_, column_std = np.unique(y), X.std(axis=0)
         if self.classes_.size < 2:
             raise ValueError(
                 f"SASPAClassifier needs samples of 2 classes; got 1 class ({self.classes_[0]!r})"
@@ -352,7 +406,8 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
                 "Only binary classification is supported; "
                 f"SASPAClassifier got {self.classes_.size} classes"
             )
-        signs = np.where(encoded == 1, 1.0, -1.0)
+        # +1 for classes_[1]; works on numpy and dask arrays alike
+        signs = (y == self.classes_[1]) * 2.0 - 1.0
         s2 = 1.0 if self.signal_variance is None else self.signal_variance
         likelihood = self._likelihood()
         if self.likelihood == "step":
@@ -361,7 +416,7 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         if damping is None:
             damping = 0.8 if self.likelihood == "step" else (
                 1.0 if self.ep_mode == "sequential" else 0.7)
-        return self._fit_latent(X, signs, likelihood, s2, damping)
+        return self._fit_latent(X, signs, likelihood, s2, damping, column_std, progress)
 
     def decision_function(self, X):
         """Standardised latent margin; positive values favour ``classes_[1]``.
@@ -393,7 +448,9 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         ndarray of shape (n_samples, 2)
         """
         mean, var = self.predict_latent(X)
-        p1 = np.clip(self._likelihood().proba(mean, var), 0.0, 1.0)
+        p1 = self._likelihood().proba(mean, var).clip(0.0, 1.0)
+        if dist.is_lazy(p1):
+            return dist.da.stack([1.0 - p1, p1], axis=1).rechunk({1: 2})
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X):
@@ -408,7 +465,9 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         ndarray of shape (n_samples,)
         """
         margin = self.decision_function(X)
-        return self.classes_[(margin > 0).astype(int)]
+        if dist.is_lazy(margin):
+            return margin.map_blocks(_label_of, self.classes_, dtype=self.classes_.dtype)
+        return _label_of(margin, self.classes_)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -450,7 +509,7 @@ class SASPARegressor(RegressorMixin, _SASPABase):
                  noise_variance=None, lengthscale=None, signal_variance=None,
                  ep_mode="parallel", damping=None, max_sweeps=100, tol=1e-6, bases=None,
                  jitter=1e-8, block_rows=8192, center_y=True, random_state=None,
-                 verbose=0):
+                 verbose=0, cache="memory", work_dir=None):
         self.n_bases = n_bases
         self.blur = blur
         self.likelihood = likelihood
@@ -467,14 +526,19 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         self.center_y = center_y
         self.random_state = random_state
         self.verbose = verbose
+        self.cache = cache
+        self.work_dir = work_dir
 
-    def fit(self, X, y):
+    def fit(self, X, y, *, progress=None):
         """Fit the regressor.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, dask array or zarr array of shape (n_samples, n_features)
+            Dask and zarr inputs are trained on chunk by chunk on Dask.
         y : array-like of shape (n_samples,)
+        progress : callable, optional
+            Called with each EP sweep's record (dict).
 
         Returns
         -------
@@ -484,17 +548,26 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         _check_choice("likelihood", self.likelihood, ("gaussian",))
         _check_number("noise_variance", self.noise_variance, low=0, low_open=True,
                       allow_none=True)
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
-                             y_numeric=True)
-        self.y_mean_ = float(y.mean()) if self.center_y else 0.0
+        if dist.is_lazy(X) or dist.is_lazy(y):
+            X, y, stats = dist.check_training_data(self, X, y, classification=False)
+            column_std, mean, spread = stats["std"], float(stats["mean"]), float(stats["var"])
+        else:
+            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
+                                 y_numeric=True)
+            column_std, mean, spread = X.std(axis=0), float(y.mean()), float(y.var())
+        self.y_mean_ = mean if self.center_y else 0.0
         targets = y - self.y_mean_
-        spread = float(targets.var())
+        if not self.center_y:
+            spread += mean * mean
         spread = spread if spread > 0 else 1.0
         s2 = spread if self.signal_variance is None else self.signal_variance
         noise = 0.1 * spread if self.noise_variance is None else self.noise_variance
         self.noise_variance_ = float(noise)
         damping = 1.0 if self.damping is None else self.damping
-        return self._fit_latent(X, targets, Gaussian(noise), s2, damping)
+        return self._fit_latent(X, targets, Gaussian(noise), s2, damping, column_std, progress)
+
+    def _fitted_likelihood(self):
+        return Gaussian(self.noise_variance_)
 
     def predict_latent(self, X):
         mean, var = super().predict_latent(X)
