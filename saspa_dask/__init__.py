@@ -5,12 +5,15 @@ likelihood and kernel functions for users who build on the engine.
 """
 
 from .bases import Basis, kmeans_bases
+from .store import StoreError, load_model
 from .ep import EPConvergenceWarning
 from .estimators import SASPAClassifier, SASPARegressor
 
 __all__ = [
     "Basis",
     "EPConvergenceWarning",
+    "StoreError",
+    "load_model",
     "SASPAClassifier",
     "SASPARegressor",
     "kmeans_bases",

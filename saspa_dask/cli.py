@@ -1,22 +1,24 @@
-"""The ``saspa`` command.
+"""The ``saspa`` command: ``make-data``, ``ingest``, ``train``, ``info``, ``demo``.
 
-``saspa demo`` is the end-to-end job of this release: it generates (or reads) a
-classification problem, fits SASPA in memory, and reports test error, evidence and EP
-diagnostics.  The distributed ``train`` / ``score`` jobs build on the same engine.
+``train`` runs on a Dask cluster: ``--scheduler tcp://HOST:PORT`` connects to one, and
+without it an embedded ``LocalCluster`` with ``--workers`` processes is started.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import sys
 import time
+from pathlib import Path
 
 import click
 import numpy as np
 
 from . import __version__
-from .estimators import SASPAClassifier
+from .estimators import SASPAClassifier, SASPARegressor
+from .store import StoreError, describe_model, ingest, open_data_store, save_model
 
 
 def synthetic_two_class(n_rows, n_features, seed):
@@ -131,6 +133,205 @@ def demo(csv_path, target, rows, features, n_bases, blur, likelihood, ep_mode,
             click.echo(f"{key:>17}: {value}")
     if not clf.converged_:
         sys.exit(3)
+
+
+@main.command("make-data")
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--rows", default=200_000, show_default=True)
+@click.option("--features", default=8, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+def make_data(out, rows, features, seed):
+    """Write generated two-class data (inputs then a 0/1 label column) to OUT.npy."""
+    X, y = synthetic_two_class(rows, features, seed)
+    path = Path(out)
+    tmp = path.with_name(f".{path.name}.partial.npy")
+    np.save(tmp, np.column_stack([X, y]))
+    tmp.replace(path)
+    click.echo(f"wrote {rows} x {features} inputs + label to {path}")
+
+
+@main.command("ingest")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", required=True, type=click.Path(), help="Data store to create.")
+@click.option("--target", help="Target column name or index (default: the last column).")
+@click.option("--chunk-rows", default=65536, show_default=True, type=click.IntRange(1))
+@click.option("--missing", default="error", show_default=True,
+              type=click.Choice(["error", "drop-rows"]))
+@click.option("--text", default="error", show_default=True,
+              type=click.Choice(["error", "onehot", "drop"]))
+@click.option("--overwrite", is_flag=True, help="Replace an existing store.")
+def ingest_command(source, out, target, chunk_rows, missing, text, overwrite):
+    """Stream a CSV or .npy file into a chunked zarr data store."""
+    start = time.perf_counter()
+    try:
+        attrs = ingest(source, out, target=target, chunk_rows=chunk_rows, missing=missing,
+                       text=text, overwrite=overwrite)
+    except (StoreError, ValueError) as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(f"ingested {attrs['n_rows']} rows x {len(attrs['columns'])} inputs into {out} "
+               f"({time.perf_counter() - start:.1f}s; target {attrs['target']!r}, "
+               f"{attrs['preprocessing'].get('rows_dropped_for_missing', 0)} rows dropped)")
+
+
+@contextlib.contextmanager
+def dask_client(scheduler, workers, timeout):
+    """A distributed Client: connected to ``scheduler`` or to an embedded LocalCluster."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout=timeout)
+        except (OSError, TimeoutError) as err:
+            raise click.ClickException(
+                f"cannot reach the Dask scheduler at {scheduler} within {timeout}s ({err})"
+            ) from None
+        cluster = None
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=":0")
+        client = Client(cluster)
+    try:
+        where = scheduler or f"embedded LocalCluster, {workers} workers"
+        click.echo(f"dask: {where}; dashboard: {_dashboard(client)}", err=True)
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _dashboard(client):
+    try:
+        import bokeh  # noqa: F401  (the dashboard needs it)
+    except ImportError:
+        return "unavailable (pip install 'saspa-dask[dashboard]')"
+    return client.dashboard_link
+
+
+class SweepReporter:
+    """Per-sweep progress: a tqdm bar on a terminal, one log line a sweep otherwise."""
+
+    def __init__(self, max_sweeps, stream=None):
+        self.stream = stream or sys.stderr
+        self.bar = None
+        if self.stream.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=max_sweeps, desc="EP sweeps", unit="sweep", file=self.stream)
+
+    def __call__(self, record):
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(change=f"{record['change']:.2e}",
+                                 invalid=record["n_invalid"])
+        else:
+            click.echo(f"sweep {record['sweep']:4d}  change {record['change']:.3e}  "
+                       f"invalid {record['n_invalid']}  {record['seconds']:.2f}s",
+                       file=self.stream)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+@main.command("train")
+@click.argument("data", type=click.Path())
+@click.option("--out", required=True, type=click.Path(), help="Model store to write.")
+@click.option("--task", default="classification", show_default=True,
+              type=click.Choice(["classification", "regression"]))
+@click.option("--bases", "n_bases", default=64, show_default=True, type=click.IntRange(1))
+@click.option("--blur", default="full", show_default=True,
+              type=click.Choice(["delta", "spherical", "diagonal", "full"]))
+@click.option("--likelihood", help="probit (default) or step; gaussian for regression.")
+@click.option("--ep-mode", default="parallel", show_default=True,
+              type=click.Choice(["parallel", "sequential"]))
+@click.option("--damping", type=float, help="Site damping in (0, 1] (default: by likelihood).")
+@click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1))
+@click.option("--tol", default=1e-6, show_default=True, type=float)
+@click.option("--lengthscale", type=float, help="One lengthscale for every input.")
+@click.option("--signal-variance", type=float)
+@click.option("--noise-variance", type=float, help="Regression noise variance.")
+@click.option("--label-noise", default=0.01, show_default=True, type=float,
+              help="Step likelihood label noise.")
+@click.option("--seed", default=0, show_default=True, help="K-means seed.")
+@click.option("--cache", default="memory", show_default=True,
+              type=click.Choice(["memory", "none"]),
+              help="Keep whitened chunk blocks in worker memory between sweeps.")
+@click.option("--work-dir", type=click.Path(),
+              help="Directory for site arrays during training (default: beside --out).")
+@click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
+              help="Workers of the embedded LocalCluster (without --scheduler).")
+@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1),
+              help="Seconds to wait for --scheduler.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing model store.")
+def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_sweeps, tol,
+          lengthscale, signal_variance, noise_variance, label_noise, seed, cache, work_dir,
+          scheduler, workers, timeout, overwrite):
+    """Train a SASPA model on a zarr data store, on a Dask cluster."""
+    if Path(out).exists() and not overwrite:
+        raise click.ClickException(f"{out} exists; pass --overwrite to replace it")
+    try:
+        X, y, attrs = open_data_store(data)
+    except StoreError as err:
+        raise click.ClickException(str(err)) from None
+    common = dict(n_bases=n_bases, blur=blur, ep_mode=ep_mode, damping=damping,
+                  max_sweeps=max_sweeps, tol=tol, lengthscale=lengthscale,
+                  signal_variance=signal_variance, random_state=seed, cache=cache,
+                  work_dir=work_dir or str(Path(out).resolve().parent))
+    if task == "classification":
+        likelihood = likelihood or "probit"
+        model = SASPAClassifier(likelihood=likelihood, label_noise=label_noise, **common)
+    else:
+        model = SASPARegressor(likelihood=likelihood or "gaussian",
+                               noise_variance=noise_variance, **common)
+    from .distributed import fingerprint
+
+    start = time.perf_counter()
+    with dask_client(scheduler, workers, timeout):
+        click.echo(f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs, "
+                   f"{len(X.chunks[0])} chunks)", err=True)
+        data_fingerprint = fingerprint(X, y)
+        reporter = SweepReporter(max_sweeps)
+        try:
+            model.fit(X, y, progress=reporter)
+        except ValueError as err:
+            raise click.ClickException(str(err)) from None
+        finally:
+            reporter.close()
+    seconds = time.perf_counter() - start
+    model.data_fingerprint_ = data_fingerprint
+    extra = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
+             "target_classes": attrs.get("target_classes"),
+             "kmeans": getattr(model, "kmeans_info_", None), "train_seconds": seconds}
+    save_model(model, out, overwrite=overwrite, extra_attrs=extra)
+    click.echo(f"model: {out}  sweeps {model.n_sweeps_}  converged {model.converged_}  "
+               f"log evidence {model.log_evidence_:.6g}  invalid cavities "
+               f"{model.n_invalid_cavities_}  {seconds:.1f}s")
+    if not model.converged_:
+        sys.exit(3)
+
+
+@main.command("info")
+@click.argument("model", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
+def info(model, as_json):
+    """Describe a model store."""
+    try:
+        summary = describe_model(model)
+    except StoreError as err:
+        raise click.ClickException(str(err)) from None
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    for key in ("estimator", "task", "n_training_rows", "n_features_in", "n_bases", "blur",
+                "likelihood", "log_evidence", "classes", "data_fingerprint"):
+        click.echo(f"{key:>17}: {summary[key]}")
+    ep = summary["ep"]
+    click.echo(f"{'ep':>17}: {ep['mode']}, damping {ep['damping']}, {ep['n_sweeps']} sweeps, "
+               f"converged {ep['converged']}, invalid cavities {ep['n_invalid_cavities']}")
+    click.echo(f"{'kernel':>17}: signal variance {summary['kernel']['signal_variance']:.4g}, "
+               f"jitter {summary['kernel']['jitter']:.3g}")
 
 
 if __name__ == "__main__":

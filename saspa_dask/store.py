@@ -217,7 +217,7 @@ def _encode_row(row, plan, target_index, target_classes):
 
 
 class _ChunkWriter:
-    """Appends rows to X and y one full chunk at a time (writes stay chunk-aligned)."""
+    """Appends rows to X and y, writing only whole chunks (writes stay chunk-aligned)."""
 
     def __init__(self, group, n_features, chunk_rows):
         self.X = group.create_array("X", shape=(0, n_features), chunks=(chunk_rows, n_features),
@@ -225,7 +225,9 @@ class _ChunkWriter:
         self.y = group.create_array("y", shape=(0,), chunks=(chunk_rows,), dtype="f8",
                                     fill_value=np.nan)
         self.chunk_rows = chunk_rows
-        self.rows, self.targets = [], []
+        self.rows, self.targets = [], []  # single rows (CSV)
+        self.pending_X = np.empty((0, n_features))
+        self.pending_y = np.empty(0)
         self.n = 0
         self.hasher = _Fingerprint(n_features, chunk_rows)
 
@@ -233,17 +235,27 @@ class _ChunkWriter:
         self.rows.append(features)
         self.targets.append(target)
         if len(self.rows) == self.chunk_rows:
-            self.flush()
+            self.add_block(np.array(self.rows, dtype=np.float64),
+                           np.array(self.targets, dtype=np.float64))
 
     def add_block(self, X, y):
-        for start in range(0, len(y), self.chunk_rows):
+        if self.rows and X is not None:
+            self.rows, self.targets = [], []
+        X = np.concatenate([self.pending_X, X])
+        y = np.concatenate([self.pending_y, y])
+        full = (len(y) // self.chunk_rows) * self.chunk_rows
+        for start in range(0, full, self.chunk_rows):
             self._write(X[start:start + self.chunk_rows], y[start:start + self.chunk_rows])
+        self.pending_X, self.pending_y = X[full:], y[full:]
 
     def flush(self):
+        """Write what is left (the last, partial chunk)."""
         if self.rows:
-            self._write(np.array(self.rows, dtype=np.float64),
-                        np.array(self.targets, dtype=np.float64))
-            self.rows, self.targets = [], []
+            self.add_block(np.array(self.rows, dtype=np.float64),
+                           np.array(self.targets, dtype=np.float64))
+        if len(self.pending_y):
+            self._write(self.pending_X, self.pending_y)
+            self.pending_X, self.pending_y = self.pending_X[:0], self.pending_y[:0]
 
     def _write(self, X, y):
         start, stop = self.n, self.n + len(y)
@@ -413,8 +425,7 @@ def _ingest_npy(path, group, target, chunk_rows, missing):
     for start in range(0, data.shape[0], chunk_rows):
         block = np.asarray(data[start:start + chunk_rows], dtype=np.float64)
         block = block[np.isfinite(block).all(axis=1)]
-        for row in block:
-            writer.add(row[keep], row[t])
+        writer.add_block(block[:, keep], block[:, t])
     writer.flush()
     if writer.n == 0:
         raise StoreError(f"{path}: every row holds NaN or inf")
@@ -487,7 +498,9 @@ def _versions():
 
 def _jsonable(value):
     if isinstance(value, np.generic):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None  # JSON has no NaN / inf
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, dict):

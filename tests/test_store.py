@@ -1,0 +1,173 @@
+"""Data ingest and the model store, on real zarr stores on disk."""
+
+import shutil
+
+import dask
+import numpy as np
+import pytest
+import zarr
+
+from saspa_dask import SASPAClassifier, SASPARegressor, load_model
+from saspa_dask.distributed import fingerprint
+from saspa_dask.store import StoreError, ingest, open_data_store
+
+
+def _leftovers(directory, name):
+    return [p.name for p in directory.iterdir() if name in p.name]
+
+
+def _write_csv(path, header, rows):
+    path.write_text("\n".join([",".join(header)] + [",".join(map(str, r)) for r in rows]) + "\n")
+    return path
+
+
+def test_csv_ingest_round_trip_and_fingerprint(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 3))
+    labels = np.where(X[:, 0] > 0, "pos", "neg")
+    src = _write_csv(tmp_path / "d.csv", ["a", "b", "c", "label"],
+                     [[*(repr(float(v)) for v in x), l] for x, l in zip(X, labels)])
+    attrs = ingest(src, tmp_path / "d.zarr", target="label", chunk_rows=300)
+    assert attrs["columns"] == ["a", "b", "c"] and attrs["target_classes"] == ["neg", "pos"]
+    Xd, yd, stored = open_data_store(tmp_path / "d.zarr")
+    assert Xd.chunks[0] == (300, 300, 300, 100)
+    np.testing.assert_array_equal(Xd.compute(), X)  # repr round-trips float64 exactly
+    np.testing.assert_array_equal(yd.compute(), (labels == "pos").astype(float))
+    assert stored["complete"] is True
+    with dask.config.set(scheduler="threads"):
+        assert fingerprint(Xd, yd) == attrs["fingerprint"]
+    # the fingerprint sees a one-value change
+    zarr.open_array(str(tmp_path / "d.zarr" / "X"), mode="r+")[5, 1] += 1e-12
+    Xd, yd, _ = open_data_store(tmp_path / "d.zarr")
+    assert fingerprint(Xd, yd) != attrs["fingerprint"]
+
+
+def test_text_and_missing_policies(tmp_path):
+    rows = [[1.0, "NEAR BAY", 3.0], [2.0, "INLAND", ""], [3.0, "NEAR BAY", 1.0],
+            [4.0, "ISLAND", 2.0]]
+    src = _write_csv(tmp_path / "h.csv", ["x", "where", "value"], rows)
+    with pytest.raises(StoreError, match=r"column 'where' is text \(3 distinct values"):
+        ingest(src, tmp_path / "a.zarr", target="value", missing="drop-rows")
+    with pytest.raises(StoreError, match="target column 'value' has 1 missing values"):
+        ingest(src, tmp_path / "a.zarr", target="value", text="onehot")
+    attrs = ingest(src, tmp_path / "a.zarr", target="value", text="onehot", missing="drop-rows")
+    assert attrs["columns"] == ["x", "where=INLAND", "where=ISLAND", "where=NEAR BAY"]
+    assert attrs["preprocessing"]["rows_dropped_for_missing"] == 1
+    X, y, _ = open_data_store(tmp_path / "a.zarr")
+    np.testing.assert_array_equal(X.compute(), [[1, 0, 0, 1], [3, 0, 0, 1], [4, 0, 1, 0]])
+    np.testing.assert_array_equal(y.compute(), [3.0, 1.0, 2.0])
+    attrs = ingest(src, tmp_path / "b.zarr", target="value", text="drop", missing="drop-rows")
+    assert attrs["columns"] == ["x"] and attrs["preprocessing"]["dropped_text_columns"] == ["where"]
+
+
+@pytest.mark.parametrize("content,match", [
+    ("a,b,y\n1,,0\n2,3,1\n", "column 'b' has 1 missing values in 2 rows"),
+    ("a,b,y\n1,2,0\n2,3\n", "line 3 has 2 fields, the header has 3"),
+    ("", "empty file"),
+    ("a,b,y\n", "no data rows"),
+    ("a,b,y\n1,x,0\n2,3,1\n", "column 'b' is text"),
+])
+def test_ingest_errors_leave_nothing_behind(tmp_path, content, match):
+    src = tmp_path / "bad.csv"
+    src.write_text(content)
+    with pytest.raises(StoreError, match=match):
+        ingest(src, tmp_path / "out.zarr", chunk_rows=1)
+    assert _leftovers(tmp_path, "out.zarr") == []
+
+
+def test_ingest_npy_and_destination_rules(tmp_path):
+    data = np.arange(40.0).reshape(10, 4)
+    data[3, 1] = np.nan
+    np.save(tmp_path / "d.npy", data)
+    with pytest.raises(StoreError, match="1 rows hold NaN or inf"):
+        ingest(tmp_path / "d.npy", tmp_path / "d.zarr")
+    attrs = ingest(tmp_path / "d.npy", tmp_path / "d.zarr", missing="drop-rows", chunk_rows=4)
+    X, y, _ = open_data_store(tmp_path / "d.zarr")
+    np.testing.assert_array_equal(X.compute(), np.delete(data, 3, axis=0)[:, :3])
+    np.testing.assert_array_equal(y.compute(), np.delete(data, 3, axis=0)[:, 3])
+    assert attrs["n_rows"] == 9 and X.chunks[0] == (4, 4, 1)
+    with pytest.raises(StoreError, match="exists; pass overwrite"):
+        ingest(tmp_path / "d.npy", tmp_path / "d.zarr", missing="drop-rows")
+    ingest(tmp_path / "d.npy", tmp_path / "d.zarr", missing="drop-rows", target=0,
+           overwrite=True)
+    assert open_data_store(tmp_path / "d.zarr")[2]["target"] == "x0"
+    assert _leftovers(tmp_path, ".d.zarr") == []
+
+
+def test_open_data_store_errors(tmp_path):
+    with pytest.raises(StoreError, match="no such data store"):
+        open_data_store(tmp_path / "missing.zarr")
+    g = zarr.open_group(str(tmp_path / "foreign.zarr"), mode="w")
+    g.create_array("features", shape=(3, 2), dtype="f8")
+    with pytest.raises(StoreError, match="needs arrays 'X' and 'y'"):
+        open_data_store(tmp_path / "foreign.zarr")
+    g = zarr.open_group(str(tmp_path / "half.zarr"), mode="w")
+    g.create_array("X", shape=(3, 2), dtype="f8")
+    g.create_array("y", shape=(3,), dtype="f8")
+    g.attrs.update(format="saspa-data", complete=False)
+    with pytest.raises(StoreError, match="incomplete"):
+        open_data_store(tmp_path / "half.zarr")
+    (tmp_path / "file.zarr").write_text("not a store")
+    with pytest.raises(StoreError, match="not a zarr group"):
+        open_data_store(tmp_path / "file.zarr")
+
+
+@pytest.mark.parametrize("Estimator,likelihood", [(SASPAClassifier, "probit"),
+                                                  (SASPAClassifier, "step"),
+                                                  (SASPARegressor, "gaussian")])
+def test_model_round_trip(tmp_path, Estimator, likelihood):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3))
+    y = (np.where(X[:, 0] > 0, "a", "b") if Estimator is SASPAClassifier
+         else X[:, 0] + 0.1 * rng.normal(size=300))
+    model = Estimator(n_bases=12, likelihood=likelihood, random_state=0).fit(X, y)
+    model.save(tmp_path / "m.zarr")
+    loaded = load_model(tmp_path / "m.zarr")
+    assert type(loaded) is Estimator
+    Xs = rng.normal(size=(50, 3))
+    for a, b in zip(model.predict_latent(Xs), loaded.predict_latent(Xs)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(model.predict(Xs), loaded.predict(Xs))
+    np.testing.assert_array_equal(loaded.sites_tau_, model.sites_tau_)
+    assert loaded.get_params() == {**model.get_params(), "bases": None}
+    assert loaded.history_[-1]["change"] == model.history_[-1]["change"]
+    if Estimator is SASPAClassifier:
+        np.testing.assert_array_equal(loaded.classes_, model.classes_)
+    # no pickle anywhere in the store: every file is zarr JSON metadata or chunk data
+    for path in (tmp_path / "m.zarr").rglob("*"):
+        if path.is_file():
+            assert not path.read_bytes().startswith(b"\x80"), path
+
+
+def test_model_store_errors(tmp_path):
+    X = np.random.default_rng(2).normal(size=(60, 2))
+    model = SASPAClassifier(n_bases=5, random_state=0).fit(X, X[:, 0] > 0)
+    model.save(tmp_path / "m.zarr")
+    with pytest.raises(StoreError, match="exists; pass overwrite"):
+        model.save(tmp_path / "m.zarr")
+    model.save(tmp_path / "m.zarr", overwrite=True)
+    with pytest.raises(StoreError, match="no such model store"):
+        load_model(tmp_path / "nope.zarr")
+    shutil.copytree(tmp_path / "m.zarr", tmp_path / "trunc.zarr")
+    shutil.rmtree(tmp_path / "trunc.zarr" / "alpha")
+    with pytest.raises(StoreError, match="array 'alpha' is missing or unreadable"):
+        load_model(tmp_path / "trunc.zarr")
+    shutil.copytree(tmp_path / "m.zarr", tmp_path / "chunk.zarr")
+    chunks = [c for c in (tmp_path / "chunk.zarr" / "beta" / "c").rglob("*") if c.is_file()]
+    assert chunks
+    for chunk in chunks:
+        chunk.unlink()  # data lost: reads back as the NaN fill value
+    with pytest.raises(StoreError, match="'beta' holds NaN"):
+        load_model(tmp_path / "chunk.zarr")
+    g = zarr.open_group(str(tmp_path / "foreign.zarr"), mode="w")
+    g.attrs["format"] = "something-else"
+    with pytest.raises(StoreError, match="not a saspa model store"):
+        load_model(tmp_path / "foreign.zarr")
+    shutil.copytree(tmp_path / "m.zarr", tmp_path / "old.zarr")
+    zarr.open_group(str(tmp_path / "old.zarr"), mode="r+").attrs["format_version"] = 99
+    with pytest.raises(StoreError, match="format version 99"):
+        load_model(tmp_path / "old.zarr")
+    shutil.copytree(tmp_path / "m.zarr", tmp_path / "half.zarr")
+    zarr.open_group(str(tmp_path / "half.zarr"), mode="r+").attrs["complete"] = False
+    with pytest.raises(StoreError, match="incomplete"):
+        load_model(tmp_path / "half.zarr")
