@@ -303,7 +303,8 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_swee
     model.data_fingerprint_ = data_fingerprint
     extra = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
              "target_classes": attrs.get("target_classes"),
-             "kmeans": getattr(model, "kmeans_info_", None), "train_seconds": seconds}
+             "kmeans": getattr(model, "kmeans_info_", None), "train_seconds": seconds,
+             "timings": model.timings_}
     save_model(model, out, overwrite=overwrite, extra_attrs=extra)
     click.echo(f"model: {out}  sweeps {model.n_sweeps_}  converged {model.converged_}  "
                f"log evidence {model.log_evidence_:.6g}  invalid cavities "

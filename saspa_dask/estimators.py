@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -134,7 +135,9 @@ class _SASPABase(BaseEstimator):
         is_lazy = dist.is_lazy(X)
         self.lengthscale_ = self._resolve_lengthscale(X.shape[1], column_std)
         self.signal_variance_ = float(signal_variance)
+        start = time.perf_counter()
         self.bases_ = self._resolve_bases(X, is_lazy)
+        self.timings_ = {"bases": time.perf_counter() - start}
         Kh = basis_covariance(self.bases_.means, self.bases_.covs, self.lengthscale_,
                               self.signal_variance_)
         self.whitening_, self.jitter_ = whiten(Kh, self.signal_variance_, self.jitter)
@@ -148,18 +151,19 @@ class _SASPABase(BaseEstimator):
         self.damping_ = float(damping)
         settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol)
         callback = progress or (_print_sweep if self.verbose else None)
+        start = time.perf_counter()
         if not is_lazy:
             engine = InMemoryEngine(self._blocks(X, targets))
             result = run_ep(engine, likelihood, self.signal_variance_, settings, callback=callback)
-            self._set_ep_result(result)
-            return self
-        with dist.WorkDir(self.work_dir) as sites_path:
-            engine = dist.DaskEngine(X, targets, self.bases_, self.lengthscale_,
-                                     self.signal_variance_, self.whitening_, sites_path,
-                                     cache=self.cache)
-            result = run_ep(engine, likelihood, self.signal_variance_, settings, callback=callback)
-            tau, nu = result.tau, result.nu
-            result.tau, result.nu = dist.compute(tau, nu)
+        else:
+            with dist.WorkDir(self.work_dir) as sites_path:
+                engine = dist.DaskEngine(X, targets, self.bases_, self.lengthscale_,
+                                         self.signal_variance_, self.whitening_, sites_path,
+                                         cache=self.cache)
+                result = run_ep(engine, likelihood, self.signal_variance_, settings,
+                                callback=callback)
+                result.tau, result.nu = dist.compute(result.tau, result.nu)
+        self.timings_["ep"] = time.perf_counter() - start
         self._set_ep_result(result)
         return self
 
@@ -298,6 +302,10 @@ _SHARED_ATTRS_DOC = """
         L, lower Cholesky factor of Kh + jitter_ I.
     posterior_ : saspa_dask.ep.Posterior
         Whitened posterior (Cholesky of P, h, mu_v).
+    timings_ : dict
+        Seconds spent on ``bases`` (K-means) and ``ep`` (blocks and sweeps).
+    kmeans_info_ : dict
+        Dask inputs with K-means bases only: iterations, inertia, convergence.
     n_features_in_ : int
 """
 

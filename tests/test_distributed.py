@@ -1,0 +1,226 @@
+"""Distributed training with real ``dask scheduler`` / ``dask worker`` processes on
+127.0.0.1 and real zarr stores on disk."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from saspa_dask import Basis, SASPAClassifier, SASPARegressor, load_model
+from saspa_dask.cli import synthetic_two_class
+from saspa_dask.distributed import kmeans
+from saspa_dask.store import ingest, open_data_store
+
+BIN = Path(sys.executable).parent
+
+
+def _wait_for_file(path, timeout=60):
+    deadline = time.time() + timeout
+    while not path.exists():
+        if time.time() > deadline:
+            raise TimeoutError(f"{path} did not appear")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def scheduler(tmp_path_factory):
+    """A real scheduler and two single-thread workers, as separate processes."""
+    tmp = tmp_path_factory.mktemp("cluster")
+    sched_file = tmp / "scheduler.json"
+    env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536"}
+    procs = [subprocess.Popen(
+        [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--no-dashboard", "--scheduler-file", str(sched_file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    try:
+        _wait_for_file(sched_file)
+        for _ in range(2):
+            procs.append(subprocess.Popen(
+                [str(BIN / "dask"), "worker", "--scheduler-file", str(sched_file),
+                 "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
+                 "--memory-limit", "4GB", "--host", "127.0.0.1"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        address = json.loads(sched_file.read_text())["address"]
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """20,000 x 5 generated two-class rows, ingested with 3,000-row chunks."""
+    tmp = tmp_path_factory.mktemp("data")
+    X, y = synthetic_two_class(20_000, 5, seed=3)
+    np.save(tmp / "d.npy", np.column_stack([X, y]))
+    ingest(tmp / "d.npy", tmp / "d.zarr", chunk_rows=3000)
+    return tmp / "d.zarr", X, y
+
+
+def _saspa(*args, timeout=600):
+    return subprocess.run([str(BIN / "saspa"), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_cli_train_on_a_real_cluster_equals_in_memory_fit(scheduler, store, tmp_path):
+    path, X, y = store
+    res = _saspa("train", path, "--out", tmp_path / "m.zarr", "--bases", 24, "--blur", "full",
+                 "--likelihood", "probit", "--tol", 1e-10, "--max-sweeps", 400,
+                 "--scheduler", scheduler)
+    assert res.returncode == 0, res.stderr
+    assert f"dask: {scheduler}" in res.stderr and "sweep    1" in res.stderr
+    model = load_model(tmp_path / "m.zarr")
+    assert model.converged_ and model.bases_.n_bases == 24
+    ref = SASPAClassifier(bases=model.bases_, lengthscale=model.lengthscale_, tol=1e-10,
+                          max_sweeps=400).fit(X, y)
+    np.testing.assert_allclose(model.alpha_, ref.alpha_, rtol=1e-8,
+                               atol=1e-8 * np.abs(ref.alpha_).max())
+    Xs = X[:500] * 1.3
+    np.testing.assert_allclose(model.predict_proba(Xs), ref.predict_proba(Xs), atol=1e-8)
+    np.testing.assert_allclose(model.sites_tau_, ref.sites_tau_, rtol=1e-7, atol=1e-9)
+    assert model.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-9)
+    info = json.loads(_saspa("info", tmp_path / "m.zarr", "--json").stdout)
+    assert info["n_training_rows"] == 20_000 and info["ep"]["converged"]
+    assert info["data_fingerprint"] == open_data_store(path)[2]["fingerprint"]
+
+
+def _fit_on(X, y, bases, ls, client_address=None, **kw):
+    with Client(client_address, timeout=30) as client:
+        model = SASPAClassifier(bases=bases, lengthscale=ls, tol=1e-10, max_sweeps=400, **kw)
+        return model.fit(X, y)
+
+
+def test_chunk_size_invariance(scheduler, store):
+    _, X, y = store
+    rng = np.random.default_rng(0)
+    bases = Basis(X[rng.choice(len(X), 16, replace=False)], None)
+    ls = np.full(5, 2.0)
+    fits = [_fit_on(da.from_array(X, chunks=(rows, 5)), da.from_array(y, chunks=rows),
+                    bases, ls, scheduler) for rows in (20_000, 7_777, 2_500)]
+    for other in fits[1:]:
+        np.testing.assert_allclose(other.alpha_, fits[0].alpha_, rtol=1e-9,
+                                   atol=1e-9 * np.abs(fits[0].alpha_).max())
+        np.testing.assert_allclose(other.sites_nu_, fits[0].sites_nu_, rtol=1e-8, atol=1e-10)
+        assert other.n_sweeps_ == fits[0].n_sweeps_
+
+
+def test_worker_count_and_mode_invariance(scheduler, store):
+    _, X, y = store
+    bases = Basis(X[:12], None)
+    ls = np.full(5, 2.0)
+    Xd, yd = da.from_array(X, chunks=(4000, 5)), da.from_array(y, chunks=4000)
+    two = _fit_on(Xd, yd, bases, ls, scheduler)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as one_worker:
+        one = _fit_on(Xd, yd, bases, ls, one_worker.scheduler_address)
+    np.testing.assert_allclose(one.alpha_, two.alpha_, rtol=1e-12, atol=0)
+    seq = _fit_on(Xd, yd, bases, ls, scheduler, ep_mode="sequential")
+    np.testing.assert_allclose(seq.alpha_, two.alpha_, rtol=1e-6,
+                               atol=1e-6 * np.abs(two.alpha_).max())
+    recomputed = _fit_on(Xd, yd, bases, ls, scheduler, cache="none")
+    np.testing.assert_allclose(recomputed.alpha_, two.alpha_, rtol=1e-12, atol=0)
+
+
+def test_kmeans_is_deterministic_for_a_seed_whatever_the_chunking(scheduler, store):
+    _, X, _ = store
+    with Client(scheduler, timeout=30):
+        runs = [kmeans(da.from_array(X, chunks=(rows, 5)), 20, random_state=7)
+                for rows in (20_000, 3_000, 1_234)]
+    for basis, info in runs[1:]:
+        np.testing.assert_allclose(basis.means, runs[0][0].means, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(basis.covs, runs[0][0].covs, rtol=1e-9, atol=1e-12)
+        assert info["n_iter"] == runs[0][1]["n_iter"]
+    # the Lloyd fixed point: every mean is the mean of the rows nearest to it
+    means = runs[0][0].means
+    labels = ((X[:, None, :] - means[None]) ** 2).sum(-1).argmin(1)
+    if runs[0][1]["converged"]:
+        for j in range(len(means)):
+            np.testing.assert_allclose(X[labels == j].mean(0), means[j], atol=1e-3)
+
+
+def test_driver_never_receives_x_or_n_by_m(scheduler, store):
+    """Every result the driver gathers while fitting is O(M^2 + N) numbers, never O(N d)
+    or O(N M): checked by recording what each compute returns to this process."""
+    _, X, y = store
+    N, d, M = X.shape[0], X.shape[1], 32
+    received = []
+
+    with Client(scheduler, timeout=30) as client:
+        gather = client.gather
+
+        def recording_gather(futures, *args, **kwargs):
+            result = gather(futures, *args, **kwargs)
+            received.append(_nbytes(result))
+            return result
+
+        # every compute on a distributed Client returns its results through gather;
+        # persist (the cached phi blocks) leaves them on the workers
+        client.gather = recording_gather
+        model = SASPAClassifier(n_bases=M, random_state=0).fit(
+            da.from_array(X, chunks=(2000, d)), da.from_array(y, chunks=2000))
+    assert model.converged_ and len(received) > model.n_sweeps_
+    per_compute_limit = max(2 * 8 * N, 8 * 20_000 * d)  # the sites, or the K-means sample
+    assert max(received) <= per_compute_limit, max(received)
+    assert max(received) < 8 * N * M / 4
+
+
+def _nbytes(obj):
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(o) for o in obj)
+    if isinstance(obj, dict):
+        return sum(_nbytes(o) for o in obj.values())
+    if hasattr(obj, "__dataclass_fields__"):
+        return sum(_nbytes(getattr(obj, f)) for f in obj.__dataclass_fields__)
+    return 8
+
+
+def test_regression_on_dask_equals_in_memory(scheduler):
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-3, 3, size=(6000, 2))
+    y = np.sin(X[:, 0]) * X[:, 1] + 0.1 * rng.normal(size=6000)
+    ref = SASPARegressor(n_bases=20, random_state=0).fit(X, y)
+    with Client(scheduler, timeout=30):
+        model = SASPARegressor(bases=ref.bases_, lengthscale=ref.lengthscale_).fit(
+            da.from_array(X, chunks=(1500, 2)), da.from_array(y, chunks=1500))
+        mean = model.predict(da.from_array(X[:1000], chunks=(250, 2)))
+        assert isinstance(mean, da.Array) and mean.chunks == ((250,) * 4,)
+        mean = mean.compute()
+    np.testing.assert_allclose(model.alpha_, ref.alpha_, rtol=1e-9,
+                               atol=1e-9 * np.abs(ref.alpha_).max())
+    np.testing.assert_allclose(mean, ref.predict(X[:1000]), rtol=1e-9, atol=1e-9)
+    assert model.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-10)
+
+
+def test_unreachable_scheduler_fails_fast(store, tmp_path):
+    path, _, _ = store
+    start = time.time()
+    res = _saspa("train", path, "--out", tmp_path / "m.zarr", "--scheduler",
+                 "tcp://127.0.0.1:1", "--timeout", 3, timeout=120)
+    assert res.returncode != 0
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in res.stderr
+    assert time.time() - start < 60
+    assert not (tmp_path / "m.zarr").exists()
+
+
+def test_train_rejects_bad_stores(tmp_path):
+    res = _saspa("train", tmp_path / "none.zarr", "--out", tmp_path / "m.zarr")
+    assert res.returncode != 0 and "no such data store" in res.stderr
+    np.save(tmp_path / "d.npy", np.column_stack([np.ones((10, 2)), np.arange(10) % 2]))
+    ingest(tmp_path / "d.npy", tmp_path / "d.zarr")
+    (tmp_path / "m.zarr").mkdir()
+    res = _saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr")
+    assert res.returncode != 0 and "exists; pass --overwrite" in res.stderr
