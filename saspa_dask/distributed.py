@@ -96,20 +96,36 @@ def fingerprint(X, y):
 # ----------------------------------------------------------------------------------
 
 
+_DISTANCE_ROWS = 16384  # rows per distance block: keeps the n x M temporary in cache
+
+
 def _nearest(Xb, centres):
     """Labels and squared distances to the nearest centre (expanded, clipped at 0)."""
-    d2 = (Xb * Xb).sum(1)[:, None] - 2.0 * Xb @ centres.T + (centres * centres).sum(1)[None]
-    labels = d2.argmin(axis=1)
-    return labels, np.maximum(d2[np.arange(len(labels)), labels], 0.0)
+    c_sq = (centres * centres).sum(1)
+    labels = np.empty(Xb.shape[0], dtype=np.intp)
+    dist = np.empty(Xb.shape[0])
+    for start in range(0, Xb.shape[0], _DISTANCE_ROWS):
+        rows = Xb[start:start + _DISTANCE_ROWS]
+        G = rows @ centres.T
+        G *= -2.0
+        G += c_sq
+        lab = G.argmin(axis=1)
+        labels[start:start + len(rows)] = lab
+        dist[start:start + len(rows)] = G[np.arange(len(rows)), lab] + (rows * rows).sum(1)
+    return labels, np.maximum(dist, 0.0)
+
+
+def _cluster_sums(Xb, labels, M):
+    return np.stack([np.bincount(labels, weights=Xb[:, k], minlength=M)
+                     for k in range(Xb.shape[1])], axis=1)
 
 
 def _lloyd_chunk(Xb, centres, offset):
     Xb = Xb - offset
     labels, dist = _nearest(Xb, centres)
     M = centres.shape[0]
-    sums = np.zeros_like(centres)
-    np.add.at(sums, labels, Xb)
-    return sums, np.bincount(labels, minlength=M).astype(float), dist.sum(), dist.max(initial=0)
+    counts = np.bincount(labels, minlength=M).astype(float)
+    return _cluster_sums(Xb, labels, M), counts, dist.sum(), dist.max(initial=0)
 
 
 def _scatter_chunk(Xb, centres, offset):
@@ -118,13 +134,20 @@ def _scatter_chunk(Xb, centres, offset):
     labels, _ = _nearest(Xb, centres)
     M, d = centres.shape
     counts = np.bincount(labels, minlength=M).astype(float)
-    sums = np.zeros((M, d))
-    np.add.at(sums, labels, Xb)
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(M + 1))
     scatter = np.zeros((M, d, d))
-    for j in np.unique(labels):
-        D = Xb[labels == j] - centres[j]
+    for j in np.flatnonzero(counts):
+        D = Xb[order[bounds[j]:bounds[j + 1]]] - centres[j]
         scatter[j] = D.T @ D
-    return counts, sums, scatter, Xb.sum(0), (Xb * Xb).sum(0)
+    return counts, _cluster_sums(Xb, labels, M), scatter, Xb.sum(0), (Xb * Xb).sum(0)
+
+
+def _lloyd_on_sample(sample, centres, max_iter=100):
+    from sklearn.cluster import KMeans
+
+    km = KMeans(n_clusters=len(centres), init=centres, n_init=1, max_iter=max_iter).fit(sample)
+    return km.cluster_centers_
 
 
 def _sample_rows(X, n_sample, rng):
@@ -132,7 +155,7 @@ def _sample_rows(X, n_sample, rng):
     return np.asarray(X[idx].compute())
 
 
-def kmeans(X, n_clusters, *, random_state=None, max_iter=30, tol=1e-4, sample_size=None):
+def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_size=None):
     """K-means bases over all rows of a row-chunked dask array.
 
     Parameters
@@ -143,7 +166,9 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=30, tol=1e-4, sample_si
         Seeds the row sample and the k-means++ start; the result does not depend on
         the chunking (up to the order of floating-point sums).
     max_iter : int
-        Lloyd iterations (one pass over the data each).
+        Lloyd iterations over all rows (one pass over the data each).  The k-means++
+        start is first refined by Lloyd on the in-memory row sample, so the full
+        passes only polish it.
     tol : float
         Stop when the largest squared centre shift is below ``tol`` times the mean
         input variance.
@@ -173,6 +198,7 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=30, tol=1e-4, sample_si
     unique = np.unique(sample, axis=0)
     k_start = min(n_clusters, len(unique))
     centres, _ = kmeans_plusplus(unique, k_start, random_state=int(rng.integers(2**31 - 1)))
+    centres = _lloyd_on_sample(unique, centres)
     offset_d = delayed(offset)
     blocks = X.to_delayed().ravel()
     n_relocated = 0

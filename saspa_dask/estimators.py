@@ -247,8 +247,8 @@ _SHARED_PARAMS_DOC = """
         ``sequential`` is the paper's Algorithm 1 (rank-one updates, refreshed every
         sweep); ``parallel`` updates all sites from one posterior (damped).
     damping : float in (0, 1], default=None
-        Site damping; ``None`` picks 1.0 for the Gaussian likelihood, 0.8 for step,
-        1.0 for sequential probit and 0.7 for parallel probit.
+        Site damping; ``None`` picks 0.8 for the step likelihood (not log-concave;
+        undamped EP can oscillate on it) and 1.0 otherwise.
     max_sweeps : int, default=100
     tol : float, default=1e-6
         Convergence threshold on the undamped, scale-free site change.
@@ -422,8 +422,7 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
             self.label_noise_ = float(self.label_noise)
         damping = self.damping
         if damping is None:
-            damping = 0.8 if self.likelihood == "step" else (
-                1.0 if self.ep_mode == "sequential" else 0.7)
+            damping = 0.8 if self.likelihood == "step" else 1.0
         return self._fit_latent(X, signs, likelihood, s2, damping, column_std, progress)
 
     def decision_function(self, X):

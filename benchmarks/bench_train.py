@@ -1,0 +1,169 @@
+"""Distributed training benchmark (issue: distributed training).
+
+Generates N rows of two-class data (d inputs), ingests them into a zarr store, runs
+``saspa train`` on an embedded LocalCluster with 2 workers and reports, from that run:
+seconds per parallel sweep and its ratio to the arithmetic limit 2 N M^2 flops at the
+float64 matmul rate measured here, K-means seconds, end-to-end train seconds, and the
+peak RSS of the driver and of each worker process (sampled every 0.2 s).
+
+    python benchmarks/bench_train.py                 # N = 10^6, d = 8, M = 256
+    python benchmarks/bench_train.py --quick         # N = 2*10^4, M = 32 (CI smoke run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+BIN = Path(sys.executable).parent
+
+
+def matmul_rate(n=2000, repeats=5):
+    """float64 GEMM rate of this machine (all cores), FLOP/s."""
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(n, n)), rng.normal(size=(n, n))
+    A @ B
+    best = np.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        A @ B
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best
+
+
+class PeakRSS(threading.Thread):
+    """Samples the RSS of a process and of all its descendants."""
+
+    def __init__(self, pid, interval=0.2):
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.interval = interval
+        self.peaks = {}
+        self.names = {}
+        self.stopped = threading.Event()
+
+    def run(self):
+        while not self.stopped.is_set():
+            try:
+                procs = [self.root] + self.root.children(recursive=True)
+            except psutil.NoSuchProcess:
+                break
+            for p in procs:
+                try:
+                    rss = p.memory_info().rss
+                    self.names.setdefault(p.pid, _role(p.cmdline()))
+                except psutil.Error:
+                    continue
+                self.peaks[p.pid] = max(self.peaks.get(p.pid, 0), rss)
+            time.sleep(self.interval)
+
+
+def _role(cmdline):
+    text = " ".join(cmdline)
+    if "spawn_main" in text:
+        return "worker"  # LocalCluster worker processes are multiprocessing spawns
+    if "resource_tracker" in text:
+        return "resource-tracker"
+    return "driver" if "saspa" in text else text[:40]
+
+
+def run(cmd, **kw):
+    res = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if res.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed:\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--features", type=int, default=8)
+    ap.add_argument("--bases", type=int, default=256)
+    ap.add_argument("--chunk-rows", type=int, default=125_000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--cache", default="memory", choices=["memory", "none"])
+    ap.add_argument("--quick", action="store_true", help="small run for CI")
+    ap.add_argument("--workdir", help="keep the stores here (default: a temp dir)")
+    args = ap.parse_args()
+    if args.quick:
+        args.rows, args.bases, args.chunk_rows = 20_000, 32, 5_000
+
+    rate = matmul_rate()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="saspa-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    data_npy, store, model = work / "data.npy", work / "data.zarr", work / "model.zarr"
+    t = time.perf_counter()
+    run([BIN / "saspa", "make-data", data_npy, "--rows", args.rows, "--features",
+         args.features])
+    run([BIN / "saspa", "ingest", data_npy, "--out", store, "--chunk-rows", args.chunk_rows,
+         "--overwrite"])
+    ingest_seconds = time.perf_counter() - t
+
+    cmd = [BIN / "saspa", "train", store, "--out", model, "--bases", args.bases,
+           "--blur", "full", "--likelihood", "probit", "--workers", args.workers,
+           "--cache", args.cache, "--overwrite"]
+    t = time.perf_counter()
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    monitor = PeakRSS(proc.pid)
+    monitor.start()
+    out, err = proc.communicate()
+    train_seconds = time.perf_counter() - t
+    monitor.stopped.set()
+    if proc.returncode not in (0, 3):
+        raise SystemExit(f"train failed:\n{out}\n{err}")
+    attrs = json.loads((model / "zarr.json").read_text())["attributes"]
+    sweeps = [r["seconds"] for r in attrs["history"]]
+    N, M = args.rows, args.bases
+    limit = 2 * N * M * M / rate
+    driver = monitor.peaks.get(proc.pid, 0)
+    workers = [rss / 2**20 for pid, rss in sorted(monitor.peaks.items())
+               if monitor.names.get(pid) == "worker"]
+    median_sweep = float(np.median(sweeps[1:] if len(sweeps) > 1 else sweeps))
+    report = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                   f"{psutil.virtual_memory().total / 2**30:.0f} GiB",
+        "python": platform.python_version(),
+        "versions": attrs["versions"],
+        "N": N, "d": args.features, "M": M, "chunk_rows": args.chunk_rows,
+        "workers": args.workers, "cache": args.cache,
+        "matmul_gflops": rate / 1e9,
+        "sweeps": len(sweeps), "converged": attrs["ep"]["converged"],
+        "first_sweep_s": sweeps[0],
+        "median_sweep_s": median_sweep,
+        "sweep_limit_s": limit,
+        "sweep_ratio_to_limit": median_sweep / limit,
+        "kmeans_s": attrs["timings"]["bases"],
+        "ep_s": attrs["timings"]["ep"],
+        "train_end_to_end_s": train_seconds,
+        "ingest_s": ingest_seconds,
+        "driver_peak_rss_mib": driver / 2**20,
+        "worker_peak_rss_mib": [round(w) for w in workers],
+    }
+    print(json.dumps(report, indent=2))
+    print("\n| quantity | value |\n|---|---|")
+    for key in ("N", "M", "matmul_gflops", "sweeps", "median_sweep_s", "sweep_limit_s",
+                "sweep_ratio_to_limit", "kmeans_s", "ep_s", "train_end_to_end_s",
+                "driver_peak_rss_mib", "worker_peak_rss_mib"):
+        value = report[key]
+        print(f"| {key} | {value:.3g} |" if isinstance(value, float) else f"| {key} | {value} |")
+    if len(workers) != args.workers:
+        print(f"warning: saw {len(workers)} worker processes, expected {args.workers}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

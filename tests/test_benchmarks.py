@@ -1,0 +1,20 @@
+"""The benchmark scripts run (``--quick``) so that they cannot rot."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_train_quick(tmp_path):
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_train.py"),
+                          "--quick", "--workdir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    report = json.loads(res.stdout[: res.stdout.index("\n| quantity")])
+    assert report["N"] == 20_000 and report["converged"]
+    assert len(report["worker_peak_rss_mib"]) == 2
+    assert report["matmul_gflops"] > 1 and report["sweep_ratio_to_limit"] > 1
+    assert 0 < report["median_sweep_s"] < report["train_end_to_end_s"]
