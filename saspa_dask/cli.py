@@ -176,6 +176,7 @@ def ingest_command(source, out, target, chunk_rows, missing, text, overwrite):
 @contextlib.contextmanager
 def dask_client(scheduler, workers, timeout):
     """A distributed Client: connected to ``scheduler`` or to an embedded LocalCluster."""
+    import dask
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -187,8 +188,12 @@ def dask_client(scheduler, workers, timeout):
             ) from None
         cluster = None
     else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=":0")
+        # Work stealing would move a chunk's cached whitened block (N/chunks x M
+        # floats) to an idle worker, costing more than it saves; the blocks are spread
+        # evenly instead (measured: benchmarks/RESULTS.md).
+        with dask.config.set({"distributed.scheduler.work-stealing": False}):
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0")
         client = Client(cluster)
     try:
         where = scheduler or f"embedded LocalCluster, {workers} workers"

@@ -244,6 +244,33 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
 # ----------------------------------------------------------------------------------
 
 
+def _persist_balanced(blocks):
+    """Persist chunk blocks spread round-robin over the workers of the active Client.
+
+    Every sweep's task for a chunk then runs where its block is (the scheduler follows
+    the largest dependency), and the workers carry equal shares.  The worker choice is
+    a preference, not a restriction: if a worker dies its blocks are rebuilt elsewhere.
+    Without a distributed Client this is a plain ``dask.persist``.
+    """
+    try:
+        from distributed import get_client
+
+        workers = sorted(get_client().scheduler_info()["workers"])
+    except (ImportError, ValueError):
+        workers = []
+    if not workers:
+        return list(dask.persist(*blocks))
+    placed = []
+    for i, block in enumerate(blocks):
+        with dask.annotate(workers=[workers[i % len(workers)]], allow_other_workers=True):
+            placed.append(delayed(_identity)(block))
+    return list(dask.persist(*placed, optimize_graph=False))
+
+
+def _identity(x):
+    return x
+
+
 def _open_sites(path):
     group = zarr.open_group(str(path), mode="r+")
     return group["tau"], group["nu"]
@@ -353,7 +380,7 @@ class DaskEngine:
             for xb, yb in zip(self.X.to_delayed().ravel(), self.y.to_delayed().ravel())
         ]
         if cache == "memory":
-            self._blocks = list(dask.persist(*self._blocks))
+            self._blocks = _persist_balanced(self._blocks)
 
     def _per_chunk(self, func, *args):
         return [delayed(func)(blk, self.path, self.slot, start, stop, *args)

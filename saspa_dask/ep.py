@@ -413,18 +413,37 @@ def merge_summaries(summaries):
     return items[0]
 
 
+# Rows per sub-block inside a chunk task: the (M x rows) temporaries of the triangular
+# solve and of the scaled rows then stay in cache instead of streaming through memory
+# (measured: 0.91 s -> see benchmarks/RESULTS.md for a 125,000 x 256 chunk).
+_SUB_ROWS = 4096
+
+
+def _sub_blocks(block, *arrays):
+    """(sub-block, slice, arrays sliced) over consecutive row ranges of a block."""
+    n = block.y.shape[0]
+    for start in range(0, max(n, 1), _SUB_ROWS):
+        rows = slice(start, min(start + _SUB_ROWS, n))
+        sub = Block(block.phi[rows], block.lam[rows], block.y[rows])
+        yield sub, rows, [a[rows] for a in arrays]
+
+
 def parallel_chunk(block, tau, nu, posterior, likelihood, damping, signal_variance):
     """One block of a parallel sweep: damped new sites and their statistics.
 
     Returns ``(tau_new, nu_new, PassSummary)``; the evidence terms in the summary
     belong to the posterior that was passed in.
     """
-    p = block_pass(block, tau, nu, posterior, likelihood)
-    change = site_change(tau, nu, p.tau_prop, p.nu_prop, signal_variance)
-    tau_new = tau + damping * (p.tau_prop - tau)
-    nu_new = nu + damping * (p.nu_prop - nu)
-    A, b = block_statistics(block.phi, tau_new, nu_new)
-    return tau_new, nu_new, PassSummary(A, b, change, p.n_invalid, 0, p.evidence_terms)
+    tau_new, nu_new = np.empty_like(tau), np.empty_like(nu)
+    summary = PassSummary()
+    for sub, rows, (t, n) in _sub_blocks(block, tau, nu):
+        p = block_pass(sub, t, n, posterior, likelihood)
+        change = site_change(t, n, p.tau_prop, p.nu_prop, signal_variance)
+        tau_new[rows] = t + damping * (p.tau_prop - t)
+        nu_new[rows] = n + damping * (p.nu_prop - n)
+        A, b = block_statistics(sub.phi, tau_new[rows], nu_new[rows])
+        summary = summary.merge(PassSummary(A, b, change, p.n_invalid, 0, p.evidence_terms))
+    return tau_new, nu_new, summary
 
 
 def sequential_chunk(block, tau, nu, sigma, mean, likelihood, damping, signal_variance):
@@ -443,8 +462,12 @@ def sequential_chunk(block, tau, nu, sigma, mean, likelihood, damping, signal_va
 
 def evaluate_chunk(block, tau, nu, posterior, likelihood):
     """Evidence terms and invalid-cavity count of one block at a posterior."""
-    p = block_pass(block, tau, nu, posterior, likelihood)
-    return PassSummary(n_invalid=p.n_invalid, evidence_terms=p.evidence_terms)
+    summary = PassSummary()
+    for sub, _, (t, n) in _sub_blocks(block, tau, nu):
+        p = block_pass(sub, t, n, posterior, likelihood)
+        summary = summary.merge(PassSummary(n_invalid=p.n_invalid,
+                                            evidence_terms=p.evidence_terms))
+    return summary
 
 
 # ----------------------------------------------------------------------------------

@@ -224,3 +224,27 @@ def test_train_rejects_bad_stores(tmp_path):
     (tmp_path / "m.zarr").mkdir()
     res = _saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr")
     assert res.returncode != 0 and "exists; pass --overwrite" in res.stderr
+
+
+def test_estimator_accepts_zarr_arrays(scheduler, store):
+    import zarr
+
+    path, X, y = store
+    group = zarr.open_group(str(path), mode="r")
+    bases = Basis(X[:10], None)
+    ls = np.full(5, 2.0)
+    ref = SASPAClassifier(bases=bases, lengthscale=ls).fit(X, y)
+    with Client(scheduler, timeout=30):
+        model = SASPAClassifier(bases=bases, lengthscale=ls).fit(group["X"], group["y"])
+        proba = model.predict_proba(group["X"])
+        assert isinstance(proba, da.Array) and proba.chunks[0] == (3000,) * 6 + (2000,)
+        proba = proba.compute()
+    np.testing.assert_allclose(model.alpha_, ref.alpha_, rtol=1e-9,
+                               atol=1e-9 * np.abs(ref.alpha_).max())
+    np.testing.assert_allclose(proba, ref.predict_proba(X), atol=1e-9)
+    with pytest.raises(ValueError, match="X has 4 features, but SASPAClassifier is expecting 5"):
+        model.predict(da.zeros((10, 4)))
+    bad = X.copy()
+    bad[[5, 17, 18]] = np.nan
+    with Client(scheduler, timeout=30), pytest.raises(ValueError, match="NaN or infinity in 3 rows"):
+        SASPAClassifier(n_bases=4).fit(da.from_array(bad, chunks=(5000, 5)), da.from_array(y))
