@@ -244,13 +244,15 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
 # ----------------------------------------------------------------------------------
 
 
-def _persist_balanced(blocks):
-    """Persist chunk blocks spread round-robin over the workers of the active Client.
+def _persist_balanced(build, n_blocks):
+    """Build and persist chunk blocks, spread round-robin over the active Client's workers.
 
-    Every sweep's task for a chunk then runs where its block is (the scheduler follows
-    the largest dependency), and the workers carry equal shares.  The worker choice is
-    a preference, not a restriction: if a worker dies its blocks are rebuilt elsewhere.
-    Without a distributed Client this is a plain ``dask.persist``.
+    ``build(i)`` returns the delayed block of chunk i; it is created under a worker
+    annotation so the block is *built* where it will stay.  Every sweep's task for a
+    chunk then runs where its block is (the scheduler follows the largest dependency),
+    and the workers carry equal shares.  The worker is a preference, not a
+    restriction: if a worker dies its blocks are rebuilt elsewhere.  Without a
+    distributed Client this is a plain ``dask.persist``.
     """
     try:
         from distributed import get_client
@@ -259,16 +261,12 @@ def _persist_balanced(blocks):
     except (ImportError, ValueError):
         workers = []
     if not workers:
-        return list(dask.persist(*blocks))
+        return list(dask.persist(*[build(i) for i in range(n_blocks)]))
     placed = []
-    for i, block in enumerate(blocks):
+    for i in range(n_blocks):
         with dask.annotate(workers=[workers[i % len(workers)]], allow_other_workers=True):
-            placed.append(delayed(_identity)(block))
+            placed.append(build(i))
     return list(dask.persist(*placed, optimize_graph=False))
-
-
-def _identity(x):
-    return x
 
 
 def _open_sites(path):
@@ -375,12 +373,15 @@ class DaskEngine:
             group["nu"][0, :] = nu
         args = [delayed(a) for a in (bases.means, bases.covs, lengthscale)]
         L_d = delayed(L)
-        self._blocks = [
-            delayed(make_block)(xb, yb, *args, signal_variance, L_d)
-            for xb, yb in zip(self.X.to_delayed().ravel(), self.y.to_delayed().ravel())
-        ]
+        x_parts, y_parts = self.X.to_delayed().ravel(), self.y.to_delayed().ravel()
+
+        def build(i):
+            return delayed(make_block)(x_parts[i], y_parts[i], *args, signal_variance, L_d)
+
         if cache == "memory":
-            self._blocks = _persist_balanced(self._blocks)
+            self._blocks = _persist_balanced(build, len(x_parts))
+        else:
+            self._blocks = [build(i) for i in range(len(x_parts))]
 
     def _per_chunk(self, func, *args):
         return [delayed(func)(blk, self.path, self.slot, start, stop, *args)

@@ -40,6 +40,9 @@ __all__ = [
     "whiten",
 ]
 
+# Rows per sub-block inside a chunk task: the (M x rows) buffers of the triangular
+# solve and of the scaled rows stay in cache instead of streaming through memory.
+_SUB_ROWS = 4096
 # Residual variances more negative than this (relative to s2) are not round-off.
 _NEGATIVE_RESIDUAL_TOLERANCE = 1e-6
 # A rank-one update whose 1 + dtau * s falls below this would leave P (nearly) singular.
@@ -103,6 +106,12 @@ class Block:
     lam: np.ndarray
     y: np.ndarray
 
+    def __sizeof__(self):
+        # Dask sizes task results with sys.getsizeof: without this a block would count
+        # as ~56 bytes, so the scheduler would move it freely and workers would
+        # misjudge their memory.
+        return object.__sizeof__(self) + self.phi.nbytes + self.lam.nbytes + self.y.nbytes
+
 
 def make_block(X, y, means, covs, lengthscale, signal_variance, L):
     """Whitened block for rows X: Kt (n x M), then phi = (L^{-1} Kt^T)^T and lam.
@@ -113,8 +122,11 @@ def make_block(X, y, means, covs, lengthscale, signal_variance, L):
         When a residual variance is negative beyond round-off: the bases and the
         kernel are inconsistent (this cannot happen for valid blur covariances).
     """
-    Kt = blurred_cross_covariance(X, means, covs, lengthscale, signal_variance)
-    phi = solve_triangular(L, Kt.T, lower=True, check_finite=False).T
+    phi = blurred_cross_covariance(X, means, covs, lengthscale, signal_variance)
+    if phi.size:
+        # phi = (L^{-1} Kt^T)^T, solved in place on the F-ordered view Kt^T: no
+        # M x n temporary and no copy (the rows stay C-ordered for the sweeps).
+        blas.dtrsm(1.0, L, phi.T, lower=1, overwrite_b=1)
     lam = signal_variance - np.einsum("ij,ij->i", phi, phi)
     worst = lam.min() if lam.size else 0.0
     if worst < -_NEGATIVE_RESIDUAL_TOLERANCE * signal_variance:
@@ -122,7 +134,7 @@ def make_block(X, y, means, covs, lengthscale, signal_variance, L):
             f"residual variance {worst:.3g} < 0 beyond round-off "
             f"(signal variance {signal_variance:.3g}): bases or kernel are inconsistent"
         )
-    return Block(np.ascontiguousarray(phi), np.maximum(lam, 0.0), np.asarray(y, float))
+    return Block(phi, np.maximum(lam, 0.0), np.asarray(y, float))
 
 
 @dataclass
@@ -157,9 +169,18 @@ class Posterior:
         R = cholesky(P, lower=True, check_finite=False)
         return cls(R, b.copy(), cho_solve((R, True), b, check_finite=False))
 
-    def marginals(self, phi):
-        """Means and variances of phi_i^T v for the rows of phi."""
-        W = solve_triangular(self.chol, phi.T, lower=True, check_finite=False)
+    def marginals(self, phi, workspace=None):
+        """Means and variances of phi_i^T v for the rows of phi.
+
+        With a :class:`Workspace` the triangular solve runs in place in its buffer
+        (no allocation of an M x n temporary).
+        """
+        if workspace is None:
+            W = solve_triangular(self.chol, phi.T, lower=True, check_finite=False)
+        else:
+            W = workspace.columns(phi.shape[0])
+            W[...] = phi.T
+            blas.dtrsm(1.0, self.chol, W, lower=1, overwrite_b=1)
         return phi @ self.mean, np.einsum("ji,ji->i", W, W)
 
     def covariance(self):
@@ -285,13 +306,13 @@ class BlockPass:
     evidence_terms: float
 
 
-def block_pass(block, tau, nu, posterior, likelihood):
+def block_pass(block, tau, nu, posterior, likelihood, workspace=None):
     """Cavities, undamped proposals and evidence terms for one block.
 
     Rows with an invalid cavity or no valid site keep their old sites
     (``updatable`` False) and are counted in ``n_invalid``.
     """
-    m, s = posterior.marginals(block.phi)
+    m, s = posterior.marginals(block.phi, workspace)
     mc, sc, valid = cavities(m, s, tau, nu)
     tau_p, nu_p, log_z, ok = site_proposals(likelihood, block.y, mc, sc, block.lam)
     updatable = valid & ok
@@ -306,29 +327,55 @@ def block_pass(block, tau, nu, posterior, likelihood):
     )
 
 
-def _gram(rows, weights):
-    """rows^T diag(weights) rows for weights >= 0, by a symmetric rank-k update.
+class Workspace:
+    """Buffers reused across the row sub-blocks of one chunk task.
 
-    SYRK does half the flops of the general product.  It is handed the F-ordered
-    transpose so that no copy of the (n x M) operand is made.
+    Worker processes run with ``MALLOC_TRIM_THRESHOLD_`` set (LESSONS.md), which
+    makes every multi-megabyte temporary a fresh mmap with page faults: measured, a
+    sub-blocked chunk task went from 0.69 s to 1.18 s.  Reusing these buffers avoids
+    that.  ``upper`` accumulates the upper triangle of A (Fortran order, for SYRK).
     """
-    Z = rows * np.sqrt(weights)[:, None]
-    upper = blas.dsyrk(1.0, Z.T, trans=0, lower=0)
-    return np.triu(upper) + np.triu(upper, 1).T
+
+    def __init__(self, n_bases, rows):
+        self.buffer = np.empty((n_bases, rows), order="F")
+        self.scaled = np.empty((rows, n_bases))
+        self.upper = np.zeros((n_bases, n_bases), order="F")
+        self.b = np.zeros(n_bases)
+
+    def columns(self, n):
+        return self.buffer[:, :n]
+
+    def add_statistics(self, phi, tau, nu):
+        """upper += triu(Phi^T diag(tau) Phi), b += Phi^T nu, by in-place SYRK.
+
+        SYRK does half the flops of a general product; it is handed the F-ordered
+        transpose of the scaled rows so that nothing is copied.  Negative site
+        precisions (non-log-concave likelihoods) are few: their rows are subtracted
+        with a second update.
+        """
+        n = phi.shape[0]
+        negative = tau < 0
+        Z = self.scaled[:n]
+        np.multiply(phi, np.sqrt(np.where(negative, 0.0, tau))[:, None], out=Z)
+        blas.dsyrk(1.0, Z.T, beta=1.0, c=self.upper, trans=0, lower=0, overwrite_c=1)
+        if negative.any():
+            Zn = phi[negative] * np.sqrt(-tau[negative])[:, None]
+            blas.dsyrk(-1.0, Zn.T, beta=1.0, c=self.upper, trans=0, lower=0, overwrite_c=1)
+        self.b += phi.T @ nu
+
+    def statistics(self):
+        """(A, b) accumulated so far, A symmetric."""
+        upper = np.triu(self.upper)
+        return upper + np.triu(upper, 1).T, self.b.copy()
 
 
 def block_statistics(phi, tau, nu):
-    """A = Phi^T diag(tau) Phi and b = Phi^T nu for one block.
-
-    Negative site precisions (non-log-concave likelihoods) are few: their rows are
-    subtracted with a second, small update.
-    """
-    negative = tau < 0
-    if not negative.any():
-        A = _gram(phi, tau)
-    else:
-        A = _gram(phi[~negative], tau[~negative]) - _gram(phi[negative], -tau[negative])
-    return A, phi.T @ nu
+    """A = Phi^T diag(tau) Phi and b = Phi^T nu for one block."""
+    workspace = Workspace(phi.shape[1], max(1, min(phi.shape[0], _SUB_ROWS)))
+    for start in range(0, phi.shape[0], _SUB_ROWS):
+        rows = slice(start, start + _SUB_ROWS)
+        workspace.add_statistics(phi[rows], tau[rows], nu[rows])
+    return workspace.statistics()
 
 
 def sequential_block(block, tau, nu, sigma, mean, likelihood, damping, signal_variance):
@@ -413,10 +460,10 @@ def merge_summaries(summaries):
     return items[0]
 
 
-# Rows per sub-block inside a chunk task: the (M x rows) temporaries of the triangular
-# solve and of the scaled rows then stay in cache instead of streaming through memory
-# (measured: 0.91 s -> see benchmarks/RESULTS.md for a 125,000 x 256 chunk).
-_SUB_ROWS = 4096
+
+
+def _workspace_for(block):
+    return Workspace(block.phi.shape[1], max(1, min(block.y.shape[0], _SUB_ROWS)))
 
 
 def _sub_blocks(block, *arrays):
@@ -435,14 +482,17 @@ def parallel_chunk(block, tau, nu, posterior, likelihood, damping, signal_varian
     belong to the posterior that was passed in.
     """
     tau_new, nu_new = np.empty_like(tau), np.empty_like(nu)
+    workspace = _workspace_for(block)
     summary = PassSummary()
     for sub, rows, (t, n) in _sub_blocks(block, tau, nu):
-        p = block_pass(sub, t, n, posterior, likelihood)
+        p = block_pass(sub, t, n, posterior, likelihood, workspace)
         change = site_change(t, n, p.tau_prop, p.nu_prop, signal_variance)
         tau_new[rows] = t + damping * (p.tau_prop - t)
         nu_new[rows] = n + damping * (p.nu_prop - n)
-        A, b = block_statistics(sub.phi, tau_new[rows], nu_new[rows])
-        summary = summary.merge(PassSummary(A, b, change, p.n_invalid, 0, p.evidence_terms))
+        workspace.add_statistics(sub.phi, tau_new[rows], nu_new[rows])
+        summary = summary.merge(PassSummary(None, None, change, p.n_invalid, 0,
+                                            p.evidence_terms))
+    summary.A, summary.b = workspace.statistics()
     return tau_new, nu_new, summary
 
 
@@ -463,8 +513,9 @@ def sequential_chunk(block, tau, nu, sigma, mean, likelihood, damping, signal_va
 def evaluate_chunk(block, tau, nu, posterior, likelihood):
     """Evidence terms and invalid-cavity count of one block at a posterior."""
     summary = PassSummary()
+    workspace = _workspace_for(block)
     for sub, _, (t, n) in _sub_blocks(block, tau, nu):
-        p = block_pass(sub, t, n, posterior, likelihood)
+        p = block_pass(sub, t, n, posterior, likelihood, workspace)
         summary = summary.merge(PassSummary(n_invalid=p.n_invalid,
                                             evidence_terms=p.evidence_terms))
     return summary

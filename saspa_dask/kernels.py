@@ -163,9 +163,14 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance):
     out = np.empty((X.shape[0], means.shape[0]))
     for start in range(0, X.shape[0], _ROW_BLOCK):
         stop = min(start + _ROW_BLOCK, X.shape[0])
-        quad = _row_features(Xs[start:stop], diagonal) @ coef
+        # computed in place in the output: no (rows x M) temporaries, which matters
+        # in Dask workers where every large temporary is a fresh mmap
+        quad = out[start:stop]
+        np.matmul(_row_features(Xs[start:stop], diagonal), coef, out=quad)
         np.maximum(quad, 0.0, out=quad)
-        out[start:stop] = np.exp(log_amp[None, :] - 0.5 * quad)
+        quad *= -0.5
+        quad += log_amp[None, :]
+        np.exp(quad, out=quad)
     return out
 
 
