@@ -214,7 +214,12 @@ def _dashboard(client):
 
 
 class SweepReporter:
-    """Per-sweep progress: a tqdm bar on a terminal, one log line a sweep otherwise."""
+    """Per-sweep progress: a tqdm bar on a terminal, one log line a sweep otherwise.
+
+    Shown per sweep: the undamped site change, the log evidence of the posterior the
+    sweep started from (parallel mode; '-' in sequential mode, where it is computed
+    once at the end), invalid cavities and seconds.
+    """
 
     def __init__(self, max_sweeps, stream=None):
         self.stream = stream or sys.stderr
@@ -225,14 +230,16 @@ class SweepReporter:
             self.bar = tqdm(total=max_sweeps, desc="EP sweeps", unit="sweep", file=self.stream)
 
     def __call__(self, record):
+        evidence = record.get("log_evidence_start")
+        evidence = "-" if evidence is None else f"{evidence:.6g}"
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.set_postfix(change=f"{record['change']:.2e}",
+            self.bar.set_postfix(change=f"{record['change']:.2e}", evidence=evidence,
                                  invalid=record["n_invalid"])
         else:
             click.echo(f"sweep {record['sweep']:4d}  change {record['change']:.3e}  "
-                       f"invalid {record['n_invalid']}  {record['seconds']:.2f}s",
-                       file=self.stream)
+                       f"evidence {evidence}  invalid {record['n_invalid']}  "
+                       f"{record['seconds']:.2f}s", file=self.stream)
 
     def close(self):
         if self.bar is not None:

@@ -684,6 +684,9 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
         record = {"sweep": sweep, "change": summary.change, "n_invalid": summary.n_invalid,
                   "n_skipped": summary.n_skipped, "damping_halvings": halvings,
                   "seconds": time.perf_counter() - start}
+        if settings.mode == "parallel":
+            # the evidence of the posterior this sweep started from (free in this mode)
+            record["log_evidence_start"] = evidence
         history.append(record)
         if callback is not None:
             callback(record)

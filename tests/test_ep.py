@@ -112,6 +112,8 @@ def test_evidence_history_is_that_of_each_posterior():
         short = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSettings("parallel", 0.5, 3, 1e-12))
         longer = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSettings("parallel", 0.5, 4, 1e-12))
     assert longer.history[2]["log_evidence"] == pytest.approx(short.log_evidence, rel=1e-12)
+    assert longer.history[3]["log_evidence_start"] == pytest.approx(short.log_evidence,
+                                                                    rel=1e-12)
 
 
 def test_block_from_empty_rows():
