@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -97,7 +96,7 @@ def test_cli_train_on_a_real_cluster_equals_in_memory_fit(scheduler, store, tmp_
 
 
 def _fit_on(X, y, bases, ls, client_address=None, **kw):
-    with Client(client_address, timeout=30) as client:
+    with Client(client_address, timeout=30):
         model = SASPAClassifier(bases=bases, lengthscale=ls, tol=1e-10, max_sweeps=400, **kw)
         return model.fit(X, y)
 
