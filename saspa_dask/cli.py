@@ -325,6 +325,66 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_swee
         sys.exit(3)
 
 
+def _load(model_path):
+    from .store import load_model
+
+    try:
+        return load_model(model_path)
+    except StoreError as err:
+        raise click.ClickException(str(err)) from None
+
+
+@main.command("score")
+@click.argument("model_path", metavar="MODEL", type=click.Path())
+@click.argument("data", type=click.Path())
+@click.option("--out", required=True, type=click.Path(), help="Score store to write.")
+@click.option("--overwrite", is_flag=True, help="Replace a complete or foreign store.")
+@click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1))
+@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1))
+def score_command(model_path, data, out, overwrite, scheduler, workers, timeout):
+    """Score DATA's X with MODEL into a zarr store (mean, variance[, proba]).
+
+    Resumable: rerunning after an interruption writes only the missing chunks.
+    """
+    from .scoring import score
+
+    model = _load(model_path)
+    start = time.perf_counter()
+    with dask_client(scheduler, workers, timeout):
+        try:
+            result = score(model, data, out, overwrite=overwrite)
+        except (StoreError, ValueError) as err:
+            raise click.ClickException(str(err)) from None
+    seconds = time.perf_counter() - start
+    click.echo(f"scores: {out}  {result['rows']} rows, {result['chunks_written']} of "
+               f"{result['chunks_total']} chunks written this run, {seconds:.1f}s")
+
+
+@main.command("evaluate")
+@click.argument("model_path", metavar="MODEL", type=click.Path())
+@click.argument("data", type=click.Path())
+@click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1))
+@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1))
+@click.option("--json", "as_json", is_flag=True)
+def evaluate_command(model_path, data, scheduler, workers, timeout, as_json):
+    """Error and NLP (classification) or RMSE, MAE and NLPD (regression) on DATA."""
+    from .scoring import evaluate
+
+    model = _load(model_path)
+    with dask_client(scheduler, workers, timeout):
+        try:
+            metrics = evaluate(model, data)
+        except (StoreError, ValueError) as err:
+            raise click.ClickException(str(err)) from None
+    if as_json:
+        click.echo(json.dumps(metrics))
+    else:
+        click.echo("  ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
+                             for k, v in metrics.items()))
+
+
 @main.command("info")
 @click.argument("model", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")

@@ -214,6 +214,24 @@ class _SASPABase(BaseEstimator):
             variances.append(v)
         return np.concatenate(means), np.concatenate(variances)
 
+    def model_fingerprint(self):
+        """sha256 of everything predictions depend on (bases, kernel, factors,
+        posterior, likelihood, label mapping); equal for a model and its saved copy."""
+        import hashlib
+        import json
+
+        check_is_fitted(self)
+        h = hashlib.sha256()
+        for arr in (self.bases_.means, self.bases_.covs, self.lengthscale_, self.whitening_,
+                    self.posterior_.chol, self.posterior_.mean):
+            h.update(np.ascontiguousarray(arr, dtype="<f8").tobytes())
+        meta = {"s2": self.signal_variance_, "likelihood": self._fitted_likelihood().params(),
+                "name": self._fitted_likelihood().name,
+                "classes": [str(c) for c in getattr(self, "classes_", [])],
+                "y_mean": getattr(self, "y_mean_", 0.0)}
+        h.update(json.dumps(meta, sort_keys=True).encode())
+        return h.hexdigest()
+
     def save(self, path, *, overwrite=False):
         """Write the fitted model to a zarr model store (see :func:`saspa_dask.load_model`).
 

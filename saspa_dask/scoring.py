@@ -1,0 +1,244 @@
+"""Batch scoring to zarr and evaluation, chunk by chunk on Dask.
+
+Score store layout: a zarr group with arrays ``mean`` and ``variance`` (latent) and,
+for classification, ``proba`` (P(y = classes_[1])), all chunk-aligned with the input's
+row chunks, plus ``done`` (one flag per chunk).  A chunk task writes its rows, then its
+flag; the group's ``complete`` attribute is set only after every flag is.  zarr 3 does
+not store chunks equal to the fill value (``write_empty_chunks=False``), so "the chunk
+exists" would prove nothing: the flags are the record of what was written.
+
+A rerun on an incomplete store checks that it belongs to the same model and input (by
+fingerprint and chunking) and computes only the chunks whose flag is not set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+import zarr
+from dask import delayed
+
+from .distributed import chunk_bounds
+from .ep import make_block, predict_latent
+from .store import StoreError, chunk_digest, combine_digests
+
+__all__ = ["score", "evaluate", "check_scoring_input"]
+
+SCORES_FORMAT = "saspa-scores"
+
+
+def _input_arrays(path):
+    """X (and y if present) of a data store, as row-chunked dask arrays."""
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: no such data store")
+    try:
+        group = zarr.open_group(str(path), mode="r")
+    except Exception as err:
+        raise StoreError(f"{path}: not a zarr group ({type(err).__name__}: {err})") from None
+    attrs = dict(group.attrs)
+    if attrs.get("format") == "saspa-data" and not attrs.get("complete", False):
+        raise StoreError(f"{path}: data store is incomplete (an ingest did not finish)")
+    if "X" not in set(group.array_keys()):
+        raise StoreError(f"{path}: no array 'X' to score")
+    Xz = group["X"]
+    if Xz.ndim != 2:
+        raise StoreError(f"{path}: X must be 2-D, got shape {Xz.shape}")
+    rows = Xz.chunks[0]
+    X = da.from_zarr(str(path), component="X").rechunk({0: rows, 1: -1})
+    y = None
+    if "y" in set(group.array_keys()) and group["y"].shape == (Xz.shape[0],):
+        y = da.from_zarr(str(path), component="y").rechunk({0: rows})
+    return X, y
+
+
+def _chunk_check(Xb):
+    finite = np.isfinite(Xb).all(axis=1)
+    return int((~finite).sum()), chunk_digest(Xb, np.zeros(0))
+
+
+def check_scoring_input(model, X):
+    """Feature count, dtype and NaN rows of X, in one pass; returns X's fingerprint.
+
+    Raises
+    ------
+    ValueError
+        Wrong feature count, non-numeric dtype, or rows with NaN / inf (counted).
+    """
+    if X.shape[1] != model.n_features_in_:
+        raise ValueError(f"input has {X.shape[1]} features, the model expects "
+                         f"{model.n_features_in_}")
+    if not np.issubdtype(X.dtype, np.number):
+        raise ValueError(f"input X has dtype {X.dtype}, not a number type")
+    results = dask.compute(*[delayed(_chunk_check)(b) for b in X.to_delayed().ravel()])
+    bad = sum(r[0] for r in results)
+    if bad:
+        raise ValueError(f"input X has {bad} rows with NaN or infinity; nothing was written")
+    return combine_digests([r[1] for r in results], X.shape[0], X.shape[1], X.chunks[0][0])
+
+
+def _outputs(model):
+    names = ["mean", "variance"]
+    if hasattr(model, "classes_"):
+        names.append("proba")
+    return names
+
+
+def _score_chunk(Xb, path, index, start, stop, params):
+    """Score one chunk, write its rows, then its done flag (in that order)."""
+    means, covs, lengthscale, s2, L, posterior, y_mean, likelihood, names = params
+    block = make_block(np.asarray(Xb, dtype=np.float64), np.zeros(stop - start), means, covs,
+                       lengthscale, s2, L)
+    mean, var = predict_latent(block.phi, posterior, s2)
+    values = {"mean": mean + y_mean, "variance": var}
+    if "proba" in names:
+        values["proba"] = np.clip(likelihood.proba(mean, var), 0.0, 1.0)
+    group = zarr.open_group(str(path), mode="r+")
+    for name in names:
+        group[name][start:stop] = values[name]
+    group["done"][index] = 1
+    return stop - start
+
+
+def _read_done(group):
+    """Done flags; a flag whose file was cut short by a kill counts as not done."""
+    flags = group["done"]
+    try:
+        return flags[...].astype(bool)
+    except Exception:
+        out = np.zeros(flags.shape[0], dtype=bool)
+        for i in range(flags.shape[0]):
+            try:
+                out[i] = bool(flags[i])
+            except Exception:
+                out[i] = False
+        return out
+
+
+def _open_existing(path, expected, overwrite):
+    """An incomplete score store of the same model and input, or None to start anew."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        group = zarr.open_group(str(path), mode="r+")
+        attrs = dict(group.attrs)
+    except Exception as err:
+        if overwrite:
+            return None
+        raise StoreError(f"{path}: exists and is not a score store ({err}); "
+                         "use --overwrite") from None
+    if overwrite:
+        return None
+    if attrs.get("format") != SCORES_FORMAT:
+        raise StoreError(f"{path}: exists and is not a score store; use --overwrite")
+    if attrs.get("complete"):
+        raise StoreError(f"{path}: scores are complete; use --overwrite to score again")
+    for key, value in expected.items():
+        if attrs.get(key) != value:
+            raise StoreError(f"{path}: an incomplete score store for a different {key} "
+                             f"({attrs.get(key)!r}, now {value!r}); use --overwrite")
+    return group
+
+
+def _create(path, model, X, attrs):
+    group = zarr.open_group(str(path), mode="w")
+    rows = X.chunks[0][0]
+    for name in _outputs(model):
+        group.create_array(name, shape=(X.shape[0],), chunks=(rows,), dtype="f8",
+                           fill_value=np.nan)
+    # one zarr chunk per flag: tasks never write into the same chunk file
+    group.create_array("done", shape=(len(X.chunks[0]),), chunks=(1,), dtype="u1",
+                       fill_value=0)
+    group.attrs.update({**attrs, "complete": False})
+    return group
+
+
+def score(model, data, out, *, overwrite=False, progress=None):
+    """Score a data store's X into a zarr score store, resumably.
+
+    Parameters
+    ----------
+    model : fitted SASPAClassifier or SASPARegressor
+    data : str or Path
+        Data store with an array ``X`` (``y`` is not needed).
+    out : str or Path
+        Score store; an incomplete one for the same model and input is resumed.
+    overwrite : bool
+        Replace an existing (complete or foreign) store.
+    progress : callable, optional
+        Called with the number of chunks written so far after each wave.
+
+    Returns
+    -------
+    dict
+        ``chunks_total``, ``chunks_written`` (this run), ``rows``.
+    """
+    X, _ = _input_arrays(data)
+    input_fingerprint = check_scoring_input(model, X)
+    expected = {"format": SCORES_FORMAT, "model_fingerprint": model.model_fingerprint(),
+                "input_fingerprint": input_fingerprint, "chunk_rows": int(X.chunks[0][0]),
+                "n_rows": int(X.shape[0])}
+    group = _open_existing(out, expected, overwrite)
+    if group is None:
+        group = _create(out, model, X, {**expected, "input": str(Path(data).resolve()),
+                                        "outputs": _outputs(model)})
+    done = _read_done(group)
+    params = delayed((model.bases_.means, model.bases_.covs, model.lengthscale_,
+                      model.signal_variance_, model.whitening_, model.posterior_,
+                      getattr(model, "y_mean_", 0.0),
+                      model._fitted_likelihood(), _outputs(model)))
+    blocks = X.to_delayed().ravel()
+    todo = [i for i in range(len(blocks)) if not done[i]]
+    bounds = chunk_bounds(X)
+    tasks = [delayed(_score_chunk)(blocks[i], str(out), i, *bounds[i], params) for i in todo]
+    dask.compute(*tasks)
+    written = _read_done(group)
+    if not written.all():
+        raise RuntimeError(f"{out}: {int((written == 0).sum())} chunks were not written")
+    group.attrs["complete"] = True
+    return {"chunks_total": len(blocks), "chunks_written": len(todo), "rows": int(X.shape[0])}
+
+
+def _evaluate_chunk(Xb, yb, params):
+    means, covs, lengthscale, s2, L, posterior, y_mean, likelihood, classes = params
+    block = make_block(np.asarray(Xb, dtype=np.float64), np.zeros(len(yb)), means, covs,
+                       lengthscale, s2, L)
+    mean, var = predict_latent(block.phi, posterior, s2)
+    if classes is not None:
+        sign = np.where(yb == classes[1], 1.0, -1.0)
+        log_p = likelihood.log_predictive(sign, mean, var)
+        errors = float(((mean > 0) != (sign > 0)).sum())
+        return np.array([len(yb), errors, -log_p.sum(), 0.0])
+    resid = yb - (mean + y_mean)
+    log_p = likelihood.log_predictive(yb - y_mean, mean, var)
+    return np.array([len(yb), float((resid**2).sum()), -log_p.sum(), float(np.abs(resid).sum())])
+
+
+def evaluate(model, data):
+    """Test metrics of a model on a data store with X and y, computed chunk by chunk.
+
+    Returns
+    -------
+    dict
+        Classification: ``error`` (rate), ``nlp`` (mean negative log probability of
+        the true label).  Regression: ``rmse``, ``mae``, ``nlpd`` (mean negative log
+        predictive density of y, noise included).  Always ``rows``.
+    """
+    X, y = _input_arrays(data)
+    if y is None:
+        raise StoreError(f"{data}: evaluation needs an array 'y' with one value per row")
+    check_scoring_input(model, X)
+    classes = getattr(model, "classes_", None)
+    params = delayed((model.bases_.means, model.bases_.covs, model.lengthscale_,
+                      model.signal_variance_, model.whitening_, model.posterior_,
+                      getattr(model, "y_mean_", 0.0), model._fitted_likelihood(), classes))
+    parts = [delayed(_evaluate_chunk)(xb, yb, params)
+             for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
+    n, a, nlp, c = np.sum(dask.compute(*parts), axis=0)
+    if classes is not None:
+        return {"rows": int(n), "error": a / n, "nlp": nlp / n}
+    return {"rows": int(n), "rmse": float(np.sqrt(a / n)), "mae": c / n, "nlpd": nlp / n}

@@ -1,0 +1,164 @@
+"""Batch scoring to zarr: results, resumability after a real kill, input checks."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+import zarr
+
+from saspa_dask import SASPAClassifier, SASPARegressor, load_model
+from saspa_dask.cli import synthetic_two_class
+from saspa_dask.scoring import evaluate, score
+from saspa_dask.store import StoreError, ingest
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(autouse=True)
+def threaded_dask():
+    with dask.config.set(scheduler="threads"):
+        yield
+
+
+@pytest.fixture(scope="module")
+def classification(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cls")
+    X, y = synthetic_two_class(12_000, 4, seed=5)
+    np.save(tmp / "d.npy", np.column_stack([X, y]))
+    ingest(tmp / "d.npy", tmp / "d.zarr", chunk_rows=2_500)
+    model = SASPAClassifier(n_bases=24, random_state=0).fit(X, y)
+    model.save(tmp / "m.zarr")
+    return tmp, X, y, load_model(tmp / "m.zarr")
+
+
+def _read(path):
+    g = zarr.open_group(str(path), mode="r")
+    return g, dict(g.attrs)
+
+
+def test_scores_equal_in_memory_predictions(classification, tmp_path):
+    tmp, X, y, model = classification
+    result = score(model, tmp / "d.zarr", tmp_path / "s.zarr")
+    assert result == {"chunks_total": 5, "chunks_written": 5, "rows": 12_000}
+    g, attrs = _read(tmp_path / "s.zarr")
+    assert attrs["complete"] and attrs["model_fingerprint"] == model.model_fingerprint()
+    assert g["done"][...].all() and g["proba"].chunks == (2_500,)
+    mean, var = model.predict_latent(X)
+    np.testing.assert_allclose(g["mean"][...], mean, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(g["variance"][...], var, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(g["proba"][...], model.predict_proba(X)[:, 1], rtol=1e-12)
+    with pytest.raises(StoreError, match="scores are complete; use --overwrite"):
+        score(model, tmp / "d.zarr", tmp_path / "s.zarr")
+    again = score(model, tmp / "d.zarr", tmp_path / "s.zarr", overwrite=True)
+    assert again["chunks_written"] == 5
+
+
+def test_evaluate_matches_metrics_from_predictions(classification):
+    tmp, X, y, model = classification
+    metrics = evaluate(model, tmp / "d.zarr")
+    proba = model.predict_proba(X)
+    p_true = np.where(y == model.classes_[1], proba[:, 1], proba[:, 0])
+    assert metrics["rows"] == 12_000
+    assert metrics["error"] == pytest.approx(np.mean(model.predict(X) != y), abs=1e-12)
+    assert metrics["nlp"] == pytest.approx(-np.mean(np.log(p_true)), rel=1e-9)
+
+
+def test_regression_scores_and_metrics(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(3_000, 2))
+    y = 5.0 + np.sin(X[:, 0]) * X[:, 1] + 0.2 * rng.normal(size=3_000)
+    np.save(tmp_path / "r.npy", np.column_stack([X, y]))
+    ingest(tmp_path / "r.npy", tmp_path / "r.zarr", chunk_rows=700)
+    model = SASPARegressor(n_bases=20, random_state=0).fit(X, y)
+    score(model, tmp_path / "r.zarr", tmp_path / "s.zarr")
+    g, attrs = _read(tmp_path / "s.zarr")
+    assert "proba" not in set(g.array_keys())
+    np.testing.assert_allclose(g["mean"][...], model.predict(X), rtol=1e-12)
+    metrics = evaluate(model, tmp_path / "r.zarr")
+    mean, std = model.predict(X, return_std=True)
+    assert metrics["rmse"] == pytest.approx(np.sqrt(np.mean((y - mean) ** 2)), rel=1e-10)
+    assert metrics["mae"] == pytest.approx(np.mean(np.abs(y - mean)), rel=1e-10)
+    nlpd = -np.mean(-0.5 * np.log(2 * np.pi * std**2) - 0.5 * ((y - mean) / std) ** 2)
+    assert metrics["nlpd"] == pytest.approx(nlpd, rel=1e-10)
+
+
+def test_bad_input_writes_nothing(classification, tmp_path):
+    tmp, X, y, model = classification
+    np.save(tmp_path / "w.npy", np.column_stack([X[:, :3], y]))
+    ingest(tmp_path / "w.npy", tmp_path / "w.zarr")
+    with pytest.raises(ValueError, match="input has 3 features, the model expects 4"):
+        score(model, tmp_path / "w.zarr", tmp_path / "s.zarr")
+    assert not (tmp_path / "s.zarr").exists()
+    g = zarr.open_group(str(tmp_path / "nan.zarr"), mode="w")
+    Xn = X[:100].copy()
+    Xn[[3, 50]] = np.nan
+    g.create_array("X", data=Xn, chunks=(30, 4))
+    with pytest.raises(ValueError, match="2 rows with NaN or infinity; nothing was written"):
+        score(model, tmp_path / "nan.zarr", tmp_path / "s.zarr")
+    assert not (tmp_path / "s.zarr").exists()
+    with pytest.raises(StoreError, match="no such data store"):
+        score(model, tmp_path / "missing.zarr", tmp_path / "s.zarr")
+
+
+def test_resume_refuses_a_different_model(classification, tmp_path):
+    tmp, X, y, model = classification
+    score(model, tmp / "d.zarr", tmp_path / "s.zarr")
+    zarr.open_group(str(tmp_path / "s.zarr"), mode="r+").attrs["complete"] = False
+    other = SASPAClassifier(n_bases=8, random_state=1).fit(X[:500], y[:500])
+    with pytest.raises(StoreError, match="different model_fingerprint"):
+        score(other, tmp / "d.zarr", tmp_path / "s.zarr")
+
+
+def test_killed_scorer_resumes_and_marks_only_written_chunks(tmp_path):
+    """A real ``saspa score`` process group is killed mid-run; the rerun completes.
+    Every chunk flagged done before the kill holds exactly the right numbers."""
+    X, y = synthetic_two_class(240_000, 6, seed=9)
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    ingest(tmp_path / "d.npy", tmp_path / "d.zarr", chunk_rows=4_000)  # 60 chunks
+    model = SASPAClassifier(n_bases=128, random_state=0, max_sweeps=3, tol=1e-3)
+    with pytest.warns(Warning):
+        model.fit(X[:5000], y[:5000])
+    model.save(tmp_path / "m.zarr")
+    out = tmp_path / "s.zarr"
+    proc = subprocess.Popen([str(BIN / "saspa"), "score", str(tmp_path / "m.zarr"),
+                             str(tmp_path / "d.zarr"), "--out", str(out), "--workers", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    n_done = 0
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            n_done = int(zarr.open_group(str(out), mode="r")["done"][...].sum())
+        except Exception:
+            n_done = 0
+        if n_done >= 3:
+            break
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert 3 <= n_done < 60, f"kill came at {n_done} chunks; the test needs a mid-run kill"
+    g, attrs = _read(out)
+    assert attrs["complete"] is False
+    done = g["done"][...].astype(bool)
+    mean, var = model.predict_latent(X)
+    proba = model.predict_proba(X)[:, 1]
+    for i in np.flatnonzero(done):
+        rows = slice(4_000 * i, 4_000 * (i + 1))
+        np.testing.assert_allclose(g["mean"][rows], mean[rows], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(g["proba"][rows], proba[rows], rtol=1e-12)
+    res = subprocess.run([str(BIN / "saspa"), "score", str(tmp_path / "m.zarr"),
+                          str(tmp_path / "d.zarr"), "--out", str(out), "--workers", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert f"{60 - int(done.sum())} of 60 chunks written this run" in res.stdout
+    g, attrs = _read(out)
+    assert attrs["complete"] is True and g["done"][...].all()
+    np.testing.assert_allclose(g["mean"][...], mean, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(g["variance"][...], var, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(g["proba"][...], proba, rtol=1e-12)
