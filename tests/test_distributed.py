@@ -18,44 +18,19 @@ from saspa_dask.cli import synthetic_two_class
 from saspa_dask.distributed import kmeans
 from saspa_dask.store import ingest, open_data_store
 
+from conftest import start_cluster, stop_cluster
+
 BIN = Path(sys.executable).parent
-
-
-def _wait_for_file(path, timeout=60):
-    deadline = time.time() + timeout
-    while not path.exists():
-        if time.time() > deadline:
-            raise TimeoutError(f"{path} did not appear")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory):
     """A real scheduler and two single-thread workers, as separate processes."""
-    tmp = tmp_path_factory.mktemp("cluster")
-    sched_file = tmp / "scheduler.json"
-    env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536"}
-    procs = [subprocess.Popen(
-        [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
-         "--no-dashboard", "--scheduler-file", str(sched_file)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    address, procs = start_cluster(tmp_path_factory.mktemp("cluster"))
     try:
-        _wait_for_file(sched_file)
-        for _ in range(2):
-            procs.append(subprocess.Popen(
-                [str(BIN / "dask"), "worker", "--scheduler-file", str(sched_file),
-                 "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
-                 "--memory-limit", "4GB", "--host", "127.0.0.1"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
-        address = json.loads(sched_file.read_text())["address"]
-        with Client(address, timeout=30) as client:
-            client.wait_for_workers(2, timeout=60)
         yield address
     finally:
-        for p in procs[::-1]:
-            p.terminate()
-        for p in procs:
-            p.wait(timeout=30)
+        stop_cluster(procs)
 
 
 @pytest.fixture(scope="module")
