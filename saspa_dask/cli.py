@@ -18,7 +18,15 @@ import numpy as np
 
 from . import __version__
 from .estimators import SASPAClassifier, SASPARegressor
-from .store import StoreError, describe_model, ingest, open_data_store, save_model
+from .store import (
+    StoreError,
+    describe_model,
+    ingest,
+    open_data_store,
+    resolve_model_path,
+    save_model,
+    write_latest,
+)
 
 
 def synthetic_two_class(n_rows, n_features, seed):
@@ -277,9 +285,11 @@ class SweepReporter:
 @click.option("--timeout", default=10, show_default=True, type=click.IntRange(1),
               help="Seconds to wait for --scheduler.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing model store.")
+@click.option("--latest", type=click.Path(dir_okay=False),
+              help="Pointer file to update to the new model (e.g. models/latest).")
 def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_sweeps, tol,
           lengthscale, signal_variance, noise_variance, label_noise, seed, cache, work_dir,
-          scheduler, workers, timeout, overwrite):
+          scheduler, workers, timeout, overwrite, latest):
     """Train a SASPA model on a zarr data store, on a Dask cluster."""
     if Path(out).exists() and not overwrite:
         raise click.ClickException(f"{out} exists; pass --overwrite to replace it")
@@ -297,6 +307,13 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_swee
     else:
         model = SASPARegressor(likelihood=likelihood or "gaussian",
                                noise_variance=noise_variance, **common)
+    _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, scheduler, workers,
+                  timeout, max_sweeps)
+
+
+def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, scheduler, workers,
+                  timeout, max_sweeps, init_sites=None, extra=None):
+    """Fit on the cluster, write the model aside and rename it, update ``latest``."""
     from .distributed import fingerprint
 
     start = time.perf_counter()
@@ -306,23 +323,89 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_swee
         data_fingerprint = fingerprint(X, y)
         reporter = SweepReporter(max_sweeps)
         try:
-            model.fit(X, y, progress=reporter)
+            model.fit(X, y, progress=reporter, init_sites=init_sites)
         except ValueError as err:
             raise click.ClickException(str(err)) from None
         finally:
             reporter.close()
     seconds = time.perf_counter() - start
     model.data_fingerprint_ = data_fingerprint
-    extra = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
-             "target_classes": attrs.get("target_classes"),
-             "kmeans": getattr(model, "kmeans_info_", None), "train_seconds": seconds,
-             "timings": model.timings_}
-    save_model(model, out, overwrite=overwrite, extra_attrs=extra)
+    attributes = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
+                  "target_classes": attrs.get("target_classes"),
+                  "kmeans": getattr(model, "kmeans_info_", None), "train_seconds": seconds,
+                  "timings": model.timings_, **(extra or {})}
+    try:
+        save_model(model, out, overwrite=overwrite, extra_attrs=attributes)
+    except StoreError as err:
+        raise click.ClickException(str(err)) from None
+    if latest:
+        write_latest(latest, out)
     click.echo(f"model: {out}  sweeps {model.n_sweeps_}  converged {model.converged_}  "
                f"log evidence {model.log_evidence_:.6g}  invalid cavities "
                f"{model.n_invalid_cavities_}  {seconds:.1f}s")
     if not model.converged_:
         sys.exit(3)
+
+
+@main.command("retrain")
+@click.argument("model_path", metavar="MODEL", type=click.Path())
+@click.argument("data", type=click.Path())
+@click.option("--out", required=True, type=click.Path(), help="New model store to write.")
+@click.option("--refit-bases", is_flag=True,
+              help="Run K-means again (then EP starts cold: sites act on the old bases).")
+@click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1))
+@click.option("--tol", type=float, help="Default: the old model's.")
+@click.option("--cache", default="memory", show_default=True,
+              type=click.Choice(["memory", "none"]))
+@click.option("--work-dir", type=click.Path())
+@click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1))
+@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1))
+@click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
+@click.option("--latest", type=click.Path(dir_okay=False),
+              help="Pointer file to update to the new model.")
+def retrain(model_path, data, out, refit_bases, max_sweeps, tol, cache, work_dir, scheduler,
+            workers, timeout, overwrite, latest):
+    """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
+
+    Keeps the old model's bases and hyperparameters (bases refitted with
+    --refit-bases); the old rows start from their stored sites and new rows from none.
+    The new model is written aside and renamed into place; MODEL is never touched.
+    """
+    old_path = resolve_model_path(model_path)
+    old = _load(old_path)
+    if Path(out).resolve() == old_path.resolve():
+        raise click.ClickException("--out must differ from MODEL (the old model is kept)")
+    if Path(out).exists() and not overwrite:
+        raise click.ClickException(f"{out} exists; pass --overwrite to replace it")
+    try:
+        X, y, attrs = open_data_store(data)
+    except StoreError as err:
+        raise click.ClickException(str(err)) from None
+    n_old, n_new = old.sites_tau_.shape[0], X.shape[0]
+    if n_new < n_old:
+        raise click.ClickException(
+            f"{data} has {n_new} rows but the model was trained on {n_old}: retraining "
+            "expects the old rows first, with new rows appended")
+    params = {**old.get_params(), "max_sweeps": max_sweeps, "cache": cache,
+              "work_dir": work_dir or str(Path(out).resolve().parent),
+              "lengthscale": old.lengthscale_, "signal_variance": old.signal_variance_}
+    if tol is not None:
+        params["tol"] = tol
+    if hasattr(old, "noise_variance_"):
+        params["noise_variance"] = old.noise_variance_
+    init_sites = None
+    if not refit_bases:
+        params["bases"] = old.bases_
+        pad = np.zeros(n_new - n_old)
+        init_sites = (np.concatenate([old.sites_tau_, pad]), np.concatenate([old.sites_nu_, pad]))
+    model = type(old)(**params)
+    click.echo(f"retrain: {n_old} old rows warm-started, {n_new - n_old} new rows"
+               if init_sites is not None else "retrain: bases refitted, cold start", err=True)
+    _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, scheduler, workers,
+                  timeout, max_sweeps, init_sites=init_sites,
+                  extra={"retrained_from": str(old_path.resolve()),
+                         "warm_started_rows": n_old if init_sites is not None else 0})
 
 
 def _load(model_path):
@@ -391,7 +474,7 @@ def evaluate_command(model_path, data, scheduler, workers, timeout, as_json):
 def info(model, as_json):
     """Describe a model store."""
     try:
-        summary = describe_model(model)
+        summary = describe_model(resolve_model_path(model))
     except StoreError as err:
         raise click.ClickException(str(err)) from None
     if as_json:

@@ -577,6 +577,31 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
     return Path(path)
 
 
+def write_latest(pointer, model_path):
+    """Point the ``latest`` file at a model store, atomically (write aside, rename).
+
+    The pointer holds the model's path relative to the pointer's folder when the
+    model lies inside it, so a folder of models can be moved as a whole.
+    """
+    pointer, model_path = Path(pointer), Path(model_path).resolve()
+    try:
+        target = model_path.relative_to(pointer.resolve().parent)
+    except ValueError:
+        target = model_path
+    tmp = pointer.with_name(f".{pointer.name}.{uuid.uuid4().hex[:8]}")
+    tmp.write_text(f"{target}\n")
+    os.replace(tmp, pointer)
+
+
+def resolve_model_path(path):
+    """A model store path, following a ``latest`` pointer file if given one."""
+    path = Path(path)
+    if path.is_file():
+        target = Path(path.read_text().strip())
+        return target if target.is_absolute() else path.parent / target
+    return path
+
+
 def read_model_attrs(path):
     """Attributes of a model store, checked for format, version and completeness."""
     path = Path(path)
@@ -609,6 +634,7 @@ def load_model(path):
     from .ep import Posterior
     from .estimators import SASPAClassifier, SASPARegressor
 
+    path = resolve_model_path(path)
     group, attrs = read_model_attrs(path)
     arrays = {}
     for name in _MODEL_ARRAYS:
