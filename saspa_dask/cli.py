@@ -468,6 +468,22 @@ def evaluate_command(model_path, data, scheduler, workers, timeout, as_json):
                              for k, v in metrics.items()))
 
 
+@main.command("run")
+@click.argument("job", type=click.Path())
+@click.option("--force", is_flag=True, help="Run even if the job already completed "
+              "with the same inputs.")
+def run_command(job, force):
+    """Run a declarative job file (TOML): ingest / train / retrain / score / evaluate."""
+    from .pipelines import JobError, run_job
+
+    try:
+        run_job(job, force=force, echo=lambda message: click.echo(message, err=True))
+    except JobError as err:
+        raise click.ClickException(str(err)) from None
+    except click.ClickException as err:
+        raise click.ClickException(f"job {job} failed: {err.message}") from None
+
+
 @main.command("info")
 @click.argument("model", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")

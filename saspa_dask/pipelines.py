@@ -1,0 +1,226 @@
+"""Declarative jobs: ``saspa run JOB.toml``.
+
+A job is a list of steps (``ingest``, ``train``, ``retrain``, ``score``, ``evaluate``)
+run in order, each the CLI command of the same name with the step's keys as options.
+Relative paths are relative to the job file.  ``{date}`` and ``{timestamp}`` in an
+``out`` path are replaced by the run's UTC date (YYYYMMDD) and time (YYYYMMDDTHHMMSS),
+so a nightly job can write a new model version each night and move ``latest``.
+
+Example::
+
+    [job]
+    name = "nightly"
+
+    [cluster]
+    workers = 2                  # or: scheduler = "tcp://HOST:8786"
+
+    [[steps]]
+    kind = "retrain"
+    model = "models/latest"
+    data = "data/train.zarr"
+    out = "models/{date}.zarr"
+    latest = "models/latest"
+
+Re-running: when a job completes it records, in ``.JOBNAME.state.json`` beside the job
+file, a signature of each step: its settings and the state of its inputs as the job
+left them (size and modification time of files, the metadata of zarr stores, the target
+of a ``latest`` pointer).  While nothing has changed since, running the job again is a
+no-op; ``--force`` runs it anyway.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import tomllib
+import uuid
+from pathlib import Path
+
+__all__ = ["JobError", "load_job", "run_job", "STEP_OPTIONS"]
+
+
+class JobError(ValueError):
+    """The job file is invalid (unknown keys, wrong types, missing steps)."""
+
+
+_NUM = (int, float)
+# Per step kind: key -> (type or tuple of types, required).  Keys are CLI options
+# with dashes as underscores; "model" and "data"/"source" are positional arguments.
+STEP_OPTIONS = {
+    "ingest": {"source": (str, True), "out": (str, True), "target": ((str, int), False),
+               "chunk_rows": (int, False), "missing": (str, False), "text": (str, False),
+               "overwrite": (bool, False)},
+    "train": {"data": (str, True), "out": (str, True), "task": (str, False),
+              "bases": (int, False), "blur": (str, False), "likelihood": (str, False),
+              "ep_mode": (str, False), "damping": (_NUM, False), "max_sweeps": (int, False),
+              "tol": (_NUM, False), "lengthscale": (_NUM, False),
+              "signal_variance": (_NUM, False), "noise_variance": (_NUM, False),
+              "label_noise": (_NUM, False), "seed": (int, False), "cache": (str, False),
+              "work_dir": (str, False), "overwrite": (bool, False), "latest": (str, False)},
+    "retrain": {"model": (str, True), "data": (str, True), "out": (str, True),
+                "refit_bases": (bool, False), "max_sweeps": (int, False),
+                "tol": (_NUM, False), "cache": (str, False), "work_dir": (str, False),
+                "overwrite": (bool, False), "latest": (str, False)},
+    "score": {"model": (str, True), "data": (str, True), "out": (str, True),
+              "overwrite": (bool, False)},
+    "evaluate": {"model": (str, True), "data": (str, True)},
+}
+_POSITIONAL = {"ingest": ["source"], "train": ["data"], "retrain": ["model", "data"],
+               "score": ["model", "data"], "evaluate": ["model", "data"]}
+_PATH_KEYS = {"source", "out", "data", "model", "work_dir", "latest"}
+_CLUSTER_KEYS = {"scheduler": (str, False), "workers": (int, False), "timeout": (int, False)}
+_USES_CLUSTER = {"train", "retrain", "score", "evaluate"}
+
+
+def _check_table(table, schema, where):
+    if not isinstance(table, dict):
+        raise JobError(f"{where} must be a table")
+    unknown = sorted(set(table) - set(schema))
+    if unknown:
+        raise JobError(f"{where}: unknown key(s) {', '.join(unknown)}; "
+                       f"allowed: {', '.join(sorted(schema))}")
+    for key, (kind, required) in schema.items():
+        if key not in table:
+            if required:
+                raise JobError(f"{where}: missing required key {key!r}")
+            continue
+        value = table[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds:
+            raise JobError(f"{where}: {key} must be {_names(kinds)}, got a boolean")
+        if not isinstance(value, kinds):
+            raise JobError(f"{where}: {key} must be {_names(kinds)}, "
+                           f"got {type(value).__name__} {value!r}")
+
+
+def _names(kinds):
+    return " or ".join({int: "an integer", float: "a number", str: "a string",
+                        bool: "true/false"}[k] for k in kinds)
+
+
+def load_job(path):
+    """Read and validate a job file; returns ``(job, cluster, steps)``."""
+    path = Path(path)
+    if not path.is_file():
+        raise JobError(f"{path}: no such job file")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise JobError(f"{path}: not valid TOML ({err})") from None
+    _check_table(doc, {"job": (dict, False), "cluster": (dict, False),
+                       "steps": (list, True)}, str(path))
+    job = doc.get("job", {})
+    _check_table(job, {"name": (str, False)}, f"{path} [job]")
+    cluster = doc.get("cluster", {})
+    _check_table(cluster, _CLUSTER_KEYS, f"{path} [cluster]")
+    if "scheduler" in cluster and "workers" in cluster:
+        raise JobError(f"{path} [cluster]: give scheduler or workers, not both")
+    steps = doc["steps"]
+    if not steps:
+        raise JobError(f"{path}: the job has no steps")
+    for i, step in enumerate(steps, start=1):
+        where = f"{path} step {i}"
+        if not isinstance(step, dict) or "kind" not in step:
+            raise JobError(f"{where}: every step needs a kind "
+                           f"({', '.join(STEP_OPTIONS)})")
+        kind = step["kind"]
+        if kind not in STEP_OPTIONS:
+            raise JobError(f"{where}: unknown kind {kind!r}; one of {', '.join(STEP_OPTIONS)}")
+        _check_table({k: v for k, v in step.items() if k != "kind"}, STEP_OPTIONS[kind],
+                     f"{where} ({kind})")
+    return {"name": job.get("name", path.stem)}, cluster, steps
+
+
+def _resolve(step, base, now):
+    """The step's settings with paths made absolute and out templates filled in."""
+    out = {}
+    for key, value in step.items():
+        if key in _PATH_KEYS and isinstance(value, str):
+            if key == "out":
+                value = value.format(date=now.strftime("%Y%m%d"),
+                                     timestamp=now.strftime("%Y%m%dT%H%M%S"))
+            value = str((base / value).resolve()) if not Path(value).is_absolute() else value
+        out[key] = value
+    return out
+
+
+def _state_of(path):
+    """What a step's input looks like now (for the re-run signature)."""
+    p = Path(path)
+    if p.is_file():
+        stat = p.stat()
+        text = p.read_text().strip() if stat.st_size < 4096 and p.name == "latest" else ""
+        return f"file:{stat.st_size}:{stat.st_mtime_ns}:{text}"
+    meta = p / "zarr.json"
+    if meta.is_file():
+        return "zarr:" + hashlib.sha256(meta.read_bytes()).hexdigest()
+    return "missing"
+
+
+def _signature(kind, settings, template):
+    inputs = [settings[k] for k in ("source", "data", "model") if k in settings]
+    payload = {"kind": kind, "step": template, "inputs": [_state_of(p) for p in inputs]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _arguments(kind, settings, cluster):
+    args = [kind] + [str(settings[k]) for k in _POSITIONAL[kind]]
+    for key, value in settings.items():
+        if key in _POSITIONAL[kind] or key == "kind":
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                args.append(flag)
+        else:
+            args += [flag, str(value)]
+    if kind in _USES_CLUSTER:
+        for key, value in cluster.items():
+            args += ["--" + key, str(value)]
+    return args
+
+
+def run_job(path, *, force=False, echo=print):
+    """Run a job file's steps in order (see the module docstring).
+
+    Returns
+    -------
+    dict
+        ``ran`` (list of step kinds run) and ``skipped`` (True when the job was a
+        no-op because it had already completed with the same inputs).
+    """
+    from .cli import main as cli_main
+
+    path = Path(path).resolve()
+    job, cluster, steps = load_job(path)
+    base = path.parent
+    state_path = base / f".{job['name']}.state.json"
+    previous = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    now = _dt.datetime.now(_dt.timezone.utc)
+    templates = [{k: v for k, v in s.items() if k != "kind"} for s in steps]
+    current = [_signature(s["kind"], _resolve(t, base, now), t)
+               for s, t in zip(steps, templates)]
+    if not force and previous.get("completed") and previous.get("signatures") == current:
+        echo(f"job {job['name']}: already completed with these inputs; nothing to do "
+             "(--force to run again)")
+        return {"ran": [], "skipped": True}
+    for i, (step, template) in enumerate(zip(steps, templates), start=1):
+        kind = step["kind"]
+        args = _arguments(kind, _resolve(template, base, now), cluster)
+        echo(f"job {job['name']}: step {i}/{len(steps)}: saspa {' '.join(args)}")
+        try:
+            cli_main.main(args=args, standalone_mode=False)
+        except SystemExit as exit_:
+            if exit_.code not in (0, None):
+                raise RuntimeError(f"step {i} ({kind}) exited with status {exit_.code}") from None
+    # Inputs as the job left them (it may move `latest` or rewrite a store it reads):
+    # the next run is a no-op while they stay so.
+    signatures = [_signature(s["kind"], _resolve(t, base, now), t)
+                  for s, t in zip(steps, templates)]
+    state = {"completed": True, "signatures": signatures, "finished": now.isoformat()}
+    tmp = state_path.with_name(f"{state_path.name}.{uuid.uuid4().hex[:8]}")
+    tmp.write_text(json.dumps(state, indent=2))
+    os.replace(tmp, state_path)
+    return {"ran": [s["kind"] for s in steps], "skipped": False}

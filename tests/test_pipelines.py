@@ -1,0 +1,93 @@
+"""``saspa run JOB.toml`` on the example jobs in pipelines/, and job validation."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from saspa_dask import load_model
+from saspa_dask.cli import synthetic_two_class
+from saspa_dask.pipelines import JobError, load_job
+from saspa_dask.store import resolve_model_path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _run(job, *extra):
+    return subprocess.run([str(BIN / "saspa"), "run", str(job), *extra], capture_output=True,
+                          text=True, timeout=900)
+
+
+@pytest.fixture
+def project(tmp_path):
+    """The example jobs with a small demo.npy beside them, as the README lays them out."""
+    shutil.copytree(ROOT / "pipelines", tmp_path / "pipelines")
+    X, y = synthetic_two_class(6_000, 4, seed=1)
+    np.save(tmp_path / "demo.npy", np.column_stack([X, y]))
+    for job in (tmp_path / "pipelines").glob("*.toml"):  # small models for the test
+        job.write_text(job.read_text().replace("bases = 64", "bases = 12")
+                       .replace("workers = 2", "workers = 1"))
+    return tmp_path
+
+
+def test_example_jobs_run_and_rerun_is_a_no_op(project):
+    jobs = project / "pipelines"
+    res = _run(jobs / "first_training.toml")
+    assert res.returncode == 0, res.stderr
+    assert "step 4/4: saspa evaluate" in res.stderr and "error" in res.stdout
+    first = resolve_model_path(project / "work" / "models" / "latest")
+    assert first.exists() and (project / "work" / "scores.zarr").exists()
+
+    res = _run(jobs / "first_training.toml")
+    assert res.returncode == 0 and "nothing to do" in res.stderr
+
+    # the source grows: the nightly job retrains warm into a new version
+    X, y = synthetic_two_class(6_600, 4, seed=1)
+    np.save(project / "demo.npy", np.column_stack([X, y]))
+    res = _run(jobs / "nightly_retrain.toml")
+    assert res.returncode == 0, res.stderr
+    assert "6000 old rows warm-started, 600 new rows" in res.stderr
+    second = resolve_model_path(project / "work" / "models" / "latest")
+    assert second != first and first.exists()
+    assert load_model(second).sites_tau_.shape == (6_600,)
+    res = _run(jobs / "nightly_retrain.toml")
+    assert "nothing to do" in res.stderr
+    res = _run(jobs / "score_only.toml")
+    assert res.returncode == 0, res.stderr
+    assert list((project / "work").glob("scores-*.zarr"))
+
+
+@pytest.mark.parametrize("text,match", [
+    ('[[steps]]\nkind = "train"\ndata = "d.zarr"\nout = "m.zarr"\nbasis = 3\n',
+     r"unknown key\(s\) basis; allowed: bases"),
+    ('[[steps]]\nkind = "train"\ndata = "d.zarr"\nout = "m.zarr"\nbases = "many"\n',
+     "bases must be an integer, got str 'many'"),
+    ('[[steps]]\nkind = "train"\ndata = "d.zarr"\nout = "m.zarr"\nbases = true\n',
+     "bases must be an integer, got a boolean"),
+    ('[[steps]]\nkind = "train"\nout = "m.zarr"\n', "missing required key 'data'"),
+    ('[[steps]]\nkind = "fit"\n', "unknown kind 'fit'"),
+    ('steps = []\n', "the job has no steps"),
+    ('[cluster]\nworkers = 2\nscheduler = "tcp://x:1"\n[[steps]]\nkind = "evaluate"\n'
+     'model = "m"\ndata = "d"\n', "scheduler or workers, not both"),
+    ('[[steps]\n', "not valid TOML"),
+])
+def test_job_validation_errors(tmp_path, text, match):
+    job = tmp_path / "job.toml"
+    job.write_text(text)
+    with pytest.raises(JobError, match=match):
+        load_job(job)
+    res = _run(job)
+    assert res.returncode != 0 and "Error:" in res.stderr
+
+
+def test_failing_step_names_itself(tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text('[cluster]\nworkers = 1\n[[steps]]\nkind = "evaluate"\n'
+                   'model = "missing.zarr"\ndata = "missing-data.zarr"\n')
+    res = _run(job)
+    assert res.returncode != 0 and "failed: " in res.stderr and "no such model store" in res.stderr
+    assert not (tmp_path / ".job.state.json").exists()
