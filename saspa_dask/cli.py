@@ -291,12 +291,7 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_swee
           lengthscale, signal_variance, noise_variance, label_noise, seed, cache, work_dir,
           scheduler, workers, timeout, overwrite, latest):
     """Train a SASPA model on a zarr data store, on a Dask cluster."""
-    if Path(out).exists() and not overwrite:
-        raise click.ClickException(f"{out} exists; pass --overwrite to replace it")
-    try:
-        X, y, attrs = open_data_store(data)
-    except StoreError as err:
-        raise click.ClickException(str(err)) from None
+    X, y, attrs = _training_data(data, out, overwrite)
     common = dict(n_bases=n_bases, blur=blur, ep_mode=ep_mode, damping=damping,
                   max_sweeps=max_sweeps, tol=tol, lengthscale=lengthscale,
                   signal_variance=signal_variance, random_state=seed, cache=cache,
@@ -309,6 +304,16 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_swee
                                noise_variance=noise_variance, **common)
     _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, scheduler, workers,
                   timeout, max_sweeps)
+
+
+def _training_data(data, out, overwrite):
+    """The data store to train on, after checking the destination is free."""
+    if Path(out).exists() and not overwrite:
+        raise click.ClickException(f"{out} exists; pass --overwrite to replace it")
+    try:
+        return open_data_store(data)
+    except StoreError as err:
+        raise click.ClickException(str(err)) from None
 
 
 def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, scheduler, workers,
@@ -376,12 +381,7 @@ def retrain(model_path, data, out, refit_bases, max_sweeps, tol, cache, work_dir
     old = _load(old_path)
     if Path(out).resolve() == old_path.resolve():
         raise click.ClickException("--out must differ from MODEL (the old model is kept)")
-    if Path(out).exists() and not overwrite:
-        raise click.ClickException(f"{out} exists; pass --overwrite to replace it")
-    try:
-        X, y, attrs = open_data_store(data)
-    except StoreError as err:
-        raise click.ClickException(str(err)) from None
+    X, y, attrs = _training_data(data, out, overwrite)
     n_old, n_new = old.sites_tau_.shape[0], X.shape[0]
     if n_new < n_old:
         raise click.ClickException(

@@ -23,7 +23,7 @@ from dask import delayed
 
 from .distributed import chunk_bounds
 from .ep import make_block, predict_latent
-from .store import StoreError, chunk_digest, combine_digests
+from .store import StoreError, check_data_complete, chunk_digest, combine_digests, open_group
 
 __all__ = ["score", "evaluate", "check_scoring_input"]
 
@@ -32,16 +32,8 @@ SCORES_FORMAT = "saspa-scores"
 
 def _input_arrays(path):
     """X (and y if present) of a data store, as row-chunked dask arrays."""
-    path = Path(path)
-    if not path.exists():
-        raise StoreError(f"{path}: no such data store")
-    try:
-        group = zarr.open_group(str(path), mode="r")
-    except Exception as err:
-        raise StoreError(f"{path}: not a zarr group ({type(err).__name__}: {err})") from None
-    attrs = dict(group.attrs)
-    if attrs.get("format") == "saspa-data" and not attrs.get("complete", False):
-        raise StoreError(f"{path}: data store is incomplete (an ingest did not finish)")
+    group = open_group(path, "data store")
+    check_data_complete(path, dict(group.attrs))
     if "X" not in set(group.array_keys()):
         raise StoreError(f"{path}: no array 'X' to score")
     Xz = group["X"]

@@ -440,6 +440,23 @@ def _ingest_npy(path, group, target, chunk_rows, missing):
 # ----------------------------------------------------------------------------------
 
 
+def open_group(path, what, mode="r"):
+    """Open a zarr group, or raise a StoreError naming ``what`` is missing or wrong."""
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: no such {what}")
+    try:
+        return zarr.open_group(str(path), mode=mode)
+    except Exception as err:  # zarr raises several types for non-groups
+        raise StoreError(f"{path}: not a zarr group ({type(err).__name__}: {err})") from None
+
+
+def check_data_complete(path, attrs):
+    """An ingest that did not finish left ``complete`` false."""
+    if attrs.get("format") == DATA_FORMAT and not attrs.get("complete", False):
+        raise StoreError(f"{path}: data store is incomplete (an ingest did not finish)")
+
+
 def open_data_store(path):
     """Open a data store lazily: ``(X, y, attrs)`` with X, y as dask arrays.
 
@@ -451,16 +468,9 @@ def open_data_store(path):
     """
     import dask.array as da
 
-    path = Path(path)
-    if not path.exists():
-        raise StoreError(f"{path}: no such data store")
-    try:
-        group = zarr.open_group(str(path), mode="r")
-    except Exception as err:  # zarr raises several types for non-groups
-        raise StoreError(f"{path}: not a zarr group ({type(err).__name__}: {err})") from None
+    group = open_group(path, "data store")
     attrs = dict(group.attrs)
-    if attrs.get("format") == DATA_FORMAT and not attrs.get("complete", False):
-        raise StoreError(f"{path}: data store is incomplete (an ingest did not finish)")
+    check_data_complete(path, attrs)
     keys = set(group.array_keys())
     if not {"X", "y"} <= keys:
         raise StoreError(f"{path}: a data store needs arrays 'X' and 'y'; found {sorted(keys)}")
@@ -605,12 +615,7 @@ def resolve_model_path(path):
 def read_model_attrs(path):
     """Attributes of a model store, checked for format, version and completeness."""
     path = Path(path)
-    if not path.exists():
-        raise StoreError(f"{path}: no such model store")
-    try:
-        group = zarr.open_group(str(path), mode="r")
-    except Exception as err:
-        raise StoreError(f"{path}: not a zarr group ({type(err).__name__}: {err})") from None
+    group = open_group(path, "model store")
     attrs = dict(group.attrs)
     if attrs.get("format") != MODEL_FORMAT:
         raise StoreError(f"{path}: not a saspa model store (format {attrs.get('format')!r})")

@@ -2,7 +2,6 @@
 127.0.0.1 and real zarr stores on disk."""
 
 import json
-import os
 import subprocess
 import sys
 import time
