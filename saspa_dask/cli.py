@@ -181,18 +181,41 @@ def ingest_command(source, out, target, chunk_rows, missing, text, overwrite):
                f"{attrs['preprocessing'].get('rows_dropped_for_missing', 0)} rows dropped)")
 
 
+def tls_options(command):
+    """--tls-ca-file / --tls-cert / --tls-key for commands that connect to a scheduler."""
+    for name, text in (("--tls-key", "Client private key (PEM) for a tls:// scheduler."),
+                       ("--tls-cert", "Client certificate (PEM) for a tls:// scheduler."),
+                       ("--tls-ca-file", "CA certificate(s) (PEM) for a tls:// scheduler.")):
+        command = click.option(name, type=click.Path(exists=True, dir_okay=False),
+                               help=text)(command)
+    return command
+
+
+def _security(tls_ca_file, tls_cert, tls_key):
+    if not (tls_ca_file or tls_cert or tls_key):
+        return None
+    if not (tls_ca_file and tls_cert and tls_key):
+        raise click.ClickException("TLS needs all of --tls-ca-file, --tls-cert and --tls-key")
+    from distributed.security import Security
+
+    return Security(tls_ca_file=tls_ca_file, tls_client_cert=tls_cert,
+                    tls_client_key=tls_key, require_encryption=True)
+
+
 @contextlib.contextmanager
-def dask_client(scheduler, workers, timeout):
+def dask_client(scheduler, workers, timeout, tls_ca_file=None, tls_cert=None, tls_key=None):
     """A distributed Client: connected to ``scheduler`` or to an embedded LocalCluster."""
     import dask
     from distributed import Client, LocalCluster
 
+    security = _security(tls_ca_file, tls_cert, tls_key)
     if scheduler:
         try:
-            client = Client(scheduler, timeout=timeout)
-        except (OSError, TimeoutError) as err:
+            client = Client(scheduler, timeout=timeout, security=security)
+        except Exception as err:  # refused, TLS handshake or configuration, time-out
             raise click.ClickException(
-                f"cannot reach the Dask scheduler at {scheduler} within {timeout}s ({err})"
+                f"cannot reach the Dask scheduler at {scheduler} within {timeout}s "
+                f"({type(err).__name__}: {err})"
             ) from None
         cluster = None
     else:
@@ -287,9 +310,10 @@ class SweepReporter:
 @click.option("--overwrite", is_flag=True, help="Replace an existing model store.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model (e.g. models/latest).")
+@tls_options
 def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_sweeps, tol,
           lengthscale, signal_variance, noise_variance, label_noise, seed, cache, work_dir,
-          scheduler, workers, timeout, overwrite, latest):
+          scheduler, workers, timeout, overwrite, latest, tls_ca_file, tls_cert, tls_key):
     """Train a SASPA model on a zarr data store, on a Dask cluster."""
     X, y, attrs = _training_data(data, out, overwrite)
     common = dict(n_bases=n_bases, blur=blur, ep_mode=ep_mode, damping=damping,
@@ -302,8 +326,8 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_swee
     else:
         model = SASPARegressor(likelihood=likelihood or "gaussian",
                                noise_variance=noise_variance, **common)
-    _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, scheduler, workers,
-                  timeout, max_sweeps)
+    _fit_and_save(model, X, y, attrs, data, out, overwrite, latest,
+                  (scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key), max_sweeps)
 
 
 def _training_data(data, out, overwrite):
@@ -316,13 +340,13 @@ def _training_data(data, out, overwrite):
         raise click.ClickException(str(err)) from None
 
 
-def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, scheduler, workers,
-                  timeout, max_sweeps, init_sites=None, extra=None):
+def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, cluster, max_sweeps,
+                  init_sites=None, extra=None):
     """Fit on the cluster, write the model aside and rename it, update ``latest``."""
     from .distributed import fingerprint
 
     start = time.perf_counter()
-    with dask_client(scheduler, workers, timeout):
+    with dask_client(*cluster):
         click.echo(f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs, "
                    f"{len(X.chunks[0])} chunks)", err=True)
         data_fingerprint = fingerprint(X, y)
@@ -369,8 +393,9 @@ def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, scheduler, w
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model.")
+@tls_options
 def retrain(model_path, data, out, refit_bases, max_sweeps, tol, cache, work_dir, scheduler,
-            workers, timeout, overwrite, latest):
+            workers, timeout, overwrite, latest, tls_ca_file, tls_cert, tls_key):
     """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
 
     Keeps the old model's bases and hyperparameters (bases refitted with
@@ -402,8 +427,9 @@ def retrain(model_path, data, out, refit_bases, max_sweeps, tol, cache, work_dir
     model = type(old)(**params)
     click.echo(f"retrain: {n_old} old rows warm-started, {n_new - n_old} new rows"
                if init_sites is not None else "retrain: bases refitted, cold start", err=True)
-    _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, scheduler, workers,
-                  timeout, max_sweeps, init_sites=init_sites,
+    _fit_and_save(model, X, y, attrs, data, out, overwrite, latest,
+                  (scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key), max_sweeps,
+                  init_sites=init_sites,
                   extra={"retrained_from": str(old_path.resolve()),
                          "warm_started_rows": n_old if init_sites is not None else 0})
 
@@ -425,7 +451,9 @@ def _load(model_path):
 @click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1))
 @click.option("--timeout", default=10, show_default=True, type=click.IntRange(1))
-def score_command(model_path, data, out, overwrite, scheduler, workers, timeout):
+@tls_options
+def score_command(model_path, data, out, overwrite, scheduler, workers, timeout, tls_ca_file,
+                  tls_cert, tls_key):
     """Score DATA's X with MODEL into a zarr store (mean, variance[, proba]).
 
     Resumable: rerunning after an interruption writes only the missing chunks.
@@ -434,7 +462,7 @@ def score_command(model_path, data, out, overwrite, scheduler, workers, timeout)
 
     model = _load(model_path)
     start = time.perf_counter()
-    with dask_client(scheduler, workers, timeout):
+    with dask_client(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
         try:
             result = score(model, data, out, overwrite=overwrite)
         except (StoreError, ValueError) as err:
@@ -451,12 +479,14 @@ def score_command(model_path, data, out, overwrite, scheduler, workers, timeout)
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1))
 @click.option("--timeout", default=10, show_default=True, type=click.IntRange(1))
 @click.option("--json", "as_json", is_flag=True)
-def evaluate_command(model_path, data, scheduler, workers, timeout, as_json):
+@tls_options
+def evaluate_command(model_path, data, scheduler, workers, timeout, as_json, tls_ca_file,
+                     tls_cert, tls_key):
     """Error and NLP (classification) or RMSE, MAE and NLPD (regression) on DATA."""
     from .scoring import evaluate
 
     model = _load(model_path)
-    with dask_client(scheduler, workers, timeout):
+    with dask_client(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
         try:
             metrics = evaluate(model, data)
         except (StoreError, ValueError) as err:

@@ -70,7 +70,9 @@ STEP_OPTIONS = {
 _POSITIONAL = {"ingest": ["source"], "train": ["data"], "retrain": ["model", "data"],
                "score": ["model", "data"], "evaluate": ["model", "data"]}
 _PATH_KEYS = {"source", "out", "data", "model", "work_dir", "latest"}
-_CLUSTER_KEYS = {"scheduler": (str, False), "workers": (int, False), "timeout": (int, False)}
+_CLUSTER_KEYS = {"scheduler": (str, False), "workers": (int, False), "timeout": (int, False),
+                 "tls_ca_file": (str, False), "tls_cert": (str, False),
+                 "tls_key": (str, False)}
 _USES_CLUSTER = {"train", "retrain", "score", "evaluate"}
 
 
@@ -178,7 +180,7 @@ def _arguments(kind, settings, cluster):
             args += [flag, str(value)]
     if kind in _USES_CLUSTER:
         for key, value in cluster.items():
-            args += ["--" + key, str(value)]
+            args += ["--" + key.replace("_", "-"), str(value)]
     return args
 
 
@@ -196,6 +198,8 @@ def run_job(path, *, force=False, echo=print):
     path = Path(path).resolve()
     job, cluster, steps = load_job(path)
     base = path.parent
+    cluster = {k: (str((base / v).resolve()) if k.startswith("tls_") else v)
+               for k, v in cluster.items()}
     state_path = base / f".{job['name']}.state.json"
     previous = json.loads(state_path.read_text()) if state_path.is_file() else {}
     now = _dt.datetime.now(_dt.timezone.utc)

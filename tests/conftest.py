@@ -18,39 +18,60 @@ def _wait_for_file(path, timeout=60):
         time.sleep(0.1)
 
 
-def start_cluster(directory, n_workers=2):
-    """Start ``dask scheduler`` and ``n_workers`` ``dask worker`` processes (each under
-    a nanny, one thread) on 127.0.0.1.  Returns (address, processes)."""
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Cluster:
+    """A cluster started by ``cluster/start-local.sh`` (its own process group)."""
+
+    def __init__(self, process, address):
+        self.process = process
+        self.address = address
+
+    def stop(self):
+        stop_cluster(self)
+
+
+def start_cluster(directory, n_workers=2, tls=None, client_security=None):
+    """Start ``cluster/start-local.sh``: ``dask scheduler`` and ``n_workers`` ``dask
+    worker`` processes (nannies, one thread each) on 127.0.0.1.  ``tls`` is a dict of
+    ``--tls-*`` options.  Returns a Cluster (``.address``, ``.stop()``)."""
     from distributed import Client
 
     sched_file = Path(directory) / "scheduler.json"
-    env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536"}
-    procs = [subprocess.Popen(
-        [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
-         "--no-dashboard", "--scheduler-file", str(sched_file)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    args = ["bash", str(ROOT / "cluster" / "start-local.sh"), "--workers", str(n_workers),
+            "--port", "0", "--memory-limit", "4GB", "--scheduler-file", str(sched_file)]
+    for key, value in (tls or {}).items():
+        args += [f"--{key}", str(value)]
+    env = {**os.environ, "DASK": str(BIN / "dask")}
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env, start_new_session=True)
+    cluster = Cluster(proc, None)
     try:
         _wait_for_file(sched_file)
-        for _ in range(n_workers):
-            procs.append(subprocess.Popen(
-                [str(BIN / "dask"), "worker", "--scheduler-file", str(sched_file),
-                 "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
-                 "--memory-limit", "4GB", "--host", "127.0.0.1"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
-        address = json.loads(sched_file.read_text())["address"]
-        with Client(address, timeout=30) as client:
+        for _ in range(100):  # the file is written before its content is complete
+            try:
+                cluster.address = json.loads(sched_file.read_text())["address"]
+                break
+            except (ValueError, KeyError):
+                time.sleep(0.1)
+        with Client(cluster.address, timeout=30, security=client_security) as client:
             client.wait_for_workers(n_workers, timeout=60)
     except BaseException:
-        stop_cluster(procs)
+        stop_cluster(cluster)
         raise
-    return address, procs
+    return cluster
 
 
-def stop_cluster(procs):
-    for p in procs[::-1]:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
+def stop_cluster(cluster):
+    import signal
+
+    try:
+        os.killpg(cluster.process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        cluster.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(cluster.process.pid, signal.SIGKILL)
+        cluster.process.wait(timeout=30)

@@ -25,11 +25,11 @@ BIN = Path(sys.executable).parent
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory):
     """A real scheduler and two single-thread workers, as separate processes."""
-    address, procs = start_cluster(tmp_path_factory.mktemp("cluster"))
+    cluster = start_cluster(tmp_path_factory.mktemp("cluster"))
     try:
-        yield address
+        yield cluster.address
     finally:
-        stop_cluster(procs)
+        stop_cluster(cluster)
 
 
 @pytest.fixture(scope="module")

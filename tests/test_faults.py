@@ -24,11 +24,11 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture
 def cluster(tmp_path):
-    address, procs = start_cluster(tmp_path)
+    started = start_cluster(tmp_path)
     try:
-        yield address
+        yield started.address
     finally:
-        stop_cluster(procs)
+        stop_cluster(started)
 
 
 def _kill_one_worker(client):
