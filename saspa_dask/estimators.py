@@ -192,7 +192,6 @@ class _SASPABase(BaseEstimator):
 
     def _set_ep_result(self, result):
         post = result.posterior
-        self.posterior_ = post
         self.sites_tau_ = np.concatenate(result.tau) if isinstance(result.tau, list) else result.tau
         self.sites_nu_ = np.concatenate(result.nu) if isinstance(result.nu, list) else result.nu
         self.n_sweeps_ = result.n_sweeps
@@ -202,6 +201,11 @@ class _SASPABase(BaseEstimator):
         self.n_skipped_updates_ = result.n_skipped_updates
         self.n_damping_halvings_ = result.n_damping_halvings
         self.history_ = result.history
+        self._set_posterior(post)
+
+    def _set_posterior(self, post):
+        """posterior_, and the paper's alpha_ and beta_ derived from it."""
+        self.posterior_ = post
         L = self.whitening_
         self.alpha_ = solve_triangular(L, post.mean, lower=True, trans="T")
         # beta = L^{-T} (I - Sigma_v) L^{-1}: the paper's beta, for users; predictions
@@ -236,6 +240,43 @@ class _SASPABase(BaseEstimator):
             means.append(m)
             variances.append(v)
         return np.concatenate(means), np.concatenate(variances)
+
+    def _partial_fit_latent(self, X, targets):
+        """One assumed-density-filtering pass over new rows (see ``partial_fit``)."""
+        from .ep import Posterior, sequential_chunk
+
+        blocks = list(self._blocks(X, targets))
+        post = self.posterior_
+        sigma, mean = post.covariance(), post.mean
+        A_new = np.zeros_like(post.chol)
+        b_new = np.zeros_like(post.mean)
+        taus, nus = [], []
+        likelihood = self._fitted_likelihood()
+        n_invalid = n_skipped = 0
+        for block in blocks:
+            zeros = np.zeros(block.y.shape[0])
+            tau, nu, sigma, mean, summary = sequential_chunk(
+                block, zeros, zeros, sigma, mean, likelihood, 1.0, self.signal_variance_)
+            taus.append(tau)
+            nus.append(nu)
+            A_new += summary.A
+            b_new += summary.b
+            n_invalid += summary.n_invalid
+            n_skipped += summary.n_skipped
+        # Old sites are unchanged, so P and h simply gain the new rows' sums (exact,
+        # no drift from the rank-one updates).
+        P_minus_I = post.chol @ post.chol.T - np.eye(A_new.shape[0])
+        new_post = Posterior.from_statistics(P_minus_I + A_new, post.h + b_new)
+        self.sites_tau_ = np.concatenate([self.sites_tau_, *taus])
+        self.sites_nu_ = np.concatenate([self.sites_nu_, *nus])
+        self.n_invalid_cavities_ += n_invalid
+        self.n_skipped_updates_ += n_skipped
+        self.history_ = [*self.history_, {"partial_fit_rows": int(X.shape[0]),
+                                          "n_invalid": n_invalid, "n_skipped": n_skipped}]
+        self._set_posterior(new_post)
+        # the evidence needs every row's cavity; partial_fit does not revisit old rows
+        self.log_evidence_ = float("nan")
+        return self
 
     def model_fingerprint(self):
         """sha256 of everything predictions depend on (bases, kernel, factors,
@@ -471,6 +512,35 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         return self._fit_latent(X, signs, likelihood, s2, damping, column_std, progress,
                                 init_sites)
 
+    def partial_fit(self, X, y):
+        """Add rows by one assumed-density-filtering pass, without revisiting old rows.
+
+        The new rows' sites are fitted one at a time against the current posterior
+        (rank-one updates, the paper's online mode and Csato & Opper's sparse online
+        GP); bases, kernel and likelihood stay as fitted.  With the Gaussian likelihood
+        this equals the batch fit exactly; otherwise it is the first sweep of EP on the
+        new rows.  ``log_evidence_`` becomes NaN (it needs every row).  On an unfitted
+        estimator this is ``fit``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Labels from ``classes_``.
+
+        Returns
+        -------
+        self : SASPAClassifier
+        """
+        if not hasattr(self, "posterior_"):
+            return self.fit(X, y)
+        X, y = validate_data(self, X, y, reset=False, dtype=np.float64)
+        unknown = np.setdiff1d(np.unique(y), self.classes_)
+        if unknown.size:
+            raise ValueError(f"labels {unknown.tolist()} are not among classes_ "
+                             f"{self.classes_.tolist()}")
+        return self._partial_fit_latent(X, np.where(y == self.classes_[1], 1.0, -1.0))
+
     def decision_function(self, X):
         """Standardised latent margin; positive values favour ``classes_[1]``.
 
@@ -626,6 +696,28 @@ class SASPARegressor(RegressorMixin, _SASPABase):
 
     def _fitted_likelihood(self):
         return Gaussian(self.noise_variance_)
+
+    def partial_fit(self, X, y):
+        """Add rows by one assumed-density-filtering pass, without revisiting old rows.
+
+        With the Gaussian likelihood this is exact: the result equals a batch fit on
+        all rows with the same bases and hyperparameters (``y_mean_`` is kept from the
+        first fit).  ``log_evidence_`` becomes NaN (it needs every row).  On an unfitted
+        estimator this is ``fit``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : SASPARegressor
+        """
+        if not hasattr(self, "posterior_"):
+            return self.fit(X, y)
+        X, y = validate_data(self, X, y, reset=False, dtype=np.float64, y_numeric=True)
+        return self._partial_fit_latent(X, y - self.y_mean_)
 
     def predict_latent(self, X):
         mean, var = super().predict_latent(X)

@@ -159,3 +159,38 @@ def test_ionosphere_bases_at_inputs_equal_full_gp_ep():
     np.testing.assert_allclose(mean, mean_ref, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(var, var_ref, rtol=1e-6, atol=1e-6)
     assert clf.log_evidence_ == pytest.approx(log_z, rel=1e-6)
+
+
+def test_partial_fit_gaussian_equals_batch_fit():
+    rng, X, y, Xs = _regression_data(seed=6, n=300)
+    common = dict(n_bases=15, lengthscale=1.2, signal_variance=1.4, noise_variance=0.05,
+                  center_y=False, random_state=0)
+    first = SASPARegressor(**common).fit(X[:200], y[:200])
+    online = SASPARegressor(**common).fit(X[:200], y[:200])
+    online.partial_fit(X[200:260], y[200:260]).partial_fit(X[260:], y[260:])
+    batch = SASPARegressor(**{**common, "bases": first.bases_}).fit(X, y)
+    np.testing.assert_allclose(online.alpha_, batch.alpha_, rtol=1e-9,
+                               atol=1e-9 * np.abs(batch.alpha_).max())
+    for a, b in zip(online.predict_latent(Xs), batch.predict_latent(Xs)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(online.sites_tau_, batch.sites_tau_, rtol=1e-12)
+    assert np.isnan(online.log_evidence_)
+
+
+def test_partial_fit_probit_is_close_after_one_pass():
+    X, y, Xs = _classification_data(seed=7, n=400, d=2)
+    common = dict(n_bases=20, lengthscale=1.0, signal_variance=2.0, random_state=0,
+                  tol=1e-10, max_sweeps=500)
+    online = SASPAClassifier(**common).fit(X[:300], y[:300])
+    bases = online.bases_
+    online.partial_fit(X[300:], y[300:])
+    batch = SASPAClassifier(**{**common, "bases": bases}).fit(X, y)
+    stale = SASPAClassifier(**{**common, "bases": bases}).fit(X[:300], y[:300])
+    p_online, p_batch = online.predict_proba(Xs)[:, 1], batch.predict_proba(Xs)[:, 1]
+    gap = np.abs(p_online - p_batch).max()
+    assert gap < 0.02, gap
+    # and it learned from the new rows: closer to the batch fit than the old model
+    assert gap < 0.5 * np.abs(stale.predict_proba(Xs)[:, 1] - p_batch).max()
+    assert online.sites_tau_.shape == (400,)
+    with pytest.raises(ValueError, match="not among classes_"):
+        online.partial_fit(X[:5], np.full(5, 7))
