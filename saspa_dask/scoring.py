@@ -28,6 +28,7 @@ from .store import StoreError, check_data_complete, chunk_digest, combine_digest
 __all__ = ["score", "evaluate", "check_scoring_input"]
 
 SCORES_FORMAT = "saspa-scores"
+_SCORE_ROWS = 16384  # rows scored at a time inside a chunk task
 
 
 def _input_arrays(path):
@@ -82,9 +83,13 @@ def _outputs(model):
 def _score_chunk(Xb, path, index, start, stop, params):
     """Score one chunk, write its rows, then its done flag (in that order)."""
     means, covs, lengthscale, s2, L, posterior, y_mean, likelihood, names = params
-    block = make_block(np.asarray(Xb, dtype=np.float64), np.zeros(stop - start), means, covs,
-                       lengthscale, s2, L)
-    mean, var = predict_latent(block.phi, posterior, s2)
+    Xb = np.asarray(Xb, dtype=np.float64)
+    mean, var = np.empty(stop - start), np.empty(stop - start)
+    # row sub-blocks: the n x M whitened block of a whole chunk is never formed
+    for a in range(0, stop - start, _SCORE_ROWS):
+        rows = slice(a, min(a + _SCORE_ROWS, stop - start))
+        block = make_block(Xb[rows], np.zeros(rows.stop - a), means, covs, lengthscale, s2, L)
+        mean[rows], var[rows] = predict_latent(block.phi, posterior, s2)
     values = {"mean": mean + y_mean, "variance": var}
     if "proba" in names:
         values["proba"] = np.clip(likelihood.proba(mean, var), 0.0, 1.0)

@@ -29,3 +29,14 @@ def test_bench_retrain_quick():
     for row in report["results"]:
         assert row["warm_sweeps"] <= row["cold_sweeps"]
         assert row["max_rel_alpha_diff"] < 100 * row["tol"]
+
+
+def test_bench_score_quick(tmp_path):
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_score.py"),
+                          "--quick", "--workdir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    report = json.loads(res.stdout[: res.stdout.index("\n| quantity")])
+    assert report["N"] == 100_000 and len(report["worker_peak_rss_mib"]) == 2
+    assert "100000 rows, 5 of 5 chunks written this run" in report["cli_output"]
+    assert report["ratio_to_limit"] > 1
