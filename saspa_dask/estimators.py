@@ -512,7 +512,7 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         return self._fit_latent(X, signs, likelihood, s2, damping, column_std, progress,
                                 init_sites)
 
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y, classes=None):
         """Add rows by one assumed-density-filtering pass, without revisiting old rows.
 
         The new rows' sites are fitted one at a time against the current posterior
@@ -527,19 +527,30 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
             Labels from ``classes_``.
+        classes : array-like of shape (2,), optional
+            All labels (scikit-learn's partial_fit convention); checked against
+            ``classes_``.
 
         Returns
         -------
         self : SASPAClassifier
         """
         if not hasattr(self, "posterior_"):
-            return self.fit(X, y)
+            self.fit(X, y)
+            self._check_classes(classes)
+            return self
+        self._check_classes(classes)
         X, y = validate_data(self, X, y, reset=False, dtype=np.float64)
         unknown = np.setdiff1d(np.unique(y), self.classes_)
         if unknown.size:
             raise ValueError(f"labels {unknown.tolist()} are not among classes_ "
                              f"{self.classes_.tolist()}")
         return self._partial_fit_latent(X, np.where(y == self.classes_[1], 1.0, -1.0))
+
+    def _check_classes(self, classes):
+        if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
+            raise ValueError(f"classes {np.unique(classes).tolist()} differ from the fitted "
+                             f"classes_ {self.classes_.tolist()}")
 
     def decision_function(self, X):
         """Standardised latent margin; positive values favour ``classes_[1]``.

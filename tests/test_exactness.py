@@ -194,3 +194,5 @@ def test_partial_fit_probit_is_close_after_one_pass():
     assert online.sites_tau_.shape == (400,)
     with pytest.raises(ValueError, match="not among classes_"):
         online.partial_fit(X[:5], np.full(5, 7))
+    with pytest.raises(ValueError, match=r"classes \[-1, 5\] differ from the fitted"):
+        online.partial_fit(X[:5], y[:5], classes=[-1, 5])
