@@ -11,16 +11,14 @@ rate measured in the same run) and the peak RSS of the driver and each worker.
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_train import BIN, PeakRSS, matmul_rate, run  # noqa: E402
+from bench_train import BIN, matmul_rate, run, run_monitored  # noqa: E402
 
 from saspa_dask import SASPAClassifier  # noqa: E402
 from saspa_dask.cli import synthetic_two_class  # noqa: E402
@@ -52,16 +50,7 @@ def main():
 
     cmd = [BIN / "saspa", "score", work / "model.zarr", work / "data.zarr", "--out",
            work / "scores.zarr", "--workers", args.workers, "--overwrite"]
-    start = time.perf_counter()
-    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    monitor = PeakRSS(proc.pid)
-    monitor.start()
-    out, err = proc.communicate()
-    seconds = time.perf_counter() - start
-    monitor.stopped.set()
-    if proc.returncode != 0:
-        raise SystemExit(f"score failed:\n{out}\n{err}")
+    out, seconds, monitor, proc = run_monitored(cmd)
     M, d = args.bases, args.features
     flops_per_row = 2 * (M * d * d + M * M)
     limit_rows_per_s = rate / flops_per_row

@@ -78,6 +78,24 @@ def _role(cmdline):
     return "driver" if "saspa" in text else text[:40]
 
 
+def run_monitored(cmd, ok_codes=(0,)):
+    """Run a command while sampling the peak RSS of it and its children.
+
+    Returns (stdout, seconds, monitor, process); exits if the command failed.
+    """
+    start = time.perf_counter()
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    monitor = PeakRSS(proc.pid)
+    monitor.start()
+    out, err = proc.communicate()
+    seconds = time.perf_counter() - start
+    monitor.stopped.set()
+    if proc.returncode not in ok_codes:
+        raise SystemExit(f"{cmd[1]} failed:\n{out}\n{err}")
+    return out, seconds, monitor, proc
+
+
 def run(cmd, **kw):
     res = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
     if res.returncode != 0:
@@ -113,16 +131,7 @@ def main():
     cmd = [BIN / "saspa", "train", store, "--out", model, "--bases", args.bases,
            "--blur", "full", "--likelihood", "probit", "--workers", args.workers,
            "--cache", args.cache, "--overwrite"]
-    t = time.perf_counter()
-    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    monitor = PeakRSS(proc.pid)
-    monitor.start()
-    out, err = proc.communicate()
-    train_seconds = time.perf_counter() - t
-    monitor.stopped.set()
-    if proc.returncode not in (0, 3):
-        raise SystemExit(f"train failed:\n{out}\n{err}")
+    _, train_seconds, monitor, proc = run_monitored(cmd, ok_codes=(0, 3))
     attrs = json.loads((model / "zarr.json").read_text())["attributes"]
     sweeps = [r["seconds"] for r in attrs["history"]]
     N, M = args.rows, args.bases
