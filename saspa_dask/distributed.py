@@ -270,52 +270,49 @@ def _persist_balanced(build, n_blocks):
 
 
 def _open_sites(path):
+    """The (tau, nu) zarr arrays; a chunk task opens them once and reads and writes
+    through these handles."""
     group = zarr.open_group(str(path), mode="r+")
     return group["tau"], group["nu"]
 
 
-def _read_sites(path, slot, start, stop):
-    tau, nu = _open_sites(path)
-    return tau[slot, start:stop], nu[slot, start:stop]
-
-
-def _write_sites(path, slot, start, stop, tau_new, nu_new):
-    tau, nu = _open_sites(path)
-    tau[slot, start:stop] = tau_new
-    nu[slot, start:stop] = nu_new
-
-
 def _parallel_task(block, path, slot, start, stop, posterior, likelihood, damping, s2):
-    tau, nu = _read_sites(path, slot, start, stop)
-    tau_new, nu_new, summary = parallel_chunk(block, tau, nu, posterior, likelihood, damping, s2)
-    _write_sites(path, 1 - slot, start, stop, tau_new, nu_new)
+    tau, nu = _open_sites(path)
+    tau_new, nu_new, summary = parallel_chunk(block, tau[slot, start:stop],
+                                              nu[slot, start:stop], posterior, likelihood,
+                                              damping, s2)
+    tau[1 - slot, start:stop] = tau_new
+    nu[1 - slot, start:stop] = nu_new
     return summary
 
 
 def _sequential_task(block, path, slot, start, stop, state, likelihood, damping, s2):
     sigma, mean = state
-    tau, nu = _read_sites(path, slot, start, stop)
-    tau, nu, sigma, mean, summary = sequential_chunk(block, tau, nu, sigma, mean, likelihood,
-                                                     damping, s2)
-    _write_sites(path, 1 - slot, start, stop, tau, nu)
+    tau, nu = _open_sites(path)
+    t, n, sigma, mean, summary = sequential_chunk(block, tau[slot, start:stop],
+                                                  nu[slot, start:stop], sigma, mean,
+                                                  likelihood, damping, s2)
+    tau[1 - slot, start:stop] = t
+    nu[1 - slot, start:stop] = n
     return (sigma, mean), summary
 
 
 def _halve_task(path, slot, start, stop):
-    tau_c, nu_c = _read_sites(path, slot, start, stop)
-    tau_p, nu_p = _read_sites(path, 1 - slot, start, stop)
-    _write_sites(path, 1 - slot, start, stop, 0.5 * (tau_p + tau_c), 0.5 * (nu_p + nu_c))
+    tau, nu = _open_sites(path)
+    for arr in (tau, nu):
+        arr[1 - slot, start:stop] = 0.5 * (arr[1 - slot, start:stop] + arr[slot, start:stop])
 
 
 def _statistics_task(block, path, slot, start, stop):
-    tau, nu = _read_sites(path, slot, start, stop)
-    A, b = block_statistics(block.phi, tau, nu)
+    tau, nu = _open_sites(path)
+    A, b = block_statistics(block.phi, tau[slot, start:stop], nu[slot, start:stop])
     return PassSummary(A, b)
 
 
 def _evaluate_task(block, path, slot, start, stop, posterior, likelihood):
-    tau, nu = _read_sites(path, slot, start, stop)
-    return evaluate_chunk(block, tau, nu, posterior, likelihood)
+    tau, nu = _open_sites(path)
+    return evaluate_chunk(block, tau[slot, start:stop], nu[slot, start:stop], posterior,
+                          likelihood)
 
 
 def _merge_two(a, b):

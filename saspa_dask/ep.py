@@ -225,8 +225,8 @@ class EPResult:
     """What an EP run produced (sites per block, posterior, diagnostics).
 
     ``n_invalid_cavities`` counts, over all sweeps, rows left unchanged because their
-    cavity (or tilted site) was invalid; ``n_invalid_final`` counts such rows at the
-    final posterior, where the evidence is then NaN (it is undefined).
+    cavity (or tilted site) was invalid; if any row's cavity is invalid at the final
+    posterior the evidence is NaN (it is undefined there).
     ``n_skipped_updates`` counts sequential rank-one updates rejected because they
     would have made P singular.
     """
@@ -238,7 +238,6 @@ class EPResult:
     converged: bool
     log_evidence: float
     n_invalid_cavities: int
-    n_invalid_final: int
     n_skipped_updates: int
     n_damping_halvings: int
     history: list = field(default_factory=list)
@@ -671,7 +670,7 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
             converged = summary.change < settings.tol
             halvings = 0
             if converged:
-                final = (evidence, summary.n_invalid)
+                final = evidence
             else:
                 posterior, A, b, halvings = _accept(engine, summary.A, summary.b, A, b)
                 engine.commit()
@@ -694,9 +693,8 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
             break
 
     if final is None:
-        summary = engine.evaluate(posterior, likelihood)
-        final = (_evidence(posterior, summary.evidence_terms), summary.n_invalid)
-    log_evidence, final_invalid = final
+        final = _evidence(posterior, engine.evaluate(posterior, likelihood).evidence_terms)
+    log_evidence = final
     history[-1]["log_evidence"] = log_evidence
     if not converged:
         warnings.warn(
@@ -715,7 +713,6 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
         converged=converged,
         log_evidence=log_evidence,
         n_invalid_cavities=sum(r["n_invalid"] for r in history),
-        n_invalid_final=final_invalid,
         n_skipped_updates=sum(r["n_skipped"] for r in history),
         n_damping_halvings=sum(r["damping_halvings"] for r in history),
         history=history,

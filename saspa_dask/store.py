@@ -235,12 +235,14 @@ class _ChunkWriter:
         self.rows.append(features)
         self.targets.append(target)
         if len(self.rows) == self.chunk_rows:
-            self.add_block(np.array(self.rows, dtype=np.float64),
-                           np.array(self.targets, dtype=np.float64))
+            self._flush_rows()
+
+    def _flush_rows(self):
+        rows, targets = self.rows, self.targets
+        self.rows, self.targets = [], []
+        self.add_block(np.array(rows, dtype=np.float64), np.array(targets, dtype=np.float64))
 
     def add_block(self, X, y):
-        if self.rows and X is not None:
-            self.rows, self.targets = [], []
         X = np.concatenate([self.pending_X, X])
         y = np.concatenate([self.pending_y, y])
         full = (len(y) // self.chunk_rows) * self.chunk_rows
@@ -251,8 +253,7 @@ class _ChunkWriter:
     def flush(self):
         """Write what is left (the last, partial chunk)."""
         if self.rows:
-            self.add_block(np.array(self.rows, dtype=np.float64),
-                           np.array(self.targets, dtype=np.float64))
+            self._flush_rows()
         if len(self.pending_y):
             self._write(self.pending_X, self.pending_y)
             self.pending_X, self.pending_y = self.pending_X[:0], self.pending_y[:0]

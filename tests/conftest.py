@@ -75,3 +75,44 @@ def stop_cluster(cluster):
     except subprocess.TimeoutExpired:
         os.killpg(cluster.process.pid, signal.SIGKILL)
         cluster.process.wait(timeout=30)
+
+
+def scoring_problem(directory, rows, fit_rows, seed):
+    """A data store of ``rows`` generated rows in 4,000-row chunks and a saved M = 128
+    model fitted (3 sweeps: speed, not accuracy) on the first ``fit_rows``.
+
+    Returns (X, model path, data path)."""
+    import numpy as np
+    import pytest
+
+    from saspa_dask import SASPAClassifier
+    from saspa_dask.cli import synthetic_two_class
+    from saspa_dask.store import ingest
+
+    d = Path(directory)
+    X, y = synthetic_two_class(rows, 6, seed=seed)
+    np.save(d / "d.npy", np.column_stack([X, y]))
+    ingest(d / "d.npy", d / "d.zarr", chunk_rows=4_000)
+    model = SASPAClassifier(n_bases=128, random_state=0, max_sweeps=3, tol=1e-3)
+    with pytest.warns(Warning):
+        model.fit(X[:fit_rows], y[:fit_rows])
+    model.save(d / "m.zarr")
+    return X, d / "m.zarr", d / "d.zarr"
+
+
+def wait_for_done_flags(out, proc, at_least, timeout=120):
+    """Poll a score store's done flags until ``at_least`` are set or ``proc`` ends;
+    returns how many were set (0 while the store or a flag is still being written)."""
+    import zarr
+
+    deadline = time.time() + timeout
+    n_done = 0
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            n_done = int(zarr.open_group(str(out), mode="r")["done"][...].sum())
+        except Exception:
+            n_done = 0
+        if n_done >= at_least:
+            break
+        time.sleep(0.02)
+    return n_done

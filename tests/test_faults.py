@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import dask.array as da
@@ -14,10 +13,9 @@ import pytest
 import zarr
 from distributed import Client
 
-from conftest import start_cluster, stop_cluster
+from conftest import scoring_problem, start_cluster, stop_cluster, wait_for_done_flags
 from saspa_dask import Basis, SASPAClassifier, load_model
 from saspa_dask.cli import synthetic_two_class
-from saspa_dask.store import ingest
 
 BIN = Path(sys.executable).parent
 
@@ -61,31 +59,16 @@ def test_worker_killed_during_training(cluster):
 
 
 def test_worker_killed_during_scoring(cluster, tmp_path):
-    X, y = synthetic_two_class(200_000, 6, seed=4)
-    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
-    ingest(tmp_path / "d.npy", tmp_path / "d.zarr", chunk_rows=4_000)  # 50 chunks
-    model = SASPAClassifier(n_bases=128, random_state=0, max_sweeps=3, tol=1e-3)
-    with pytest.warns(Warning):
-        model.fit(X[:4000], y[:4000])
-    model.save(tmp_path / "m.zarr")
-    model = load_model(tmp_path / "m.zarr")
+    X, model_path, data_path = scoring_problem(tmp_path, 200_000, 4_000, seed=4)  # 50 chunks
+    model = load_model(model_path)
     out = tmp_path / "s.zarr"
-    proc = subprocess.Popen([str(BIN / "saspa"), "score", str(tmp_path / "m.zarr"),
-                             str(tmp_path / "d.zarr"), "--out", str(out), "--scheduler",
-                             cluster], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen([str(BIN / "saspa"), "score", str(model_path), str(data_path),
+                             "--out", str(out), "--scheduler", cluster],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = None
-    deadline = time.time() + 120
     with Client(cluster, timeout=30) as client:
-        while time.time() < deadline and proc.poll() is None:
-            try:
-                n_done = int(zarr.open_group(str(out), mode="r")["done"][...].sum())
-            except Exception:
-                n_done = 0
-            if n_done >= 2:
-                killed = _kill_one_worker(client)
-                break
-            time.sleep(0.02)
+        if wait_for_done_flags(out, proc, at_least=2) >= 2:
+            killed = _kill_one_worker(client)
         stdout, stderr = proc.communicate(timeout=300)
     assert killed is not None, "the scorer finished before a worker could be killed"
     assert proc.returncode == 0, stderr

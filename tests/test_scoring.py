@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import dask
@@ -16,6 +15,8 @@ from saspa_dask import SASPAClassifier, SASPARegressor, load_model
 from saspa_dask.cli import synthetic_two_class
 from saspa_dask.scoring import evaluate, score
 from saspa_dask.store import StoreError, ingest
+
+from conftest import scoring_problem, wait_for_done_flags
 
 BIN = Path(sys.executable).parent
 
@@ -118,28 +119,14 @@ def test_resume_refuses_a_different_model(classification, tmp_path):
 def test_killed_scorer_resumes_and_marks_only_written_chunks(tmp_path):
     """A real ``saspa score`` process group is killed mid-run; the rerun completes.
     Every chunk flagged done before the kill holds exactly the right numbers."""
-    X, y = synthetic_two_class(240_000, 6, seed=9)
-    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
-    ingest(tmp_path / "d.npy", tmp_path / "d.zarr", chunk_rows=4_000)  # 60 chunks
-    model = SASPAClassifier(n_bases=128, random_state=0, max_sweeps=3, tol=1e-3)
-    with pytest.warns(Warning):
-        model.fit(X[:5000], y[:5000])
-    model.save(tmp_path / "m.zarr")
+    X, model_path, data_path = scoring_problem(tmp_path, 240_000, 5_000, seed=9)  # 60 chunks
+    model = load_model(model_path)
     out = tmp_path / "s.zarr"
-    proc = subprocess.Popen([str(BIN / "saspa"), "score", str(tmp_path / "m.zarr"),
-                             str(tmp_path / "d.zarr"), "--out", str(out), "--workers", "1"],
+    proc = subprocess.Popen([str(BIN / "saspa"), "score", str(model_path), str(data_path),
+                             "--out", str(out), "--workers", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
-    deadline = time.time() + 120
-    n_done = 0
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            n_done = int(zarr.open_group(str(out), mode="r")["done"][...].sum())
-        except Exception:
-            n_done = 0
-        if n_done >= 3:
-            break
-        time.sleep(0.02)
+    n_done = wait_for_done_flags(out, proc, at_least=3)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     assert 3 <= n_done < 60, f"kill came at {n_done} chunks; the test needs a mid-run kill"
@@ -152,8 +139,8 @@ def test_killed_scorer_resumes_and_marks_only_written_chunks(tmp_path):
         rows = slice(4_000 * i, 4_000 * (i + 1))
         np.testing.assert_allclose(g["mean"][rows], mean[rows], rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(g["proba"][rows], proba[rows], rtol=1e-12)
-    res = subprocess.run([str(BIN / "saspa"), "score", str(tmp_path / "m.zarr"),
-                          str(tmp_path / "d.zarr"), "--out", str(out), "--workers", "1"],
+    res = subprocess.run([str(BIN / "saspa"), "score", str(model_path), str(data_path),
+                          "--out", str(out), "--workers", "1"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert f"{60 - int(done.sum())} of 60 chunks written this run" in res.stdout
