@@ -209,3 +209,112 @@ def basis_covariance(means, covs, lengthscale, signal_variance):
         out[i, i:] = row
         out[i:, i] = row
     return out
+
+
+# ----------------------------------------------------------------------------------
+# Derivatives with respect to log lengthscales and a log blur scale
+# ----------------------------------------------------------------------------------
+#
+# For K = s2 |I + C~|^{-1/2} exp(-1/2 r~^T (I + C~)^{-1} r~) with C fixed in the
+# original coordinates, S = (I + C~)^{-1} and z = S r~:
+#   d log K / d log l_k = 1 - S_kk + z_k^2
+#   d log K / d log g   = -1/2 tr(S C~) + 1/2 z^T C~ z     (C -> g C, at g = 1)
+# A weighted sum over rows sum_i E_i dK_i needs only the weighted moments of r~:
+# sum_i E_i K_i z_k^2 = (S M2 S)_kk with M2 = sum_i E_i K_i r~_i r~_i^T.
+
+
+def cross_moments(X, weights, means, lengthscale, full):
+    """Weighted moments of the scaled inputs, per basis, for the Kt gradient.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    weights : ndarray of shape (n, M)
+        E_ij = (dEvidence / dKt_ij) * Kt_ij.
+    means : ndarray of shape (M, d)
+    lengthscale : ndarray of shape (d,)
+    full : bool
+        Also the off-diagonal second moments (needed for full blur covariances).
+
+    Returns
+    -------
+    tuple (m0, m1, m2)
+        m0 (M,) = sum_i E_ij, m1 (M, d) = sum_i E_ij x~_i, m2 = sum_i E_ij x~_i x~_i^T as
+        (M, d, d) if ``full`` else its diagonal (M, d); x~ = (x - centre) / l with the
+        centre of the bases' means (as in :func:`blurred_cross_covariance`).
+    """
+    centre = means.mean(axis=0)
+    Xs = (np.asarray(X, dtype=np.float64) - centre) / lengthscale
+    m0 = weights.sum(axis=0)
+    m1 = weights.T @ Xs
+    if not full:
+        return m0, m1, weights.T @ (Xs * Xs)
+    d = Xs.shape[1]
+    iu, ju = np.triu_indices(d)
+    packed = weights.T @ (Xs[:, iu] * Xs[:, ju])
+    m2 = np.empty((weights.shape[1], d, d))
+    m2[:, iu, ju] = packed
+    m2[:, ju, iu] = packed
+    return m0, m1, m2
+
+
+def cross_covariance_gradient(moments, means, covs, lengthscale):
+    """sum_ij E_ij d log Kt_ij / d theta from :func:`cross_moments` (summed over chunks).
+
+    Returns
+    -------
+    grad_log_lengthscale : ndarray of shape (d,)
+    grad_log_blur_scale : float
+    """
+    m0, m1, m2 = moments
+    d = means.shape[1]
+    centre = means.mean(axis=0)
+    a = (means - centre) / lengthscale
+    cs = _scaled_blur(covs, lengthscale)
+    S = np.linalg.inv(np.eye(d)[None] + cs)  # d x d blur precisions, not kernel matrices
+    # second moments of r~ = x~ - a~ about each basis
+    if m2.ndim == 2:
+        m2 = m2[:, :, None] * np.eye(d)[None]
+    r2 = (m2 - a[:, :, None] * m1[:, None, :] - m1[:, :, None] * a[:, None, :]
+          + m0[:, None, None] * a[:, :, None] * a[:, None, :])
+    SrS = S @ r2 @ S
+    diag_S = np.diagonal(S, axis1=1, axis2=2)
+    grad_l = (m0[:, None] * (1.0 - diag_S) + np.diagonal(SrS, axis1=1, axis2=2)).sum(0)
+    SC = S @ cs
+    grad_g = (-0.5 * np.trace(SC, axis1=1, axis2=2) * m0
+              + 0.5 * np.einsum("jkl,jlk->j", SrS, cs)).sum()
+    return grad_l, float(grad_g)
+
+
+def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance):
+    """sum_ab W_ab dKh_ab / d theta for a symmetric weight matrix W.
+
+    Returns
+    -------
+    grad_log_lengthscale : ndarray of shape (d,)
+    grad_log_blur_scale : float
+
+    Notes
+    -----
+    One row of bases at a time (as :func:`basis_covariance`): memory M d^2 floats.
+    """
+    ms = np.asarray(means, dtype=np.float64) / lengthscale
+    cs = _scaled_blur(covs, lengthscale)
+    n_bases, d = ms.shape
+    eye = np.eye(d)
+    grad_l = np.zeros(d)
+    grad_g = 0.0
+    for i in range(n_bases):
+        C = cs[i][None] + cs  # (M, d, d)
+        S = np.linalg.inv(eye[None] + C)
+        r = ms[i][None] - ms
+        z = np.einsum("jkl,jl->jk", S, r)
+        _, logdet = np.linalg.slogdet(eye[None] + C)
+        k = signal_variance * np.exp(-0.5 * (logdet + np.einsum("jk,jk->j", r, z)))
+        wk = weights[i] * k
+        diag_S = np.diagonal(S, axis1=1, axis2=2)
+        grad_l += (wk[:, None] * (1.0 - diag_S + z * z)).sum(0)
+        dg = (-0.5 * np.einsum("jkl,jlk->j", S, C)
+              + 0.5 * np.einsum("jk,jkl,jl->j", z, C, z))
+        grad_g += float(wk @ dg)
+    return grad_l, grad_g

@@ -9,7 +9,7 @@ Ratios of the normal density to its CDF are computed in log space so that the ta
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import erfcx, gammaln, log_ndtr, ndtr
+from scipy.special import digamma, erfcx, gammaln, log_ndtr, ndtr
 
 __all__ = ["Gaussian", "Logistic", "Poisson", "Probit", "Quadrature", "Step", "StudentT",
            "make_likelihood", "LIKELIHOODS"]
@@ -74,6 +74,19 @@ class Gaussian:
     def params(self):
         return {"noise_variance": self.noise_variance}
 
+    def hyperparameters(self):
+        """Parameters learnable by evidence maximisation (all positive)."""
+        return {"noise_variance": self.noise_variance}
+
+    def with_hyperparameters(self, values):
+        return Gaussian(values["noise_variance"])
+
+    def log_z_gradient(self, y, m, v):
+        """d log Z / d log(noise_variance) per row: the heat-equation identity
+        d log Z / d v = (a^2 - c) / 2 holds for any likelihood smoothed by N(m, v)."""
+        _, a, c = self.tilted(y, m, v)
+        return {"noise_variance": self.noise_variance * 0.5 * (a * a - c)}
+
 
 class Probit:
     """Probit classification, p(y | f) = Phi(y f), y in {-1, +1}."""
@@ -103,6 +116,15 @@ class Probit:
         return log_ndtr(y * self.margin(mean, var))
 
     def params(self):
+        return {}
+
+    def hyperparameters(self):
+        return {}
+
+    def with_hyperparameters(self, values):
+        return self
+
+    def log_z_gradient(self, y, m, v):
         return {}
 
 
@@ -158,27 +180,21 @@ class Step:
     def params(self):
         return {"label_noise": self.label_noise}
 
+    def hyperparameters(self):
+        return {"label_noise": self.label_noise} if self.label_noise > 0 else {}
 
-LIKELIHOODS = {"gaussian": Gaussian, "probit": Probit, "step": Step}
+    def with_hyperparameters(self, values):
+        return Step(values.get("label_noise", self.label_noise))
+
+    def log_z_gradient(self, y, m, v):
+        """d log Z / d log(eps) per row: eps (1 - 2 Phi(z)) / Z."""
+        if self.label_noise == 0.0:
+            return {}
+        z = y * m / np.sqrt(np.maximum(v, _MIN_VARIANCE))
+        eps = self.label_noise
+        return {"label_noise": eps * (1.0 - 2.0 * ndtr(z)) * np.exp(-self._log_z(z))}
 
 
-def make_likelihood(name, **params):
-    """Build a likelihood by name with its parameters.
-
-    Parameters
-    ----------
-    name : {"gaussian", "probit", "step"}
-    **params
-        ``noise_variance`` for gaussian, ``label_noise`` for step.
-    """
-    if name not in LIKELIHOODS:
-        raise ValueError(f"likelihood must be one of {sorted(LIKELIHOODS)}, got {name!r}")
-    cls = LIKELIHOODS[name]
-    if name == "gaussian":
-        return cls(params["noise_variance"])
-    if name == "step":
-        return cls(params["label_noise"])
-    return cls()
 
 
 # ----------------------------------------------------------------------------------
@@ -245,6 +261,23 @@ class Quadrature:
     def params(self):
         return {"n_points": self.n_points}
 
+    def hyperparameters(self):
+        return {}
+
+    def with_hyperparameters(self, values):
+        return self
+
+    def log_density_gradient(self, y, f):
+        """d log p(y | f) / d log(theta) for each hyperparameter (override)."""
+        return {}
+
+    def log_z_gradient(self, y, m, v):
+        """d log Z / d log(theta) per row: the tilted mean of d log p / d log(theta)."""
+        f, weights, _, _, _ = self._tilted_nodes(y, m, v)
+        y_b = np.broadcast_to(np.asarray(y, dtype=np.float64), f.shape[:-1])[..., None]
+        return {name: (weights * g).sum(axis=-1)
+                for name, g in self.log_density_gradient(y_b, f).items()}
+
 
 class Logistic(Quadrature):
     """Logistic classification, p(y | f) = 1 / (1 + exp(-y f)), y in {-1, +1}."""
@@ -289,3 +322,45 @@ class StudentT(Quadrature):
 
     def params(self):
         return {"dof": self.dof, "scale": self.scale, "n_points": self.n_points}
+
+    def hyperparameters(self):
+        return {"dof": self.dof, "scale": self.scale}
+
+    def with_hyperparameters(self, values):
+        return StudentT(values.get("dof", self.dof), values.get("scale", self.scale),
+                        self.n_points)
+
+    def log_density_gradient(self, y, f):
+        nu = self.dof
+        r2 = ((y - f) / self.scale) ** 2
+        ratio = r2 / (nu + r2)
+        d_dof = 0.5 * nu * (digamma((nu + 1) / 2) - digamma(nu / 2) - 1.0 / nu
+                            - np.log1p(r2 / nu) + (nu + 1) / nu * ratio)
+        return {"dof": d_dof, "scale": -1.0 + (nu + 1) * ratio}
+
+
+LIKELIHOODS = {"gaussian": Gaussian, "probit": Probit, "step": Step, "logistic": Logistic,
+               "poisson": Poisson, "student_t": StudentT}
+
+
+def make_likelihood(name, **params):
+    """Build a likelihood by name with its parameters.
+
+    Parameters
+    ----------
+    name : {"gaussian", "probit", "step", "logistic", "poisson", "student_t"}
+    **params
+        ``noise_variance`` for gaussian, ``label_noise`` for step, ``dof`` and
+        ``scale`` for student_t, optionally ``n_points`` for the quadrature ones.
+    """
+    if name not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {sorted(LIKELIHOODS)}, got {name!r}")
+    if name == "gaussian":
+        return Gaussian(params["noise_variance"])
+    if name == "step":
+        return Step(params["label_noise"])
+    if name == "student_t":
+        return StudentT(params["dof"], params["scale"], int(params.get("n_points", 256)))
+    if name in ("logistic", "poisson"):
+        return LIKELIHOODS[name](int(params.get("n_points", 256)))
+    return Probit()

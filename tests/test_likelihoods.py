@@ -64,7 +64,7 @@ def test_step_is_not_log_concave_with_label_noise():
 def test_make_likelihood_validates():
     assert make_likelihood("gaussian", noise_variance=2.0).noise_variance == 2.0
     with pytest.raises(ValueError, match="likelihood must be one of"):
-        make_likelihood("poisson")
+        make_likelihood("cauchy")
     with pytest.raises(ValueError, match="noise_variance must be > 0"):
         Gaussian(-1.0)
     with pytest.raises(ValueError, match="label_noise"):
