@@ -285,10 +285,23 @@ class SweepReporter:
 @click.option("--bases", "n_bases", default=64, show_default=True, type=click.IntRange(1))
 @click.option("--blur", default="full", show_default=True,
               type=click.Choice(["delta", "spherical", "diagonal", "full"]))
-@click.option("--likelihood", help="probit (default) or step; gaussian for regression.")
+@click.option("--likelihood",
+              type=click.Choice(["probit", "logistic", "step", "gaussian", "student_t",
+                                 "poisson"]),
+              help="Classification: probit (default), logistic or step.  Regression: "
+                   "gaussian (default), student_t (robust) or poisson (counts).")
 @click.option("--ep-mode", default="parallel", show_default=True,
               type=click.Choice(["parallel", "sequential"]))
 @click.option("--damping", type=float, help="Site damping in (0, 1] (default: by likelihood).")
+@click.option("--optimize-hyperparameters/--fixed-hyperparameters", default=False,
+              show_default=True,
+              help="Maximise the EP evidence over lengthscales, signal variance and the "
+                   "likelihood's parameters (each optimiser step is an EP run plus a "
+                   "gradient pass on the cluster).")
+@click.option("--max-hyper-iter", default=20, show_default=True, type=click.IntRange(1),
+              help="Cap on optimiser iterations.")
+@click.option("--learn-blur-scale", is_flag=True,
+              help="Also learn a multiplier of the blur covariances.")
 @click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1))
 @click.option("--tol", default=1e-6, show_default=True, type=float)
 @click.option("--lengthscale", type=float, help="One lengthscale for every input.")
@@ -296,6 +309,9 @@ class SweepReporter:
 @click.option("--noise-variance", type=float, help="Regression noise variance.")
 @click.option("--label-noise", default=0.01, show_default=True, type=float,
               help="Step likelihood label noise.")
+@click.option("--dof", default=4.0, show_default=True, type=float,
+              help="Student-t degrees of freedom.")
+@click.option("--scale", type=float, help="Student-t scale (default from the targets).")
 @click.option("--seed", default=0, show_default=True, help="K-means seed.")
 @click.option("--cache", default="memory", show_default=True,
               type=click.Choice(["memory", "none"]),
@@ -311,21 +327,34 @@ class SweepReporter:
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model (e.g. models/latest).")
 @tls_options
-def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, max_sweeps, tol,
-          lengthscale, signal_variance, noise_variance, label_noise, seed, cache, work_dir,
-          scheduler, workers, timeout, overwrite, latest, tls_ca_file, tls_cert, tls_key):
-    """Train a SASPA model on a zarr data store, on a Dask cluster."""
+def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, optimize_hyperparameters,
+          max_hyper_iter, learn_blur_scale, max_sweeps, tol, lengthscale, signal_variance,
+          noise_variance, label_noise, dof, scale, seed, cache, work_dir, scheduler, workers,
+          timeout, overwrite, latest, tls_ca_file, tls_cert, tls_key):
+    """Train a SASPA model on a zarr data store, on a Dask cluster.
+
+    Classification with more than two classes is one-vs-rest on shared bases.
+    """
+    classification = task == "classification"
+    allowed = ("probit", "logistic", "step") if classification else (
+        "gaussian", "student_t", "poisson")
+    if likelihood is not None and likelihood not in allowed:
+        raise click.BadParameter(f"{likelihood!r} is not a {task} likelihood; use one of "
+                                 f"{', '.join(allowed)}", param_hint="--likelihood")
     X, y, attrs = _training_data(data, out, overwrite)
     common = dict(n_bases=n_bases, blur=blur, ep_mode=ep_mode, damping=damping,
                   max_sweeps=max_sweeps, tol=tol, lengthscale=lengthscale,
                   signal_variance=signal_variance, random_state=seed, cache=cache,
-                  work_dir=work_dir or str(Path(out).resolve().parent))
-    if task == "classification":
-        likelihood = likelihood or "probit"
-        model = SASPAClassifier(likelihood=likelihood, label_noise=label_noise, **common)
+                  work_dir=work_dir or str(Path(out).resolve().parent),
+                  optimize_hyperparameters=optimize_hyperparameters,
+                  max_hyper_iter=max_hyper_iter, learn_blur_scale=learn_blur_scale,
+                  verbose=int(optimize_hyperparameters))
+    if classification:
+        model = SASPAClassifier(likelihood=likelihood or "probit", label_noise=label_noise,
+                                **common)
     else:
         model = SASPARegressor(likelihood=likelihood or "gaussian",
-                               noise_variance=noise_variance, **common)
+                               noise_variance=noise_variance, dof=dof, scale=scale, **common)
     _fit_and_save(model, X, y, attrs, data, out, overwrite, latest,
                   (scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key), max_sweeps)
 
@@ -407,23 +436,28 @@ def retrain(model_path, data, out, refit_bases, max_sweeps, tol, cache, work_dir
     if Path(out).resolve() == old_path.resolve():
         raise click.ClickException("--out must differ from MODEL (the old model is kept)")
     X, y, attrs = _training_data(data, out, overwrite)
-    n_old, n_new = old.sites_tau_.shape[0], X.shape[0]
+    n_old, n_new = old.sites_tau_.shape[-1], X.shape[0]
     if n_new < n_old:
         raise click.ClickException(
             f"{data} has {n_new} rows but the model was trained on {n_old}: retraining "
             "expects the old rows first, with new rows appended")
+    # the old model's (possibly learnt) hyperparameters are kept, not re-learnt
     params = {**old.get_params(), "max_sweeps": max_sweeps, "cache": cache,
               "work_dir": work_dir or str(Path(out).resolve().parent),
-              "lengthscale": old.lengthscale_, "signal_variance": old.signal_variance_}
+              "lengthscale": old.lengthscale_, "signal_variance": old.signal_variance_,
+              "optimize_hyperparameters": False, "verbose": 0}
     if tol is not None:
         params["tol"] = tol
-    if hasattr(old, "noise_variance_"):
-        params["noise_variance"] = old.noise_variance_
+    for attr, param in (("noise_variance_", "noise_variance"), ("label_noise_", "label_noise"),
+                        ("dof_", "dof"), ("scale_", "scale")):
+        if hasattr(old, attr):
+            params[param] = getattr(old, attr)
     init_sites = None
     if not refit_bases:
         params["bases"] = old.bases_
-        pad = np.zeros(n_new - n_old)
-        init_sites = (np.concatenate([old.sites_tau_, pad]), np.concatenate([old.sites_nu_, pad]))
+        pad = np.zeros(old.sites_tau_.shape[:-1] + (n_new - n_old,))
+        init_sites = (np.concatenate([old.sites_tau_, pad], axis=-1),
+                      np.concatenate([old.sites_nu_, pad], axis=-1))
     model = type(old)(**params)
     click.echo(f"retrain: {n_old} old rows warm-started, {n_new - n_old} new rows"
                if init_sites is not None else "retrain: bases refitted, cold start", err=True)

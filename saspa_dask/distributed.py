@@ -39,6 +39,7 @@ from .ep import (
     evaluate_chunk,
     make_block,
     parallel_chunk,
+    relabel_block,
     sequential_chunk,
 )
 from .store import chunk_digest, combine_digests
@@ -315,6 +316,15 @@ def _evaluate_task(block, path, slot, start, stop, posterior, likelihood):
                           likelihood)
 
 
+def _gradient_task(Xb, block, path, slot, start, stop, posterior, likelihood, L, means,
+                   lengthscale, full):
+    from .hyper import gradient_chunk
+
+    tau, nu = _open_sites(path)
+    return gradient_chunk(Xb, block, tau[slot, start:stop], nu[slot, start:stop], posterior,
+                          likelihood, L, means, lengthscale, full)
+
+
 def _merge_two(a, b):
     return a.merge(b)
 
@@ -343,10 +353,17 @@ class DaskEngine:
         from X in every pass (adds the Kt and triangular-solve cost to each pass).
     sites : tuple of array-likes, optional
         Warm-start sites (tau, nu) of length N.
+    blocks : list, optional
+        The persisted blocks of another engine on the same X, kernel and ``L``: they
+        are shared, not rebuilt (one-vs-rest classes share their blocks).
+    label : float, optional
+        If given, the targets ``y`` hold class codes and this engine fits the binary
+        problem "code == label" (+1) against the rest (-1); the relabelling happens
+        inside each chunk task, so the blocks stay shared.
     """
 
     def __init__(self, X, y, bases, lengthscale, signal_variance, L, sites_path, *,
-                 cache="memory", sites=None):
+                 cache="memory", sites=None, blocks=None, label=None):
         if cache not in ("memory", "none"):
             raise ValueError(f"cache must be 'memory' or 'none', got {cache!r}")
         self.X, self.y = row_chunked(X, y)
@@ -368,21 +385,46 @@ class DaskEngine:
                                  f"{N} rows")
             group["tau"][0, :] = tau
             group["nu"][0, :] = nu
+        self.label = label
+        self._x_parts = self.X.to_delayed().ravel()
+        if blocks is not None:
+            self._blocks = blocks
+            return
         args = [delayed(a) for a in (bases.means, bases.covs, lengthscale)]
         L_d = delayed(L)
-        x_parts, y_parts = self.X.to_delayed().ravel(), self.y.to_delayed().ravel()
+        y_parts = self.y.to_delayed().ravel()
 
         def build(i):
-            return delayed(make_block)(x_parts[i], y_parts[i], *args, signal_variance, L_d)
+            return delayed(make_block)(self._x_parts[i], y_parts[i], *args, signal_variance,
+                                       L_d)
 
         if cache == "memory":
-            self._blocks = _persist_balanced(build, len(x_parts))
+            self._blocks = _persist_balanced(build, len(self._x_parts))
         else:
-            self._blocks = [build(i) for i in range(len(x_parts))]
+            self._blocks = [build(i) for i in range(len(self._x_parts))]
+
+    @property
+    def blocks(self):
+        """The (persisted or lazy) blocks, to share with another engine."""
+        return self._blocks
+
+    def _task_blocks(self):
+        if self.label is None:
+            return self._blocks
+        return [delayed(relabel_block)(blk, self.label) for blk in self._blocks]
 
     def _per_chunk(self, func, *args):
         return [delayed(func)(blk, self.path, self.slot, start, stop, *args)
-                for blk, (start, stop) in zip(self._blocks, self.bounds)]
+                for blk, (start, stop) in zip(self._task_blocks(), self.bounds)]
+
+    def gradient(self, posterior, likelihood, L, means, lengthscale, full):
+        """Evidence-gradient sums at the current sites (:mod:`saspa_dask.hyper`)."""
+        shared = [delayed(a) for a in (posterior, likelihood, L, means, lengthscale)]
+        parts = [delayed(_gradient_task)(x, blk, self.path, self.slot, start, stop, *shared,
+                                         full)
+                 for x, blk, (start, stop) in zip(self._x_parts, self._task_blocks(),
+                                                  self.bounds)]
+        return _tree(parts, _merge_two).compute()
 
     def _reduce(self, summaries):
         return _tree(summaries, _merge_two).compute()
@@ -405,7 +447,7 @@ class DaskEngine:
         state = delayed((posterior.covariance(), posterior.mean))
         lik = delayed(likelihood)
         summaries = []
-        for blk, (start, stop) in zip(self._blocks, self.bounds):
+        for blk, (start, stop) in zip(self._task_blocks(), self.bounds):
             result = delayed(_sequential_task)(blk, self.path, self.slot, start, stop, state,
                                                lik, damping, signal_variance)
             state = result[0]
@@ -503,7 +545,8 @@ def check_training_data(estimator, X, y, classification):
         lazy_stats["classes"] = da.unique(y)
     else:
         y = y.astype(np.float64)
-        lazy_stats.update(bad_y=(~da.isfinite(y)).sum(), mean=y.mean(), var=y.var())
+        lazy_stats.update(bad_y=(~da.isfinite(y)).sum(), mean=y.mean(), var=y.var(),
+                          min=y.min(), non_integer=(y != da.round(y)).sum())
     stats = dict(zip(lazy_stats, dask.compute(*lazy_stats.values())))
     if stats["bad_rows"]:
         raise ValueError(f"Input X contains NaN or infinity in {int(stats['bad_rows'])} rows")
@@ -512,25 +555,30 @@ def check_training_data(estimator, X, y, classification):
     return X, y, stats
 
 
-def _latent_chunk(Xb, means, covs, lengthscale, s2, L, posterior):
+def _latent_chunk(Xb, means, covs, lengthscale, s2, L, posteriors):
     from .ep import predict_latent
 
     if not np.all(np.isfinite(Xb)):
         raise ValueError("Input X contains NaN or infinity")
     block = make_block(Xb, np.zeros(Xb.shape[0]), means, covs, lengthscale, s2, L)
-    mean, var = predict_latent(block.phi, posterior, s2)
-    return np.column_stack([mean, var])
+    parts = [predict_latent(block.phi, post, s2) for post in posteriors]
+    return np.column_stack([m for m, _ in parts] + [v for _, v in parts])
 
 
 def predict_latent(estimator, X):
-    """Latent mean and variance as dask arrays chunked like X's rows."""
+    """Latent mean and variance as dask arrays chunked like X's rows (one column per
+    class for a one-vs-rest model)."""
     X = as_dask(X)
     if X.ndim != 2 or X.shape[1] != estimator.n_features_in_:
         raise ValueError(f"X has {X.shape[-1]} features, but {type(estimator).__name__} is "
                          f"expecting {estimator.n_features_in_} features as input")
     X = X.astype(np.float64).rechunk({1: -1})
+    K = len(estimator.posteriors_)
     out = X.map_blocks(_latent_chunk, estimator.bases_.means, estimator.bases_.covs,
                        estimator.lengthscale_, estimator.signal_variance_,
-                       estimator.whitening_, estimator.posterior_,
-                       chunks=(X.chunks[0], (2,)), dtype=np.float64, meta=np.empty((0, 2)))
-    return out[:, 0], out[:, 1]
+                       estimator.whitening_, list(estimator.posteriors_),
+                       chunks=(X.chunks[0], (2 * K,)), dtype=np.float64,
+                       meta=np.empty((0, 2 * K)))
+    if K == 1:
+        return out[:, 0], out[:, 1]
+    return out[:, :K], out[:, K:]

@@ -113,6 +113,14 @@ class Block:
         return object.__sizeof__(self) + self.phi.nbytes + self.lam.nbytes + self.y.nbytes
 
 
+def relabel_block(block, label):
+    """The block's rows as the binary problem "y == label" (+1) against the rest (-1).
+
+    phi and lam are shared, not copied: one-vs-rest classes reuse one kernel block.
+    """
+    return Block(block.phi, block.lam, np.where(block.y == label, 1.0, -1.0))
+
+
 def make_block(X, y, means, covs, lengthscale, signal_variance, L):
     """Whitened block for rows X: Kt (n x M), then phi = (L^{-1} Kt^T)^T and lam.
 

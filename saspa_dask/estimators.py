@@ -15,9 +15,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import distributed as dist
 from .bases import Basis, kmeans_bases
-from .ep import EPSettings, InMemoryEngine, make_block, predict_latent, run_ep, whiten
-from .kernels import BLUR_FAMILIES, basis_covariance, blur_covariances
-from .likelihoods import Gaussian, Probit, Step
+from .ep import EPSettings, make_block, predict_latent
+from .hyper import Hyperparameters
+from .kernels import BLUR_FAMILIES, blur_covariances
+from .likelihoods import Gaussian, Logistic, Poisson, Probit, Step, StudentT, make_likelihood
+from .training import Trainer
+from .training import fit as fit_hyperparameters
 
 __all__ = ["SASPAClassifier", "SASPARegressor"]
 
@@ -61,25 +64,62 @@ def _print_sweep(record):
     )
 
 
-def _check_init_sites(init_sites, n_samples):
+def _check_init_sites(init_sites, n_samples, n_problems=1):
+    """Warm-start sites as a list of (tau, nu) per EP problem (or None)."""
     if init_sites is None:
         return None
     tau, nu = (np.asarray(s, dtype=np.float64) for s in init_sites)
-    if tau.shape != (n_samples,) or nu.shape != (n_samples,):
-        raise ValueError(f"init_sites must be two arrays of length n_samples={n_samples}, "
-                         f"got shapes {tau.shape} and {nu.shape}")
+    shape = (n_samples,) if n_problems == 1 else (n_problems, n_samples)
+    if tau.shape != shape or nu.shape != shape:
+        raise ValueError(f"init_sites must be two arrays of shape {shape} "
+                         f"(n_samples={n_samples}), got shapes {tau.shape} and {nu.shape}")
     if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
         raise ValueError("init_sites contain NaN or infinity")
-    return tau, nu
+    if n_problems == 1:
+        return [(tau, nu)]
+    return list(zip(tau, nu))
 
 
-def _split_sites(init_sites, blocks, n_samples):
-    checked = _check_init_sites(init_sites, n_samples)
-    if checked is None:
-        return None
-    edges = np.cumsum([0] + [b.y.shape[0] for b in blocks])
-    return ([checked[0][a:b] for a, b in zip(edges[:-1], edges[1:])],
-            [checked[1][a:b] for a, b in zip(edges[:-1], edges[1:])])
+def _stack_sites(per_problem):
+    return per_problem[0] if len(per_problem) == 1 else np.stack(per_problem)
+
+
+class _work_dir:
+    """The Dask inputs' site directory (removed afterwards); nothing in memory."""
+
+    def __init__(self, is_lazy, parent):
+        self.inner = dist.WorkDir(parent) if is_lazy else None
+
+    def __enter__(self):
+        return None if self.inner is None else self.inner.__enter__()
+
+    def __exit__(self, *exc):
+        if self.inner is not None:
+            self.inner.__exit__(*exc)
+
+
+def _print_hyper(record):
+    print(f"[saspa] hyperparameter iteration {record['iteration']:3d}  "
+          f"log evidence {record['log_evidence']:.6g}  "
+          f"evaluations {record['n_evaluations']}  {record['seconds']:.1f}s",
+          file=sys.stderr, flush=True)
+
+
+def _codes_of(y, classes):
+    return np.searchsorted(classes, y).astype(np.float64)
+
+
+def _class_codes(y, classes):
+    """Class index (0..K-1, as float) of every label; numpy or dask."""
+    if dist.is_lazy(y):
+        return y.map_blocks(_codes_of, classes, dtype=np.float64)
+    return _codes_of(y, classes)
+
+
+def _normalised(p):
+    """One-vs-rest class probabilities scaled to sum to one per row."""
+    total = p.sum(axis=1, keepdims=True)
+    return p / np.where(total > 0, total, 1.0)
 
 
 def _label_of(margin, classes):
@@ -150,18 +190,53 @@ class _SASPABase(BaseEstimator):
                              self.bases_.means, self.bases_.covs, self.lengthscale_,
                              self.signal_variance_, L)
 
+    def _check_hyper_params(self):
+        if not isinstance(self.optimize_hyperparameters, (bool, np.bool_)):
+            raise ValueError("optimize_hyperparameters must be True or False, got "
+                             f"{self.optimize_hyperparameters!r}")
+        _check_number("max_hyper_iter", self.max_hyper_iter, low=1, integer=True)
+        if not isinstance(self.learn_blur_scale, (bool, np.bool_)):
+            raise ValueError(f"learn_blur_scale must be True or False, got "
+                             f"{self.learn_blur_scale!r}")
+
     def _fit_latent(self, X, targets, likelihood, signal_variance, damping, column_std,
-                    progress=None, init_sites=None):
-        """Bases, whitening, EP (in memory or on Dask); sets the fitted attributes."""
+                    progress=None, init_sites=None, labels=None):
+        """Bases, whitening, EP (in memory or on Dask) and, if asked, evidence
+        maximisation over the hyperparameters; sets the fitted attributes.
+
+        ``labels`` (one-vs-rest) makes one EP problem per class on shared blocks.
+        """
+        self._check_hyper_params()
         is_lazy = dist.is_lazy(X)
-        self.lengthscale_ = self._resolve_lengthscale(X.shape[1], column_std)
-        self.signal_variance_ = float(signal_variance)
+        start_hyper = Hyperparameters(
+            self._resolve_lengthscale(X.shape[1], column_std), float(signal_variance),
+            likelihood.hyperparameters() if self.optimize_hyperparameters else {}, 1.0)
         start = time.perf_counter()
-        self.bases_ = self._resolve_bases(X, is_lazy)
+        basis = self._resolve_bases(X, is_lazy)
         self.timings_ = {"bases": time.perf_counter() - start}
-        Kh = basis_covariance(self.bases_.means, self.bases_.covs, self.lengthscale_,
-                              self.signal_variance_)
-        self.whitening_, self.jitter_ = whiten(Kh, self.signal_variance_, self.jitter)
+        self.damping_ = float(damping)
+        settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol)
+        callback = progress or (_print_sweep if self.verbose else None)
+        learn_blur = bool(self.learn_blur_scale) and self.blur != "delta"
+        n_problems = 1 if labels is None else len(labels)
+        sites = _check_init_sites(init_sites, X.shape[0], n_problems)
+        start = time.perf_counter()
+        with _work_dir(is_lazy, self.work_dir) as work_dir:
+            trainer = Trainer(X, targets, labels, basis.means, basis.covs, settings,
+                              jitter=self.jitter, block_rows=self.block_rows, cache=self.cache,
+                              work_dir=work_dir, callback=callback)
+            outcome = fit_hyperparameters(
+                trainer, likelihood, start_hyper,
+                optimize_hyperparameters=bool(self.optimize_hyperparameters),
+                max_iter=self.max_hyper_iter, learn_blur_scale=learn_blur, init_sites=sites,
+                callback=_print_hyper if self.verbose else None)
+        self.timings_["ep"] = time.perf_counter() - start
+        hyper = outcome.hyper
+        self.lengthscale_ = hyper.lengthscale
+        self.signal_variance_ = hyper.signal_variance
+        self.blur_scale_ = hyper.blur_scale
+        self.bases_ = outcome.basis
+        self.whitening_, self.jitter_ = outcome.L, outcome.jitter
         if self.jitter_ > self.jitter * self.signal_variance_ * (1 + 1e-12):
             warnings.warn(
                 f"basis covariance needed jitter {self.jitter_:.3g} "
@@ -169,52 +244,63 @@ class _SASPABase(BaseEstimator):
                 UserWarning,
                 stacklevel=3,
             )
-        self.damping_ = float(damping)
-        settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol)
-        callback = progress or (_print_sweep if self.verbose else None)
-        start = time.perf_counter()
-        if not is_lazy:
-            blocks = list(self._blocks(X, targets))
-            engine = InMemoryEngine(blocks, sites=_split_sites(init_sites, blocks, X.shape[0]))
-            result = run_ep(engine, likelihood, self.signal_variance_, settings, callback=callback)
-        else:
-            with dist.WorkDir(self.work_dir) as sites_path:
-                engine = dist.DaskEngine(X, targets, self.bases_, self.lengthscale_,
-                                         self.signal_variance_, self.whitening_, sites_path,
-                                         cache=self.cache,
-                                         sites=_check_init_sites(init_sites, X.shape[0]))
-                result = run_ep(engine, likelihood, self.signal_variance_, settings,
-                                callback=callback)
-                result.tau, result.nu = dist.compute(result.tau, result.nu)
-        self.timings_["ep"] = time.perf_counter() - start
-        self._set_ep_result(result)
+        self.likelihood_params_ = likelihood.with_hyperparameters(hyper.likelihood).params()
+        self.hyperparameter_trace_ = outcome.trace or []
+        self.hyperparameter_info_ = outcome.info or {}
+        self._set_ep_results(outcome.results)
         return self
 
-    def _set_ep_result(self, result):
-        post = result.posterior
-        self.sites_tau_ = np.concatenate(result.tau) if isinstance(result.tau, list) else result.tau
-        self.sites_nu_ = np.concatenate(result.nu) if isinstance(result.nu, list) else result.nu
-        self.n_sweeps_ = result.n_sweeps
-        self.converged_ = result.converged
-        self.log_evidence_ = float(result.log_evidence)
-        self.n_invalid_cavities_ = result.n_invalid_cavities
-        self.n_skipped_updates_ = result.n_skipped_updates
-        self.n_damping_halvings_ = result.n_damping_halvings
-        self.history_ = result.history
-        self._set_posterior(post)
+    def _fitted_likelihood(self):
+        return make_likelihood(self._likelihood_name(), **self.likelihood_params_)
+
+    @property
+    def _is_multiclass(self):
+        return False
+
+    def _set_ep_results(self, results):
+        def total(name):
+            return sum(getattr(r, name) for r in results)
+
+        stack = (lambda a: a[0]) if len(results) == 1 else np.stack
+        self.sites_tau_ = stack([r.tau for r in results])
+        self.sites_nu_ = stack([r.nu for r in results])
+        self.n_sweeps_ = max(r.n_sweeps for r in results)
+        self.converged_ = all(r.converged for r in results)
+        self.log_evidence_ = float(total("log_evidence"))
+        self.n_invalid_cavities_ = total("n_invalid_cavities")
+        self.n_skipped_updates_ = total("n_skipped_updates")
+        self.n_damping_halvings_ = total("n_damping_halvings")
+        if len(results) == 1:
+            self.history_ = results[0].history
+        else:
+            self.history_ = [{**rec, "problem": k} for k, r in enumerate(results)
+                             for rec in r.history]
+        self._set_posteriors([r.posterior for r in results])
+
+    def _set_posteriors(self, posteriors):
+        """posteriors_ (one per EP problem), posterior_ and alpha_ / beta_ for one."""
+        self.posteriors_ = list(posteriors)
+        alphas, betas = zip(*(self._alpha_beta(p) for p in posteriors))
+        if len(posteriors) == 1:
+            self.posterior_ = posteriors[0]
+            self.alpha_, self.beta_ = alphas[0], betas[0]
+        else:
+            self.alpha_, self.beta_ = np.stack(alphas), np.stack(betas)
 
     def _set_posterior(self, post):
-        """posterior_, and the paper's alpha_ and beta_ derived from it."""
-        self.posterior_ = post
+        self._set_posteriors([post])
+
+    def _alpha_beta(self, post):
+        """The paper's alpha and beta from a whitened posterior."""
         L = self.whitening_
-        self.alpha_ = solve_triangular(L, post.mean, lower=True, trans="T")
+        alpha = solve_triangular(L, post.mean, lower=True, trans="T")
         # beta = L^{-T} (I - Sigma_v) L^{-1}: the paper's beta, for users; predictions
         # use the whitened factors instead.
         W = solve_triangular(post.chol, np.eye(L.shape[0]), lower=True)  # R^{-1}
         inner = np.eye(L.shape[0]) - W.T @ W
         left = solve_triangular(L, inner, lower=True, trans="T")
-        self.beta_ = solve_triangular(L, left.T, lower=True, trans="T").T
-        self.beta_ = 0.5 * (self.beta_ + self.beta_.T)
+        beta = solve_triangular(L, left.T, lower=True, trans="T").T
+        return alpha, 0.5 * (beta + beta.T)
 
     def predict_latent(self, X):
         """Latent predictive mean and variance of f at X.
@@ -225,10 +311,10 @@ class _SASPABase(BaseEstimator):
 
         Returns
         -------
-        mean : ndarray of shape (n_samples,)
-        variance : ndarray of shape (n_samples,)
+        mean : ndarray of shape (n_samples,) or (n_samples, n_classes)
+        variance : ndarray of shape (n_samples,) or (n_samples, n_classes)
             s2 - |phi|^2 + phi^T Sigma_v phi: returns to the signal variance far from
-            the data.
+            the data.  One column per class for a one-vs-rest multi-class model.
         """
         check_is_fitted(self)
         if dist.is_lazy(X):
@@ -236,44 +322,57 @@ class _SASPABase(BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=np.float64)
         means, variances = [], []
         for block in self._blocks(X):
-            m, v = predict_latent(block.phi, self.posterior_, self.signal_variance_)
-            means.append(m)
-            variances.append(v)
-        return np.concatenate(means), np.concatenate(variances)
+            # one kernel block serves every problem (one-vs-rest classes)
+            parts = [predict_latent(block.phi, post, self.signal_variance_)
+                     for post in self.posteriors_]
+            means.append(np.column_stack([m for m, _ in parts]))
+            variances.append(np.column_stack([v for _, v in parts]))
+        mean, var = np.concatenate(means), np.concatenate(variances)
+        if len(self.posteriors_) == 1:
+            return mean[:, 0], var[:, 0]
+        return mean, var
 
-    def _partial_fit_latent(self, X, targets):
-        """One assumed-density-filtering pass over new rows (see ``partial_fit``)."""
-        from .ep import Posterior, sequential_chunk
+    def _partial_fit_latent(self, X, targets, labels=None):
+        """One assumed-density-filtering pass over new rows (see ``partial_fit``).
+
+        ``labels``: one-vs-rest, one pass per class on the same kernel blocks.
+        """
+        from .ep import Posterior, relabel_block, sequential_chunk
 
         blocks = list(self._blocks(X, targets))
-        post = self.posterior_
-        sigma, mean = post.covariance(), post.mean
-        A_new = np.zeros_like(post.chol)
-        b_new = np.zeros_like(post.mean)
-        taus, nus = [], []
         likelihood = self._fitted_likelihood()
+        new_posteriors, taus, nus = [], [], []
         n_invalid = n_skipped = 0
-        for block in blocks:
-            zeros = np.zeros(block.y.shape[0])
-            tau, nu, sigma, mean, summary = sequential_chunk(
-                block, zeros, zeros, sigma, mean, likelihood, 1.0, self.signal_variance_)
-            taus.append(tau)
-            nus.append(nu)
-            A_new += summary.A
-            b_new += summary.b
-            n_invalid += summary.n_invalid
-            n_skipped += summary.n_skipped
-        # Old sites are unchanged, so P and h simply gain the new rows' sums (exact,
-        # no drift from the rank-one updates).
-        P_minus_I = post.chol @ post.chol.T - np.eye(A_new.shape[0])
-        new_post = Posterior.from_statistics(P_minus_I + A_new, post.h + b_new)
-        self.sites_tau_ = np.concatenate([self.sites_tau_, *taus])
-        self.sites_nu_ = np.concatenate([self.sites_nu_, *nus])
+        for k, post in enumerate(self.posteriors_):
+            sigma, mean = post.covariance(), post.mean
+            A_new = np.zeros_like(post.chol)
+            b_new = np.zeros_like(post.mean)
+            tau_k, nu_k = [], []
+            for block in blocks:
+                if labels is not None:
+                    block = relabel_block(block, labels[k])
+                zeros = np.zeros(block.y.shape[0])
+                tau, nu, sigma, mean, summary = sequential_chunk(
+                    block, zeros, zeros, sigma, mean, likelihood, 1.0, self.signal_variance_)
+                tau_k.append(tau)
+                nu_k.append(nu)
+                A_new += summary.A
+                b_new += summary.b
+                n_invalid += summary.n_invalid
+                n_skipped += summary.n_skipped
+            # Old sites are unchanged, so P and h simply gain the new rows' sums (exact,
+            # no drift from the rank-one updates).
+            P_minus_I = post.chol @ post.chol.T - np.eye(A_new.shape[0])
+            new_posteriors.append(Posterior.from_statistics(P_minus_I + A_new, post.h + b_new))
+            taus.append(np.concatenate(tau_k))
+            nus.append(np.concatenate(nu_k))
+        self.sites_tau_ = np.concatenate([self.sites_tau_, _stack_sites(taus)], axis=-1)
+        self.sites_nu_ = np.concatenate([self.sites_nu_, _stack_sites(nus)], axis=-1)
         self.n_invalid_cavities_ += n_invalid
         self.n_skipped_updates_ += n_skipped
         self.history_ = [*self.history_, {"partial_fit_rows": int(X.shape[0]),
                                           "n_invalid": n_invalid, "n_skipped": n_skipped}]
-        self._set_posterior(new_post)
+        self._set_posteriors(new_posteriors)
         # the evidence needs every row's cavity; partial_fit does not revisit old rows
         self.log_evidence_ = float("nan")
         return self
@@ -286,8 +385,10 @@ class _SASPABase(BaseEstimator):
 
         check_is_fitted(self)
         h = hashlib.sha256()
-        for arr in (self.bases_.means, self.bases_.covs, self.lengthscale_, self.whitening_,
-                    self.posterior_.chol, self.posterior_.mean):
+        arrays = [self.bases_.means, self.bases_.covs, self.lengthscale_, self.whitening_]
+        for post in self.posteriors_:
+            arrays += [post.chol, post.mean]
+        for arr in arrays:
             h.update(np.ascontiguousarray(arr, dtype="<f8").tobytes())
         meta = {"s2": self.signal_variance_, "likelihood": self._fitted_likelihood().params(),
                 "name": self._fitted_likelihood().name,
@@ -351,6 +452,15 @@ _SHARED_PARAMS_DOC = """
     work_dir : str, default=None
         Dask inputs only: where the per-row site arrays live during training (a
         directory every worker can reach; default: the system temporary directory).
+    optimize_hyperparameters : bool, default=True
+        Maximise the EP evidence over the ARD lengthscales, the signal variance and
+        the likelihood's parameters (L-BFGS-B in log space; each evaluation is an EP
+        run warm-started from the best sites so far, plus one gradient pass that
+        costs about three sweeps).  The given values are the starting point.
+    max_hyper_iter : int, default=20
+        Cap on the optimiser's iterations (about 1-2 EP runs each).
+    learn_blur_scale : bool, default=False
+        Also learn one multiplier of the K-means blur covariances (not for delta).
 """
 
 _SHARED_ATTRS_DOC = """
@@ -360,13 +470,15 @@ _SHARED_ATTRS_DOC = """
         The paper's alpha: predictive mean = Kt(x, B) @ alpha_.
     beta_ : ndarray of shape (M, M)
         The paper's beta: latent variance = s2 - k^T beta_ k.
-    sites_tau_, sites_nu_ : ndarray of shape (n_samples,)
-        Site precisions and shifts on the projected values.
+    sites_tau_, sites_nu_ : ndarray of shape (n_samples,) or (n_classes, n_samples)
+        Site precisions and shifts on the projected values (one row per class for a
+        one-vs-rest multi-class model).
     n_sweeps_ : int
         Sweeps made, including the one that found the sites converged.
     converged_ : bool
     log_evidence_ : float
-        EP approximation of log p(y) (NaN if a cavity is invalid at the end).
+        EP approximation of log p(y) (NaN if a cavity is invalid at the end); for
+        one-vs-rest, the sum over the classes' binary problems.
     n_invalid_cavities_ : int
         Site updates skipped over all sweeps because the cavity was invalid.
     n_skipped_updates_ : int
@@ -383,7 +495,18 @@ _SHARED_ATTRS_DOC = """
     whitening_ : ndarray of shape (M, M)
         L, lower Cholesky factor of Kh + jitter_ I.
     posterior_ : saspa_dask.ep.Posterior
-        Whitened posterior (Cholesky of P, h, mu_v).
+        Whitened posterior (Cholesky of P, h, mu_v); not set for one-vs-rest.
+    posteriors_ : list of saspa_dask.ep.Posterior
+        One per EP problem (one per class for one-vs-rest, else ``[posterior_]``).
+    blur_scale_ : float
+        Multiplier applied to the K-means blur covariances (1 unless learnt).
+    likelihood_params_ : dict
+        The likelihood's fitted parameters.
+    hyperparameter_trace_ : list of dict
+        Per optimiser iteration: ``log_evidence``, ``hyperparameters``,
+        ``n_evaluations``, ``seconds`` (empty without ``optimize_hyperparameters``).
+    hyperparameter_info_ : dict
+        Optimiser summary: iterations, evaluations, failed evaluations, message.
     timings_ : dict
         Seconds spent on ``bases`` (K-means) and ``ep`` (blocks and sweeps).
     kmeans_info_ : dict
@@ -399,22 +522,28 @@ _REGRESSOR_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
 
 
 class SASPAClassifier(ClassifierMixin, _SASPABase):
-    __doc__ = f"""Binary Gaussian-process classifier by SASPA expectation propagation.
+    __doc__ = f"""Gaussian-process classifier by SASPA expectation propagation.
 
     The latent function's posterior is summarised by M blurred basis points
     N(a_j, C_j) from K-means; EP fits one Gaussian site per training row at
-    O(N M^2) per sweep.
+    O(N M^2) per sweep.  More than two classes are handled one-vs-rest: one binary
+    EP problem per class, all sharing the bases, the kernel hyperparameters and each
+    chunk's kernel block (computed once, not once per class); the classes'
+    probabilities are normalised to sum to one, and their summed evidence is what
+    hyperparameter learning maximises.
 
     Parameters
-    ----------{_CLASSIFIER_PARAMS_DOC}    likelihood : {{"probit", "step"}}, default="probit"
-        ``step`` is the step function with label noise ``label_noise``.
+    ----------{_CLASSIFIER_PARAMS_DOC}    likelihood : {{"probit", "logistic", "step"}}, default="probit"
+        ``step`` is the step function with label noise ``label_noise``; ``logistic``
+        uses Gauss-Hermite quadrature (256 points) for its tilted moments.
     label_noise : float in [0, 0.5), default=0.01
-        Label flip probability of the step likelihood.
+        Label flip probability of the step likelihood (learnt with the other
+        hyperparameters when ``optimize_hyperparameters``).
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-        Labels; ``classes_[1]`` is the positive class.{_SHARED_ATTRS_DOC}    label_noise_ : float
+    classes_ : ndarray of shape (n_classes,)
+        Labels; for two classes ``classes_[1]`` is the positive class.{_SHARED_ATTRS_DOC}    label_noise_ : float
         (step likelihood only)
 
     Examples
@@ -432,7 +561,8 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
     def __init__(self, n_bases=64, *, blur="full", likelihood="probit", label_noise=0.01,
                  lengthscale=None, signal_variance=None, ep_mode="parallel", damping=None,
                  max_sweeps=100, tol=1e-6, bases=None, jitter=1e-8, block_rows=8192,
-                 random_state=None, verbose=0, cache="memory", work_dir=None):
+                 random_state=None, verbose=0, cache="memory", work_dir=None,
+                 optimize_hyperparameters=True, max_hyper_iter=20, learn_blur_scale=False):
         self.n_bases = n_bases
         self.blur = blur
         self.likelihood = likelihood
@@ -450,13 +580,23 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         self.verbose = verbose
         self.cache = cache
         self.work_dir = work_dir
+        self.optimize_hyperparameters = optimize_hyperparameters
+        self.max_hyper_iter = max_hyper_iter
+        self.learn_blur_scale = learn_blur_scale
 
     def _likelihood(self):
         if self.likelihood == "probit":
             return Probit()
+        if self.likelihood == "logistic":
+            return Logistic()
         return Step(self.label_noise)
 
-    _fitted_likelihood = _likelihood
+    def _likelihood_name(self):
+        return self.likelihood
+
+    @property
+    def _is_multiclass(self):
+        return len(self.classes_) > 2
 
     def fit(self, X, y, *, progress=None, init_sites=None):
         """Fit the classifier.
@@ -467,12 +607,13 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
             Dask and zarr inputs are trained on chunk by chunk on Dask (the active
             ``distributed.Client`` if there is one); see :class:`DaskEngine`.
         y : array-like of shape (n_samples,)
-            Two distinct labels.
+            At least two distinct labels (more than two: one-vs-rest).
         progress : callable, optional
             Called with each EP sweep's record (dict).
-        init_sites : tuple (tau, nu) of arrays of length n_samples, optional
+        init_sites : tuple (tau, nu) of arrays of shape (n_samples,), optional
             Warm start for EP (e.g. the ``sites_tau_``, ``sites_nu_`` of an earlier
-            fit on the same rows, padded with zeros for new rows).  EP reaches the same
+            fit on the same rows, padded with zeros for new rows; shape
+            (n_classes, n_samples) for more than two classes).  EP reaches the same
             fixed point; a good start needs fewer sweeps.
 
         Returns
@@ -480,7 +621,7 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         self : SASPAClassifier
         """
         self._check_common_params()
-        _check_choice("likelihood", self.likelihood, ("probit", "step"))
+        _check_choice("likelihood", self.likelihood, ("probit", "logistic", "step"))
         _check_number("label_noise", self.label_noise, low=0, high=0.5)
         if self.label_noise >= 0.5:
             raise ValueError(f"label_noise must be < 0.5, got {self.label_noise!r}")
@@ -495,22 +636,24 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
             raise ValueError(
                 f"SASPAClassifier needs samples of 2 classes; got 1 class ({self.classes_[0]!r})"
             )
-        if self.classes_.size > 2:
-            raise ValueError(
-                "Only binary classification is supported; "
-                f"SASPAClassifier got {self.classes_.size} classes"
-            )
-        # +1 for classes_[1]; works on numpy and dask arrays alike
-        signs = (y == self.classes_[1]) * 2.0 - 1.0
         s2 = 1.0 if self.signal_variance is None else self.signal_variance
         likelihood = self._likelihood()
-        if self.likelihood == "step":
-            self.label_noise_ = float(self.label_noise)
         damping = self.damping
         if damping is None:
             damping = 0.8 if self.likelihood == "step" else 1.0
-        return self._fit_latent(X, signs, likelihood, s2, damping, column_std, progress,
-                                init_sites)
+        if self.classes_.size > 2:
+            # class codes 0..K-1; each EP problem is "code == k" against the rest
+            codes = _class_codes(y, self.classes_)
+            self._fit_latent(X, codes, likelihood, s2, damping, column_std, progress,
+                             init_sites, labels=[float(k) for k in range(self.classes_.size)])
+        else:
+            # +1 for classes_[1]; works on numpy and dask arrays alike
+            signs = (y == self.classes_[1]) * 2.0 - 1.0
+            self._fit_latent(X, signs, likelihood, s2, damping, column_std, progress,
+                             init_sites)
+        if self.likelihood == "step":
+            self.label_noise_ = float(self.likelihood_params_["label_noise"])
+        return self
 
     def partial_fit(self, X, y, classes=None):
         """Add rows by one assumed-density-filtering pass, without revisiting old rows.
@@ -535,7 +678,7 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         -------
         self : SASPAClassifier
         """
-        if not hasattr(self, "posterior_"):
+        if not hasattr(self, "posteriors_"):
             self.fit(X, y)
             self._check_classes(classes)
             return self
@@ -545,6 +688,9 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         if unknown.size:
             raise ValueError(f"labels {unknown.tolist()} are not among classes_ "
                              f"{self.classes_.tolist()}")
+        if self._is_multiclass:
+            return self._partial_fit_latent(X, _codes_of(y, self.classes_),
+                                            labels=[float(k) for k in range(self.classes_.size)])
         return self._partial_fit_latent(X, np.where(y == self.classes_[1], 1.0, -1.0))
 
     def _check_classes(self, classes):
@@ -555,9 +701,10 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
     def decision_function(self, X):
         """Standardised latent margin; positive values favour ``classes_[1]``.
 
-        ``mean / sqrt(1 + var)`` for probit and ``mean / sqrt(var)`` for step: the
-        probability of ``classes_[1]`` is an increasing function of it, so it ranks
-        rows exactly as ``predict_proba`` does.
+        ``mean / sqrt(1 + var)`` for probit, ``mean / sqrt(var)`` for step and
+        ``mean / sqrt(1 + pi var / 8)`` for logistic: the probability of the class is an
+        increasing function of it.  For more than two classes, one column per class
+        (its one-vs-rest margin).
 
         Parameters
         ----------
@@ -565,27 +712,34 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
 
         Returns
         -------
-        ndarray of shape (n_samples,)
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
         """
         mean, var = self.predict_latent(X)
-        return self._likelihood().margin(mean, var)
+        return self._fitted_likelihood().margin(mean, var)
 
     def predict_proba(self, X):
         """Class probabilities, columns ordered as ``classes_``.
 
+        For more than two classes the one-vs-rest probabilities P(y = k | x) of the
+        classes' binary models are normalised to sum to one.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
-        ndarray of shape (n_samples, 2)
+        ndarray of shape (n_samples, n_classes)
         """
         mean, var = self.predict_latent(X)
-        p1 = self._likelihood().proba(mean, var).clip(0.0, 1.0)
-        if dist.is_lazy(p1):
-            return dist.da.stack([1.0 - p1, p1], axis=1).rechunk({1: 2})
-        return np.column_stack([1.0 - p1, p1])
+        p = self._fitted_likelihood().proba(mean, var).clip(0.0, 1.0)
+        if self._is_multiclass:
+            if dist.is_lazy(p):
+                return p.map_blocks(_normalised, dtype=np.float64)
+            return _normalised(p)
+        if dist.is_lazy(p):
+            return dist.da.stack([1.0 - p, p], axis=1).rechunk({1: 2})
+        return np.column_stack([1.0 - p, p])
 
     def predict(self, X):
         """Most probable label.
@@ -598,6 +752,12 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         -------
         ndarray of shape (n_samples,)
         """
+        if self._is_multiclass:
+            proba = self.predict_proba(X)
+            if dist.is_lazy(proba):
+                return proba.map_blocks(lambda p: self.classes_[p.argmax(axis=1)],
+                                        drop_axis=1, dtype=self.classes_.dtype)
+            return self.classes_[proba.argmax(axis=1)]
         margin = self.decision_function(X)
         if dist.is_lazy(margin):
             return margin.map_blocks(_label_of, self.classes_, dtype=self.classes_.dtype)
@@ -605,28 +765,41 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_class = True
         return tags
 
 
 class SASPARegressor(RegressorMixin, _SASPABase):
-    __doc__ = f"""Gaussian-process regression by SASPA (exact EP for Gaussian noise).
+    __doc__ = f"""Gaussian-process regression by SASPA expectation propagation.
 
     With the Gaussian likelihood one EP sweep is exact: delta blur gives the FITC /
-    SPGP posterior, other blurs its smoothed counterparts.
+    SPGP posterior, other blurs its smoothed counterparts.  ``student_t`` is robust
+    regression (heavy-tailed noise; EP with damping, negative site precisions where
+    the posterior stays valid), ``poisson`` models counts with a log link; both use
+    Gauss-Hermite quadrature (256 points) for their tilted moments.
 
     Parameters
-    ----------{_REGRESSOR_PARAMS_DOC}    likelihood : {{"gaussian"}}, default="gaussian"
+    ----------{_REGRESSOR_PARAMS_DOC}    likelihood : {{"gaussian", "student_t", "poisson"}}, default="gaussian"
     noise_variance : float, default=None
         Gaussian noise variance; ``None`` uses a tenth of the target variance.
+    dof : float, default=4.0
+        Student-t degrees of freedom (starting value when learnt).
+    scale : float, default=None
+        Student-t scale; ``None`` uses the square root of a tenth of the target
+        variance.
     center_y : bool, default=True
-        Subtract the mean of y before fitting (the GP prior has zero mean).
+        Subtract the mean of y before fitting (the GP prior has zero mean).  For
+        ``poisson`` the latent log-rate is offset by log(mean(y)) instead.
 
     Attributes
     ----------
     y_mean_ : float
-        Mean subtracted from the targets (0 if ``center_y`` is False).
-    noise_variance_ : float{_SHARED_ATTRS_DOC}
+        Offset added to the latent function: the mean of y (gaussian, student_t;
+        0 if ``center_y`` is False) or log(mean(y)) (poisson).
+    noise_variance_ : float
+        (gaussian only)
+    dof_, scale_ : float
+        (student_t only){_SHARED_ATTRS_DOC}
     Examples
     --------
     >>> import numpy as np
@@ -640,14 +813,17 @@ class SASPARegressor(RegressorMixin, _SASPABase):
     """
 
     def __init__(self, n_bases=64, *, blur="full", likelihood="gaussian",
-                 noise_variance=None, lengthscale=None, signal_variance=None,
-                 ep_mode="parallel", damping=None, max_sweeps=100, tol=1e-6, bases=None,
-                 jitter=1e-8, block_rows=8192, center_y=True, random_state=None,
-                 verbose=0, cache="memory", work_dir=None):
+                 noise_variance=None, dof=4.0, scale=None, lengthscale=None,
+                 signal_variance=None, ep_mode="parallel", damping=None, max_sweeps=100,
+                 tol=1e-6, bases=None, jitter=1e-8, block_rows=8192, center_y=True,
+                 random_state=None, verbose=0, cache="memory", work_dir=None,
+                 optimize_hyperparameters=True, max_hyper_iter=20, learn_blur_scale=False):
         self.n_bases = n_bases
         self.blur = blur
         self.likelihood = likelihood
         self.noise_variance = noise_variance
+        self.dof = dof
+        self.scale = scale
         self.lengthscale = lengthscale
         self.signal_variance = signal_variance
         self.ep_mode = ep_mode
@@ -662,6 +838,12 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         self.verbose = verbose
         self.cache = cache
         self.work_dir = work_dir
+        self.optimize_hyperparameters = optimize_hyperparameters
+        self.max_hyper_iter = max_hyper_iter
+        self.learn_blur_scale = learn_blur_scale
+
+    def _likelihood_name(self):
+        return self.likelihood
 
     def fit(self, X, y, *, progress=None, init_sites=None):
         """Fit the regressor.
@@ -671,6 +853,7 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         X : array-like, dask array or zarr array of shape (n_samples, n_features)
             Dask and zarr inputs are trained on chunk by chunk on Dask.
         y : array-like of shape (n_samples,)
+            Real targets; non-negative integer counts for ``poisson``.
         progress : callable, optional
             Called with each EP sweep's record (dict).
         init_sites : tuple (tau, nu) of arrays of length n_samples, optional
@@ -683,30 +866,58 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         self : SASPARegressor
         """
         self._check_common_params()
-        _check_choice("likelihood", self.likelihood, ("gaussian",))
+        _check_choice("likelihood", self.likelihood, ("gaussian", "student_t", "poisson"))
         _check_number("noise_variance", self.noise_variance, low=0, low_open=True,
                       allow_none=True)
+        _check_number("dof", self.dof, low=0, low_open=True)
+        _check_number("scale", self.scale, low=0, low_open=True, allow_none=True)
         if dist.is_lazy(X) or dist.is_lazy(y):
             X, y, stats = dist.check_training_data(self, X, y, classification=False)
             column_std, mean, spread = stats["std"], float(stats["mean"]), float(stats["var"])
+            y_min = float(stats["min"])
+            non_integer = int(stats["non_integer"])
         else:
             X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
                                  y_numeric=True)
             column_std, mean, spread = X.std(axis=0), float(y.mean()), float(y.var())
-        self.y_mean_ = mean if self.center_y else 0.0
-        targets = y - self.y_mean_
-        if not self.center_y:
-            spread += mean * mean
-        spread = spread if spread > 0 else 1.0
-        s2 = spread if self.signal_variance is None else self.signal_variance
-        noise = 0.1 * spread if self.noise_variance is None else self.noise_variance
-        self.noise_variance_ = float(noise)
+            y_min, non_integer = float(y.min()), int((y != np.round(y)).sum())
         damping = 1.0 if self.damping is None else self.damping
-        return self._fit_latent(X, targets, Gaussian(noise), s2, damping, column_std, progress,
-                                init_sites)
-
-    def _fitted_likelihood(self):
-        return Gaussian(self.noise_variance_)
+        if self.likelihood == "poisson":
+            if y_min < 0 or non_integer:
+                raise ValueError("likelihood='poisson' needs non-negative integer counts; "
+                                 f"y has minimum {y_min:g} and {non_integer} non-integer "
+                                 "values")
+            if mean <= 0:
+                raise ValueError("likelihood='poisson' needs some positive counts; "
+                                 "every y is 0")
+            # the latent log-rate is offset by log(mean count): the GP models the rest
+            self.y_mean_ = float(np.log(mean))
+            targets = y
+            s2 = 1.0 if self.signal_variance is None else self.signal_variance
+            likelihood = Poisson(offset=self.y_mean_)
+        else:
+            self.y_mean_ = mean if self.center_y else 0.0
+            targets = y - self.y_mean_
+            if not self.center_y:
+                spread += mean * mean
+            spread = spread if spread > 0 else 1.0
+            s2 = spread if self.signal_variance is None else self.signal_variance
+            if self.likelihood == "gaussian":
+                noise = 0.1 * spread if self.noise_variance is None else self.noise_variance
+                likelihood = Gaussian(noise)
+            else:
+                scale = np.sqrt(0.1 * spread) if self.scale is None else self.scale
+                likelihood = StudentT(self.dof, scale)
+                if self.damping is None:
+                    damping = 0.5  # not log-concave: undamped EP can oscillate
+        self._fit_latent(X, targets, likelihood, s2, damping, column_std, progress,
+                         init_sites)
+        params = self.likelihood_params_
+        if self.likelihood == "gaussian":
+            self.noise_variance_ = float(params["noise_variance"])
+        elif self.likelihood == "student_t":
+            self.dof_, self.scale_ = float(params["dof"]), float(params["scale"])
+        return self
 
     def partial_fit(self, X, y):
         """Add rows by one assumed-density-filtering pass, without revisiting old rows.
@@ -725,9 +936,11 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         -------
         self : SASPARegressor
         """
-        if not hasattr(self, "posterior_"):
+        if not hasattr(self, "posteriors_"):
             return self.fit(X, y)
         X, y = validate_data(self, X, y, reset=False, dtype=np.float64, y_numeric=True)
+        if self.likelihood == "poisson":
+            return self._partial_fit_latent(X, y)
         return self._partial_fit_latent(X, y - self.y_mean_)
 
     def predict_latent(self, X):
@@ -743,16 +956,32 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         ----------
         X : array-like of shape (n_samples, n_features)
         return_std : bool, default=False
-            Also return the standard deviation of a new noisy observation y*
-            (latent variance plus ``noise_variance_``); ``predict_latent`` gives the
+            Also return the standard deviation of a new observation y* (the latent
+            variance plus the noise's: ``noise_variance_`` for gaussian,
+            scale^2 dof / (dof - 2) for student_t (infinite for dof <= 2), and for
+            poisson the count's, E[rate] + Var[rate]); ``predict_latent`` gives the
             latent one.
 
         Returns
         -------
         mean : ndarray of shape (n_samples,)
+            For poisson the expected count E[exp(f)] = exp(mean + var / 2).
         std : ndarray of shape (n_samples,), only if ``return_std``
         """
         mean, var = self.predict_latent(X)
+        if self.likelihood == "poisson":
+            rate = np.exp(mean + 0.5 * var)
+            if return_std:
+                rate_var = (np.exp(var) - 1.0) * rate * rate
+                return rate, np.sqrt(rate + rate_var)
+            return rate
         if return_std:
-            return mean, np.sqrt(var + self.noise_variance_)
+            return mean, np.sqrt(var + self._noise_variance())
         return mean
+
+    def _noise_variance(self):
+        if self.likelihood == "gaussian":
+            return self.noise_variance_
+        if self.dof_ <= 2:
+            return np.inf
+        return self.scale_**2 * self.dof_ / (self.dof_ - 2.0)

@@ -281,7 +281,7 @@ def optimize(evaluate, start, *, learn_blur_scale=False, max_iter=20, gtol=1e-5,
 
     def record(x):
         value = -objective(np.asarray(x, dtype=np.float64))[0]
-        rec = {"iteration": len(trace) + 1, "log_evidence": float(value),
+        rec = {"iteration": len(trace), "log_evidence": float(value),
                "hyperparameters": start.from_log(x, learn_blur_scale).as_dict(),
                "n_evaluations": counters["evaluations"],
                "seconds": time.perf_counter() - t0}

@@ -291,13 +291,27 @@ class Logistic(Quadrature):
         """P(y = +1) under a latent N(mean, var), by the same quadrature."""
         return np.exp(self.log_predictive(np.ones_like(mean), mean, var))
 
+    def margin(self, mean, var):
+        """Log-odds of the predictive probability (increasing in it)."""
+        ones = np.ones_like(mean)
+        return self.log_predictive(ones, mean, var) - self.log_predictive(-ones, mean, var)
+
 
 class Poisson(Quadrature):
-    """Counts with a log link: y ~ Poisson(exp(f))."""
+    """Counts with a log link: y ~ Poisson(exp(f + offset)).
 
-    def __init__(self, n_points=256):
-        super().__init__(lambda y, f: y * f - np.exp(f) - gammaln(y + 1.0), n_points,
-                         "poisson")
+    ``offset`` is a fixed shift of the latent log-rate (the estimator uses the log of
+    the mean count, so the zero-mean GP models the deviation from it).
+    """
+
+    def __init__(self, n_points=256, offset=0.0):
+        self.offset = float(offset)
+        o = self.offset
+        super().__init__(lambda y, f: y * (f + o) - np.exp(f + o) - gammaln(y + 1.0),
+                         n_points, "poisson")
+
+    def params(self):
+        return {"n_points": self.n_points, "offset": self.offset}
 
 
 class StudentT(Quadrature):
@@ -361,6 +375,8 @@ def make_likelihood(name, **params):
         return Step(params["label_noise"])
     if name == "student_t":
         return StudentT(params["dof"], params["scale"], int(params.get("n_points", 256)))
-    if name in ("logistic", "poisson"):
-        return LIKELIHOODS[name](int(params.get("n_points", 256)))
+    if name == "poisson":
+        return Poisson(int(params.get("n_points", 256)), float(params.get("offset", 0.0)))
+    if name == "logistic":
+        return Logistic(int(params.get("n_points", 256)))
     return Probit()

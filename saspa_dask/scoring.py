@@ -2,7 +2,9 @@
 
 Score store layout: a zarr group with arrays ``mean`` and ``variance`` (latent) and,
 for classification, ``proba`` (P(y = classes_[1])), all chunk-aligned with the input's
-row chunks, plus ``done`` (one flag per chunk).  A chunk task writes its rows, then its
+row chunks, plus ``done`` (one flag per chunk).  A one-vs-rest multi-class model writes
+(N, n_classes) arrays (one column per class; ``proba`` normalised over the classes); a
+Poisson model also writes ``rate``, the expected count exp(mean + variance / 2).  A chunk task writes its rows, then its
 flag; the group's ``complete`` attribute is set only after every flag is.  zarr 3 does
 not store chunks equal to the fill value (``write_empty_chunks=False``), so "the chunk
 exists" would prove nothing: the flags are the record of what was written.
@@ -77,22 +79,57 @@ def _outputs(model):
     names = ["mean", "variance"]
     if hasattr(model, "classes_"):
         names.append("proba")
+    elif model.likelihood == "poisson":
+        names.append("rate")
     return names
 
 
-def _score_chunk(Xb, path, index, start, stop, params):
-    """Score one chunk, write its rows, then its done flag (in that order)."""
-    means, covs, lengthscale, s2, L, posterior, y_mean, likelihood, names = params
-    Xb = np.asarray(Xb, dtype=np.float64)
-    mean, var = np.empty(stop - start), np.empty(stop - start)
+def _predictor(model):
+    """What a chunk task needs to predict (arrays and small objects, not the estimator,
+    whose per-row sites would travel with it)."""
+    return (model.bases_.means, model.bases_.covs, model.lengthscale_,
+            model.signal_variance_, model.whitening_, list(model.posteriors_),
+            getattr(model, "y_mean_", 0.0), model._fitted_likelihood())
+
+
+def _latent(Xb, predictor):
+    """Latent mean (offset not added) and variance, one column per EP problem."""
+    means, covs, lengthscale, s2, L, posteriors, _, _ = predictor
+    n = Xb.shape[0]
+    mean, var = np.empty((n, len(posteriors))), np.empty((n, len(posteriors)))
     # row sub-blocks: the n x M whitened block of a whole chunk is never formed
-    for a in range(0, stop - start, _SCORE_ROWS):
-        rows = slice(a, min(a + _SCORE_ROWS, stop - start))
+    for a in range(0, n, _SCORE_ROWS):
+        rows = slice(a, min(a + _SCORE_ROWS, n))
         block = make_block(Xb[rows], np.zeros(rows.stop - a), means, covs, lengthscale, s2, L)
-        mean[rows], var[rows] = predict_latent(block.phi, posterior, s2)
+        for k, post in enumerate(posteriors):
+            mean[rows, k], var[rows, k] = predict_latent(block.phi, post, s2)
+    return mean, var
+
+
+def _predictions(Xb, predictor, names):
+    return _from_latent(*_latent(np.asarray(Xb, dtype=np.float64), predictor), predictor,
+                        names)
+
+
+def _from_latent(mean, var, predictor, names):
+    y_mean, likelihood = predictor[6], predictor[7]
     values = {"mean": mean + y_mean, "variance": var}
     if "proba" in names:
-        values["proba"] = np.clip(likelihood.proba(mean, var), 0.0, 1.0)
+        p = np.clip(likelihood.proba(mean, var), 0.0, 1.0)
+        if p.shape[1] > 1:
+            total = p.sum(axis=1, keepdims=True)
+            p = p / np.where(total > 0, total, 1.0)
+        values["proba"] = p
+    if "rate" in names:
+        values["rate"] = np.exp(mean + y_mean + 0.5 * var)
+    if mean.shape[1] == 1:
+        values = {k: v[:, 0] for k, v in values.items()}
+    return values
+
+
+def _score_chunk(Xb, path, index, start, stop, predictor, names):
+    """Score one chunk, write its rows, then its done flag (in that order)."""
+    values = _predictions(Xb, predictor, names)
     group = zarr.open_group(str(path), mode="r+")
     for name in names:
         group[name][start:stop] = values[name]
@@ -144,9 +181,10 @@ def _open_existing(path, expected, overwrite):
 def _create(path, model, X, attrs):
     group = zarr.open_group(str(path), mode="w")
     rows = X.chunks[0][0]
+    K = len(model.posteriors_)
+    shape, chunks = ((X.shape[0],), (rows,)) if K == 1 else ((X.shape[0], K), (rows, K))
     for name in _outputs(model):
-        group.create_array(name, shape=(X.shape[0],), chunks=(rows,), dtype="f8",
-                           fill_value=np.nan)
+        group.create_array(name, shape=shape, chunks=chunks, dtype="f8", fill_value=np.nan)
     # one zarr chunk per flag: tasks never write into the same chunk file
     group.create_array("done", shape=(len(X.chunks[0]),), chunks=(1,), dtype="u1",
                        fill_value=0)
@@ -184,14 +222,13 @@ def score(model, data, out, *, overwrite=False, progress=None):
         group = _create(out, model, X, {**expected, "input": str(Path(data).resolve()),
                                         "outputs": _outputs(model)})
     done = _read_done(group)
-    params = delayed((model.bases_.means, model.bases_.covs, model.lengthscale_,
-                      model.signal_variance_, model.whitening_, model.posterior_,
-                      getattr(model, "y_mean_", 0.0),
-                      model._fitted_likelihood(), _outputs(model)))
+    predictor = delayed(_predictor(model))
     blocks = X.to_delayed().ravel()
     todo = [i for i in range(len(blocks)) if not done[i]]
     bounds = chunk_bounds(X)
-    tasks = [delayed(_score_chunk)(blocks[i], str(out), i, *bounds[i], params) for i in todo]
+    tasks = [delayed(_score_chunk)(blocks[i], str(out), i, *bounds[i], predictor,
+                                   _outputs(model))
+             for i in todo]
     dask.compute(*tasks)
     written = _read_done(group)
     if not written.all():
@@ -200,18 +237,32 @@ def score(model, data, out, *, overwrite=False, progress=None):
     return {"chunks_total": len(blocks), "chunks_written": len(todo), "rows": int(X.shape[0])}
 
 
-def _evaluate_chunk(Xb, yb, params):
-    means, covs, lengthscale, s2, L, posterior, y_mean, likelihood, classes = params
-    block = make_block(np.asarray(Xb, dtype=np.float64), np.zeros(len(yb)), means, covs,
-                       lengthscale, s2, L)
-    mean, var = predict_latent(block.phi, posterior, s2)
+def _evaluate_chunk(Xb, yb, predictor, classes, likelihood_name):
+    """(rows, sum of errors or squared residuals, sum of -log p, sum of |residual|)."""
+    yb = np.asarray(yb)
+    mean, var = _latent(np.asarray(Xb, dtype=np.float64), predictor)
+    values = _from_latent(mean, var, predictor,
+                          ["proba"] if classes is not None else ["rate"])
+    likelihood = predictor[7]
+    if classes is not None and len(classes) > 2:
+        codes = np.searchsorted(classes, yb)
+        p = values["proba"]
+        p_true = p[np.arange(len(yb)), codes]
+        errors = float((p.argmax(axis=1) != codes).sum())
+        return np.array([len(yb), errors, -np.log(np.maximum(p_true, 1e-300)).sum(), 0.0])
+    mean, var = mean[:, 0], var[:, 0]
     if classes is not None:
         sign = np.where(yb == classes[1], 1.0, -1.0)
         log_p = likelihood.log_predictive(sign, mean, var)
-        errors = float(((mean > 0) != (sign > 0)).sum())
+        errors = float(((values["proba"] > 0.5) != (sign > 0)).sum())
         return np.array([len(yb), errors, -log_p.sum(), 0.0])
-    resid = yb - (mean + y_mean)
-    log_p = likelihood.log_predictive(yb - y_mean, mean, var)
+    y_mean = predictor[6]
+    if likelihood_name == "poisson":
+        resid = yb - values["rate"]
+        log_p = likelihood.log_predictive(yb, mean, var)  # the offset is in the likelihood
+    else:
+        resid = yb - (mean + y_mean)
+        log_p = likelihood.log_predictive(yb - y_mean, mean, var)
     return np.array([len(yb), float((resid**2).sum()), -log_p.sum(), float(np.abs(resid).sum())])
 
 
@@ -230,10 +281,8 @@ def evaluate(model, data):
         raise StoreError(f"{data}: evaluation needs an array 'y' with one value per row")
     check_scoring_input(model, X)
     classes = getattr(model, "classes_", None)
-    params = delayed((model.bases_.means, model.bases_.covs, model.lengthscale_,
-                      model.signal_variance_, model.whitening_, model.posterior_,
-                      getattr(model, "y_mean_", 0.0), model._fitted_likelihood(), classes))
-    parts = [delayed(_evaluate_chunk)(xb, yb, params)
+    predictor = delayed(_predictor(model))
+    parts = [delayed(_evaluate_chunk)(xb, yb, predictor, classes, model.likelihood)
              for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
     n, a, nlp, c = np.sum(dask.compute(*parts), axis=0)
     if classes is not None:

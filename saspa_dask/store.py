@@ -34,7 +34,9 @@ __all__ = [
 
 DATA_FORMAT = "saspa-data"
 MODEL_FORMAT = "saspa-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# versions this code reads (1 had no multi-class and no hyperparameter trace)
+_READABLE_VERSIONS = (1, 2)
 MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "?"})
 _MAX_CATEGORIES = 1000
 
@@ -521,6 +523,12 @@ def _jsonable(value):
     return value
 
 
+def _stacked(model, name):
+    """A posterior field, with a leading class axis for one-vs-rest models."""
+    values = [getattr(p, name) for p in model.posteriors_]
+    return values[0] if len(values) == 1 else np.stack(values)
+
+
 def save_model(model, path, *, overwrite=False, extra_attrs=None):
     """Write a fitted estimator to a zarr model store (no pickle).
 
@@ -554,6 +562,12 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
                "n_damping_halvings": model.n_damping_halvings_},
         "log_evidence": _jsonable(model.log_evidence_),
         "history": _jsonable(model.history_),
+        "n_problems": len(model.posteriors_),
+        "hyperparameters": _jsonable({
+            "optimized": bool(getattr(model, "hyperparameter_trace_", [])),
+            "blur_scale": getattr(model, "blur_scale_", 1.0),
+            "trace": getattr(model, "hyperparameter_trace_", []),
+            "info": getattr(model, "hyperparameter_info_", {})}),
         "classes": None if classes is None else _jsonable(classes),
         "classes_dtype": None if classes is None else classes.dtype.str,
         "y_mean": getattr(model, "y_mean_", None),
@@ -566,8 +580,8 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
     arrays = {
         "bases_means": model.bases_.means, "bases_covs": model.bases_.covs,
         "lengthscale": model.lengthscale_, "whitening": model.whitening_,
-        "posterior_chol": model.posterior_.chol, "posterior_h": model.posterior_.h,
-        "posterior_mean": model.posterior_.mean, "alpha": model.alpha_, "beta": model.beta_,
+        "posterior_chol": _stacked(model, "chol"), "posterior_h": _stacked(model, "h"),
+        "posterior_mean": _stacked(model, "mean"), "alpha": model.alpha_, "beta": model.beta_,
         "sites_tau": model.sites_tau_, "sites_nu": model.sites_nu_,
     }
     tmp = _aside(path)
@@ -620,7 +634,7 @@ def read_model_attrs(path):
     attrs = dict(group.attrs)
     if attrs.get("format") != MODEL_FORMAT:
         raise StoreError(f"{path}: not a saspa model store (format {attrs.get('format')!r})")
-    if attrs.get("format_version") != FORMAT_VERSION:
+    if attrs.get("format_version") not in _READABLE_VERSIONS:
         raise StoreError(f"{path}: model format version {attrs.get('format_version')!r}; "
                          f"this saspa_dask reads version {FORMAT_VERSION}")
     if not attrs.get("complete"):
@@ -650,9 +664,12 @@ def load_model(path):
             raise StoreError(f"{path}: array {name!r} is missing or unreadable "
                              f"({type(err).__name__}: {err})") from None
     M, d = attrs["n_bases"], attrs["n_features_in"]
+    K = int(attrs.get("n_problems", 1))
+    lead = () if K == 1 else (K,)
     expected = {"bases_means": (M, d), "bases_covs": (M, d, d), "lengthscale": (d,),
-                "whitening": (M, M), "posterior_chol": (M, M), "posterior_h": (M,),
-                "posterior_mean": (M,), "alpha": (M,), "beta": (M, M)}
+                "whitening": (M, M), "posterior_chol": lead + (M, M),
+                "posterior_h": lead + (M,), "posterior_mean": lead + (M,),
+                "alpha": lead + (M,), "beta": lead + (M, M)}
     for name, shape in expected.items():
         if arrays[name].shape != shape:
             raise StoreError(f"{path}: array {name!r} has shape {arrays[name].shape}, "
@@ -661,6 +678,9 @@ def load_model(path):
             raise StoreError(f"{path}: array {name!r} holds NaN or inf (truncated write?)")
     if arrays["sites_tau"].shape != arrays["sites_nu"].shape:
         raise StoreError(f"{path}: site arrays differ in shape")
+    if arrays["sites_tau"].shape[:-1] != lead:
+        raise StoreError(f"{path}: site arrays have shape {arrays['sites_tau'].shape}, "
+                         f"expected {K} problem(s)")
     cls = {"SASPAClassifier": SASPAClassifier, "SASPARegressor": SASPARegressor}.get(
         attrs.get("estimator"))
     if cls is None:
@@ -675,9 +695,17 @@ def load_model(path):
     model.signal_variance_ = float(kernel["signal_variance"])
     model.jitter_ = float(kernel["jitter"])
     model.whitening_ = arrays["whitening"]
-    model.posterior_ = Posterior(arrays["posterior_chol"], arrays["posterior_h"],
-                                 arrays["posterior_mean"])
+    fields = [arrays["posterior_chol"], arrays["posterior_h"], arrays["posterior_mean"]]
+    if K == 1:
+        model.posteriors_ = [Posterior(*fields)]
+        model.posterior_ = model.posteriors_[0]
+    else:
+        model.posteriors_ = [Posterior(*(f[k] for f in fields)) for k in range(K)]
     model.alpha_, model.beta_ = arrays["alpha"], arrays["beta"]
+    hyper = attrs.get("hyperparameters", {})
+    model.blur_scale_ = float(hyper.get("blur_scale", 1.0))
+    model.hyperparameter_trace_ = hyper.get("trace", [])
+    model.hyperparameter_info_ = hyper.get("info", {})
     model.sites_tau_, model.sites_nu_ = arrays["sites_tau"], arrays["sites_nu"]
     ep = attrs["ep"]
     model.damping_ = float(ep["damping"])
@@ -689,14 +717,26 @@ def load_model(path):
     model.log_evidence_ = float("nan") if evidence is None else float(evidence)
     model.history_ = attrs["history"]
     model.data_fingerprint_ = attrs.get("data_fingerprint")
-    lik = attrs["likelihood"]
+    lik = dict(attrs["likelihood"])
+    name = lik.pop("name")
+    if name != model.likelihood:
+        raise StoreError(f"{path}: likelihood {name!r} differs from the estimator's "
+                         f"parameter {model.likelihood!r}")
+    model.likelihood_params_ = lik
     if attrs["task"] == "classification":
         model.classes_ = np.array(attrs["classes"], dtype=np.dtype(attrs["classes_dtype"]))
-        if lik["name"] == "step":
+        if name == "step":
             model.label_noise_ = float(lik["label_noise"])
     else:
         model.y_mean_ = float(attrs["y_mean"])
-        model.noise_variance_ = float(lik["noise_variance"])
+        if name == "gaussian":
+            model.noise_variance_ = float(lik["noise_variance"])
+        elif name == "student_t":
+            model.dof_, model.scale_ = float(lik["dof"]), float(lik["scale"])
+    try:
+        model._fitted_likelihood()
+    except (KeyError, TypeError, ValueError) as err:
+        raise StoreError(f"{path}: likelihood parameters {lik} are invalid ({err})") from None
     return model
 
 
@@ -706,6 +746,11 @@ def describe_model(path):
     summary = {k: attrs[k] for k in ("estimator", "task", "n_features_in", "n_bases", "blur",
                                      "kernel", "likelihood", "ep", "log_evidence",
                                      "classes", "data_fingerprint", "versions")}
+    hyper = attrs.get("hyperparameters", {})
+    summary["hyperparameters"] = {
+        "optimized": hyper.get("optimized", False), "blur_scale": hyper.get("blur_scale", 1.0),
+        "log_evidence_per_iteration": [r["log_evidence"] for r in hyper.get("trace", [])],
+        "info": hyper.get("info", {})}
     summary["n_training_rows"] = int(group["sites_tau"].shape[0])
     summary["sweeps"] = [{k: r.get(k) for k in ("sweep", "change", "log_evidence", "seconds")}
                          for r in attrs["history"]]

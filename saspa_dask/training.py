@@ -1,0 +1,218 @@
+"""Fitting: whitening, EP for one or more targets, evidence maximisation.
+
+A :class:`Trainer` owns the data (in memory or on Dask), the K-means bases and the EP
+settings.  For given hyperparameters it builds the whitened blocks once and runs EP
+for every *problem* on them: one problem for regression and binary classification,
+one per class for one-vs-rest multi-class, all sharing the bases and the kernel
+blocks (the kernel Kt and the whitened Phi of a chunk are computed once, not once per
+class).  :func:`fit` runs it at fixed hyperparameters or maximises the summed EP
+evidence over them (:mod:`saspa_dask.hyper`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import distributed as dist
+from .bases import Basis
+from .ep import InMemoryEngine, make_block, relabel_block, run_ep, whiten
+from .hyper import Hyperparameters, assemble_gradient, gradient_chunk, optimize
+from .kernels import basis_covariance
+
+__all__ = ["Trainer", "FitOutcome", "fit"]
+
+
+@dataclass
+class FitOutcome:
+    """What :func:`fit` produced at the chosen hyperparameters."""
+
+    hyper: Hyperparameters
+    basis: Basis
+    L: np.ndarray
+    jitter: float
+    results: list
+    log_evidence: float
+    trace: list | None = None
+    info: dict | None = None
+
+
+class Trainer:
+    """EP on shared whitened blocks for one or more problems.
+
+    Parameters
+    ----------
+    X : ndarray or dask array of shape (N, d)
+    y : ndarray or dask array of shape (N,)
+        Encoded targets: +-1 labels, centred regression targets, or class codes when
+        ``labels`` is given.
+    labels : sequence of float or None
+        One-vs-rest: one problem per label, "y == label" against the rest.
+    means, base_covs : ndarray
+        Basis means (M, d) and blur covariances before the blur scale (M, d, d).
+    settings : saspa_dask.ep.EPSettings
+    jitter : float
+        Starting jitter relative to s2.
+    block_rows : int
+        Rows per in-memory block.
+    cache : {"memory", "none"}, work_dir : Path or None
+        Dask inputs only (see :class:`saspa_dask.distributed.DaskEngine`).
+    callback : callable, optional
+        Called with every EP sweep record (plus ``problem``).
+    """
+
+    def __init__(self, X, y, labels, means, base_covs, settings, *, jitter, block_rows,
+                 cache="memory", work_dir=None, callback=None):
+        self.X, self.y, self.labels = X, y, labels
+        self.means, self.base_covs = means, base_covs
+        self.settings, self.jitter = settings, jitter
+        self.block_rows, self.cache, self.work_dir = block_rows, cache, work_dir
+        self.callback = callback
+        self.is_lazy = dist.is_lazy(X)
+        self.full_blur = bool(np.any(base_covs * (1.0 - np.eye(base_covs.shape[-1]))))
+        self.n_problems = 1 if labels is None else len(labels)
+        self._engines = None
+
+    # -- building ------------------------------------------------------------------
+
+    def whitening(self, hyper):
+        """(basis, L, jitter) at ``hyper``."""
+        basis = Basis(self.means, hyper.blur_scale * self.base_covs)
+        Kh = basis_covariance(basis.means, basis.covs, hyper.lengthscale,
+                              hyper.signal_variance)
+        L, jitter = whiten(Kh, hyper.signal_variance, self.jitter)
+        return basis, L, jitter
+
+    def build(self, hyper, sites=None):
+        """Whitened blocks (once) and one engine per problem, warm-started by ``sites``
+        (a list of (tau, nu) arrays of length N per problem, or None)."""
+        self._engines = None  # release the previous blocks first
+        self.basis, self.L, self.jitter_used = self.whitening(hyper)
+        self.hyper = hyper
+        sites = sites or [None] * self.n_problems
+        labels = self.labels or [None]
+        if not self.is_lazy:
+            shared = list(self._memory_blocks(hyper))
+            self._inputs = [self.X[s:s + self.block_rows]
+                            for s in range(0, self.X.shape[0], self.block_rows)]
+            engines = []
+            for label, warm in zip(labels, sites):
+                blocks = shared if label is None else [relabel_block(b, label) for b in shared]
+                engines.append(InMemoryEngine(blocks, sites=_split(warm, blocks)))
+        else:
+            engines, blocks = [], None
+            for k, (label, warm) in enumerate(zip(labels, sites)):
+                engine = dist.DaskEngine(self.X, self.y, self.basis, hyper.lengthscale,
+                                         hyper.signal_variance, self.L,
+                                         self.work_dir / f"problem-{k}", cache=self.cache,
+                                         sites=warm, blocks=blocks, label=label)
+                blocks = engine.blocks
+                engines.append(engine)
+        self._engines = engines
+
+    def _memory_blocks(self, hyper):
+        for start in range(0, self.X.shape[0], self.block_rows):
+            stop = start + self.block_rows
+            yield make_block(self.X[start:stop], self.y[start:stop], self.basis.means,
+                             self.basis.covs, hyper.lengthscale, hyper.signal_variance, self.L)
+
+    # -- EP and the gradient ---------------------------------------------------------
+
+    def run(self, likelihood):
+        """EP for every problem; returns the EPResults with sites as numpy arrays."""
+        results = []
+        for k, engine in enumerate(self._engines):
+            callback = None
+            if self.callback is not None:
+                def callback(record, k=k):
+                    self.callback({**record, "problem": k})
+            result = run_ep(engine, likelihood, self.hyper.signal_variance, self.settings,
+                            callback=callback)
+            if self.is_lazy:
+                result.tau, result.nu = dist.compute(result.tau, result.nu)
+            else:
+                result.tau, result.nu = np.concatenate(result.tau), np.concatenate(result.nu)
+            results.append(result)
+        return results
+
+    def gradient(self, results, likelihood, learn_blur_scale):
+        """d (sum of the problems' log Z_EP) / d log(theta) at the current sites."""
+        total = None
+        for engine, result in zip(self._engines, results):
+            args = (result.posterior, likelihood, self.L, self.basis.means,
+                    self.hyper.lengthscale, self.full_blur)
+            if self.is_lazy:
+                summary = engine.gradient(*args)
+            else:
+                summary = None
+                for x, block, t, n in zip(self._inputs, engine.blocks, engine.tau, engine.nu):
+                    part = gradient_chunk(x, block, t, n, *args)
+                    summary = part if summary is None else summary.merge(part)
+            total = summary if total is None else total.merge(summary)
+        return assemble_gradient(total, self.basis, self.hyper.lengthscale,
+                                 self.hyper.signal_variance, self.L, learn_blur_scale)
+
+
+def _split(sites, blocks):
+    if sites is None:
+        return None
+    edges = np.cumsum([0] + [b.y.shape[0] for b in blocks])
+    return ([sites[0][a:b] for a, b in zip(edges[:-1], edges[1:])],
+            [sites[1][a:b] for a, b in zip(edges[:-1], edges[1:])])
+
+
+def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
+        learn_blur_scale=False, init_sites=None, callback=None):
+    """Fit at ``start`` or maximise the summed EP evidence from it.
+
+    Parameters
+    ----------
+    trainer : Trainer
+    likelihood : likelihood object; its learnable parameters are in ``start``
+    start : Hyperparameters
+    optimize_hyperparameters : bool
+    max_iter : int
+        Cap on L-BFGS-B iterations.
+    learn_blur_scale : bool
+    init_sites : list of (tau, nu) per problem, optional
+    callback : callable, optional
+        Called with each accepted optimiser iteration's record.
+
+    Returns
+    -------
+    FitOutcome
+    """
+    if not optimize_hyperparameters:
+        trainer.build(start, init_sites)
+        results = trainer.run(likelihood.with_hyperparameters(start.likelihood))
+        return FitOutcome(start, trainer.basis, trainer.L, trainer.jitter_used, results,
+                          float(sum(r.log_evidence for r in results)))
+
+    best = {"sites": init_sites, "value": -np.inf}
+
+    def evaluate(hyper):
+        lik = likelihood.with_hyperparameters(hyper.likelihood)
+        t0 = time.perf_counter()
+        trainer.build(hyper, best["sites"])
+        results = trainer.run(lik)
+        value = float(sum(r.log_evidence for r in results))
+        if not np.isfinite(value):
+            return value, None, None
+        grad = trainer.gradient(results, lik, learn_blur_scale)
+        if value > best["value"]:
+            best.update(value=value, sites=[(r.tau, r.nu) for r in results])
+        outcome = FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results,
+                             value)
+        outcome.info = {"sweeps": sum(r.n_sweeps for r in results),
+                        "converged": all(r.converged for r in results),
+                        "seconds": time.perf_counter() - t0}
+        return value, grad, outcome
+
+    hyper, outcome, trace, info = optimize(evaluate, start, learn_blur_scale=learn_blur_scale,
+                                           max_iter=max_iter, callback=callback)
+    evaluation = outcome.info
+    outcome.trace = trace
+    outcome.info = {**info, "best_evaluation": evaluation}
+    return outcome
