@@ -90,11 +90,13 @@ def main():
               type=click.Choice(["probit", "step"]))
 @click.option("--ep-mode", default="parallel", show_default=True,
               type=click.Choice(["parallel", "sequential"]))
+@click.option("--optimize-hyperparameters/--fixed-hyperparameters", default=False,
+              show_default=True, help="Maximise the EP evidence over the hyperparameters.")
 @click.option("--test-fraction", default=0.3, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def demo(csv_path, target, rows, features, n_bases, blur, likelihood, ep_mode,
-         test_fraction, seed, as_json):
+         optimize_hyperparameters, test_fraction, seed, as_json):
     """Fit SASPA in memory on generated (or CSV) data and report test error."""
     if csv_path:
         X, y = read_csv(csv_path, target)
@@ -113,7 +115,8 @@ def demo(csv_path, target, rows, features, n_bases, blur, likelihood, ep_mode,
     click.echo(f"saspa demo: {source}; {len(train)} train / {len(test)} test rows", err=True)
     start = time.perf_counter()
     clf = SASPAClassifier(n_bases=n_bases, blur=blur, likelihood=likelihood,
-                          ep_mode=ep_mode, random_state=seed, verbose=int(not as_json))
+                          ep_mode=ep_mode, random_state=seed, verbose=int(not as_json),
+                          optimize_hyperparameters=optimize_hyperparameters)
     clf.fit(Xs[train], y[train])
     fit_seconds = time.perf_counter() - start
     proba = clf.predict_proba(Xs[test])

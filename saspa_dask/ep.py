@@ -299,7 +299,9 @@ def evidence_site_terms(log_z, m, s, mc, sc):
     Equal to log Z + 1/2 log(1 + tau sc) - 1/2 ((mc/sc + nu)^2 / (1/sc + tau) - mc^2/sc)
     of DESIGN.md, since 1/s = 1/sc + tau and m/s = mc/sc + nu.
     """
-    return log_z + 0.5 * np.log(sc / s) - 0.5 * (m * m / s - mc * mc / sc)
+    # rows with s = 0 (invalid cavities, left out by the callers) would warn 0 / 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return log_z + 0.5 * np.log(sc / s) - 0.5 * (m * m / s - mc * mc / sc)
 
 
 @dataclass

@@ -596,6 +596,7 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
 
     @property
     def _is_multiclass(self):
+        check_is_fitted(self)
         return len(self.classes_) > 2
 
     def fit(self, X, y, *, progress=None, init_sites=None):

@@ -107,10 +107,11 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
         Bt = solve_triangular(L, G.T, lower=True, trans="T", check_finite=False).T
         E = Bt * (phi @ L.T)  # (G L^{-1}) o Kt
         lik = {k: float(v.sum()) for k, v in likelihood.log_z_gradient(y, mc, sc + lam).items()}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = float(evidence_site_terms(log_z, m, s, mc, sc).sum())
         part = GradientSummary(
             *cross_moments(X[rows], E, means, lengthscale, full), G.T @ phi, float(g.sum()),
-            lik, float(evidence_site_terms(log_z, m, s, mc, sc).sum()),
-            int((~valid).sum()))
+            lik, terms, int((~valid).sum()))
         summary = part if summary is None else summary.merge(part)
     return summary
 

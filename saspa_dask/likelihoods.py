@@ -79,7 +79,7 @@ class Gaussian:
         return {"noise_variance": self.noise_variance}
 
     def with_hyperparameters(self, values):
-        return Gaussian(values["noise_variance"])
+        return Gaussian(values.get("noise_variance", self.noise_variance))
 
     def log_z_gradient(self, y, m, v):
         """d log Z / d log(noise_variance) per row: the heat-equation identity

@@ -12,13 +12,14 @@ evidence over them (:mod:`saspa_dask.hyper`).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import distributed as dist
 from .bases import Basis
-from .ep import InMemoryEngine, make_block, relabel_block, run_ep, whiten
+from .ep import EPConvergenceWarning, InMemoryEngine, make_block, relabel_block, run_ep, whiten
 from .hyper import Hyperparameters, assemble_gradient, gradient_chunk, optimize
 from .kernels import basis_covariance
 
@@ -196,7 +197,11 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
         lik = likelihood.with_hyperparameters(hyper.likelihood)
         t0 = time.perf_counter()
         trainer.build(hyper, best["sites"])
-        results = trainer.run(lik)
+        with warnings.catch_warnings():
+            # trial points of the line search may not converge; they are counted in
+            # the outcome, and only the chosen point's convergence is reported
+            warnings.simplefilter("ignore", EPConvergenceWarning)
+            results = trainer.run(lik)
         value = float(sum(r.log_evidence for r in results))
         if not np.isfinite(value):
             return value, None, None
@@ -212,6 +217,10 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
 
     hyper, outcome, trace, info = optimize(evaluate, start, learn_blur_scale=learn_blur_scale,
                                            max_iter=max_iter, callback=callback)
+    if not outcome.info["converged"]:
+        warnings.warn("EP did not converge at the chosen hyperparameters "
+                      f"(max_sweeps={trainer.settings.max_sweeps}); raise max_sweeps or "
+                      "lower damping", EPConvergenceWarning, stacklevel=3)
     evaluation = outcome.info
     outcome.trace = trace
     outcome.info = {**info, "best_evaluation": evaluation}

@@ -93,7 +93,7 @@ def scoring_problem(directory, rows, fit_rows, seed):
     X, y = synthetic_two_class(rows, 6, seed=seed)
     np.save(d / "d.npy", np.column_stack([X, y]))
     ingest(d / "d.npy", d / "d.zarr", chunk_rows=4_000)
-    model = SASPAClassifier(n_bases=128, random_state=0, max_sweeps=3, tol=1e-3)
+    model = SASPAClassifier(optimize_hyperparameters=False, n_bases=128, random_state=0, max_sweeps=3, tol=1e-3)
     with pytest.warns(Warning):
         model.fit(X[:fit_rows], y[:fit_rows])
     model.save(d / "m.zarr")

@@ -56,7 +56,7 @@ def test_cli_train_on_a_real_cluster_equals_in_memory_fit(scheduler, store, tmp_
     assert f"dask: {scheduler}" in res.stderr and "sweep    1" in res.stderr
     model = load_model(tmp_path / "m.zarr")
     assert model.converged_ and model.bases_.n_bases == 24
-    ref = SASPAClassifier(bases=model.bases_, lengthscale=model.lengthscale_, tol=1e-10,
+    ref = SASPAClassifier(optimize_hyperparameters=False, bases=model.bases_, lengthscale=model.lengthscale_, tol=1e-10,
                           max_sweeps=400).fit(X, y)
     np.testing.assert_allclose(model.alpha_, ref.alpha_, rtol=1e-8,
                                atol=1e-8 * np.abs(ref.alpha_).max())
@@ -71,7 +71,7 @@ def test_cli_train_on_a_real_cluster_equals_in_memory_fit(scheduler, store, tmp_
 
 def _fit_on(X, y, bases, ls, client_address=None, **kw):
     with Client(client_address, timeout=30):
-        model = SASPAClassifier(bases=bases, lengthscale=ls, tol=1e-10, max_sweeps=400, **kw)
+        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls, tol=1e-10, max_sweeps=400, **kw)
         return model.fit(X, y)
 
 
@@ -146,7 +146,7 @@ def test_driver_never_receives_x_or_n_by_m(scheduler, store):
         # every compute on a distributed Client returns its results through gather;
         # persist (the cached phi blocks) leaves them on the workers
         client.gather = recording_gather
-        model = SASPAClassifier(n_bases=M, random_state=0).fit(
+        model = SASPAClassifier(optimize_hyperparameters=False, n_bases=M, random_state=0).fit(
             da.from_array(X, chunks=(2000, d)), da.from_array(y, chunks=2000))
     assert model.converged_ and len(received) > model.n_sweeps_
     per_compute_limit = max(2 * 8 * N, 8 * 20_000 * d)  # the sites, or the K-means sample
@@ -170,9 +170,9 @@ def test_regression_on_dask_equals_in_memory(scheduler):
     rng = np.random.default_rng(4)
     X = rng.uniform(-3, 3, size=(6000, 2))
     y = np.sin(X[:, 0]) * X[:, 1] + 0.1 * rng.normal(size=6000)
-    ref = SASPARegressor(n_bases=20, random_state=0).fit(X, y)
+    ref = SASPARegressor(optimize_hyperparameters=False, n_bases=20, random_state=0).fit(X, y)
     with Client(scheduler, timeout=30):
-        model = SASPARegressor(bases=ref.bases_, lengthscale=ref.lengthscale_).fit(
+        model = SASPARegressor(optimize_hyperparameters=False, bases=ref.bases_, lengthscale=ref.lengthscale_).fit(
             da.from_array(X, chunks=(1500, 2)), da.from_array(y, chunks=1500))
         mean = model.predict(da.from_array(X[:1000], chunks=(250, 2)))
         assert isinstance(mean, da.Array) and mean.chunks == ((250,) * 4,)
@@ -211,9 +211,9 @@ def test_estimator_accepts_zarr_arrays(scheduler, store):
     group = zarr.open_group(str(path), mode="r")
     bases = Basis(X[:10], None)
     ls = np.full(5, 2.0)
-    ref = SASPAClassifier(bases=bases, lengthscale=ls).fit(X, y)
+    ref = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls).fit(X, y)
     with Client(scheduler, timeout=30):
-        model = SASPAClassifier(bases=bases, lengthscale=ls).fit(group["X"], group["y"])
+        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls).fit(group["X"], group["y"])
         proba = model.predict_proba(group["X"])
         assert isinstance(proba, da.Array) and proba.chunks[0] == (3000,) * 6 + (2000,)
         proba = proba.compute()
@@ -225,4 +225,4 @@ def test_estimator_accepts_zarr_arrays(scheduler, store):
     bad = X.copy()
     bad[[5, 17, 18]] = np.nan
     with Client(scheduler, timeout=30), pytest.raises(ValueError, match="NaN or infinity in 3 rows"):
-        SASPAClassifier(n_bases=4).fit(da.from_array(bad, chunks=(5000, 5)), da.from_array(y))
+        SASPAClassifier(optimize_hyperparameters=False, n_bases=4).fit(da.from_array(bad, chunks=(5000, 5)), da.from_array(y))

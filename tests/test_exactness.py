@@ -23,7 +23,7 @@ def test_gaussian_delta_equals_closed_form_fitc(ep_mode):
     rng, X, y, Xs = _regression_data()
     Z = X[rng.choice(len(X), 15, replace=False)] + 0.05
     ls, s2, noise = np.array([0.8, 1.3, 1.0]), 1.7, 0.09
-    reg = SASPARegressor(
+    reg = SASPARegressor(optimize_hyperparameters=False, 
         bases=Basis(Z), blur="delta", lengthscale=ls, signal_variance=s2,
         noise_variance=noise, ep_mode=ep_mode, center_y=False, block_rows=37,
     ).fit(X, y)
@@ -41,7 +41,7 @@ def test_gaussian_delta_equals_closed_form_fitc(ep_mode):
 @pytest.mark.parametrize("ep_mode", ["parallel", "sequential"])
 def test_gaussian_one_sweep_gives_closed_form_alpha(blur, ep_mode):
     rng, X, y, Xs = _regression_data(seed=1, n=90)
-    reg = SASPARegressor(n_bases=12, blur=blur, lengthscale=1.1, signal_variance=1.3,
+    reg = SASPARegressor(optimize_hyperparameters=False, n_bases=12, blur=blur, lengthscale=1.1, signal_variance=1.3,
                          noise_variance=0.05, ep_mode=ep_mode, max_sweeps=1,
                          center_y=False, random_state=0)
     with warnings.catch_warnings():
@@ -80,7 +80,7 @@ def _classification_data(seed, n=30, d=2):
 def test_bases_at_inputs_equal_full_gp_ep(likelihood, ep_mode):
     X, y, Xs = _classification_data(seed=4)
     ls, s2, eps = np.array([1.0, 1.2]), 2.0, 0.1
-    clf = SASPAClassifier(
+    clf = SASPAClassifier(optimize_hyperparameters=False, 
         bases=Basis(X), blur="delta", likelihood=likelihood, label_noise=eps,
         lengthscale=ls, signal_variance=s2, ep_mode=ep_mode, tol=1e-12, max_sweeps=500,
         jitter=1e-12,
@@ -111,8 +111,8 @@ def test_sequential_and_parallel_reach_one_fixed_point(blur, likelihood):
     Xs = rng.normal(size=(50, 3)) * 1.5
     common = dict(n_bases=20, blur=blur, likelihood=likelihood, label_noise=0.05,
                   tol=1e-10, max_sweeps=1000, random_state=3, signal_variance=2.0)
-    seq = SASPAClassifier(ep_mode="sequential", block_rows=64, **common).fit(X, y)
-    par = SASPAClassifier(ep_mode="parallel", **common).fit(X, y)
+    seq = SASPAClassifier(optimize_hyperparameters=False, ep_mode="sequential", block_rows=64, **common).fit(X, y)
+    par = SASPAClassifier(optimize_hyperparameters=False, ep_mode="parallel", **common).fit(X, y)
     assert seq.converged_ and par.converged_
     np.testing.assert_allclose(par.alpha_, seq.alpha_, rtol=1e-6,
                                atol=1e-6 * np.abs(seq.alpha_).max())
@@ -124,7 +124,7 @@ def test_result_does_not_depend_on_block_size():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(500, 4))
     y = (X[:, 0] * X[:, 1] > 0).astype(int)
-    fits = [SASPAClassifier(n_bases=16, block_rows=rows, tol=1e-10, max_sweeps=500,
+    fits = [SASPAClassifier(optimize_hyperparameters=False, n_bases=16, block_rows=rows, tol=1e-10, max_sweeps=500,
                             random_state=0).fit(X, y) for rows in (500, 128, 77)]
     for other in fits[1:]:
         assert other.n_sweeps_ == fits[0].n_sweeps_
@@ -149,7 +149,7 @@ def test_ionosphere_bases_at_inputs_equal_full_gp_ep():
     _, first = np.unique(X[train], axis=0, return_index=True)
     train = train[np.sort(first)]
     ls = np.full(X.shape[1], 3.0)  # cond(K) about 6e5: a well-posed comparison
-    clf = SASPAClassifier(bases=Basis(X[train]), blur="delta", lengthscale=ls,
+    clf = SASPAClassifier(optimize_hyperparameters=False, bases=Basis(X[train]), blur="delta", lengthscale=ls,
                           signal_variance=3.0, ep_mode="parallel", tol=1e-12,
                           max_sweeps=1000, jitter=1e-12).fit(X[train], y[train])
     K = se(X[train], X[train], ls, 3.0)
@@ -165,10 +165,10 @@ def test_partial_fit_gaussian_equals_batch_fit():
     rng, X, y, Xs = _regression_data(seed=6, n=300)
     common = dict(n_bases=15, lengthscale=1.2, signal_variance=1.4, noise_variance=0.05,
                   center_y=False, random_state=0)
-    first = SASPARegressor(**common).fit(X[:200], y[:200])
-    online = SASPARegressor(**common).fit(X[:200], y[:200])
+    first = SASPARegressor(optimize_hyperparameters=False, **common).fit(X[:200], y[:200])
+    online = SASPARegressor(optimize_hyperparameters=False, **common).fit(X[:200], y[:200])
     online.partial_fit(X[200:260], y[200:260]).partial_fit(X[260:], y[260:])
-    batch = SASPARegressor(**{**common, "bases": first.bases_}).fit(X, y)
+    batch = SASPARegressor(optimize_hyperparameters=False, **{**common, "bases": first.bases_}).fit(X, y)
     np.testing.assert_allclose(online.alpha_, batch.alpha_, rtol=1e-9,
                                atol=1e-9 * np.abs(batch.alpha_).max())
     for a, b in zip(online.predict_latent(Xs), batch.predict_latent(Xs)):
@@ -181,11 +181,11 @@ def test_partial_fit_probit_is_close_after_one_pass():
     X, y, Xs = _classification_data(seed=7, n=400, d=2)
     common = dict(n_bases=20, lengthscale=1.0, signal_variance=2.0, random_state=0,
                   tol=1e-10, max_sweeps=500)
-    online = SASPAClassifier(**common).fit(X[:300], y[:300])
+    online = SASPAClassifier(optimize_hyperparameters=False, **common).fit(X[:300], y[:300])
     bases = online.bases_
     online.partial_fit(X[300:], y[300:])
-    batch = SASPAClassifier(**{**common, "bases": bases}).fit(X, y)
-    stale = SASPAClassifier(**{**common, "bases": bases}).fit(X[:300], y[:300])
+    batch = SASPAClassifier(optimize_hyperparameters=False, **{**common, "bases": bases}).fit(X, y)
+    stale = SASPAClassifier(optimize_hyperparameters=False, **{**common, "bases": bases}).fit(X[:300], y[:300])
     p_online, p_batch = online.predict_proba(Xs)[:, 1], batch.predict_proba(Xs)[:, 1]
     gap = np.abs(p_online - p_batch).max()
     assert gap < 0.02, gap

@@ -33,7 +33,7 @@ def classification(tmp_path_factory):
     X, y = synthetic_two_class(12_000, 4, seed=5)
     np.save(tmp / "d.npy", np.column_stack([X, y]))
     ingest(tmp / "d.npy", tmp / "d.zarr", chunk_rows=2_500)
-    model = SASPAClassifier(n_bases=24, random_state=0).fit(X, y)
+    model = SASPAClassifier(optimize_hyperparameters=False, n_bases=24, random_state=0).fit(X, y)
     model.save(tmp / "m.zarr")
     return tmp, X, y, load_model(tmp / "m.zarr")
 
@@ -76,7 +76,7 @@ def test_regression_scores_and_metrics(tmp_path):
     y = 5.0 + np.sin(X[:, 0]) * X[:, 1] + 0.2 * rng.normal(size=3_000)
     np.save(tmp_path / "r.npy", np.column_stack([X, y]))
     ingest(tmp_path / "r.npy", tmp_path / "r.zarr", chunk_rows=700)
-    model = SASPARegressor(n_bases=20, random_state=0).fit(X, y)
+    model = SASPARegressor(optimize_hyperparameters=False, n_bases=20, random_state=0).fit(X, y)
     score(model, tmp_path / "r.zarr", tmp_path / "s.zarr")
     g, attrs = _read(tmp_path / "s.zarr")
     assert "proba" not in set(g.array_keys())
@@ -111,7 +111,7 @@ def test_resume_refuses_a_different_model(classification, tmp_path):
     tmp, X, y, model = classification
     score(model, tmp / "d.zarr", tmp_path / "s.zarr")
     zarr.open_group(str(tmp_path / "s.zarr"), mode="r+").attrs["complete"] = False
-    other = SASPAClassifier(n_bases=8, random_state=1).fit(X[:500], y[:500])
+    other = SASPAClassifier(optimize_hyperparameters=False, n_bases=8, random_state=1).fit(X[:500], y[:500])
     with pytest.raises(StoreError, match="different model_fingerprint"):
         score(other, tmp / "d.zarr", tmp_path / "s.zarr")
 

@@ -141,7 +141,7 @@ def test_model_round_trip(tmp_path, Estimator, likelihood):
 
 def test_model_store_errors(tmp_path):
     X = np.random.default_rng(2).normal(size=(60, 2))
-    model = SASPAClassifier(n_bases=5, random_state=0).fit(X, X[:, 0] > 0)
+    model = SASPAClassifier(optimize_hyperparameters=False, n_bases=5, random_state=0).fit(X, X[:, 0] > 0)
     model.save(tmp_path / "m.zarr")
     with pytest.raises(StoreError, match="exists; pass overwrite"):
         model.save(tmp_path / "m.zarr")

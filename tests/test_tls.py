@@ -57,7 +57,7 @@ def test_tls_cluster_accepts_only_certified_clients(tmp_path):
         X, y = synthetic_two_class(3_000, 3, seed=0)
         np.save(tmp_path / "d.npy", np.column_stack([X, y]))
         ingest(tmp_path / "d.npy", tmp_path / "d.zarr", chunk_rows=1_000)
-        model = SASPAClassifier(n_bases=8, random_state=0).fit(X, y)
+        model = SASPAClassifier(optimize_hyperparameters=False, n_bases=8, random_state=0).fit(X, y)
         model.save(tmp_path / "m.zarr")
         tls_args = [arg for key, value in good.items() for arg in (f"--{key}", value)]
         res = _saspa("evaluate", tmp_path / "m.zarr", tmp_path / "d.zarr", "--json",
