@@ -226,3 +226,23 @@ def test_estimator_accepts_zarr_arrays(scheduler, store):
     bad[[5, 17, 18]] = np.nan
     with Client(scheduler, timeout=30), pytest.raises(ValueError, match="NaN or infinity in 3 rows"):
         SASPAClassifier(optimize_hyperparameters=False, n_bases=4).fit(da.from_array(bad, chunks=(5000, 5)), da.from_array(y))
+
+
+WAVEFORM = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "waveform.csv"
+
+
+@pytest.mark.skipif(not WAVEFORM.exists(), reason=f"dataset not found at {WAVEFORM}")
+def test_multiclass_hyperparameter_learning_on_the_cluster_equals_in_memory(scheduler):
+    """One-vs-rest on shared blocks and evidence maximisation, on real workers: the
+    same optimiser path (same evidence, same probabilities) as in memory."""
+    data = np.loadtxt(WAVEFORM, delimiter=",", skiprows=1, max_rows=800)
+    X, y = data[:, :-1], data[:, -1].astype(int)
+    params = dict(n_bases=12, blur="spherical", random_state=0, max_hyper_iter=4)
+    local = SASPAClassifier(**params).fit(X, y)
+    with Client(scheduler):
+        Xd, yd = da.from_array(X, chunks=(200, -1)), da.from_array(y, chunks=200)
+        remote = SASPAClassifier(**{**params, "bases": local.bases_}).fit(Xd, yd)
+        proba = remote.predict_proba(Xd).compute()
+    assert remote.log_evidence_ == pytest.approx(local.log_evidence_, rel=1e-10)
+    assert len(remote.hyperparameter_trace_) == len(local.hyperparameter_trace_)
+    np.testing.assert_allclose(proba, local.predict_proba(X), atol=1e-10)
