@@ -51,3 +51,35 @@ def test_demo_on_csv_and_clear_errors(tmp_path):
     ragged.write_text("a,b,label\n1,2,x\n3,y\n")
     res = _saspa("demo", "--csv", str(ragged))
     assert res.returncode != 0 and "ragged.csv:3: 2 fields, the header has 3" in res.stderr
+
+
+def test_train_poisson_with_learnt_hyperparameters(tmp_path):
+    """saspa train --likelihood poisson --optimize-hyperparameters on the embedded
+    cluster: the trace reaches the model store, scoring writes the expected counts."""
+    import zarr
+
+    from saspa_dask import load_model
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(3000, 2))
+    rate = np.exp(1.0 + np.sin(1.5 * X[:, 0]))
+    np.save(tmp_path / "counts.npy", np.column_stack([X, rng.poisson(rate)]))
+    data, model, scores = tmp_path / "d.zarr", tmp_path / "m.zarr", tmp_path / "s.zarr"
+    assert _saspa("ingest", str(tmp_path / "counts.npy"), "--out", str(data),
+                  "--chunk-rows", "1000").returncode == 0
+    res = _saspa("train", str(data), "--out", str(model), "--task", "regression",
+                 "--likelihood", "poisson", "--bases", "12", "--optimize-hyperparameters",
+                 "--max-hyper-iter", "8", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    info = json.loads(_saspa("info", str(model), "--json").stdout)
+    trace = info["hyperparameters"]["log_evidence_per_iteration"]
+    assert info["hyperparameters"]["optimized"] and len(trace) >= 2 and trace[-1] > trace[0]
+    assert info["likelihood"]["name"] == "poisson"
+    res = _saspa("score", str(model), str(data), "--out", str(scores), "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    expected = zarr.open_group(str(scores), mode="r")["rate"][...]
+    np.testing.assert_allclose(expected, load_model(model).predict(X), rtol=1e-10)
+    assert np.mean(np.abs(expected - rate) / rate) < 0.08
+    res = _saspa("train", str(data), "--out", str(tmp_path / "x.zarr"), "--likelihood",
+                 "poisson")
+    assert res.returncode != 0 and "not a classification likelihood" in res.stderr
