@@ -7,7 +7,7 @@ from scipy.optimize import minimize
 
 from saspa_dask import Basis, SASPARegressor, SASPAClassifier
 from saspa_dask.bases import kmeans_bases
-from saspa_dask.ep import EPSettings, InMemoryEngine, Posterior, _evidence
+from saspa_dask.ep import EPSettings, Posterior, _evidence
 from saspa_dask.hyper import Hyperparameters, gradient_vector
 from saspa_dask.kernels import blur_covariances
 from saspa_dask.likelihoods import Gaussian, Probit, Step, StudentT
