@@ -261,9 +261,8 @@ class _SASPABase(BaseEstimator):
         def total(name):
             return sum(getattr(r, name) for r in results)
 
-        stack = (lambda a: a[0]) if len(results) == 1 else np.stack
-        self.sites_tau_ = stack([r.tau for r in results])
-        self.sites_nu_ = stack([r.nu for r in results])
+        self.sites_tau_ = _stack_sites([r.tau for r in results])
+        self.sites_nu_ = _stack_sites([r.nu for r in results])
         self.n_sweeps_ = max(r.n_sweeps for r in results)
         self.converged_ = all(r.converged for r in results)
         self.log_evidence_ = float(total("log_evidence"))
@@ -286,9 +285,6 @@ class _SASPABase(BaseEstimator):
             self.alpha_, self.beta_ = alphas[0], betas[0]
         else:
             self.alpha_, self.beta_ = np.stack(alphas), np.stack(betas)
-
-    def _set_posterior(self, post):
-        self._set_posteriors([post])
 
     def _alpha_beta(self, post):
         """The paper's alpha and beta from a whitened posterior."""
