@@ -360,10 +360,12 @@ class DaskEngine:
         If given, the targets ``y`` hold class codes and this engine fits the binary
         problem "code == label" (+1) against the rest (-1); the relabelling happens
         inside each chunk task, so the blocks stay shared.
+    projected_only : bool
+        DTC-EP blocks (no residual variances).
     """
 
     def __init__(self, X, y, bases, lengthscale, signal_variance, L, sites_path, *,
-                 cache="memory", sites=None, blocks=None, label=None):
+                 cache="memory", sites=None, blocks=None, label=None, projected_only=False):
         if cache not in ("memory", "none"):
             raise ValueError(f"cache must be 'memory' or 'none', got {cache!r}")
         self.X, self.y = row_chunked(X, y)
@@ -396,7 +398,7 @@ class DaskEngine:
 
         def build(i):
             return delayed(make_block)(self._x_parts[i], y_parts[i], *args, signal_variance,
-                                       L_d)
+                                       L_d, projected_only)
 
         if cache == "memory":
             self._blocks = _persist_balanced(build, len(self._x_parts))

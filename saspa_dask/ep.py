@@ -100,11 +100,15 @@ class Block:
         Residual (FITC) variances s2 - |phi_i|^2, clipped at 0.
     y : ndarray of shape (n,)
         Targets (regression) or labels in {-1, +1}.
+    projected_only : bool
+        DTC: the likelihood sees phi_i^T v only; ``lam`` is zero and does not vary
+        with the hyperparameters.
     """
 
     phi: np.ndarray
     lam: np.ndarray
     y: np.ndarray
+    projected_only: bool = False
 
     def __sizeof__(self):
         # Dask sizes task results with sys.getsizeof: without this a block would count
@@ -118,11 +122,15 @@ def relabel_block(block, label):
 
     phi and lam are shared, not copied: one-vs-rest classes reuse one kernel block.
     """
-    return Block(block.phi, block.lam, np.where(block.y == label, 1.0, -1.0))
+    return Block(block.phi, block.lam, np.where(block.y == label, 1.0, -1.0),
+                 block.projected_only)
 
 
-def make_block(X, y, means, covs, lengthscale, signal_variance, L):
+def make_block(X, y, means, covs, lengthscale, signal_variance, L, projected_only=False):
     """Whitened block for rows X: Kt (n x M), then phi = (L^{-1} Kt^T)^T and lam.
+
+    With ``projected_only`` (DTC) the residual variances are checked, then set to 0:
+    the likelihood sees the projection phi^T v only.
 
     Raises
     ------
@@ -142,7 +150,8 @@ def make_block(X, y, means, covs, lengthscale, signal_variance, L):
             f"residual variance {worst:.3g} < 0 beyond round-off "
             f"(signal variance {signal_variance:.3g}): bases or kernel are inconsistent"
         )
-    return Block(phi, np.maximum(lam, 0.0), np.asarray(y, float))
+    lam = np.zeros_like(lam) if projected_only else np.maximum(lam, 0.0)
+    return Block(phi, lam, np.asarray(y, float), projected_only)
 
 
 @dataclass
@@ -480,7 +489,7 @@ def _sub_blocks(block, *arrays):
     n = block.y.shape[0]
     for start in range(0, max(n, 1), _SUB_ROWS):
         rows = slice(start, min(start + _SUB_ROWS, n))
-        sub = Block(block.phi[rows], block.lam[rows], block.y[rows])
+        sub = Block(block.phi[rows], block.lam[rows], block.y[rows], block.projected_only)
         yield sub, rows, [a[rows] for a in arrays]
 
 

@@ -195,6 +195,8 @@ class _SASPABase(BaseEstimator):
             raise ValueError("optimize_hyperparameters must be True or False, got "
                              f"{self.optimize_hyperparameters!r}")
         _check_number("max_hyper_iter", self.max_hyper_iter, low=1, integer=True)
+        if not isinstance(self.dtc, (bool, np.bool_)):
+            raise ValueError(f"dtc must be True or False, got {self.dtc!r}")
         if not isinstance(self.learn_blur_scale, (bool, np.bool_)):
             raise ValueError(f"learn_blur_scale must be True or False, got "
                              f"{self.learn_blur_scale!r}")
@@ -224,7 +226,8 @@ class _SASPABase(BaseEstimator):
         with _work_dir(is_lazy, self.work_dir) as work_dir:
             trainer = Trainer(X, targets, labels, basis.means, basis.covs, settings,
                               jitter=self.jitter, block_rows=self.block_rows, cache=self.cache,
-                              work_dir=work_dir, callback=callback)
+                              work_dir=work_dir, callback=callback,
+                              projected_only=bool(self.dtc))
             outcome = fit_hyperparameters(
                 trainer, likelihood, start_hyper,
                 optimize_hyperparameters=bool(self.optimize_hyperparameters),
@@ -457,6 +460,11 @@ _SHARED_PARAMS_DOC = """
         Cap on the optimiser's iterations (about 1-2 EP runs each).
     learn_blur_scale : bool, default=False
         Also learn one multiplier of the K-means blur covariances (not for delta).
+    dtc : bool, default=False
+        DTC-EP: the likelihood sees only the projection of f onto the bases (the
+        residual variance s2 - k^T Kh^{-1} k is dropped in training; predictions keep
+        it).  A baseline for comparison; the default keeps the residual (FITC-EP for
+        delta blur, SASPA otherwise).
 """
 
 _SHARED_ATTRS_DOC = """
@@ -558,7 +566,8 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
                  lengthscale=None, signal_variance=None, ep_mode="parallel", damping=None,
                  max_sweeps=100, tol=1e-6, bases=None, jitter=1e-8, block_rows=8192,
                  random_state=None, verbose=0, cache="memory", work_dir=None,
-                 optimize_hyperparameters=True, max_hyper_iter=20, learn_blur_scale=False):
+                 optimize_hyperparameters=True, max_hyper_iter=20, learn_blur_scale=False,
+                 dtc=False):
         self.n_bases = n_bases
         self.blur = blur
         self.likelihood = likelihood
@@ -579,6 +588,7 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
         self.learn_blur_scale = learn_blur_scale
+        self.dtc = dtc
 
     def _likelihood(self):
         if self.likelihood == "probit":
@@ -814,7 +824,8 @@ class SASPARegressor(RegressorMixin, _SASPABase):
                  signal_variance=None, ep_mode="parallel", damping=None, max_sweeps=100,
                  tol=1e-6, bases=None, jitter=1e-8, block_rows=8192, center_y=True,
                  random_state=None, verbose=0, cache="memory", work_dir=None,
-                 optimize_hyperparameters=True, max_hyper_iter=20, learn_blur_scale=False):
+                 optimize_hyperparameters=True, max_hyper_iter=20, learn_blur_scale=False,
+                 dtc=False):
         self.n_bases = n_bases
         self.blur = blur
         self.likelihood = likelihood
@@ -838,6 +849,7 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
         self.learn_blur_scale = learn_blur_scale
+        self.dtc = dtc
 
     def _likelihood_name(self):
         return self.likelihood

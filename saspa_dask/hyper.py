@@ -101,7 +101,8 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
         m, s = phi @ mu, np.einsum("ji,ji->i", W, W)
         mc, sc, valid = cavities(m, s, t, n)
         log_z, a, c = likelihood.tilted(y, mc, sc + lam)
-        g = 0.5 * (a * a - c)
+        # d log Z_i / d lam_i (heat equation); DTC's lam is fixed at 0, so it drops
+        g = 0.5 * (a * a - c) if not block.projected_only else np.zeros_like(a)
         sigma_phi = solve_triangular(R, W, lower=True, trans="T", check_finite=False)
         G = np.outer(n - t * m, mu) - t[:, None] * sigma_phi.T - 2.0 * g[:, None] * phi
         Bt = solve_triangular(L, G.T, lower=True, trans="T", check_finite=False).T

@@ -62,15 +62,18 @@ class Trainer:
         Dask inputs only (see :class:`saspa_dask.distributed.DaskEngine`).
     callback : callable, optional
         Called with every EP sweep record (plus ``problem``).
+    projected_only : bool
+        DTC-EP: the likelihood sees the projection only (no residual variance).
     """
 
     def __init__(self, X, y, labels, means, base_covs, settings, *, jitter, block_rows,
-                 cache="memory", work_dir=None, callback=None):
+                 cache="memory", work_dir=None, callback=None, projected_only=False):
         self.X, self.y, self.labels = X, y, labels
         self.means, self.base_covs = means, base_covs
         self.settings, self.jitter = settings, jitter
         self.block_rows, self.cache, self.work_dir = block_rows, cache, work_dir
         self.callback = callback
+        self.projected_only = bool(projected_only)
         self.is_lazy = dist.is_lazy(X)
         self.full_blur = bool(np.any(base_covs * (1.0 - np.eye(base_covs.shape[-1]))))
         self.n_problems = 1 if labels is None else len(labels)
@@ -108,7 +111,8 @@ class Trainer:
                 engine = dist.DaskEngine(self.X, self.y, self.basis, hyper.lengthscale,
                                          hyper.signal_variance, self.L,
                                          self.work_dir / f"problem-{k}", cache=self.cache,
-                                         sites=warm, blocks=blocks, label=label)
+                                         sites=warm, blocks=blocks, label=label,
+                                         projected_only=self.projected_only)
                 blocks = engine.blocks
                 engines.append(engine)
         self._engines = engines
@@ -117,7 +121,8 @@ class Trainer:
         for start in range(0, self.X.shape[0], self.block_rows):
             stop = start + self.block_rows
             yield make_block(self.X[start:stop], self.y[start:stop], self.basis.means,
-                             self.basis.covs, hyper.lengthscale, hyper.signal_variance, self.L)
+                             self.basis.covs, hyper.lengthscale, hyper.signal_variance, self.L,
+                             self.projected_only)
 
     # -- EP and the gradient ---------------------------------------------------------
 

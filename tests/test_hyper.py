@@ -13,7 +13,9 @@ from saspa_dask.kernels import blur_covariances
 from saspa_dask.likelihoods import Gaussian, Probit, Step, StudentT
 from saspa_dask.training import Trainer
 
-from reference import fitc_regression
+from scipy.stats import multivariate_normal
+
+from reference import fitc_regression, se
 
 
 def _problem(likelihood_name, blur, seed=0, n=240, d=3, M=10):
@@ -44,13 +46,14 @@ def _evidence_at_fixed_sites(trainer, hyper, lik, sites):
     return total
 
 
-@pytest.mark.parametrize("likelihood_name,blur", [("gaussian", "full"), ("probit", "spherical"),
-                                                   ("step", "full"), ("student_t", "diagonal")])
-def test_gradient_matches_finite_differences(likelihood_name, blur):
+@pytest.mark.parametrize("likelihood_name,blur,dtc", [
+    ("gaussian", "full", False), ("probit", "spherical", False), ("step", "full", False),
+    ("student_t", "diagonal", False), ("gaussian", "delta", True), ("probit", "full", True)])
+def test_gradient_matches_finite_differences(likelihood_name, blur, dtc):
     X, y, lik, means, covs = _problem(likelihood_name, blur)
     damping = 0.5 if likelihood_name in ("step", "student_t") else 1.0
     trainer = Trainer(X, y, None, means, covs, EPSettings("parallel", damping, 3000, 1e-12),
-                      jitter=1e-8, block_rows=100)
+                      jitter=1e-8, block_rows=100, projected_only=dtc)
     h0 = Hyperparameters(np.array([1.3, 0.9, 1.7]), 1.4, lik.hyperparameters(), 0.7)
     trainer.build(h0)
     results = trainer.run(lik)
@@ -75,6 +78,33 @@ def test_gradient_matches_finite_differences(likelihood_name, blur):
             reconv.append(trainer.run(li)[0].log_evidence)
         assert grad[k] == pytest.approx((reconv[0] - reconv[1]) / (2 * eps), rel=rtol,
                                         abs=1e-5), k
+
+
+def test_dtc_gaussian_equals_closed_form_dtc():
+    """dtc=True with the Gaussian likelihood is Seeger et al.'s DTC: evidence
+    log N(y | 0, Q + noise I) with Q = Kfu Kuu^-1 Kuf, and the DTC predictive mean."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(150, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=150)
+    Xs = rng.normal(size=(40, 2))
+    Z = X[rng.choice(150, 12, replace=False)]
+    ls, s2, noise, jitter = np.array([0.8, 1.1]), 1.3, 0.05, 1e-8
+    model = SASPARegressor(bases=Basis(Z), blur="delta", lengthscale=ls, signal_variance=s2,
+                           noise_variance=noise, jitter=jitter, optimize_hyperparameters=False,
+                           dtc=True, tol=1e-12).fit(X, y)
+    yc = y - y.mean()
+    Kuu = se(Z, Z, ls, s2) + jitter * s2 * np.eye(12)
+    Kuf = se(Z, X, ls, s2)
+    Q = Kuf.T @ np.linalg.solve(Kuu, Kuf)
+    logml = multivariate_normal(np.zeros(150), Q + noise * np.eye(150)).logpdf(yc)
+    assert model.log_evidence_ == pytest.approx(logml, rel=1e-9)
+    Sigma_inv = Kuu + Kuf @ Kuf.T / noise
+    mean = se(Xs, Z, ls, s2) @ np.linalg.solve(Sigma_inv, Kuf @ yc) / noise + y.mean()
+    np.testing.assert_allclose(model.predict(Xs), mean, rtol=1e-7, atol=1e-9)
+    fitc = SASPARegressor(bases=Basis(Z), blur="delta", lengthscale=ls, signal_variance=s2,
+                          noise_variance=noise, jitter=jitter, optimize_hyperparameters=False,
+                          tol=1e-12).fit(X, y)
+    assert abs(fitc.log_evidence_ - model.log_evidence_) > 1e-3  # the flag does something
 
 
 def test_gaussian_optimum_equals_closed_form_fitc_optimum():
