@@ -653,6 +653,7 @@ def load_model(path):
     from .bases import Basis
     from .ep import Posterior
     from .estimators import SASPAClassifier, SASPARegressor
+    from .exact import FullGPClassifier, FullGPRegressor
 
     path = resolve_model_path(path)
     group, attrs = read_model_attrs(path)
@@ -681,7 +682,8 @@ def load_model(path):
     if arrays["sites_tau"].shape[:-1] != lead:
         raise StoreError(f"{path}: site arrays have shape {arrays['sites_tau'].shape}, "
                          f"expected {K} problem(s)")
-    cls = {"SASPAClassifier": SASPAClassifier, "SASPARegressor": SASPARegressor}.get(
+    cls = {"SASPAClassifier": SASPAClassifier, "SASPARegressor": SASPARegressor,
+           "FullGPClassifier": FullGPClassifier, "FullGPRegressor": FullGPRegressor}.get(
         attrs.get("estimator"))
     if cls is None:
         raise StoreError(f"{path}: unknown estimator {attrs.get('estimator')!r}")

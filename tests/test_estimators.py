@@ -7,7 +7,8 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from saspa_dask import Basis, EPConvergenceWarning, SASPAClassifier, SASPARegressor
+from saspa_dask import (Basis, EPConvergenceWarning, FullGPClassifier, FullGPRegressor,
+                        SASPAClassifier, SASPARegressor)
 from saspa_dask.kernels import BLUR_FAMILIES
 
 
@@ -19,7 +20,10 @@ def _expected_failures(estimator):
 
 @parametrize_with_checks(
     # defaults: hyperparameter learning on
-    [SASPAClassifier(n_bases=5, random_state=0), SASPARegressor(n_bases=5, random_state=0)],
+    [SASPAClassifier(n_bases=5, random_state=0), SASPARegressor(n_bases=5, random_state=0),
+     # the full GP: API checks only (its learning is the tested SASPA code, test_exact)
+     FullGPClassifier(optimize_hyperparameters=False),
+     FullGPRegressor(optimize_hyperparameters=False)],
     expected_failed_checks=_expected_failures,
 )
 def test_sklearn_compatible(estimator, check):

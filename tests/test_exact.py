@@ -1,0 +1,83 @@
+"""The package's full-GP EP against the independent dense EP of tests/reference.py
+(R&W Algorithm 3.5, written in function space) and closed-form GP regression."""
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from saspa_dask import FullGPClassifier, FullGPRegressor, load_model
+from saspa_dask.ep import EPConvergenceWarning  # noqa: F401  (warnings are errors below)
+
+from reference import full_gp_ep, full_gp_predict, probit_tilted, se
+
+
+def _two_class(n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] + 0.4 * rng.normal(size=n) > 0, 1, 0)
+    return X, y
+
+
+@pytest.mark.filterwarnings("error")
+def test_full_gp_classifier_equals_reference_dense_ep():
+    X, y = _two_class(70, 0)
+    Xs = np.random.default_rng(1).normal(size=(30, 2))
+    ls, s2, jitter = np.array([0.9, 1.4]), 2.0, 1e-9
+    model = FullGPClassifier(lengthscale=ls, signal_variance=s2, jitter=jitter, tol=1e-12,
+                             max_sweeps=500, optimize_hyperparameters=False).fit(X, y)
+    K = se(X, X, ls, s2) + jitter * s2 * np.eye(70)
+    tau, nu, mu, Sigma, log_z = full_gp_ep(K, np.where(y == 1, 1.0, -1.0), probit_tilted)
+    assert model.log_evidence_ == pytest.approx(log_z, rel=1e-7)
+    np.testing.assert_allclose(model.sites_tau_, tau, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(model.sites_nu_, nu, rtol=1e-5, atol=1e-8)
+    mean, var = model.predict_latent(Xs)
+    ref_mean, ref_var = full_gp_predict(K, se(X, Xs, ls, s2), np.full(30, s2), mu, Sigma)
+    # the reference solves with K (condition ~1e9 at this jitter): ~1e-6 round-off
+    np.testing.assert_allclose(mean, ref_mean, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(var, ref_var, rtol=1e-5, atol=1e-5)
+    assert model.bases_.n_bases == 70 and model.jitter_ == pytest.approx(jitter * s2)
+
+
+def test_full_gp_regressor_is_exact_gp_regression_at_its_learnt_optimum():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, size=(60, 1))
+    y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=60)
+    Xs = np.linspace(-3, 3, 25)[:, None]
+    model = FullGPRegressor(jitter=1e-10, tol=1e-12).fit(X, y)
+    ls, s2, noise = model.lengthscale_, model.signal_variance_, model.noise_variance_
+    yc = y - y.mean()
+    C = se(X, X, ls, s2) + (noise + 1e-10 * s2) * np.eye(60)
+    assert model.log_evidence_ == pytest.approx(
+        multivariate_normal(np.zeros(60), C).logpdf(yc), rel=1e-8)
+    Ks = se(X, Xs, ls, s2)
+    np.testing.assert_allclose(model.predict(Xs), Ks.T @ np.linalg.solve(C, yc) + y.mean(),
+                               rtol=1e-6, atol=1e-8)
+    # the optimum: the closed-form log marginal likelihood is not higher nearby
+    def logml(ls_, s2_, noise_):
+        Cn = se(X, X, ls_, s2_) + (noise_ + 1e-10 * s2_) * np.eye(60)
+        return multivariate_normal(np.zeros(60), Cn).logpdf(yc)
+    best = logml(ls, s2, noise)
+    for f in (0.9, 1.1):
+        assert logml(ls * f, s2, noise) <= best + 1e-6
+        assert logml(ls, s2 * f, noise) <= best + 1e-6
+        assert logml(ls, s2, noise * f) <= best + 1e-6
+
+
+def test_full_gp_refuses_lazy_or_too_large_input(tmp_path):
+    import dask.array as da
+
+    X, y = _two_class(50, 2)
+    with pytest.raises(ValueError, match="max_samples=40"):
+        FullGPClassifier(max_samples=40).fit(X, y)
+    with pytest.raises(ValueError, match="dense method"):
+        FullGPClassifier().fit(da.from_array(X, chunks=25), da.from_array(y, chunks=25))
+    assert not hasattr(FullGPClassifier(), "partial_fit")
+
+
+def test_full_gp_model_round_trips_through_the_store(tmp_path):
+    X, y = _two_class(60, 5)
+    model = FullGPClassifier(max_hyper_iter=5).fit(X, y)
+    model.save(tmp_path / "m.zarr")
+    loaded = load_model(tmp_path / "m.zarr")
+    assert type(loaded) is FullGPClassifier
+    np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
