@@ -49,6 +49,15 @@ _NEGATIVE_RESIDUAL_TOLERANCE = 1e-6
 _MIN_UPDATE_DENOMINATOR = 1e-10
 _MAX_JITTER = 1e-2
 _MAX_DAMPING_HALVINGS = 20
+# Stall rule: when the best site change has not improved by a factor _STALL_GAIN for
+# _STALL_SWEEPS sweeps while staying within _STALL_BAND of it (EP caught in a cycle, typically of period 2 with a large signal
+# variance), the damping is halved, down to _MIN_DAMPING.  Plain linear convergence
+# slower than 0.9 in 4 sweeps is also damped: it would need hundreds of sweeps anyway.
+# Each reduction is counted and reported.
+_STALL_SWEEPS = 4
+_STALL_GAIN = 0.9
+_STALL_BAND = 4.0
+_MIN_DAMPING = 1.0 / 64
 
 
 class EPConvergenceWarning(UserWarning):
@@ -245,7 +254,8 @@ class EPResult:
     cavity (or tilted site) was invalid; if any row's cavity is invalid at the final
     posterior the evidence is NaN (it is undefined there).
     ``n_skipped_updates`` counts sequential rank-one updates rejected because they
-    would have made P singular.
+    would have made P singular.  ``n_damping_reductions`` counts the stall rule's
+    halvings of the damping (module constants); ``damping`` is the value at the end.
     """
 
     posterior: Posterior
@@ -258,6 +268,8 @@ class EPResult:
     n_skipped_updates: int
     n_damping_halvings: int
     history: list = field(default_factory=list)
+    n_damping_reductions: int = 0
+    damping: float = 1.0
 
 
 # ----------------------------------------------------------------------------------
@@ -678,10 +690,12 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
     history = []
     converged = False
     final = None
+    damping, reductions = settings.damping, 0
+    best_change, since_best = np.inf, 0
     for sweep in range(1, settings.max_sweeps + 1):
         start = time.perf_counter()
         if settings.mode == "parallel":
-            summary = engine.parallel_pass(posterior, likelihood, settings.damping, s2)
+            summary = engine.parallel_pass(posterior, likelihood, damping, s2)
             # This pass evaluated the posterior left by the previous sweep.
             evidence = _evidence(posterior, summary.evidence_terms)
             if history:
@@ -694,14 +708,14 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
                 posterior, A, b, halvings = _accept(engine, summary.A, summary.b, A, b)
                 engine.commit()
         else:
-            summary = engine.sequential_pass(posterior, likelihood, settings.damping, s2)
+            summary = engine.sequential_pass(posterior, likelihood, damping, s2)
             # Refresh from all sites: repeated rank-one updates drift (LESSONS.md, GPML).
             posterior, A, b, halvings = _accept(engine, summary.A, summary.b, A, b)
             engine.commit()
             converged = summary.change < settings.tol
         record = {"sweep": sweep, "change": summary.change, "n_invalid": summary.n_invalid,
                   "n_skipped": summary.n_skipped, "damping_halvings": halvings,
-                  "seconds": time.perf_counter() - start}
+                  "damping": damping, "seconds": time.perf_counter() - start}
         if settings.mode == "parallel":
             # the evidence of the posterior this sweep started from (free in this mode)
             record["log_evidence_start"] = evidence
@@ -710,6 +724,14 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
             callback(record)
         if converged:
             break
+        if summary.change < _STALL_GAIN * best_change:
+            best_change, since_best = summary.change, 0
+        elif summary.change > _STALL_BAND * best_change:
+            since_best = 0  # a transient far above the best so far, not a cycle
+        else:
+            since_best += 1
+        if since_best >= _STALL_SWEEPS and damping > _MIN_DAMPING:
+            damping, since_best, reductions = max(0.5 * damping, _MIN_DAMPING), 0, reductions + 1
 
     if final is None:
         final = _evidence(posterior, engine.evaluate(posterior, likelihood).evidence_terms)
@@ -719,7 +741,8 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
         warnings.warn(
             f"EP did not converge in {settings.max_sweeps} sweeps "
             f"(last undamped site change {history[-1]['change']:.3g} >= tol {settings.tol:g}); "
-            "raise max_sweeps or lower damping",
+            f"raise max_sweeps or lower damping (damping ended at {damping:g} after "
+            f"{reductions} stall reduction(s))",
             EPConvergenceWarning,
             stacklevel=2,
         )
@@ -735,4 +758,6 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
         n_skipped_updates=sum(r["n_skipped"] for r in history),
         n_damping_halvings=sum(r["damping_halvings"] for r in history),
         history=history,
+        n_damping_reductions=reductions,
+        damping=damping,
     )

@@ -272,6 +272,7 @@ class _SASPABase(BaseEstimator):
         self.n_invalid_cavities_ = total("n_invalid_cavities")
         self.n_skipped_updates_ = total("n_skipped_updates")
         self.n_damping_halvings_ = total("n_damping_halvings")
+        self.n_damping_reductions_ = total("n_damping_reductions")
         if len(results) == 1:
             self.history_ = results[0].history
         else:
@@ -489,8 +490,11 @@ _SHARED_ATTRS_DOC = """
         Sequential updates rejected because they would make the posterior singular.
     n_damping_halvings_ : int
         Parallel sweeps' damping halvings forced by an indefinite posterior.
+    n_damping_reductions_ : int
+        Times EP halved its damping because the site change stopped improving for
+        4 sweeps (a cycle); each sweep's damping is in ``history_``.
     history_ : list of dict
-        Per sweep: ``sweep``, ``change``, ``n_invalid``, ``log_evidence``, ``seconds``.
+        Per sweep: ``sweep``, ``change``, ``n_invalid``, ``damping``, ``log_evidence``, ``seconds``.
     lengthscale_ : ndarray of shape (n_features,)
     signal_variance_ : float
     jitter_ : float

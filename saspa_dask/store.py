@@ -559,7 +559,8 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
                "tol": model.tol, "n_sweeps": model.n_sweeps_, "converged": bool(model.converged_),
                "n_invalid_cavities": model.n_invalid_cavities_,
                "n_skipped_updates": model.n_skipped_updates_,
-               "n_damping_halvings": model.n_damping_halvings_},
+               "n_damping_halvings": model.n_damping_halvings_,
+               "n_damping_reductions": model.n_damping_reductions_},
         "log_evidence": _jsonable(model.log_evidence_),
         "history": _jsonable(model.history_),
         "n_problems": len(model.posteriors_),
@@ -715,6 +716,7 @@ def load_model(path):
     model.n_invalid_cavities_ = int(ep["n_invalid_cavities"])
     model.n_skipped_updates_ = int(ep["n_skipped_updates"])
     model.n_damping_halvings_ = int(ep["n_damping_halvings"])
+    model.n_damping_reductions_ = int(ep.get("n_damping_reductions", 0))  # format 1
     evidence = attrs["log_evidence"]
     model.log_evidence_ = float("nan") if evidence is None else float(evidence)
     model.history_ = attrs["history"]

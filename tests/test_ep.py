@@ -120,3 +120,34 @@ def test_block_from_empty_rows():
     blk = Block(np.zeros((0, 3)), np.zeros(0), np.zeros(0))
     A, b = block_statistics(blk.phi, np.zeros(0), np.zeros(0))
     assert A.shape == (3, 3) and not A.any() and not b.any()
+
+
+SPAMBASE = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "datasets" / "spambase.csv"
+
+
+@pytest.mark.skipif(not SPAMBASE.exists(), reason=f"dataset {SPAMBASE} not present")
+def test_stall_rule_breaks_a_period_two_cycle_and_keeps_the_fixed_point():
+    """Undamped parallel probit EP on 400 Spambase rows with s2 = 100 cycles with
+    period two (site change 0.40 / 0.64 for ever, measured); the stall rule halves
+    the damping once and EP converges to the fixed point that sequential EP reaches."""
+    from saspa_dask import SASPAClassifier
+
+    data = np.loadtxt(SPAMBASE, delimiter=",", skiprows=1)
+    X, y = np.log1p(data[:, :-1]), data[:, -1].astype(int)
+    X = (X - X.mean(0)) / X.std(0)
+    rows = np.random.default_rng(0).permutation(len(y))[:400]
+    kw = dict(n_bases=32, random_state=0, signal_variance=100.0, lengthscale=3.0,
+              optimize_hyperparameters=False, tol=1e-8, max_sweeps=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        par = SASPAClassifier(**kw).fit(X[rows], y[rows])
+        seq = SASPAClassifier(ep_mode="sequential", **kw).fit(X[rows], y[rows])
+    assert par.n_damping_reductions_ >= 1
+    damped = [r["damping"] for r in par.history_]
+    assert damped[0] == 1.0 and damped[-1] <= 0.5
+    # before the reduction the change was cycling, not converging
+    first = damped.index(damped[-1]) if damped[-1] < 1.0 else len(damped)
+    assert min(r["change"] for r in par.history_[:first]) > 0.1
+    assert par.log_evidence_ == pytest.approx(seq.log_evidence_, rel=1e-8)
+    np.testing.assert_allclose(par.alpha_, seq.alpha_, rtol=1e-5,
+                               atol=1e-6 * np.abs(seq.alpha_).max())

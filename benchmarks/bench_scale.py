@@ -1,0 +1,156 @@
+"""Scaling benchmark: training and scoring time and memory against N (issue 6).
+
+For each N: generate N rows of the synthetic two-class problem (d inputs), ingest them
+into a zarr store, ``saspa train`` (SASPA-full probit, M bases, 2 local workers,
+fixed hyperparameters) and ``saspa score`` the same store, each as its own process
+whose peak RSS (and that of its worker processes) is sampled every 0.2 s.  Reports
+seconds per sweep, sweeps to converge, K-means, end-to-end train and score seconds,
+peak memory per process and the ratio of a sweep to the arithmetic limit 2 N M^2
+flops at the float64 matmul rate measured at the start of the run.
+
+Training uses ``--cache none`` at every N: each sweep rebuilds its chunk's whitened
+block instead of keeping N M floats in worker memory (20 GB at N = 10^7, M = 256), so
+worker memory is bounded by the chunk size and does not grow with N.  The block costs
+about another N M^2 flops a sweep (the triangular solve) plus N M d^2 (the kernel).
+
+    python benchmarks/bench_scale.py                 # N = 10^5, 10^6, 10^7; d = 8, M = 256
+    python benchmarks/bench_scale.py --quick         # N = 2*10^4, 4*10^4; M = 32 (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from bench_train import BIN, matmul_rate, run, run_monitored
+
+HERE = Path(__file__).resolve().parent
+
+
+def _peaks(monitor, proc):
+    workers = [rss / 2**20 for pid, rss in sorted(monitor.peaks.items())
+               if monitor.names.get(pid) == "worker"]
+    return monitor.peaks.get(proc.pid, 0) / 2**20, workers
+
+
+def one_size(work, N, args, rate):
+    """Ingest, train and score N rows; the measured quantities."""
+    chunk_rows = min(args.chunk_rows, max(N // 8, 1000))
+    data_npy, store = work / "data.npy", work / "data.zarr"
+    model, scores = work / "model.zarr", work / "scores.zarr"
+    t = time.perf_counter()
+    run([BIN / "saspa", "make-data", data_npy, "--rows", N, "--features", args.features])
+    run([BIN / "saspa", "ingest", data_npy, "--out", store, "--chunk-rows", chunk_rows,
+         "--overwrite"])
+    ingest = time.perf_counter() - t
+    data_npy.unlink()
+    train_cmd = [BIN / "saspa", "train", store, "--out", model, "--bases", args.bases,
+                 "--blur", "full", "--likelihood", "probit", "--workers", args.workers,
+                 "--cache", "none", "--overwrite"]
+    _, train_s, mon, proc = run_monitored(train_cmd, ok_codes=(0, 3))
+    train_driver, train_workers = _peaks(mon, proc)
+    score_cmd = [BIN / "saspa", "score", model, store, "--out", scores, "--workers",
+                 args.workers, "--overwrite"]
+    _, score_s, mon, proc = run_monitored(score_cmd)
+    score_driver, score_workers = _peaks(mon, proc)
+    attrs = json.loads((model / "zarr.json").read_text())["attributes"]
+    sweeps = [r["seconds"] for r in attrs["history"]]
+    median = float(np.median(sweeps[1:] if len(sweeps) > 1 else sweeps))
+    limit = 2 * N * args.bases**2 / rate
+    row = {"N": N, "chunk_rows": chunk_rows, "sweeps": len(sweeps),
+           "converged": attrs["ep"]["converged"], "median_sweep_s": median,
+           "sweep_ratio_to_limit": median / limit, "kmeans_s": attrs["timings"]["bases"],
+           "ep_s": attrs["timings"]["ep"], "train_s": train_s, "score_s": score_s,
+           "ingest_s": ingest,
+           "train_driver_peak_mib": round(train_driver),
+           "train_worker_peak_mib": [round(w) for w in train_workers],
+           "score_driver_peak_mib": round(score_driver),
+           "score_worker_peak_mib": [round(w) for w in score_workers],
+           "versions": attrs["versions"]}
+    for path in (store, model, scores):
+        shutil.rmtree(path)
+    return row
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    N = np.array([r["N"] for r in rows], float)
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for key, label in (("train_s", "train (end to end)"), ("score_s", "score (end to end)"),
+                       ("median_sweep_s", "one EP sweep")):
+        ax.loglog(N, [r[key] for r in rows], "o-", label=label)
+    ref = N / N[0] * rows[0]["train_s"]
+    ax.loglog(N, ref, "k:", label="linear in N")
+    ax.set_xlabel("training rows N")
+    ax.set_ylabel("seconds")
+    ax.set_title(f"SASPA-full, M = {rows[0]['M']}, d = {rows[0]['d']}, 2 workers")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--rows", default="100000,1000000,10000000")
+    ap.add_argument("--features", type=int, default=8)
+    ap.add_argument("--bases", type=int, default=256)
+    ap.add_argument("--chunk-rows", type=int, default=125_000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="small run for CI")
+    ap.add_argument("--workdir", help="stores go here (default: a temp dir)")
+    ap.add_argument("--plot", default=str(HERE / "figures" / "scale.png"))
+    args = ap.parse_args()
+    sizes = [int(n) for n in args.rows.split(",")]
+    if args.quick:
+        sizes, args.bases = [20_000, 40_000], 32
+    rate = matmul_rate()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="saspa-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for N in sizes:
+        row = one_size(work, N, args, rate)
+        row.update(M=args.bases, d=args.features)
+        rows.append(row)
+        print(f"[bench_scale] N={N}: train {row['train_s']:.1f}s score {row['score_s']:.1f}s",
+              file=sys.stderr, flush=True)
+    report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                         f"{psutil.virtual_memory().total / 2**30:.0f} GiB",
+              "python": platform.python_version(), "matmul_gflops": rate / 1e9,
+              "M": args.bases, "d": args.features, "workers": args.workers,
+              "cache": "none", "rows": rows}
+    if len(rows) > 1:
+        report["train_time_ratio_last_two"] = rows[-1]["train_s"] / rows[-2]["train_s"]
+        report["rows_ratio_last_two"] = rows[-1]["N"] / rows[-2]["N"]
+    if args.plot:
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+        plot(rows, args.plot)
+        report["plot"] = args.plot
+    print(json.dumps(report, indent=2))
+    print("\n| N | sweeps | s/sweep | sweep / limit | K-means s | train s | score s "
+          "| train worker peak MiB | score worker peak MiB | driver peak MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['N']:.0e} | {r['sweeps']} | {r['median_sweep_s']:.3g} | "
+              f"{r['sweep_ratio_to_limit']:.2f} | {r['kmeans_s']:.1f} | {r['train_s']:.1f} | "
+              f"{r['score_s']:.1f} | {r['train_worker_peak_mib']} | "
+              f"{r['score_worker_peak_mib']} | {r['train_driver_peak_mib']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
