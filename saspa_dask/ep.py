@@ -49,14 +49,14 @@ _NEGATIVE_RESIDUAL_TOLERANCE = 1e-6
 _MIN_UPDATE_DENOMINATOR = 1e-10
 _MAX_JITTER = 1e-2
 _MAX_DAMPING_HALVINGS = 20
-# Stall rule: when the best site change has not improved by a factor _STALL_GAIN for
-# _STALL_SWEEPS sweeps while staying within _STALL_BAND of it (EP caught in a cycle, typically of period 2 with a large signal
-# variance), the damping is halved, down to _MIN_DAMPING.  Plain linear convergence
-# slower than 0.9 in 4 sweeps is also damped: it would need hundreds of sweeps anyway.
-# Each reduction is counted and reported.
-_STALL_SWEEPS = 4
-_STALL_GAIN = 0.9
-_STALL_BAND = 4.0
+# Cycle rule: EP caught in a cycle (typically of period two, with a large signal
+# variance) shows a site change that alternates up and down without progress.  After
+# _CYCLE_SWEEPS consecutive alternating sweeps in which the best change did not improve
+# by a factor _CYCLE_GAIN, the damping is halved (down to _MIN_DAMPING).  A cold
+# start's transient, where the change drifts without alternating, is left alone:
+# damping it would slow the tail.  Each reduction is counted and reported.
+_CYCLE_SWEEPS = 4
+_CYCLE_GAIN = 0.9
 _MIN_DAMPING = 1.0 / 64
 
 
@@ -254,7 +254,7 @@ class EPResult:
     cavity (or tilted site) was invalid; if any row's cavity is invalid at the final
     posterior the evidence is NaN (it is undefined there).
     ``n_skipped_updates`` counts sequential rank-one updates rejected because they
-    would have made P singular.  ``n_damping_reductions`` counts the stall rule's
+    would have made P singular.  ``n_damping_reductions`` counts the cycle rule's
     halvings of the damping (module constants); ``damping`` is the value at the end.
     """
 
@@ -691,7 +691,7 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
     converged = False
     final = None
     damping, reductions = settings.damping, 0
-    best_change, since_best = np.inf, 0
+    best_change, in_cycle, changes = np.inf, 0, []
     for sweep in range(1, settings.max_sweeps + 1):
         start = time.perf_counter()
         if settings.mode == "parallel":
@@ -724,14 +724,16 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
             callback(record)
         if converged:
             break
-        if summary.change < _STALL_GAIN * best_change:
-            best_change, since_best = summary.change, 0
-        elif summary.change > _STALL_BAND * best_change:
-            since_best = 0  # a transient far above the best so far, not a cycle
+        changes.append(summary.change)
+        if summary.change < _CYCLE_GAIN * best_change:
+            best_change, in_cycle = summary.change, 0
+        elif len(changes) >= 3 and ((changes[-1] - changes[-2]) * (changes[-2] - changes[-3])
+                                    < 0):
+            in_cycle += 1
         else:
-            since_best += 1
-        if since_best >= _STALL_SWEEPS and damping > _MIN_DAMPING:
-            damping, since_best, reductions = max(0.5 * damping, _MIN_DAMPING), 0, reductions + 1
+            in_cycle = 0
+        if in_cycle >= _CYCLE_SWEEPS and damping > _MIN_DAMPING:
+            damping, in_cycle, reductions = max(0.5 * damping, _MIN_DAMPING), 0, reductions + 1
 
     if final is None:
         final = _evidence(posterior, engine.evaluate(posterior, likelihood).evidence_terms)
@@ -742,7 +744,7 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
             f"EP did not converge in {settings.max_sweeps} sweeps "
             f"(last undamped site change {history[-1]['change']:.3g} >= tol {settings.tol:g}); "
             f"raise max_sweeps or lower damping (damping ended at {damping:g} after "
-            f"{reductions} stall reduction(s))",
+            f"{reductions} cycle reduction(s))",
             EPConvergenceWarning,
             stacklevel=2,
         )

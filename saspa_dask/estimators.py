@@ -491,8 +491,9 @@ _SHARED_ATTRS_DOC = """
     n_damping_halvings_ : int
         Parallel sweeps' damping halvings forced by an indefinite posterior.
     n_damping_reductions_ : int
-        Times EP halved its damping because the site change stopped improving for
-        4 sweeps (a cycle); each sweep's damping is in ``history_``.
+        Times EP halved its damping because the site change was cycling (alternating
+        up and down for 4 sweeps without progress); each sweep's damping is in
+        ``history_``.
     history_ : list of dict
         Per sweep: ``sweep``, ``change``, ``n_invalid``, ``damping``, ``log_evidence``, ``seconds``.
     lengthscale_ : ndarray of shape (n_features,)

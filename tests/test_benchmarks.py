@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -37,3 +39,50 @@ def test_bench_score_quick(tmp_path):
     assert report["N"] == 100_000 and len(report["worker_peak_rss_mib"]) == 2
     assert "100000 rows, 5 of 5 chunks written this run" in report["cli_output"]
     assert report["ratio_to_limit"] > 1
+
+
+def _report(path):
+    return json.loads(Path(path).read_text())
+
+
+def test_bench_paper_quick(tmp_path):
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_paper.py"),
+                          "--quick", "--jobs", "2", "--outdir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    report = _report(tmp_path / "results" / "paper-quick.json")
+    circle = {r["method"]: r for r in report["circle"]["rows"]}
+    # four bases on a circle: blurring brings the sparse mean closer to the full GP's
+    assert circle["SASPA-full"]["rms_mean_diff"] < circle["FITC (delta)"]["rms_mean_diff"]
+    table = {r["method"]: r for r in report["twoclass"]["table"]}
+    assert table["full GP"]["kl_mean"] == 0.0
+    assert all(table[m]["kl_mean"] > 0 for m in table if m != "full GP")
+    assert 0 <= table["SASPA-full"]["error_mean"] < 0.5
+    ion = [r for r in report["uci"]["ionosphere"]["summary"] if r["method"] == "SASPA-full"]
+    assert ion and all(r["error_mean"] < 0.3 for r in ion)
+    for name in ("circle", "twoclass", "ionosphere", "spambase"):
+        assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 1000
+
+
+def test_bench_peers_quick(tmp_path):
+    pytest.importorskip("GPy", reason="bench extra (GPy) not installed")
+    pytest.importorskip("gpytorch", reason="bench extra (gpytorch) not installed")
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_peers.py"),
+                          "--quick", "--outdir", str(tmp_path)], capture_output=True,
+                         text=True, timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    report = _report(tmp_path / "results" / "peers-quick.json")
+    methods = {r["method"] for r in report["uci"]["summary"]}
+    assert {"SASPA-full", "GPy sparse EP (EP-DTC)", "GPyTorch SVGP",
+            "sklearn GPC (Laplace, full GP)", "logistic regression"} <= methods
+    assert all(0 <= r["error_mean"] < 0.5 for r in report["uci"]["summary"])
+    assert report["ep_speed"][0]["speedup"] > 1
+    assert len(report["large"]["svgp_curve"]) == 3
+
+
+def test_bench_scale_quick(tmp_path):
+    report = _quick("bench_scale.py", "\n| N |", "--workdir", str(tmp_path), "--plot",
+                    str(tmp_path / "scale.png"))
+    assert [r["N"] for r in report["rows"]] == [20_000, 40_000]
+    assert all(r["converged"] and len(r["train_worker_peak_mib"]) == 2 for r in report["rows"])
+    assert (tmp_path / "scale.png").stat().st_size > 1000

@@ -126,9 +126,9 @@ SPAMBASE = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" 
 
 
 @pytest.mark.skipif(not SPAMBASE.exists(), reason=f"dataset {SPAMBASE} not present")
-def test_stall_rule_breaks_a_period_two_cycle_and_keeps_the_fixed_point():
+def test_cycle_rule_breaks_a_period_two_cycle_and_keeps_the_fixed_point():
     """Undamped parallel probit EP on 400 Spambase rows with s2 = 100 cycles with
-    period two (site change 0.40 / 0.64 for ever, measured); the stall rule halves
+    period two (site change 0.40 / 0.64 for ever, measured); the cycle rule halves
     the damping once and EP converges to the fixed point that sequential EP reaches."""
     from saspa_dask import SASPAClassifier
 

@@ -1,0 +1,373 @@
+"""The SASPA paper's experiments, reproduced (issue 6).
+
+(a) circle  Regression toy: 100 points on a noisy circle, 4 K-means bases.  The full GP
+            learns the hyperparameters; FITC (delta), SASPA-spherical and SASPA-full
+            use the same ones.  Heat maps of predictive mean and standard deviation
+            (figures/circle.png) and their RMS difference from the full GP's.
+(b) twoclass  20 random 2-D two-class problems (each class a Gaussian with its own
+            full covariance), 200 training / 2000 test points.  The full-GP EP learns
+            the hyperparameters; every sparse method uses them and the same K-means
+            bases.  Test error and the paper's KL, sum over test points of
+            KL(p_full(y|x) || q(y|x)), mean and standard error.
+(c) uci     Ionosphere (20 random splits, 200 train / 151 test) and Spambase (10
+            random splits, 2761 / 1840; log1p, standardised): test error and mean
+            negative log probability against M for SASPA-full, SASPA-spherical and
+            FITC-EP, each learning its own hyperparameters (estimator defaults), and
+            the full-GP EP for reference.
+
+    python benchmarks/bench_paper.py                   # everything (about an hour on 2 cores)
+    python benchmarks/bench_paper.py --only twoclass   # one experiment
+    python benchmarks/bench_paper.py --quick           # small version for CI
+
+Results go to results/paper*.json and figures/*.png; tables are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+import common
+from common import error_and_nlp, ionosphere, machine, mean_se, spambase
+from common import split, versions
+
+SPARSE = {"FITC-EP": dict(blur="delta"), "DTC-EP": dict(blur="delta", dtc=True),
+          "SASPA-spherical": dict(blur="spherical"), "SASPA-full": dict(blur="full")}
+
+
+def _quiet():
+    warnings.simplefilter("ignore")
+
+
+def _limit_threads(jobs):
+    if jobs > 1:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+
+
+# ----------------------------------------------------------------------------------
+# (a) circle
+# ----------------------------------------------------------------------------------
+
+
+def circle(quick):
+    from saspa_dask import FullGPRegressor, SASPARegressor, kmeans_bases
+
+    rng = np.random.default_rng(0)
+    theta = rng.uniform(0, 2 * np.pi, 100)
+    radius = 1.0 + 0.1 * rng.normal(size=100)
+    X = np.column_stack([radius * np.cos(theta), radius * np.sin(theta)])
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=100)
+    full = FullGPRegressor().fit(X, y)
+    hyper = dict(lengthscale=full.lengthscale_, signal_variance=full.signal_variance_,
+                 noise_variance=full.noise_variance_, optimize_hyperparameters=False)
+    basis = kmeans_bases(X, 4, random_state=0)
+    n_grid = 40 if quick else 120
+    g = np.linspace(-1.8, 1.8, n_grid)
+    grid = np.column_stack([a.ravel() for a in np.meshgrid(g, g)])
+    ref_mean, ref_var = full.predict_latent(grid)
+    maps = {"full GP": (ref_mean, np.sqrt(ref_var))}
+    rows = []
+    for name, blur in (("FITC (delta)", "delta"), ("SASPA-spherical", "spherical"),
+                       ("SASPA-full", "full")):
+        model = SASPARegressor(bases=basis, blur=blur, **hyper).fit(X, y)
+        mean, var = model.predict_latent(grid)
+        maps[name] = (mean, np.sqrt(var))
+        rows.append({"method": name,
+                     "rms_mean_diff": float(np.sqrt(np.mean((mean - ref_mean) ** 2))),
+                     "rms_sd_diff": float(np.sqrt(np.mean((np.sqrt(var)
+                                                           - np.sqrt(ref_var)) ** 2))),
+                     "log_evidence": model.log_evidence_})
+    rows.append({"method": "full GP", "rms_mean_diff": 0.0, "rms_sd_diff": 0.0,
+                 "log_evidence": full.log_evidence_})
+    _plot_circle(maps, X, basis, g, common.FIGURES / "circle.png")
+    return {"hyperparameters": {"lengthscale": full.lengthscale_.tolist(),
+                                "signal_variance": full.signal_variance_,
+                                "noise_variance": full.noise_variance_},
+            "rows": rows, "figure": "figures/circle.png"}
+
+
+def _plot_circle(maps, X, basis, g, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(g)
+    fig, axes = plt.subplots(2, len(maps), figsize=(3.2 * len(maps), 6.2), sharex=True,
+                             sharey=True)
+    vmean = max(np.abs(m).max() for m, _ in maps.values())
+    vsd = max(s.max() for _, s in maps.values())
+    for col, (name, (mean, sd)) in enumerate(maps.items()):
+        for row, (values, cmap, vmin, vmax, label) in enumerate(
+                ((mean, "RdBu_r", -vmean, vmean, "mean"), (sd, "viridis", 0, vsd, "sd"))):
+            ax = axes[row, col]
+            im = ax.imshow(values.reshape(n, n), origin="lower", extent=(g[0], g[-1], g[0],
+                           g[-1]), cmap=cmap, vmin=vmin, vmax=vmax)
+            ax.plot(X[:, 0], X[:, 1], "k.", ms=2)
+            if name != "full GP":
+                ax.plot(basis.means[:, 0], basis.means[:, 1], "w*", ms=10, mec="k")
+            ax.set_title(f"{name}: {label}", fontsize=9)
+        fig.colorbar(im, ax=axes[1, :].tolist(), shrink=0.8)
+    fig.colorbar(axes[0, 0].images[0], ax=axes[0, :].tolist(), shrink=0.8)
+    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------
+# (b) synthetic two-class
+# ----------------------------------------------------------------------------------
+
+
+def _two_gaussians(rng, n):
+    means = rng.normal(scale=1.2, size=(2, 2))
+    covs = []
+    for _ in range(2):
+        rot = np.linalg.qr(rng.normal(size=(2, 2)))[0]
+        covs.append(rot @ np.diag(rng.uniform(0.1, 1.5, 2)) @ rot.T)
+    y = rng.integers(0, 2, n)
+    X = np.stack([rng.multivariate_normal(means[k], covs[k]) for k in y])
+    return X, y
+
+
+def _bernoulli_kl(p, q):
+    p, q = (np.clip(a, 1e-12, 1 - 1e-12) for a in (p, q))
+    return p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))
+
+
+def twoclass_one(seed, n_bases, n_test, jobs):
+    _limit_threads(jobs)
+    _quiet()
+    from saspa_dask import FullGPClassifier, SASPAClassifier, kmeans_bases
+
+    rng = np.random.default_rng(1000 + seed)
+    X, y = _two_gaussians(rng, 200 + n_test)
+    Xtr, ytr, Xte, yte = X[:200], y[:200], X[200:], y[200:]
+    full = FullGPClassifier().fit(Xtr, ytr)
+    p_full = full.predict_proba(Xte)[:, 1]
+    out = {"seed": seed, "full GP": {"error": error_and_nlp(p_full, yte)[0], "kl": 0.0}}
+    basis = kmeans_bases(Xtr, n_bases, random_state=seed)
+    for name, kw in SPARSE.items():
+        model = SASPAClassifier(bases=basis, lengthscale=full.lengthscale_,
+                                signal_variance=full.signal_variance_,
+                                optimize_hyperparameters=False, max_sweeps=500, **kw)
+        q = model.fit(Xtr, ytr).predict_proba(Xte)[:, 1]
+        out[name] = {"error": error_and_nlp(q, yte)[0],
+                     "kl": float(_bernoulli_kl(p_full, q).sum()),
+                     "converged": bool(model.converged_)}
+    return out
+
+
+def twoclass(quick, jobs, n_bases):
+    n_sets, n_test = (4, 500) if quick else (20, 2000)
+    with ProcessPoolExecutor(jobs) as pool:
+        runs = list(pool.map(twoclass_one, range(n_sets), [n_bases] * n_sets,
+                             [n_test] * n_sets, [jobs] * n_sets))
+    table = []
+    for name in ["full GP", *SPARSE]:
+        err = mean_se([r[name]["error"] for r in runs])
+        kl = mean_se([r[name]["kl"] for r in runs])
+        table.append({"method": name, "error_mean": err[0], "error_se": err[1],
+                      "kl_mean": kl[0], "kl_se": kl[1]})
+    _plot_twoclass(table, common.FIGURES / "twoclass.png", n_sets, n_bases)
+    return {"n_datasets": n_sets, "n_train": 200, "n_test": n_test, "M": n_bases,
+            "table": table, "runs": runs, "figure": "figures/twoclass.png"}
+
+
+def _plot_twoclass(table, path, n_sets, n_bases):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    names = [r["method"] for r in table]
+    for ax, key, label in ((axes[0], "error", "test error"),
+                           (axes[1], "kl", "sum of KL(p_full || q) over test points")):
+        ax.bar(names, [r[f"{key}_mean"] for r in table],
+               yerr=[r[f"{key}_se"] for r in table], capsize=3, color="tab:blue")
+        ax.set_ylabel(label)
+        ax.tick_params(axis="x", rotation=30, labelsize=8)
+    fig.suptitle(f"Synthetic two-class, {n_sets} datasets, M = {n_bases} (mean ± s.e.)")
+    fig.tight_layout()
+    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------
+# (c) Ionosphere and Spambase against M
+# ----------------------------------------------------------------------------------
+
+UCI_METHODS = {"SASPA-full": dict(blur="full"), "SASPA-spherical": dict(blur="spherical"),
+               "FITC-EP": dict(blur="delta")}
+
+
+def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs):
+    _limit_threads(jobs)
+    _quiet()
+    from saspa_dask import FullGPClassifier, SASPAClassifier
+
+    X, y = spambase() if dataset == "spambase" else ionosphere()
+    Xtr, ytr, Xte, yte = split(X, y, n_train, seed, n_test)
+    rows = []
+    for M in bases_list:
+        for name, kw in UCI_METHODS.items():
+            start = time.perf_counter()
+            model = SASPAClassifier(n_bases=M, random_state=seed, **kw).fit(Xtr, ytr)
+            seconds = time.perf_counter() - start
+            err, nlp = error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
+            rows.append({"dataset": dataset, "split": seed, "method": name, "M": M,
+                         "error": err, "nlp": nlp, "fit_s": seconds,
+                         "converged": bool(model.converged_)})
+    if with_full:
+        start = time.perf_counter()
+        model = FullGPClassifier().fit(Xtr, ytr)
+        seconds = time.perf_counter() - start
+        err, nlp = error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
+        rows.append({"dataset": dataset, "split": seed, "method": "full GP", "M": n_train,
+                     "error": err, "nlp": nlp, "fit_s": seconds,
+                     "converged": bool(model.converged_)})
+    print(f"[bench_paper] {dataset} split {seed} done", file=sys.stderr, flush=True)
+    return rows
+
+
+def uci(quick, jobs, full_gp_splits):
+    if quick:
+        plans = [("ionosphere", 2, 200, None, [4, 16], 2),
+                 ("spambase", 1, 500, 500, [8], 0)]
+    else:
+        plans = [("ionosphere", 20, 200, None, [4, 8, 16, 32, 64, 128], 20),
+                 ("spambase", 10, 2761, 1840, [4, 8, 16, 32, 64, 128], full_gp_splits)]
+    out = {}
+    for dataset, n_splits, n_train, n_test, bases_list, n_full in plans:
+        args = [(dataset, s, n_train, n_test, bases_list, s < n_full, jobs)
+                for s in range(n_splits)]
+        with ProcessPoolExecutor(jobs) as pool:
+            rows = [r for part in pool.map(uci_one, *zip(*args)) for r in part]
+        summary = []
+        for method in [*UCI_METHODS, "full GP"]:
+            for M in sorted({r["M"] for r in rows if r["method"] == method}):
+                sel = [r for r in rows if r["method"] == method and r["M"] == M]
+                err, nlp = mean_se([r["error"] for r in sel]), mean_se([r["nlp"] for r in sel])
+                summary.append({"method": method, "M": M, "n_splits": len(sel),
+                                "error_mean": err[0], "error_se": err[1],
+                                "nlp_mean": nlp[0], "nlp_se": nlp[1],
+                                "fit_s_mean": float(np.mean([r["fit_s"] for r in sel])),
+                                "not_converged": sum(not r["converged"] for r in sel)})
+        _plot_uci(dataset, summary, common.FIGURES / f"{dataset}.png")
+        out[dataset] = {"n_splits": n_splits, "n_train": n_train, "summary": summary,
+                        "rows": rows, "figure": f"figures/{dataset}.png"}
+    return out
+
+
+def _plot_uci(dataset, summary, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for ax, key, label in ((axes[0], "error", "test error"),
+                           (axes[1], "nlp", "mean negative log probability")):
+        for method in UCI_METHODS:
+            sel = [r for r in summary if r["method"] == method]
+            ax.errorbar([r["M"] for r in sel], [r[f"{key}_mean"] for r in sel],
+                        yerr=[r[f"{key}_se"] for r in sel], marker="o", capsize=3,
+                        label=method)
+        full = [r for r in summary if r["method"] == "full GP"]
+        if full:
+            ax.axhline(full[0][f"{key}_mean"], color="k", ls=":",
+                       label=f"full-GP EP ({full[0]['n_splits']} splits)")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("number of bases M")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{dataset}: mean ± s.e. over splits")
+    fig.tight_layout()
+    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------
+
+
+def _print_tables(report):
+    if "circle" in report:
+        print("\n| circle toy | RMS diff. of mean from full GP | RMS diff. of sd | log evidence |")
+        print("|---|---|---|---|")
+        for r in report["circle"]["rows"]:
+            print(f"| {r['method']} | {r['rms_mean_diff']:.4f} | {r['rms_sd_diff']:.4f} | "
+                  f"{r['log_evidence']:.2f} |")
+    if "twoclass" in report:
+        t = report["twoclass"]
+        print(f"\n| two-class ({t['n_datasets']} sets, M = {t['M']}) | test error | "
+              "sum KL(p_full || q) |")
+        print("|---|---|---|")
+        for r in t["table"]:
+            print(f"| {r['method']} | {r['error_mean']:.4f} ± {r['error_se']:.4f} | "
+                  f"{r['kl_mean']:.3f} ± {r['kl_se']:.3f} |")
+    for dataset in ("ionosphere", "spambase"):
+        if dataset not in report.get("uci", {}):
+            continue
+        u = report["uci"][dataset]
+        print(f"\n| {dataset} ({u['n_splits']} splits) | M | test error | NLP | fit s | "
+              "not converged |")
+        print("|---|---|---|---|---|---|")
+        for r in u["summary"]:
+            print(f"| {r['method']} | {r['M']} | {r['error_mean']:.4f} ± {r['error_se']:.4f} "
+                  f"| {r['nlp_mean']:.4f} ± {r['nlp_se']:.4f} | {r['fit_s_mean']:.1f} | "
+                  f"{r['not_converged']}/{r['n_splits']} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--only", choices=["circle", "twoclass", "uci"], action="append")
+    ap.add_argument("--quick", action="store_true", help="small version for CI")
+    ap.add_argument("--jobs", type=int, default=2, help="processes (one BLAS thread each)")
+    ap.add_argument("--twoclass-bases", type=int, default=10)
+    ap.add_argument("--full-gp-splits", type=int, default=3,
+                    help="Spambase splits that also fit the (N^3) full-GP EP")
+    ap.add_argument("--out", default=None, help="JSON report (default results/paper.json)")
+    ap.add_argument("--outdir", help="write results/ and figures/ here (default: benchmarks/)")
+    args = ap.parse_args()
+    if args.outdir:
+        common.FIGURES = Path(args.outdir) / "figures"
+        common.RESULTS = Path(args.outdir) / "results"
+    parts = args.only or ["circle", "twoclass", "uci"]
+    report = {"machine": machine(), "versions": versions("matplotlib"),
+              "command": " ".join(["python benchmarks/bench_paper.py", *sys.argv[1:]])}
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        _quiet()
+        if "circle" in parts:
+            report["circle"] = circle(args.quick)
+        if "twoclass" in parts:
+            report["twoclass"] = twoclass(args.quick, args.jobs, args.twoclass_bases)
+        if "uci" in parts:
+            report["uci"] = uci(args.quick, args.jobs, args.full_gp_splits)
+    report["seconds"] = time.perf_counter() - start
+    name = args.out or str(common.RESULTS / ("paper-quick.json" if args.quick else
+                                      f"paper-{'-'.join(parts)}.json"))
+    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    with open(name, "w") as fh:
+        json.dump(report, fh, indent=1)
+    print(json.dumps({k: report[k] for k in ("machine", "versions", "command", "seconds")},
+                     indent=2))
+    _print_tables(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

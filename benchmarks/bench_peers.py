@@ -1,0 +1,355 @@
+"""SASPA side by side with what users would pick instead (issue 6), in one run.
+
+On the same data, splits and, where the method allows, the same bases (K-means
+centres of the training inputs, as SASPA uses):
+
+* SASPA-full (``SASPAClassifier``, defaults: hyperparameters learnt by evidence);
+* GPy's sparse EP classifier (``GPy.models.SparseGPClassification``: EP-DTC, ARD RBF,
+  inducing inputs at the same K-means centres, one ``optimize()`` round);
+* scikit-learn's ``GaussianProcessClassifier`` (Laplace, full GP; isotropic RBF on
+  Spambase, where ARD over 57 inputs and N = 2761 takes minutes a fit; ARD on
+  Ionosphere);
+* GPyTorch's SVGP (probit ``BernoulliLikelihood``, ARD RBF, inducing points started
+  at the same centres and learnt, minibatch Adam as its documentation runs it);
+* logistic regression, for scale.
+
+Reports test error, mean negative log probability (NLP) and fit seconds on Ionosphere
+(M = 16) and Spambase (M = 32, 64), and the speed of one EP pass of SASPA against GPy
+at equal N and M.  Then the large problem: 10^6 synthetic rows (d = 8), SVGP
+(M = 256) trained by minibatch Adam with its test error recorded along the way, and
+SASPA-full (M = 256) in memory with hyperparameters learnt on a 20,000-row subsample;
+the wall times at which each first reaches SVGP's final test error.
+
+    python benchmarks/bench_peers.py            # about 40 minutes on 2 cores
+    python benchmarks/bench_peers.py --quick    # small version for CI
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import common
+from common import error_and_nlp, ionosphere, machine, mean_se, spambase, split
+from common import versions
+
+# ----------------------------------------------------------------------------------
+# the methods: each takes (Xtr, ytr, Xte, M, centres) and returns (P(y=1) on Xte, info)
+# ----------------------------------------------------------------------------------
+
+
+def fit_saspa(Xtr, ytr, Xte, M, centres, **kw):
+    from saspa_dask import Basis, SASPAClassifier, kmeans_bases
+
+    basis = kmeans_bases(Xtr, M, random_state=0) if centres is None else centres
+    model = SASPAClassifier(bases=Basis(basis.means, basis.covs), blur="full", **kw)
+    model.fit(Xtr, ytr)
+    return model.predict_proba(Xte)[:, 1], {"converged": bool(model.converged_)}
+
+
+def fit_gpy(Xtr, ytr, Xte, M, centres, max_iters=1000):
+    import GPy
+
+    kernel = GPy.kern.RBF(Xtr.shape[1], ARD=True)
+    model = GPy.models.SparseGPClassification(Xtr, ytr[:, None].astype(float), kernel=kernel,
+                                              Z=centres.means.copy())
+    model.optimize(max_iters=max_iters)
+    return model.predict(Xte)[0][:, 0], {}
+
+
+def fit_sklearn(Xtr, ytr, Xte, M, centres, ard=True):
+    from sklearn.gaussian_process import GaussianProcessClassifier
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+
+    scale = np.ones(Xtr.shape[1]) if ard else 1.0
+    model = GaussianProcessClassifier(ConstantKernel() * RBF(scale), random_state=0)
+    model.fit(Xtr, ytr)
+    return model.predict_proba(Xte)[:, 1], {"ard": ard}
+
+
+def fit_logistic(Xtr, ytr, Xte, M, centres):
+    from sklearn.linear_model import LogisticRegressionCV
+
+    model = LogisticRegressionCV(max_iter=5000).fit(Xtr, ytr)
+    return model.predict_proba(Xte)[:, 1], {}
+
+
+def _svgp(Xtr, centres, d):
+    import gpytorch
+    import torch
+
+    class SVGP(gpytorch.models.ApproximateGP):
+        def __init__(self, inducing):
+            dist = gpytorch.variational.CholeskyVariationalDistribution(inducing.size(0))
+            strategy = gpytorch.variational.VariationalStrategy(
+                self, inducing, dist, learn_inducing_locations=True)
+            super().__init__(strategy)
+            self.mean_module = gpytorch.means.ConstantMean()
+            self.covar_module = gpytorch.kernels.ScaleKernel(
+                gpytorch.kernels.RBFKernel(ard_num_dims=d))
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                             self.covar_module(x))
+
+    torch.manual_seed(0)
+    model = SVGP(torch.tensor(centres, dtype=torch.float32))
+    return model, gpytorch.likelihoods.BernoulliLikelihood()
+
+
+def train_svgp(Xtr, ytr, centres, epochs, batch, lr=0.01, checkpoints=None):
+    """Minibatch Adam on the ELBO (GPyTorch's SVGP example); ``checkpoints(model,
+    likelihood, seconds)`` is called after each epoch, outside the timed part."""
+    import gpytorch
+    import torch
+
+    torch.set_num_threads(2)
+    X = torch.tensor(Xtr, dtype=torch.float32)
+    y = torch.tensor(ytr, dtype=torch.float32)
+    model, likelihood = _svgp(X, centres, X.shape[1])
+    model.train()
+    likelihood.train()
+    optimizer = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=lr)
+    mll = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(y))
+    generator = torch.Generator().manual_seed(0)
+    seconds = 0.0
+    for _ in range(epochs):
+        start = time.perf_counter()
+        order = torch.randperm(len(y), generator=generator)
+        for i in range(0, len(y), batch):
+            idx = order[i:i + batch]
+            optimizer.zero_grad()
+            loss = -mll(model(X[idx]), y[idx])
+            loss.backward()
+            optimizer.step()
+        seconds += time.perf_counter() - start
+        if checkpoints is not None:
+            checkpoints(model, likelihood, seconds)
+    return model, likelihood, seconds
+
+
+def svgp_proba(model, likelihood, Xte, batch=20_000):
+    import gpytorch
+    import torch
+
+    model.eval()
+    likelihood.eval()
+    out = []
+    with torch.no_grad(), gpytorch.settings.fast_pred_var():
+        for i in range(0, len(Xte), batch):
+            xb = torch.tensor(Xte[i:i + batch], dtype=torch.float32)
+            out.append(likelihood(model(xb)).mean.numpy())
+    model.train()
+    likelihood.train()
+    return np.concatenate(out).astype(float)
+
+
+def fit_svgp(Xtr, ytr, Xte, M, centres, epochs=200, batch=256):
+    model, likelihood, _ = train_svgp(Xtr, ytr, centres.means, epochs, batch)
+    return svgp_proba(model, likelihood, Xte), {"epochs": epochs, "batch": batch}
+
+
+# ----------------------------------------------------------------------------------
+# part 1: Ionosphere and Spambase
+# ----------------------------------------------------------------------------------
+
+
+def uci(quick):
+    from saspa_dask import kmeans_bases
+
+    if quick:
+        plans = [("ionosphere", ionosphere, 200, None, 1, [8]),
+                 ("spambase", spambase, 500, 500, 1, [8])]
+        svgp_epochs = 5
+    else:
+        plans = [("ionosphere", ionosphere, 200, None, 10, [16]),
+                 ("spambase", spambase, 2761, 1840, 5, [32, 64])]
+        svgp_epochs = 200
+    methods = {
+        "SASPA-full": fit_saspa,
+        "GPy sparse EP (EP-DTC)": fit_gpy,
+        "GPyTorch SVGP": lambda *a: fit_svgp(*a, epochs=svgp_epochs),
+        "sklearn GPC (Laplace, full GP)": None,  # per dataset below
+        "logistic regression": fit_logistic,
+    }
+    rows = []
+    for dataset, loader, n_train, n_test, n_splits, bases_list in plans:
+        X, y = loader()
+        for seed in range(n_splits):
+            Xtr, ytr, Xte, yte = split(X, y, n_train, seed, n_test)
+            for M in bases_list:
+                centres = kmeans_bases(Xtr, M, random_state=0)
+                for name, fit in methods.items():
+                    if name == "sklearn GPC (Laplace, full GP)":
+                        if M != bases_list[0]:
+                            continue  # a full GP: once per split
+                        ard = dataset == "ionosphere"
+
+                        def fit(*a, ard=ard):
+                            return fit_sklearn(*a, ard=ard)
+                    elif name == "logistic regression" and M != bases_list[0]:
+                        continue
+                    start = time.perf_counter()
+                    p, info = fit(Xtr, ytr, Xte, M, centres)
+                    seconds = time.perf_counter() - start
+                    err, nlp = error_and_nlp(p, yte)
+                    rows.append({"dataset": dataset, "split": seed, "M": M, "method": name,
+                                 "error": err, "nlp": nlp, "fit_s": seconds, **info})
+                    print(f"[bench_peers] {dataset} split {seed} M={M} {name}: error {err:.4f} "
+                          f"nlp {nlp:.4f} {seconds:.1f}s", file=sys.stderr, flush=True)
+    summary = []
+    for key in sorted({(r["dataset"], r["method"], r["M"]) for r in rows},
+                      key=lambda k: (k[0], k[2], k[1])):
+        sel = [r for r in rows if (r["dataset"], r["method"], r["M"]) == key]
+        err, nlp = mean_se([r["error"] for r in sel]), mean_se([r["nlp"] for r in sel])
+        summary.append({"dataset": key[0], "method": key[1], "M": key[2],
+                        "n_splits": len(sel), "error_mean": err[0], "error_se": err[1],
+                        "nlp_mean": nlp[0], "nlp_se": nlp[1],
+                        "fit_s_mean": float(np.mean([r["fit_s"] for r in sel]))})
+    return {"rows": rows, "summary": summary}
+
+
+# ----------------------------------------------------------------------------------
+# part 2: one EP pass, SASPA vs GPy, equal N and M
+# ----------------------------------------------------------------------------------
+
+
+def ep_pass_speed(quick):
+    """Seconds of EP at fixed hyperparameters: GPy's EP-DTC (its inference call, which
+    runs EP to its own convergence) against SASPA's EP run (to tol 1e-6), at equal N
+    and M on synthetic data, plus the seconds per sweep of each."""
+    import GPy
+
+    from saspa_dask import SASPAClassifier, kmeans_bases
+    from saspa_dask.cli import synthetic_two_class
+
+    sizes = [(2000, 32)] if quick else [(2761, 32), (2761, 64), (10_000, 64), (20_000, 64)]
+    out = []
+    for N, M in sizes:
+        X, y = synthetic_two_class(N, 8, seed=0)
+        centres = kmeans_bases(X, M, random_state=0)
+        ls = X.std(0)
+        kernel = GPy.kern.RBF(8, lengthscale=ls, ARD=True)
+        model = GPy.models.SparseGPClassification(X, y[:, None].astype(float), kernel=kernel,
+                                                  Z=centres.means.copy())
+        model.inference_method.reset()
+        start = time.perf_counter()
+        model.parameters_changed()  # EP to convergence at fixed hyperparameters
+        gpy_s = time.perf_counter() - start
+        start = time.perf_counter()
+        saspa = SASPAClassifier(bases=centres, blur="delta", dtc=True, lengthscale=ls,
+                                signal_variance=1.0, optimize_hyperparameters=False,
+                                max_sweeps=200).fit(X, y)
+        saspa_s = time.perf_counter() - start
+        out.append({"N": N, "M": M, "gpy_ep_s": gpy_s, "saspa_ep_s": saspa_s,
+                    "saspa_sweeps": saspa.n_sweeps_,
+                    "speedup": gpy_s / saspa_s})
+        print(f"[bench_peers] EP N={N} M={M}: GPy {gpy_s:.2f}s, SASPA {saspa_s:.3f}s",
+              file=sys.stderr, flush=True)
+    return out
+
+
+# ----------------------------------------------------------------------------------
+# part 3: 10^6 rows, SASPA vs SVGP time to SVGP's error
+# ----------------------------------------------------------------------------------
+
+
+def large(quick):
+    from saspa_dask import SASPAClassifier, kmeans_bases
+    from saspa_dask.cli import synthetic_two_class
+
+    N, M, epochs, batch, n_sub = ((20_000, 32, 3, 512, 5_000) if quick else
+                                  (1_000_000, 256, 8, 1024, 20_000))
+    X, y = synthetic_two_class(N + 100_000, 8, seed=7)
+    Xtr, ytr, Xte, yte = X[:N], y[:N], X[N:], y[N:]
+    start = time.perf_counter()
+    centres = kmeans_bases(Xtr[:200_000], M, random_state=0)
+    kmeans_s = time.perf_counter() - start
+    curve = []
+
+    def checkpoint(model, likelihood, seconds):
+        err, nlp = error_and_nlp(svgp_proba(model, likelihood, Xte), yte)
+        curve.append({"seconds": kmeans_s + seconds, "error": err, "nlp": nlp})
+        print(f"[bench_peers] SVGP epoch {len(curve)}: {kmeans_s + seconds:.0f}s error {err:.4f}",
+              file=sys.stderr, flush=True)
+
+    train_svgp(Xtr, ytr, centres.means, epochs, batch, checkpoints=checkpoint)
+    target = curve[-1]["error"]
+    # SASPA: hyperparameters learnt on a subsample, then EP on all rows with them
+    start = time.perf_counter()
+    sub = SASPAClassifier(n_bases=min(M, 64), blur="full", random_state=0).fit(
+        Xtr[:n_sub], ytr[:n_sub])
+    model = SASPAClassifier(n_bases=M, blur="full", random_state=0,
+                            lengthscale=sub.lengthscale_,
+                            signal_variance=sub.signal_variance_,
+                            optimize_hyperparameters=False).fit(Xtr, ytr)
+    saspa_s = time.perf_counter() - start
+    err, nlp = error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
+    reached = [c["seconds"] for c in curve if c["error"] <= err]
+    return {"N": N, "M": M, "test_rows": len(yte), "svgp_epochs": epochs,
+            "svgp_batch": batch, "svgp_curve": curve, "svgp_final_error": target,
+            "svgp_total_s": curve[-1]["seconds"], "saspa_s": saspa_s, "saspa_error": err,
+            "saspa_nlp": nlp, "saspa_sweeps": model.n_sweeps_,
+            "saspa_reaches_svgp_error": err <= target,
+            "svgp_first_reaches_saspa_error_s": reached[0] if reached else None,
+            "time_ratio_svgp_over_saspa": curve[-1]["seconds"] / saspa_s}
+
+
+def _print_tables(report):
+    print("\n| dataset | M | method | splits | test error | NLP | fit s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in report["uci"]["summary"]:
+        print(f"| {r['dataset']} | {r['M']} | {r['method']} | {r['n_splits']} | "
+              f"{r['error_mean']:.4f} ± {r['error_se']:.4f} | {r['nlp_mean']:.4f} ± "
+              f"{r['nlp_se']:.4f} | {r['fit_s_mean']:.1f} |")
+    print("\n| N | M | GPy EP-DTC s | SASPA DTC-EP s | speed-up |")
+    print("|---|---|---|---|---|")
+    for r in report["ep_speed"]:
+        print(f"| {r['N']} | {r['M']} | {r['gpy_ep_s']:.2f} | {r['saspa_ep_s']:.3f} | "
+              f"{r['speedup']:.0f}x |")
+    big = report["large"]
+    print(f"\n| {big['N']} rows, M = {big['M']} | seconds | test error |\n|---|---|---|")
+    print(f"| GPyTorch SVGP ({big['svgp_epochs']} epochs) | {big['svgp_total_s']:.0f} | "
+          f"{big['svgp_final_error']:.4f} |")
+    print(f"| SASPA-full | {big['saspa_s']:.0f} | {big['saspa_error']:.4f} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small version for CI")
+    ap.add_argument("--only", choices=["uci", "ep_speed", "large"], action="append")
+    ap.add_argument("--outdir", help="write results/ and figures/ here (default: benchmarks/)")
+    args = ap.parse_args()
+    if args.outdir:
+        common.FIGURES = Path(args.outdir) / "figures"
+        common.RESULTS = Path(args.outdir) / "results"
+    parts = args.only or ["uci", "ep_speed", "large"]
+    report = {"machine": machine(), "versions": versions("GPy", "gpytorch", "torch"),
+              "command": " ".join(["python benchmarks/bench_peers.py", *sys.argv[1:]])}
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for part in parts:
+            report[part] = {"uci": uci, "ep_speed": ep_pass_speed, "large": large}[part](
+                args.quick)
+    report["seconds"] = time.perf_counter() - start
+    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    name = "peers-quick.json" if args.quick else f"peers-{'-'.join(parts)}.json"
+    with open(common.RESULTS / name, "w") as fh:
+        json.dump(report, fh, indent=1)
+    print(json.dumps({k: report[k] for k in ("machine", "versions", "command", "seconds")},
+                     indent=2))
+    if set(parts) == {"uci", "ep_speed", "large"}:
+        _print_tables(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
