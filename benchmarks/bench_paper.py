@@ -7,7 +7,7 @@
 (b) twoclass  20 random 2-D two-class problems (each class a Gaussian with its own
             full covariance), 200 training / 2000 test points.  The full-GP EP learns
             the hyperparameters; every sparse method uses them and the same K-means
-            bases.  Test error and the paper's KL, sum over test points of
+            bases, for M = 4, 8, 16, 32.  Test error and the paper's KL, sum over test points of
             KL(p_full(y|x) || q(y|x)), mean and standard error.
 (c) uci     Ionosphere (20 random splits, 200 train / 151 test) and Spambase (10
             random splits, 2761 / 1840; log1p, standardised): test error and mean
@@ -65,7 +65,7 @@ def circle(quick):
     theta = rng.uniform(0, 2 * np.pi, 100)
     radius = 1.0 + 0.1 * rng.normal(size=100)
     X = np.column_stack([radius * np.cos(theta), radius * np.sin(theta)])
-    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=100)
+    y = np.sin(theta) + 0.1 * rng.normal(size=100)
     full = FullGPRegressor().fit(X, y)
     hyper = dict(lengthscale=full.lengthscale_, signal_variance=full.signal_variance_,
                  noise_variance=full.noise_variance_, optimize_hyperparameters=False)
@@ -102,22 +102,22 @@ def _plot_circle(maps, X, basis, g, path):
     import matplotlib.pyplot as plt
 
     n = len(g)
-    fig, axes = plt.subplots(2, len(maps), figsize=(3.2 * len(maps), 6.2), sharex=True,
-                             sharey=True)
+    fig, axes = plt.subplots(2, len(maps), figsize=(3.3 * len(maps) + 1, 6.4),
+                             sharex=True, sharey=True, constrained_layout=True)
     vmean = max(np.abs(m).max() for m, _ in maps.values())
     vsd = max(s.max() for _, s in maps.values())
-    for col, (name, (mean, sd)) in enumerate(maps.items()):
-        for row, (values, cmap, vmin, vmax, label) in enumerate(
-                ((mean, "RdBu_r", -vmean, vmean, "mean"), (sd, "viridis", 0, vsd, "sd"))):
+    rows = (("predictive mean", "RdBu_r", -vmean, vmean, 0),
+            ("predictive sd", "viridis", 0, vsd, 1))
+    for label, cmap, vmin, vmax, row in rows:
+        for col, (name, values) in enumerate(maps.items()):
             ax = axes[row, col]
-            im = ax.imshow(values.reshape(n, n), origin="lower", extent=(g[0], g[-1], g[0],
-                           g[-1]), cmap=cmap, vmin=vmin, vmax=vmax)
+            im = ax.imshow(values[row].reshape(n, n), origin="lower",
+                           extent=(g[0], g[-1], g[0], g[-1]), cmap=cmap, vmin=vmin, vmax=vmax)
             ax.plot(X[:, 0], X[:, 1], "k.", ms=2)
             if name != "full GP":
-                ax.plot(basis.means[:, 0], basis.means[:, 1], "w*", ms=10, mec="k")
+                ax.plot(basis.means[:, 0], basis.means[:, 1], "w*", ms=11, mec="k")
             ax.set_title(f"{name}: {label}", fontsize=9)
-        fig.colorbar(im, ax=axes[1, :].tolist(), shrink=0.8)
-    fig.colorbar(axes[0, 0].images[0], ax=axes[0, :].tolist(), shrink=0.8)
+        fig.colorbar(im, ax=axes[row, :].tolist(), shrink=0.9)
     common.FIGURES.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -144,7 +144,7 @@ def _bernoulli_kl(p, q):
     return p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))
 
 
-def twoclass_one(seed, n_bases, n_test, jobs):
+def twoclass_one(seed, bases_list, n_test, jobs):
     _limit_threads(jobs)
     _quiet()
     from saspa_dask import FullGPClassifier, SASPAClassifier, kmeans_bases
@@ -154,50 +154,65 @@ def twoclass_one(seed, n_bases, n_test, jobs):
     Xtr, ytr, Xte, yte = X[:200], y[:200], X[200:], y[200:]
     full = FullGPClassifier().fit(Xtr, ytr)
     p_full = full.predict_proba(Xte)[:, 1]
-    out = {"seed": seed, "full GP": {"error": error_and_nlp(p_full, yte)[0], "kl": 0.0}}
-    basis = kmeans_bases(Xtr, n_bases, random_state=seed)
-    for name, kw in SPARSE.items():
-        model = SASPAClassifier(bases=basis, lengthscale=full.lengthscale_,
-                                signal_variance=full.signal_variance_,
-                                optimize_hyperparameters=False, max_sweeps=500, **kw)
-        q = model.fit(Xtr, ytr).predict_proba(Xte)[:, 1]
-        out[name] = {"error": error_and_nlp(q, yte)[0],
-                     "kl": float(_bernoulli_kl(p_full, q).sum()),
-                     "converged": bool(model.converged_)}
-    return out
+    rows = [{"seed": seed, "method": "full GP", "M": 200,
+             "error": error_and_nlp(p_full, yte)[0], "kl": 0.0, "converged": True}]
+    for M in bases_list:
+        basis = kmeans_bases(Xtr, M, random_state=seed)
+        for name, kw in SPARSE.items():
+            model = SASPAClassifier(bases=basis, lengthscale=full.lengthscale_,
+                                    signal_variance=full.signal_variance_,
+                                    optimize_hyperparameters=False, max_sweeps=500, **kw)
+            q = model.fit(Xtr, ytr).predict_proba(Xte)[:, 1]
+            rows.append({"seed": seed, "method": name, "M": M,
+                         "error": error_and_nlp(q, yte)[0],
+                         "kl": float(_bernoulli_kl(p_full, q).sum()),
+                         "converged": bool(model.converged_)})
+    return rows
 
 
-def twoclass(quick, jobs, n_bases):
+def twoclass(quick, jobs, bases_list):
     n_sets, n_test = (4, 500) if quick else (20, 2000)
     with ProcessPoolExecutor(jobs) as pool:
-        runs = list(pool.map(twoclass_one, range(n_sets), [n_bases] * n_sets,
-                             [n_test] * n_sets, [jobs] * n_sets))
+        runs = [r for part in pool.map(twoclass_one, range(n_sets), [bases_list] * n_sets,
+                                       [n_test] * n_sets, [jobs] * n_sets) for r in part]
     table = []
     for name in ["full GP", *SPARSE]:
-        err = mean_se([r[name]["error"] for r in runs])
-        kl = mean_se([r[name]["kl"] for r in runs])
-        table.append({"method": name, "error_mean": err[0], "error_se": err[1],
-                      "kl_mean": kl[0], "kl_se": kl[1]})
-    _plot_twoclass(table, common.FIGURES / "twoclass.png", n_sets, n_bases)
-    return {"n_datasets": n_sets, "n_train": 200, "n_test": n_test, "M": n_bases,
+        for M in sorted({r["M"] for r in runs if r["method"] == name}):
+            sel = [r for r in runs if r["method"] == name and r["M"] == M]
+            err, kl = mean_se([r["error"] for r in sel]), mean_se([r["kl"] for r in sel])
+            table.append({"method": name, "M": M, "error_mean": err[0], "error_se": err[1],
+                          "kl_mean": kl[0], "kl_se": kl[1],
+                          "not_converged": sum(not r["converged"] for r in sel)})
+    _plot_twoclass(table, common.FIGURES / "twoclass.png", n_sets)
+    return {"n_datasets": n_sets, "n_train": 200, "n_test": n_test, "bases": bases_list,
             "table": table, "runs": runs, "figure": "figures/twoclass.png"}
 
 
-def _plot_twoclass(table, path, n_sets, n_bases):
+def _plot_twoclass(table, path, n_sets):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    names = [r["method"] for r in table]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, key, label in ((axes[0], "error", "test error"),
-                           (axes[1], "kl", "sum of KL(p_full || q) over test points")):
-        ax.bar(names, [r[f"{key}_mean"] for r in table],
-               yerr=[r[f"{key}_se"] for r in table], capsize=3, color="tab:blue")
+                           (axes[1], "kl", "sum over test points of KL(p_full || q)")):
+        for name in SPARSE:
+            sel = [r for r in table if r["method"] == name]
+            ax.errorbar([r["M"] for r in sel], [r[f"{key}_mean"] for r in sel],
+                        yerr=[r[f"{key}_se"] for r in sel], marker="o", capsize=3,
+                        label=name)
+        if key == "error":
+            full = [r for r in table if r["method"] == "full GP"][0]
+            ax.axhline(full["error_mean"], color="k", ls=":", label="full-GP EP")
+        else:
+            ax.set_yscale("log")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("number of bases M")
         ax.set_ylabel(label)
-        ax.tick_params(axis="x", rotation=30, labelsize=8)
-    fig.suptitle(f"Synthetic two-class, {n_sets} datasets, M = {n_bases} (mean ± s.e.)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Synthetic two-class, {n_sets} datasets of 200 training points "
+                 "(mean ± s.e.)")
     fig.tight_layout()
     common.FIGURES.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -241,13 +256,14 @@ def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs):
     return rows
 
 
-def uci(quick, jobs, full_gp_splits):
+def uci(quick, jobs, full_gp_splits, spambase_splits=10):
     if quick:
-        plans = [("ionosphere", 2, 200, None, [4, 16], 2),
+        plans = [("ionosphere", 1, 200, None, [4, 16], 1),
                  ("spambase", 1, 500, 500, [8], 0)]
     else:
         plans = [("ionosphere", 20, 200, None, [4, 8, 16, 32, 64, 128], 20),
-                 ("spambase", 10, 2761, 1840, [4, 8, 16, 32, 64, 128], full_gp_splits)]
+                 ("spambase", spambase_splits, 2761, 1840, [4, 8, 16, 32, 64, 128],
+                  full_gp_splits)]
     out = {}
     for dataset, n_splits, n_train, n_test, bases_list, n_full in plans:
         args = [(dataset, s, n_train, n_test, bases_list, s < n_full, jobs)
@@ -311,12 +327,12 @@ def _print_tables(report):
                   f"{r['log_evidence']:.2f} |")
     if "twoclass" in report:
         t = report["twoclass"]
-        print(f"\n| two-class ({t['n_datasets']} sets, M = {t['M']}) | test error | "
-              "sum KL(p_full || q) |")
-        print("|---|---|---|")
+        print(f"\n| two-class ({t['n_datasets']} sets) | M | test error | "
+              "sum KL(p_full || q) | not converged |")
+        print("|---|---|---|---|---|")
         for r in t["table"]:
-            print(f"| {r['method']} | {r['error_mean']:.4f} ± {r['error_se']:.4f} | "
-                  f"{r['kl_mean']:.3f} ± {r['kl_se']:.3f} |")
+            print(f"| {r['method']} | {r['M']} | {r['error_mean']:.4f} ± {r['error_se']:.4f} | "
+                  f"{r['kl_mean']:.3f} ± {r['kl_se']:.3f} | {r['not_converged']} |")
     for dataset in ("ionosphere", "spambase"):
         if dataset not in report.get("uci", {}):
             continue
@@ -336,7 +352,9 @@ def main():
     ap.add_argument("--only", choices=["circle", "twoclass", "uci"], action="append")
     ap.add_argument("--quick", action="store_true", help="small version for CI")
     ap.add_argument("--jobs", type=int, default=2, help="processes (one BLAS thread each)")
-    ap.add_argument("--twoclass-bases", type=int, default=10)
+    ap.add_argument("--twoclass-bases", default="4,8,16,32",
+                    help="comma-separated M values of experiment (b)")
+    ap.add_argument("--spambase-splits", type=int, default=10)
     ap.add_argument("--full-gp-splits", type=int, default=3,
                     help="Spambase splits that also fit the (N^3) full-GP EP")
     ap.add_argument("--out", default=None, help="JSON report (default results/paper.json)")
@@ -354,9 +372,11 @@ def main():
         if "circle" in parts:
             report["circle"] = circle(args.quick)
         if "twoclass" in parts:
-            report["twoclass"] = twoclass(args.quick, args.jobs, args.twoclass_bases)
+            bases = [4, 8] if args.quick else [int(m) for m in args.twoclass_bases.split(",")]
+            report["twoclass"] = twoclass(args.quick, args.jobs, bases)
         if "uci" in parts:
-            report["uci"] = uci(args.quick, args.jobs, args.full_gp_splits)
+            report["uci"] = uci(args.quick, args.jobs, args.full_gp_splits,
+                                args.spambase_splits)
     report["seconds"] = time.perf_counter() - start
     name = args.out or str(common.RESULTS / ("paper-quick.json" if args.quick else
                                       f"paper-{'-'.join(parts)}.json"))

@@ -126,8 +126,8 @@ def main():
         row = one_size(work, N, args, rate)
         row.update(M=args.bases, d=args.features)
         rows.append(row)
-        print(f"[bench_scale] N={N}: train {row['train_s']:.1f}s score {row['score_s']:.1f}s",
-              file=sys.stderr, flush=True)
+        # each size's row as soon as it is measured: a long run stopped later keeps it
+        print(f"[bench_scale] {json.dumps(row)}", file=sys.stderr, flush=True)
     report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                          f"{psutil.virtual_memory().total / 2**30:.0f} GiB",
               "python": platform.python_version(), "matmul_gflops": rate / 1e9,
