@@ -661,6 +661,29 @@ def _accept(engine, A_new, b_new, A_old, b_old):
             A_new, b_new = 0.5 * (A_new + A_old), 0.5 * (b_new + b_old)
 
 
+class _CycleGuard:
+    """The cycle rule (module constants): feed it each sweep's site change; it returns
+    the damping for the next sweep and counts its reductions."""
+
+    def __init__(self, damping):
+        self.damping, self.reductions = damping, 0
+        self._best, self._in_cycle, self._changes = np.inf, 0, []
+
+    def update(self, change):
+        c = self._changes
+        c.append(change)
+        if change < _CYCLE_GAIN * self._best:
+            self._best, self._in_cycle = change, 0
+        elif len(c) >= 3 and (c[-1] - c[-2]) * (c[-2] - c[-3]) < 0:
+            self._in_cycle += 1
+        else:
+            self._in_cycle = 0
+        if self._in_cycle >= _CYCLE_SWEEPS and self.damping > _MIN_DAMPING:
+            self.damping = max(0.5 * self.damping, _MIN_DAMPING)
+            self._in_cycle, self.reductions = 0, self.reductions + 1
+        return self.damping
+
+
 def run_ep(engine, likelihood, signal_variance, settings, callback=None):
     """Run EP to convergence; the engine holds the data blocks and the sites.
 
@@ -690,8 +713,8 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
     history = []
     converged = False
     final = None
-    damping, reductions = settings.damping, 0
-    best_change, in_cycle, changes = np.inf, 0, []
+    guard = _CycleGuard(settings.damping)
+    damping = guard.damping
     for sweep in range(1, settings.max_sweeps + 1):
         start = time.perf_counter()
         if settings.mode == "parallel":
@@ -724,16 +747,7 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
             callback(record)
         if converged:
             break
-        changes.append(summary.change)
-        if summary.change < _CYCLE_GAIN * best_change:
-            best_change, in_cycle = summary.change, 0
-        elif len(changes) >= 3 and ((changes[-1] - changes[-2]) * (changes[-2] - changes[-3])
-                                    < 0):
-            in_cycle += 1
-        else:
-            in_cycle = 0
-        if in_cycle >= _CYCLE_SWEEPS and damping > _MIN_DAMPING:
-            damping, in_cycle, reductions = max(0.5 * damping, _MIN_DAMPING), 0, reductions + 1
+        damping = guard.update(summary.change)
 
     if final is None:
         final = _evidence(posterior, engine.evaluate(posterior, likelihood).evidence_terms)
@@ -744,7 +758,7 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
             f"EP did not converge in {settings.max_sweeps} sweeps "
             f"(last undamped site change {history[-1]['change']:.3g} >= tol {settings.tol:g}); "
             f"raise max_sweeps or lower damping (damping ended at {damping:g} after "
-            f"{reductions} cycle reduction(s))",
+            f"{guard.reductions} cycle reduction(s))",
             EPConvergenceWarning,
             stacklevel=2,
         )
@@ -760,6 +774,6 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None):
         n_skipped_updates=sum(r["n_skipped"] for r in history),
         n_damping_halvings=sum(r["damping_halvings"] for r in history),
         history=history,
-        n_damping_reductions=reductions,
+        n_damping_reductions=guard.reductions,
         damping=damping,
     )
