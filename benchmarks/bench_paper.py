@@ -188,6 +188,16 @@ def twoclass(quick, jobs, bases_list):
             "table": table, "runs": runs, "figure": "figures/twoclass.png"}
 
 
+def _errorbars_against_m(ax, rows, methods, key):
+    """One line per method: mean ± s.e. of ``key`` against M."""
+    for method in methods:
+        sel = [r for r in rows if r["method"] == method]
+        ax.errorbar([r["M"] for r in sel], [r[f"{key}_mean"] for r in sel],
+                    yerr=[r[f"{key}_se"] for r in sel], marker="o", capsize=3, label=method)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("number of bases M")
+
+
 def _plot_twoclass(table, path, n_sets):
     import matplotlib
 
@@ -197,18 +207,12 @@ def _plot_twoclass(table, path, n_sets):
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, key, label in ((axes[0], "error", "test error"),
                            (axes[1], "kl", "sum over test points of KL(p_full || q)")):
-        for name in SPARSE:
-            sel = [r for r in table if r["method"] == name]
-            ax.errorbar([r["M"] for r in sel], [r[f"{key}_mean"] for r in sel],
-                        yerr=[r[f"{key}_se"] for r in sel], marker="o", capsize=3,
-                        label=name)
+        _errorbars_against_m(ax, table, SPARSE, key)
         if key == "error":
             full = [r for r in table if r["method"] == "full GP"][0]
             ax.axhline(full["error_mean"], color="k", ls=":", label="full-GP EP")
         else:
             ax.set_yscale("log")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("number of bases M")
         ax.set_ylabel(label)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"Synthetic two-class, {n_sets} datasets of 200 training points "
@@ -295,17 +299,11 @@ def _plot_uci(dataset, summary, path):
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, key, label in ((axes[0], "error", "test error"),
                            (axes[1], "nlp", "mean negative log probability")):
-        for method in UCI_METHODS:
-            sel = [r for r in summary if r["method"] == method]
-            ax.errorbar([r["M"] for r in sel], [r[f"{key}_mean"] for r in sel],
-                        yerr=[r[f"{key}_se"] for r in sel], marker="o", capsize=3,
-                        label=method)
+        _errorbars_against_m(ax, summary, UCI_METHODS, key)
         full = [r for r in summary if r["method"] == "full GP"]
         if full:
             ax.axhline(full[0][f"{key}_mean"], color="k", ls=":",
                        label=f"full-GP EP ({full[0]['n_splits']} splits)")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("number of bases M")
         ax.set_ylabel(label)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{dataset}: mean ± s.e. over splits")
