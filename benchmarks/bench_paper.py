@@ -29,7 +29,6 @@ import json
 import sys
 import time
 import warnings
-from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -356,11 +355,9 @@ def main():
     ap.add_argument("--full-gp-splits", type=int, default=3,
                     help="Spambase splits that also fit the (N^3) full-GP EP")
     ap.add_argument("--out", default=None, help="JSON report (default results/paper.json)")
-    ap.add_argument("--outdir", help="write results/ and figures/ here (default: benchmarks/)")
+    common.add_outdir_option(ap)
     args = ap.parse_args()
-    if args.outdir:
-        common.FIGURES = Path(args.outdir) / "figures"
-        common.RESULTS = Path(args.outdir) / "results"
+    common.use_outdir(args)
     parts = args.only or ["circle", "twoclass", "uci"]
     report = {"machine": machine(), "versions": versions("matplotlib"),
               "command": " ".join(["python benchmarks/bench_paper.py", *sys.argv[1:]])}

@@ -32,7 +32,6 @@ import json
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
@@ -171,30 +170,23 @@ def uci(quick):
         plans = [("ionosphere", ionosphere, 200, None, 10, [16]),
                  ("spambase", spambase, 2761, 1840, 5, [32, 64])]
         svgp_epochs = 200
-    methods = {
-        "SASPA-full": fit_saspa,
-        "GPy sparse EP (EP-DTC)": lambda *a: fit_gpy(*a, max_iters=5 if quick else 1000),
-        "GPyTorch SVGP": lambda *a: fit_svgp(*a, epochs=svgp_epochs),
-        "sklearn GPC (Laplace, full GP)": None,  # per dataset below
-        "logistic regression": fit_logistic,
-    }
+    # (name, fit, once per split): the full GP and logistic regression have no bases
+    sparse = [("SASPA-full", fit_saspa),
+              ("GPy sparse EP (EP-DTC)",
+               lambda *a: fit_gpy(*a, max_iters=5 if quick else 1000)),
+              ("GPyTorch SVGP", lambda *a: fit_svgp(*a, epochs=svgp_epochs))]
     rows = []
     for dataset, loader, n_train, n_test, n_splits, bases_list in plans:
         X, y = loader()
+        ard = dataset == "ionosphere" and not quick
+        dense = [("sklearn GPC (Laplace, full GP)",
+                  lambda *a, ard=ard: fit_sklearn(*a, ard=ard)),
+                 ("logistic regression", fit_logistic)]
         for seed in range(n_splits):
             Xtr, ytr, Xte, yte = split(X, y, n_train, seed, n_test)
             for M in bases_list:
                 centres = kmeans_bases(Xtr, M, random_state=0)
-                for name, fit in methods.items():
-                    if name == "sklearn GPC (Laplace, full GP)":
-                        if M != bases_list[0]:
-                            continue  # a full GP: once per split
-                        ard = dataset == "ionosphere" and not quick
-
-                        def fit(*a, ard=ard):
-                            return fit_sklearn(*a, ard=ard)
-                    elif name == "logistic regression" and M != bases_list[0]:
-                        continue
+                for name, fit in sparse + (dense if M == bases_list[0] else []):
                     start = time.perf_counter()
                     p, info = fit(Xtr, ytr, Xte, M, centres)
                     seconds = time.perf_counter() - start
@@ -331,11 +323,9 @@ def main():
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small version for CI")
     ap.add_argument("--only", choices=["uci", "ep_speed", "large"], action="append")
-    ap.add_argument("--outdir", help="write results/ and figures/ here (default: benchmarks/)")
+    common.add_outdir_option(ap)
     args = ap.parse_args()
-    if args.outdir:
-        common.FIGURES = Path(args.outdir) / "figures"
-        common.RESULTS = Path(args.outdir) / "results"
+    common.use_outdir(args)
     parts = args.only or ["uci", "ep_speed", "large"]
     report = {"machine": machine(), "versions": versions("GPy", "gpytorch", "torch"),
               "command": " ".join(["python benchmarks/bench_peers.py", *sys.argv[1:]])}

@@ -29,7 +29,8 @@ def main():
         args.rows, args.bases = 5_000, 16
     n_new = args.rows // 10
     X, y = synthetic_two_class(args.rows + n_new, 8, seed=11)
-    old = SASPAClassifier(optimize_hyperparameters=False, n_bases=args.bases, random_state=0, tol=1e-8,
+    old = SASPAClassifier(optimize_hyperparameters=False, n_bases=args.bases, random_state=0,
+                          tol=1e-8,
                           max_sweeps=500).fit(X[: args.rows], y[: args.rows])
     pad = np.zeros(n_new)
     init = (np.r_[old.sites_tau_, pad], np.r_[old.sites_nu_, pad])
@@ -42,7 +43,8 @@ def main():
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
                 cold = SASPAClassifier(optimize_hyperparameters=False, **kw).fit(X, y)
-                warm = SASPAClassifier(optimize_hyperparameters=False, **kw).fit(X, y, init_sites=init)
+                warm = SASPAClassifier(optimize_hyperparameters=False, **kw).fit(
+                    X, y, init_sites=init)
             scale = np.abs(cold.alpha_).max()
             rows.append({"mode": mode, "tol": tol, "cold_sweeps": cold.n_sweeps_,
                          "warm_sweeps": warm.n_sweeps_,

@@ -45,7 +45,8 @@ def main():
     run([BIN / "saspa", "ingest", work / "data.npy", "--out", work / "data.zarr",
          "--chunk-rows", args.chunk_rows, "--overwrite"])
     Xt, yt = synthetic_two_class(50_000, args.features, seed=0)
-    model = SASPAClassifier(optimize_hyperparameters=False, n_bases=args.bases, random_state=0, max_sweeps=200).fit(Xt, yt)
+    model = SASPAClassifier(optimize_hyperparameters=False, n_bases=args.bases,
+                            random_state=0, max_sweeps=200).fit(Xt, yt)
     model.save(work / "model.zarr", overwrite=True)
 
     cmd = [BIN / "saspa", "score", work / "model.zarr", work / "data.zarr", "--out",

@@ -74,3 +74,15 @@ def machine():
 def mean_se(values):
     v = np.asarray(values, float)
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else 0.0
+
+
+def add_outdir_option(parser):
+    parser.add_argument("--outdir", help="write results/ and figures/ here "
+                                         "(default: benchmarks/)")
+
+
+def use_outdir(args):
+    """Point FIGURES and RESULTS at ``args.outdir`` if given (the tests' quick runs)."""
+    global FIGURES, RESULTS
+    if args.outdir:
+        FIGURES, RESULTS = Path(args.outdir) / "figures", Path(args.outdir) / "results"

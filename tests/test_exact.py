@@ -6,7 +6,6 @@ import pytest
 from scipy.stats import multivariate_normal
 
 from saspa_dask import FullGPClassifier, FullGPRegressor, load_model
-from saspa_dask.ep import EPConvergenceWarning  # noqa: F401  (warnings are errors below)
 
 from reference import full_gp_ep, full_gp_predict, probit_tilted, se
 
