@@ -326,6 +326,9 @@ class SweepReporter:
               help="Workers of the embedded LocalCluster (without --scheduler).")
 @click.option("--timeout", default=10, show_default=True, type=click.IntRange(1),
               help="Seconds to wait for --scheduler.")
+@click.option("--coarse-start/--cold-start", default=True, show_default=True,
+              help="Start parallel EP from EP on every 10th chunk (recursively), scaled to "
+                   "all rows; the fixed point is the same.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing model store.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model (e.g. models/latest).")
@@ -333,7 +336,7 @@ class SweepReporter:
 def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, optimize_hyperparameters,
           max_hyper_iter, learn_blur_scale, max_sweeps, tol, lengthscale, signal_variance,
           noise_variance, label_noise, dof, scale, seed, cache, work_dir, scheduler, workers,
-          timeout, overwrite, latest, tls_ca_file, tls_cert, tls_key):
+          timeout, coarse_start, overwrite, latest, tls_ca_file, tls_cert, tls_key):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Classification with more than two classes is one-vs-rest on shared bases.
@@ -351,7 +354,7 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, optimize
                   work_dir=work_dir or str(Path(out).resolve().parent),
                   optimize_hyperparameters=optimize_hyperparameters,
                   max_hyper_iter=max_hyper_iter, learn_blur_scale=learn_blur_scale,
-                  verbose=int(optimize_hyperparameters))
+                  coarse_start=coarse_start, verbose=int(optimize_hyperparameters))
     if classification:
         model = SASPAClassifier(likelihood=likelihood or "probit", label_noise=label_noise,
                                 **common)
@@ -401,6 +404,9 @@ def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, cluster, max
         raise click.ClickException(str(err)) from None
     if latest:
         write_latest(latest, out)
+    for level in getattr(model, "coarse_start_", []):
+        click.echo(f"coarse start: {level['rows']} rows, {level['sweeps']} sweeps, "
+                   f"{level['seconds']:.1f}s", err=True)
     click.echo(f"model: {out}  sweeps {model.n_sweeps_}  converged {model.converged_}  "
                f"log evidence {model.log_evidence_:.6g}  invalid cavities "
                f"{model.n_invalid_cavities_}  {seconds:.1f}s")

@@ -388,6 +388,7 @@ class DaskEngine:
             group["tau"][0, :] = tau
             group["nu"][0, :] = nu
         self.label = label
+        self._kernel = (bases, lengthscale, signal_variance, L)
         self._x_parts = self.X.to_delayed().ravel()
         if blocks is not None:
             self._blocks = blocks
@@ -409,6 +410,19 @@ class DaskEngine:
     def blocks(self):
         """The (persisted or lazy) blocks, to share with another engine."""
         return self._blocks
+
+    @property
+    def n_rows(self):
+        return self.X.shape[0]
+
+    def subset(self, stride):
+        """A cold engine on every ``stride``-th chunk, sharing this engine's blocks
+        (its sites live beside this engine's)."""
+        chunks = range(0, len(self._blocks), stride)
+        X = da.concatenate([self.X.blocks[i] for i in chunks])
+        y = da.concatenate([self.y.blocks[i] for i in chunks])
+        return DaskEngine(X, y, *self._kernel, f"{self.path}-coarse", label=self.label,
+                          blocks=[self._blocks[i] for i in chunks])
 
     def _task_blocks(self):
         if self.label is None:

@@ -34,6 +34,7 @@ class _FullGPMixin:
     work_dir = None
     learn_blur_scale = False
     dtc = False
+    coarse_start = False  # one block up to 8192 rows: nothing to subsample
     random_state = None
 
     def _resolve_bases(self, X, is_lazy):
@@ -100,7 +101,6 @@ class FullGPClassifier(_FullGPMixin, SASPAClassifier):
     Examples
     --------
     >>> import numpy as np
-from sklearn.utils.metaestimators import available_if
     >>> from saspa_dask.exact import FullGPClassifier
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(120, 2))
@@ -145,7 +145,6 @@ class FullGPRegressor(_FullGPMixin, SASPARegressor):
     Examples
     --------
     >>> import numpy as np
-from sklearn.utils.metaestimators import available_if
     >>> from saspa_dask.exact import FullGPRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-3, 3, size=(80, 1))

@@ -560,7 +560,8 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
                "n_invalid_cavities": model.n_invalid_cavities_,
                "n_skipped_updates": model.n_skipped_updates_,
                "n_damping_halvings": model.n_damping_halvings_,
-               "n_damping_reductions": model.n_damping_reductions_},
+               "n_damping_reductions": model.n_damping_reductions_,
+               "coarse_start": _jsonable(getattr(model, "coarse_start_", []))},
         "log_evidence": _jsonable(model.log_evidence_),
         "history": _jsonable(model.history_),
         "n_problems": len(model.posteriors_),
@@ -717,6 +718,7 @@ def load_model(path):
     model.n_skipped_updates_ = int(ep["n_skipped_updates"])
     model.n_damping_halvings_ = int(ep["n_damping_halvings"])
     model.n_damping_reductions_ = int(ep.get("n_damping_reductions", 0))  # format 1
+    model.coarse_start_ = list(ep.get("coarse_start", []))  # not in older stores
     evidence = attrs["log_evidence"]
     model.log_evidence_ = float("nan") if evidence is None else float(evidence)
     model.history_ = attrs["history"]

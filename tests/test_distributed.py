@@ -80,13 +80,22 @@ def test_chunk_size_invariance(scheduler, store):
     rng = np.random.default_rng(0)
     bases = Basis(X[rng.choice(len(X), 16, replace=False)], None)
     ls = np.full(5, 2.0)
+    # from the prior, the sweeps are the same sums split differently
     fits = [_fit_on(da.from_array(X, chunks=(rows, 5)), da.from_array(y, chunks=rows),
-                    bases, ls, scheduler) for rows in (20_000, 7_777, 2_500)]
+                    bases, ls, scheduler, coarse_start=False) for rows in (20_000, 7_777, 2_500)]
     for other in fits[1:]:
         np.testing.assert_allclose(other.alpha_, fits[0].alpha_, rtol=1e-9,
                                    atol=1e-9 * np.abs(fits[0].alpha_).max())
         np.testing.assert_allclose(other.sites_nu_, fits[0].sites_nu_, rtol=1e-8, atol=1e-10)
         assert other.n_sweeps_ == fits[0].n_sweeps_
+    # a coarse start (8 chunks: EP on 2 of them first) reaches the same fixed point
+    coarse = _fit_on(da.from_array(X, chunks=(2_500, 5)), da.from_array(y, chunks=2_500),
+                     bases, ls, scheduler)
+    assert [level["rows"] for level in coarse.coarse_start_] == [5_000]
+    assert fits[0].coarse_start_ == []
+    np.testing.assert_allclose(coarse.alpha_, fits[0].alpha_, rtol=1e-7,
+                               atol=1e-7 * np.abs(fits[0].alpha_).max())
+    np.testing.assert_allclose(coarse.log_evidence_, fits[0].log_evidence_, rtol=1e-10)
 
 
 def test_worker_count_and_mode_invariance(scheduler, store):
@@ -211,9 +220,11 @@ def test_estimator_accepts_zarr_arrays(scheduler, store):
     group = zarr.open_group(str(path), mode="r")
     bases = Basis(X[:10], None)
     ls = np.full(5, 2.0)
-    ref = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls).fit(X, y)
+    ref = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls,
+                          coarse_start=False).fit(X, y)
     with Client(scheduler, timeout=30):
-        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls).fit(group["X"], group["y"])
+        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls,
+                          coarse_start=False).fit(group["X"], group["y"])
         proba = model.predict_proba(group["X"])
         assert isinstance(proba, da.Array) and proba.chunks[0] == (3000,) * 6 + (2000,)
         proba = proba.compute()
@@ -237,7 +248,8 @@ def test_multiclass_hyperparameter_learning_on_the_cluster_equals_in_memory(sche
     same optimiser path (same evidence, same probabilities) as in memory."""
     data = np.loadtxt(WAVEFORM, delimiter=",", skiprows=1, max_rows=800)
     X, y = data[:, :-1], data[:, -1].astype(int)
-    params = dict(n_bases=12, blur="spherical", random_state=0, max_hyper_iter=4)
+    params = dict(n_bases=12, blur="spherical", random_state=0, max_hyper_iter=4,
+                  coarse_start=False)  # the same path, not just the same fixed point
     local = SASPAClassifier(**params).fit(X, y)
     with Client(scheduler):
         Xd, yd = da.from_array(X, chunks=(200, -1)), da.from_array(y, chunks=200)
