@@ -69,6 +69,7 @@ def one_size(work, N, args, rate):
     limit = 2 * N * args.bases**2 / rate
     row = {"N": N, "chunk_rows": chunk_rows, "sweeps": len(sweeps),
            "converged": attrs["ep"]["converged"], "median_sweep_s": median,
+           "coarse_start": attrs["ep"].get("coarse_start", []),
            "sweep_ratio_to_limit": median / limit, "kmeans_s": attrs["timings"]["bases"],
            "ep_s": attrs["timings"]["ep"], "train_s": train_s, "score_s": score_s,
            "ingest_s": ingest,
@@ -141,11 +142,12 @@ def main():
         plot(rows, args.plot)
         report["plot"] = args.plot
     print(json.dumps(report, indent=2))
-    print("\n| N | sweeps | s/sweep | sweep / limit | K-means s | train s | score s "
+    print("\n| N | sweeps (+ coarse: rows x sweeps) | s/sweep | sweep / limit | K-means s | train s | score s "
           "| train worker peak MiB | score worker peak MiB | driver peak MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['N']:.0e} | {r['sweeps']} | {r['median_sweep_s']:.3g} | "
+        coarse = " ".join(f"+ {c['rows']:.0e} x {c['sweeps']}" for c in r["coarse_start"])
+        print(f"| {r['N']:.0e} | {r['sweeps']} {coarse} | {r['median_sweep_s']:.3g} | "
               f"{r['sweep_ratio_to_limit']:.2f} | {r['kmeans_s']:.1f} | {r['train_s']:.1f} | "
               f"{r['score_s']:.1f} | {r['train_worker_peak_mib']} | "
               f"{r['score_worker_peak_mib']} | {r['train_driver_peak_mib']} |")
