@@ -38,6 +38,7 @@ from .ep import (
     block_statistics,
     evaluate_chunk,
     make_block,
+    mix_steps,
     parallel_chunk,
     relabel_block,
     sequential_chunk,
@@ -277,14 +278,28 @@ def _open_sites(path):
     return group["tau"], group["nu"]
 
 
-def _parallel_task(block, path, slot, start, stop, posterior, likelihood, damping, s2):
+def _parallel_task(block, path, slot, start, stop, posterior, likelihood, damping, s2,
+                   ring_slot):
     tau, nu = _open_sites(path)
+    ring = ring_array = None
+    if ring_slot is not None:
+        ring_array = zarr.open_group(str(path), mode="r+")["anderson"]
+        ring = ring_array[:, :, start:stop]
     tau_new, nu_new, summary = parallel_chunk(block, tau[slot, start:stop],
                                               nu[slot, start:stop], posterior, likelihood,
-                                              damping, s2)
+                                              damping, s2, ring, ring_slot)
+    if ring is not None:
+        # a rerun of this task (lost worker) rewrites the same slot: idempotent
+        ring_array[:, ring_slot, start:stop] = ring[:, ring_slot]
     tau[1 - slot, start:stop] = tau_new
     nu[1 - slot, start:stop] = nu_new
     return summary
+
+
+def _mix_task(path, slot, start, stop, weights):
+    tau, nu = _open_sites(path)
+    ring = zarr.open_group(str(path), mode="r")["anderson"][:, :, start:stop]
+    tau[1 - slot, start:stop], nu[1 - slot, start:stop] = mix_steps(ring, weights)
 
 
 def _sequential_task(block, path, slot, start, stop, state, likelihood, damping, s2):
@@ -365,7 +380,8 @@ class DaskEngine:
     """
 
     def __init__(self, X, y, bases, lengthscale, signal_variance, L, sites_path, *,
-                 cache="memory", sites=None, blocks=None, label=None, projected_only=False):
+                 cache="memory", sites=None, blocks=None, label=None, projected_only=False,
+                 anderson_memory=0):
         if cache not in ("memory", "none"):
             raise ValueError(f"cache must be 'memory' or 'none', got {cache!r}")
         self.X, self.y = row_chunked(X, y)
@@ -379,6 +395,12 @@ class DaskEngine:
         for name in ("tau", "nu"):
             group.create_array(name, shape=(2, N), chunks=(1, chunk_rows), dtype="f8",
                                fill_value=0.0)
+        self.anderson_memory = int(anderson_memory)
+        if self.anderson_memory > 0:
+            # one chunk per row chunk: a task reads and writes only its own
+            group.create_array("anderson", shape=(4, self.anderson_memory + 1, N),
+                               chunks=(4, self.anderson_memory + 1, chunk_rows), dtype="f8",
+                               fill_value=0.0, compressors=None)
         self.is_cold = sites is None
         if sites is not None:
             tau, nu = (np.asarray(s, dtype=np.float64) for s in sites)
@@ -422,7 +444,8 @@ class DaskEngine:
         X = da.concatenate([self.X.blocks[i] for i in chunks])
         y = da.concatenate([self.y.blocks[i] for i in chunks])
         return DaskEngine(X, y, *self._kernel, f"{self.path}-coarse", label=self.label,
-                          blocks=[self._blocks[i] for i in chunks])
+                          blocks=[self._blocks[i] for i in chunks],
+                          anderson_memory=self.anderson_memory)
 
     def _task_blocks(self):
         if self.label is None:
@@ -449,11 +472,16 @@ class DaskEngine:
         summary = self._reduce(self._per_chunk(_statistics_task))
         return summary.A, summary.b
 
-    def parallel_pass(self, posterior, likelihood, damping, signal_variance):
+    def parallel_pass(self, posterior, likelihood, damping, signal_variance, ring_slot=None):
         post = delayed(posterior)
         lik = delayed(likelihood)
         return self._reduce(self._per_chunk(_parallel_task, post, lik, damping,
-                                            signal_variance))
+                                            signal_variance, ring_slot))
+
+    def mix_pending(self, weights):
+        """Pending sites := the Anderson combination of the ring slots."""
+        dask.compute(*[delayed(_mix_task)(self.path, self.slot, a, b, weights)
+                       for a, b in self.bounds])
 
     def halve_pending(self):
         dask.compute(*[delayed(_halve_task)(self.path, self.slot, a, b)

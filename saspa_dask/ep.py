@@ -68,6 +68,18 @@ _MIN_DAMPING = 1.0 / 64
 _COARSE_STRIDE = 10
 _COARSE_MIN_BLOCKS = 4
 _COARSE_TOL = 1e-2
+# Anderson acceleration (parallel EP): the next sites are the combination sum_j a_j g_j
+# of the last few sweeps' outputs g_j = G(x_j) (G: one damped parallel sweep), with
+# sum_j a_j = 1 and a minimising |sum_j a_j (g_j - x_j)| (Walker & Ni 2011).  The
+# statistics are linear in the sites, so the mixed posterior costs no extra pass.
+# Mixing starts once the site change is below _ANDERSON_START (the cold transient is
+# not linear enough to extrapolate); a change that grows by _ANDERSON_GROWTH, a mixed
+# posterior that is not positive definite or a change of damping restarts the history.
+# Measured on 2e5 rows, M = 256, probit with a large signal variance (damping 0.5):
+# 69 sweeps plain, 32 with memory 3, the same fixed point.
+_ANDERSON_START = 1.0
+_ANDERSON_GROWTH = 2.0
+_ANDERSON_REGULARISATION = 1e-10
 
 
 class EPConvergenceWarning(UserWarning):
@@ -261,6 +273,9 @@ class EPSettings:
         Threshold on the undamped site change (module docstring).
     coarse_start : bool
         Start a cold parallel run from a fit on a block subset (:func:`coarse_start`).
+    anderson_memory : int
+        Sweeps remembered by Anderson acceleration of parallel EP (module constants);
+        0 turns it off.
     """
 
     mode: str = "parallel"
@@ -268,6 +283,7 @@ class EPSettings:
     max_sweeps: int = 100
     tol: float = 1e-6
     coarse_start: bool = False
+    anderson_memory: int = 0
 
 
 @dataclass
@@ -280,6 +296,8 @@ class EPResult:
     ``n_skipped_updates`` counts sequential rank-one updates rejected because they
     would have made P singular.  ``n_damping_reductions`` counts the cycle rule's
     halvings of the damping (module constants); ``damping`` is the value at the end.
+    ``n_anderson_steps`` counts sweeps whose sites were an Anderson combination and
+    ``n_anderson_restarts`` the times its history was dropped.
     """
 
     posterior: Posterior
@@ -295,6 +313,8 @@ class EPResult:
     n_damping_reductions: int = 0
     damping: float = 1.0
     coarse_start: list = field(default_factory=list)
+    n_anderson_steps: int = 0
+    n_anderson_restarts: int = 0
 
 
 # ----------------------------------------------------------------------------------
@@ -488,7 +508,8 @@ class PassSummary:
     ``A``, ``b``: site statistics of the sites the pass produced (None for an
     evaluation pass); ``change``: max undamped site change; ``evidence_terms``: sum
     of per-site evidence terms at the posterior the pass used (NaN if a cavity was
-    invalid); counters as in :class:`EPResult`.
+    invalid); counters as in :class:`EPResult`; ``dots``: inner products of this
+    pass's Anderson residual with each slot of the Anderson ring (:func:`record_step`).
     """
 
     A: np.ndarray | None = None
@@ -497,6 +518,7 @@ class PassSummary:
     n_invalid: int = 0
     n_skipped: int = 0
     evidence_terms: float = 0.0
+    dots: np.ndarray | None = None
 
     def merge(self, other):
         def add(x, y):
@@ -505,7 +527,8 @@ class PassSummary:
         return PassSummary(add(self.A, other.A), add(self.b, other.b),
                            max(self.change, other.change), self.n_invalid + other.n_invalid,
                            self.n_skipped + other.n_skipped,
-                           self.evidence_terms + other.evidence_terms)
+                           self.evidence_terms + other.evidence_terms,
+                           add(self.dots, other.dots))
 
 
 def merge_summaries(summaries):
@@ -534,11 +557,35 @@ def _sub_blocks(block, *arrays):
         yield sub, rows, [a[rows] for a in arrays]
 
 
-def parallel_chunk(block, tau, nu, posterior, likelihood, damping, signal_variance):
+def anderson_ring(memory, n_rows):
+    """Zeroed Anderson storage for ``n_rows`` rows: slots of (g_tau, g_nu, f_tau, f_nu)."""
+    return np.zeros((4, memory + 1, n_rows))
+
+
+def record_step(ring, slot, tau, nu, tau_new, nu_new, signal_variance):
+    """Store one sweep's output g = (tau_new, nu_new) and its step f = g - x (in the
+    scale-free units of the site change) in ring ``slot``; return the inner products
+    of f with the steps in every slot (stale slots included: the driver picks)."""
+    ring[0, slot] = tau_new
+    ring[1, slot] = nu_new
+    np.multiply(tau_new - tau, signal_variance, out=ring[2, slot])
+    np.multiply(nu_new - nu, np.sqrt(signal_variance), out=ring[3, slot])
+    return ring[2] @ ring[2, slot] + ring[3] @ ring[3, slot]
+
+
+def mix_steps(ring, weights):
+    """The Anderson combination (sum_j w_j g_tau_j, sum_j w_j g_nu_j) of a ring."""
+    return weights @ ring[0], weights @ ring[1]
+
+
+def parallel_chunk(block, tau, nu, posterior, likelihood, damping, signal_variance,
+                   ring=None, ring_slot=None):
     """One block of a parallel sweep: damped new sites and their statistics.
 
     Returns ``(tau_new, nu_new, PassSummary)``; the evidence terms in the summary
-    belong to the posterior that was passed in.
+    belong to the posterior that was passed in.  With a ``ring`` (Anderson storage of
+    this block) the new sites are recorded in ``ring_slot`` and the summary carries
+    the inner products (:func:`record_step`).
     """
     tau_new, nu_new = np.empty_like(tau), np.empty_like(nu)
     workspace = _workspace_for(block)
@@ -552,6 +599,9 @@ def parallel_chunk(block, tau, nu, posterior, likelihood, damping, signal_varian
         summary = summary.merge(PassSummary(None, None, change, p.n_invalid, 0,
                                             p.evidence_terms))
     summary.A, summary.b = workspace.statistics()
+    if ring is not None:
+        summary.dots = record_step(ring, ring_slot, tau, nu, tau_new, nu_new,
+                                   signal_variance)
     return tau_new, nu_new, summary
 
 
@@ -592,8 +642,10 @@ class InMemoryEngine:
     driver commits pending sites once their posterior is accepted.
     """
 
-    def __init__(self, blocks, sites=None):
+    def __init__(self, blocks, sites=None, anderson_memory=0):
         self.blocks = list(blocks)
+        self.rings = ([anderson_ring(anderson_memory, b.y.shape[0]) for b in self.blocks]
+                      if anderson_memory > 0 else None)
         if sites is None:
             self.tau = [np.zeros(b.y.shape[0]) for b in self.blocks]
             self.nu = [np.zeros(b.y.shape[0]) for b in self.blocks]
@@ -613,7 +665,8 @@ class InMemoryEngine:
 
     def subset(self, stride):
         """A cold engine on every ``stride``-th block (the blocks are shared)."""
-        return InMemoryEngine(self.blocks[::stride])
+        memory = 0 if self.rings is None else self.rings[0].shape[1] - 1
+        return InMemoryEngine(self.blocks[::stride], anderson_memory=memory)
 
     def statistics(self):
         A = np.zeros((self.n_bases, self.n_bases))
@@ -624,11 +677,18 @@ class InMemoryEngine:
             b += db
         return A, b
 
-    def parallel_pass(self, posterior, likelihood, damping, signal_variance):
-        results = [parallel_chunk(b, t, n, posterior, likelihood, damping, signal_variance)
-                   for b, t, n in zip(self.blocks, self.tau, self.nu)]
+    def parallel_pass(self, posterior, likelihood, damping, signal_variance, ring_slot=None):
+        rings = self.rings if ring_slot is not None else [None] * len(self.blocks)
+        results = [parallel_chunk(b, t, n, posterior, likelihood, damping, signal_variance,
+                                  ring, ring_slot)
+                   for b, t, n, ring in zip(self.blocks, self.tau, self.nu, rings)]
         self._pending = ([r[0] for r in results], [r[1] for r in results])
         return merge_summaries(r[2] for r in results)
+
+    def mix_pending(self, weights):
+        """Pending sites := the Anderson combination of the ring slots."""
+        mixed = [mix_steps(ring, weights) for ring in self.rings]
+        self._pending = ([m[0] for m in mixed], [m[1] for m in mixed])
 
     def halve_pending(self):
         tau_p, nu_p = self._pending
@@ -721,6 +781,86 @@ class _CycleGuard:
         return self.damping
 
 
+class _Anderson:
+    """Anderson acceleration's driver side (module constants): the Gram matrix of the
+    remembered steps and their statistics, ring slots in age order, the weights."""
+
+    def __init__(self, memory):
+        size = memory + 1
+        self.gram = np.zeros((size, size))
+        self.stats = [None] * size
+        self.window = []
+        self.slot = 0
+        self.last_change = np.inf
+        self.damping = None
+        self.steps = self.restarts = 0
+
+    def record(self, summary, damping):
+        """Take in the pass that wrote ring slot ``self.slot``."""
+        s = self.slot
+        if self.damping is not None and damping != self.damping:
+            self.restart()  # G changed with the damping: old steps do not belong to it
+        self.damping = damping
+        self.gram[s, :] = self.gram[:, s] = summary.dots
+        self.stats[s] = (summary.A, summary.b)
+        if s in self.window:
+            self.window.remove(s)
+        self.window.append(s)
+        self.slot = (s + 1) % len(self.stats)
+
+    def restart(self):
+        if len(self.window) > 1:
+            self.restarts += 1
+        self.window = self.window[-1:]
+
+    def weights(self, change):
+        """Ring weights of the next sites, or None for the plain step."""
+        if change > _ANDERSON_START or change > _ANDERSON_GROWTH * self.last_change:
+            self.restart()
+        self.last_change = change
+        if len(self.window) < 2:
+            return None
+        idx = np.array(self.window)
+        G = self.gram[np.ix_(idx, idx)]
+        G = G + _ANDERSON_REGULARISATION * np.trace(G) * np.eye(idx.size)
+        try:
+            z = np.linalg.solve(G, np.ones(idx.size))
+        except np.linalg.LinAlgError:
+            z = np.full(idx.size, np.nan)
+        if not np.isfinite(z).all() or z.sum() == 0:
+            self.restart()
+            return None
+        w = np.zeros(len(self.stats))
+        w[idx] = z / z.sum()
+        return w
+
+    def mixed_statistics(self, weights):
+        used = np.flatnonzero(weights)
+        A = sum(weights[j] * self.stats[j][0] for j in used)
+        b = sum(weights[j] * self.stats[j][1] for j in used)
+        return A, b
+
+
+def _next_posterior(engine, summary, anderson, damping, A_old, b_old):
+    """Posterior of the next sweep: the Anderson combination where it applies and is
+    positive definite, else the plain step (:func:`_accept`).  Returns ``(posterior,
+    A, b, halvings, mixed)``."""
+    if anderson is not None:
+        anderson.record(summary, damping)
+        weights = anderson.weights(summary.change)
+        if weights is not None:
+            A, b = anderson.mixed_statistics(weights)
+            try:
+                posterior = Posterior.from_statistics(A, b)
+            except LinAlgError:
+                anderson.restart()
+            else:
+                engine.mix_pending(weights)
+                anderson.steps += 1
+                return posterior, A, b, 0, True
+    return (*_accept(engine, summary.A, summary.b, A_old, b_old), False)
+
+
 def coarse_start(engine, likelihood, signal_variance, settings, callback=None):
     """A starting posterior for a cold parallel run: EP on a block subset, scaled.
 
@@ -745,7 +885,8 @@ def coarse_start(engine, likelihood, signal_variance, settings, callback=None):
     sub = engine.subset(min(_COARSE_STRIDE, n_blocks // 2))
     inner, levels = coarse_start(sub, likelihood, signal_variance, settings)
     loose = EPSettings(settings.mode, settings.damping, settings.max_sweeps,
-                       max(settings.tol, _COARSE_TOL), coarse_start=False)
+                       max(settings.tol, _COARSE_TOL), coarse_start=False,
+                       anderson_memory=settings.anderson_memory)
     with warnings.catch_warnings():
         # a coarse run that stops early is still a starting point; it is reported
         warnings.simplefilter("ignore", EPConvergenceWarning)
@@ -804,10 +945,14 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None, start=N
     final = None
     guard = _CycleGuard(settings.damping)
     damping = guard.damping
+    anderson = (_Anderson(settings.anderson_memory)
+                if settings.mode == "parallel" and settings.anderson_memory > 0 else None)
     for sweep in range(1, settings.max_sweeps + 1):
         start = time.perf_counter()
+        mixed = False
         if settings.mode == "parallel":
-            summary = engine.parallel_pass(posterior, likelihood, damping, s2)
+            slot = None if anderson is None else anderson.slot
+            summary = engine.parallel_pass(posterior, likelihood, damping, s2, ring_slot=slot)
             # This pass evaluated the posterior left by the previous sweep.
             evidence = _evidence(posterior, summary.evidence_terms)
             if history:
@@ -817,7 +962,8 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None, start=N
             if converged:
                 final = evidence
             else:
-                posterior, A, b, halvings = _accept(engine, summary.A, summary.b, A, b)
+                posterior, A, b, halvings, mixed = _next_posterior(engine, summary, anderson,
+                                                                   damping, A, b)
                 engine.commit()
         else:
             summary = engine.sequential_pass(posterior, likelihood, damping, s2)
@@ -827,7 +973,8 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None, start=N
             converged = summary.change < settings.tol
         record = {"sweep": sweep, "change": summary.change, "n_invalid": summary.n_invalid,
                   "n_skipped": summary.n_skipped, "damping_halvings": halvings,
-                  "damping": damping, "seconds": time.perf_counter() - start}
+                  "damping": damping, "anderson": mixed,
+                  "seconds": time.perf_counter() - start}
         if settings.mode == "parallel":
             # the evidence of the posterior this sweep started from (free in this mode)
             record["log_evidence_start"] = evidence
@@ -836,7 +983,11 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None, start=N
             callback(record)
         if converged:
             break
-        damping = guard.update(summary.change)
+        if not mixed:
+            # Anderson's own steps need not shrink the change monotonically; its
+            # history restarts when the change grows, so only plain steps feed the
+            # cycle rule
+            damping = guard.update(summary.change)
 
     if final is None:
         final = _evidence(posterior, engine.evaluate(posterior, likelihood).evidence_terms)
@@ -866,4 +1017,6 @@ def run_ep(engine, likelihood, signal_variance, settings, callback=None, start=N
         n_damping_reductions=guard.reductions,
         damping=damping,
         coarse_start=levels,
+        n_anderson_steps=0 if anderson is None else anderson.steps,
+        n_anderson_restarts=0 if anderson is None else anderson.restarts,
     )

@@ -35,6 +35,7 @@ class _FullGPMixin:
     learn_blur_scale = False
     dtc = False
     coarse_start = False  # one block up to 8192 rows: nothing to subsample
+    anderson_memory = 0  # the reference method stays plain EP
     random_state = None
 
     def _resolve_bases(self, X, is_lazy):

@@ -561,6 +561,8 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
                "n_skipped_updates": model.n_skipped_updates_,
                "n_damping_halvings": model.n_damping_halvings_,
                "n_damping_reductions": model.n_damping_reductions_,
+               "n_anderson_steps": getattr(model, "n_anderson_steps_", 0),
+               "n_anderson_restarts": getattr(model, "n_anderson_restarts_", 0),
                "coarse_start": _jsonable(getattr(model, "coarse_start_", []))},
         "log_evidence": _jsonable(model.log_evidence_),
         "history": _jsonable(model.history_),
@@ -719,6 +721,8 @@ def load_model(path):
     model.n_damping_halvings_ = int(ep["n_damping_halvings"])
     model.n_damping_reductions_ = int(ep.get("n_damping_reductions", 0))  # format 1
     model.coarse_start_ = list(ep.get("coarse_start", []))  # not in older stores
+    model.n_anderson_steps_ = int(ep.get("n_anderson_steps", 0))  # not in older stores
+    model.n_anderson_restarts_ = int(ep.get("n_anderson_restarts", 0))
     evidence = attrs["log_evidence"]
     model.log_evidence_ = float("nan") if evidence is None else float(evidence)
     model.history_ = attrs["history"]

@@ -104,7 +104,8 @@ class Trainer:
             engines = []
             for label, warm in zip(labels, sites):
                 blocks = shared if label is None else [relabel_block(b, label) for b in shared]
-                engines.append(InMemoryEngine(blocks, sites=_split(warm, blocks)))
+                engines.append(InMemoryEngine(blocks, sites=_split(warm, blocks),
+                                              anderson_memory=self.settings.anderson_memory))
         else:
             engines, blocks = [], None
             for k, (label, warm) in enumerate(zip(labels, sites)):
@@ -112,7 +113,8 @@ class Trainer:
                                          hyper.signal_variance, self.L,
                                          self.work_dir / f"problem-{k}", cache=self.cache,
                                          sites=warm, blocks=blocks, label=label,
-                                         projected_only=self.projected_only)
+                                         projected_only=self.projected_only,
+                                         anderson_memory=self.settings.anderson_memory)
                 blocks = engine.blocks
                 engines.append(engine)
         self._engines = engines
