@@ -329,6 +329,8 @@ class SweepReporter:
 @click.option("--coarse-start/--cold-start", default=True, show_default=True,
               help="Start parallel EP from EP on every 10th chunk (recursively), scaled to "
                    "all rows; the fixed point is the same.")
+@click.option("--anderson-memory", default=3, show_default=True, type=click.IntRange(0),
+              help="Sweeps remembered by Anderson acceleration of parallel EP (0: off).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing model store.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model (e.g. models/latest).")
@@ -336,7 +338,8 @@ class SweepReporter:
 def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, optimize_hyperparameters,
           max_hyper_iter, learn_blur_scale, max_sweeps, tol, lengthscale, signal_variance,
           noise_variance, label_noise, dof, scale, seed, cache, work_dir, scheduler, workers,
-          timeout, coarse_start, overwrite, latest, tls_ca_file, tls_cert, tls_key):
+          timeout, coarse_start, anderson_memory, overwrite, latest, tls_ca_file, tls_cert,
+          tls_key):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Classification with more than two classes is one-vs-rest on shared bases.
@@ -354,7 +357,8 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, optimize
                   work_dir=work_dir or str(Path(out).resolve().parent),
                   optimize_hyperparameters=optimize_hyperparameters,
                   max_hyper_iter=max_hyper_iter, learn_blur_scale=learn_blur_scale,
-                  coarse_start=coarse_start, verbose=int(optimize_hyperparameters))
+                  coarse_start=coarse_start, anderson_memory=anderson_memory,
+                  verbose=int(optimize_hyperparameters))
     if classification:
         model = SASPAClassifier(likelihood=likelihood or "probit", label_noise=label_noise,
                                 **common)
@@ -418,6 +422,8 @@ def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, cluster, max
 @click.argument("model_path", metavar="MODEL", type=click.Path())
 @click.argument("data", type=click.Path())
 @click.option("--out", required=True, type=click.Path(), help="New model store to write.")
+@click.option("--anderson-memory", type=click.IntRange(0),
+              help="Sweeps remembered by Anderson acceleration (default: the old model's).")
 @click.option("--refit-bases", is_flag=True,
               help="Run K-means again (then EP starts cold: sites act on the old bases).")
 @click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1))
@@ -432,8 +438,9 @@ def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, cluster, max
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model.")
 @tls_options
-def retrain(model_path, data, out, refit_bases, max_sweeps, tol, cache, work_dir, scheduler,
-            workers, timeout, overwrite, latest, tls_ca_file, tls_cert, tls_key):
+def retrain(model_path, data, out, anderson_memory, refit_bases, max_sweeps, tol, cache,
+            work_dir, scheduler, workers, timeout, overwrite, latest, tls_ca_file, tls_cert,
+            tls_key):
     """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
 
     Keeps the old model's bases and hyperparameters (bases refitted with
@@ -457,6 +464,8 @@ def retrain(model_path, data, out, refit_bases, max_sweeps, tol, cache, work_dir
               "optimize_hyperparameters": False, "verbose": 0}
     if tol is not None:
         params["tol"] = tol
+    if anderson_memory is not None:
+        params["anderson_memory"] = anderson_memory
     for attr, param in (("noise_variance_", "noise_variance"), ("label_noise_", "label_noise"),
                         ("dof_", "dof"), ("scale_", "scale")):
         if hasattr(old, attr):

@@ -83,3 +83,31 @@ def test_train_poisson_with_learnt_hyperparameters(tmp_path):
     res = _saspa("train", str(data), "--out", str(tmp_path / "x.zarr"), "--likelihood",
                  "poisson")
     assert res.returncode != 0 and "not a classification likelihood" in res.stderr
+
+
+def test_train_anderson_memory_flag_reaches_the_model(tmp_path):
+    """--anderson-memory 0 trains plain EP; the default mixes sweeps; both reach the
+    same fixed point (same tolerance) and the store records the setting and counts."""
+    from saspa_dask import load_model
+    from saspa_dask.cli import synthetic_two_class
+
+    X, y = synthetic_two_class(4000, 3, seed=2)
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    data = tmp_path / "d.zarr"
+    assert _saspa("ingest", str(tmp_path / "d.npy"), "--out", str(data),
+                  "--chunk-rows", "1000").returncode == 0
+    fits = {}
+    for memory in ("0", "3"):
+        out = tmp_path / f"m{memory}.zarr"
+        res = _saspa("train", str(data), "--out", str(out), "--bases", "16",
+                     "--signal-variance", "30", "--tol", "1e-9", "--cold-start",
+                     "--anderson-memory", memory, "--workers", "1")
+        assert res.returncode == 0, res.stderr
+        fits[memory] = load_model(out)
+    plain, fast = fits["0"], fits["3"]
+    assert plain.anderson_memory == 0 and plain.n_anderson_steps_ == 0
+    assert fast.anderson_memory == 3 and fast.n_anderson_steps_ > 0
+    assert fast.n_sweeps_ < plain.n_sweeps_
+    np.testing.assert_allclose(fast.alpha_, plain.alpha_, rtol=1e-6,
+                               atol=1e-7 * np.abs(plain.alpha_).max())
+    assert fast.log_evidence_ == pytest.approx(plain.log_evidence_, rel=1e-9)
