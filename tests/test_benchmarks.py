@@ -28,7 +28,8 @@ def test_bench_train_quick(tmp_path):
 
 def test_bench_retrain_quick():
     report = _quick("bench_retrain.py", "\n| mode")
-    assert len(report["results"]) == 4
+    assert [(r["mode"], r["anderson_memory"]) for r in report["results"]] == [
+        ("parallel", 0)] * 2 + [("parallel", 3)] * 2 + [("sequential", 0)] * 2
     for row in report["results"]:
         assert row["warm_sweeps"] <= row["cold_sweeps"]
         assert row["max_rel_alpha_diff"] < 100 * row["tol"]
