@@ -125,6 +125,18 @@ def test_block_from_empty_rows():
 SPAMBASE = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "datasets" / "spambase.csv"
 
 
+def _spambase_cycle_case():
+    """400 standardised log1p Spambase rows and the settings under which undamped
+    parallel EP cycles (s2 = 100, 32 bases)."""
+    data = np.loadtxt(SPAMBASE, delimiter=",", skiprows=1)
+    X, y = np.log1p(data[:, :-1]), data[:, -1].astype(int)
+    X = (X - X.mean(0)) / X.std(0)
+    rows = np.random.default_rng(0).permutation(len(y))[:400]
+    kw = dict(n_bases=32, random_state=0, signal_variance=100.0, lengthscale=3.0,
+              optimize_hyperparameters=False, tol=1e-8, max_sweeps=300)
+    return X[rows], y[rows], kw
+
+
 @pytest.mark.skipif(not SPAMBASE.exists(), reason=f"dataset {SPAMBASE} not present")
 def test_cycle_rule_breaks_a_period_two_cycle_and_keeps_the_fixed_point():
     """Undamped parallel probit EP on 400 Spambase rows with s2 = 100 cycles with
@@ -132,17 +144,12 @@ def test_cycle_rule_breaks_a_period_two_cycle_and_keeps_the_fixed_point():
     the damping once and EP converges to the fixed point that sequential EP reaches."""
     from saspa_dask import SASPAClassifier
 
-    data = np.loadtxt(SPAMBASE, delimiter=",", skiprows=1)
-    X, y = np.log1p(data[:, :-1]), data[:, -1].astype(int)
-    X = (X - X.mean(0)) / X.std(0)
-    rows = np.random.default_rng(0).permutation(len(y))[:400]
-    kw = dict(n_bases=32, random_state=0, signal_variance=100.0, lengthscale=3.0,
-              optimize_hyperparameters=False, tol=1e-8, max_sweeps=300)
+    X, y, kw = _spambase_cycle_case()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         # the cycle rule acts on plain EP (Anderson steps do not feed it)
-        par = SASPAClassifier(anderson_memory=0, **kw).fit(X[rows], y[rows])
-        seq = SASPAClassifier(ep_mode="sequential", **kw).fit(X[rows], y[rows])
+        par = SASPAClassifier(anderson_memory=0, **kw).fit(X, y)
+        seq = SASPAClassifier(ep_mode="sequential", **kw).fit(X, y)
     assert par.n_damping_reductions_ >= 1
     damped = [r["damping"] for r in par.history_]
     assert damped[0] == 1.0 and damped[-1] <= 0.5
@@ -161,17 +168,12 @@ def test_anderson_acceleration_reaches_the_sequential_fixed_point_in_fewer_sweep
     damping left at 1 and reaches the fixed point of sequential EP in 14."""
     from saspa_dask import SASPAClassifier
 
-    data = np.loadtxt(SPAMBASE, delimiter=",", skiprows=1)
-    X, y = np.log1p(data[:, :-1]), data[:, -1].astype(int)
-    X = (X - X.mean(0)) / X.std(0)
-    rows = np.random.default_rng(0).permutation(len(y))[:400]
-    kw = dict(n_bases=32, random_state=0, signal_variance=100.0, lengthscale=3.0,
-              optimize_hyperparameters=False, tol=1e-8, max_sweeps=300)
+    X, y, kw = _spambase_cycle_case()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        plain = SASPAClassifier(anderson_memory=0, **kw).fit(X[rows], y[rows])
-        fast = SASPAClassifier(anderson_memory=3, **kw).fit(X[rows], y[rows])
-        seq = SASPAClassifier(ep_mode="sequential", **kw).fit(X[rows], y[rows])
+        plain = SASPAClassifier(anderson_memory=0, **kw).fit(X, y)
+        fast = SASPAClassifier(anderson_memory=3, **kw).fit(X, y)
+        seq = SASPAClassifier(ep_mode="sequential", **kw).fit(X, y)
     assert fast.converged_ and fast.n_anderson_steps_ > 0
     assert sum(r["anderson"] for r in fast.history_) == fast.n_anderson_steps_
     assert 2 * fast.n_sweeps_ <= plain.n_sweeps_
