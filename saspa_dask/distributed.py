@@ -289,8 +289,9 @@ def _parallel_task(block, path, slot, start, stop, posterior, likelihood, dampin
                                               nu[slot, start:stop], posterior, likelihood,
                                               damping, s2, ring, ring_slot)
     if ring is not None:
-        # a rerun of this task (lost worker) rewrites the same slot: idempotent
-        ring_array[:, ring_slot, start:stop] = ring[:, ring_slot]
+        # the whole chunk, already read: a partial write would read it again.  A rerun
+        # of this task (lost worker) rewrites the same slot: idempotent
+        ring_array[:, :, start:stop] = ring
     tau[1 - slot, start:stop] = tau_new
     nu[1 - slot, start:stop] = nu_new
     return summary
