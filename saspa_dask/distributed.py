@@ -298,8 +298,9 @@ def _parallel_task(block, path, slot, start, stop, posterior, likelihood, dampin
 
 
 def _mix_task(path, slot, start, stop, weights):
-    tau, nu = _open_sites(path)
-    ring = zarr.open_group(str(path), mode="r")["anderson"][:, :, start:stop]
+    group = zarr.open_group(str(path), mode="r+")
+    tau, nu = group["tau"], group["nu"]
+    ring = group["anderson"][:, :, start:stop]
     tau[1 - slot, start:stop], nu[1 - slot, start:stop] = mix_steps(ring, weights)
 
 
