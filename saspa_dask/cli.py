@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import json
 import sys
 import time
@@ -389,6 +390,8 @@ def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, cluster, max
         click.echo(f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs, "
                    f"{len(X.chunks[0])} chunks)", err=True)
         data_fingerprint = fingerprint(X, y)
+        if callable(init_sites):  # computed on the cluster (reads the appended rows)
+            init_sites = init_sites()
         reporter = SweepReporter(max_sweeps)
         try:
             model.fit(X, y, progress=reporter, init_sites=init_sites)
@@ -426,6 +429,10 @@ def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, cluster, max
               help="Sweeps remembered by Anderson acceleration (default: the old model's).")
 @click.option("--refit-bases", is_flag=True,
               help="Run K-means again (then EP starts cold: sites act on the old bases).")
+@click.option("--new-rows", type=click.Choice(["adf", "empty"]), default="adf",
+              show_default=True,
+              help="Start the appended rows' sites from one assumed-density-filtering pass "
+                   "against the old posterior (adf), or from zero (empty).")
 @click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1))
 @click.option("--tol", type=float, help="Default: the old model's.")
 @click.option("--cache", default="memory", show_default=True,
@@ -438,14 +445,16 @@ def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, cluster, max
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model.")
 @tls_options
-def retrain(model_path, data, out, anderson_memory, refit_bases, max_sweeps, tol, cache,
-            work_dir, scheduler, workers, timeout, overwrite, latest, tls_ca_file, tls_cert,
-            tls_key):
+def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_sweeps, tol,
+            cache, work_dir, scheduler, workers, timeout, overwrite, latest, tls_ca_file,
+            tls_cert, tls_key):
     """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
 
     Keeps the old model's bases and hyperparameters (bases refitted with
-    --refit-bases); the old rows start from their stored sites and new rows from none.
-    The new model is written aside and renamed into place; MODEL is never touched.
+    --refit-bases); the old rows start from their stored sites, the appended rows from
+    one assumed-density-filtering pass against the old posterior (--new-rows empty:
+    from zero).  The new model is written aside and renamed into place; MODEL is never
+    touched.
     """
     old_path = resolve_model_path(model_path)
     old = _load(old_path)
@@ -473,17 +482,34 @@ def retrain(model_path, data, out, anderson_memory, refit_bases, max_sweeps, tol
     init_sites = None
     if not refit_bases:
         params["bases"] = old.bases_
-        pad = np.zeros(old.sites_tau_.shape[:-1] + (n_new - n_old,))
-        init_sites = (np.concatenate([old.sites_tau_, pad], axis=-1),
-                      np.concatenate([old.sites_nu_, pad], axis=-1))
+        init_sites = functools.partial(_warm_start_sites, old, X, y, new_rows)
     model = type(old)(**params)
-    click.echo(f"retrain: {n_old} old rows warm-started, {n_new - n_old} new rows"
-               if init_sites is not None else "retrain: bases refitted, cold start", err=True)
+    click.echo(f"retrain: {n_old} old rows warm-started, {n_new - n_old} new rows "
+               f"({new_rows})" if init_sites is not None
+               else "retrain: bases refitted, cold start", err=True)
     _fit_and_save(model, X, y, attrs, data, out, overwrite, latest,
                   (scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key), max_sweeps,
                   init_sites=init_sites,
                   extra={"retrained_from": str(old_path.resolve()),
-                         "warm_started_rows": n_old if init_sites is not None else 0})
+                         "warm_started_rows": n_old if init_sites is not None else 0,
+                         "new_rows_start": new_rows if init_sites is not None else "empty"})
+
+
+def _warm_start_sites(old, X, y, new_rows):
+    """The old rows' stored sites, then the appended rows' (ADF or zero)."""
+    n_old = old.sites_tau_.shape[-1]
+    if new_rows == "adf" and X.shape[0] > n_old:
+        start = time.perf_counter()
+        try:  # problems met in the pass are warnings, printed on stderr
+            sites = old.warm_start_sites(X[n_old:], y[n_old:])
+        except ValueError as err:
+            raise click.ClickException(f"appended rows: {err}") from None
+        click.echo(f"retrain: assumed-density filtering of {X.shape[0] - n_old} new rows "
+                   f"{time.perf_counter() - start:.1f}s", err=True)
+        return sites
+    pad = np.zeros(old.sites_tau_.shape[:-1] + (X.shape[0] - n_old,))
+    return (np.concatenate([old.sites_tau_, pad], axis=-1),
+            np.concatenate([old.sites_nu_, pad], axis=-1))
 
 
 def _load(model_path):

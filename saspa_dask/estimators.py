@@ -116,6 +116,12 @@ def _class_codes(y, classes):
     return _codes_of(y, classes)
 
 
+def _check_lazy_features(estimator, X):
+    if X.ndim == 2 and X.shape[1] != estimator.n_features_in_:
+        raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
+                         f"expecting {estimator.n_features_in_} features as input.")
+
+
 def _normalised(p):
     """One-vs-rest class probabilities scaled to sum to one per row."""
     total = p.sum(axis=1, keepdims=True)
@@ -340,50 +346,103 @@ class _SASPABase(BaseEstimator):
             return mean[:, 0], var[:, 0]
         return mean, var
 
-    def _partial_fit_latent(self, X, targets, labels=None):
-        """One assumed-density-filtering pass over new rows (see ``partial_fit``).
+    def _row_slices(self, X, targets):
+        """(X, targets) in pieces the driver can hold: dask and zarr inputs one row
+        chunk at a time (each computed once), NumPy input whole."""
+        if not dist.is_lazy(X):
+            yield np.asarray(X, dtype=np.float64), np.asarray(targets, dtype=np.float64)
+            return
+        import dask
 
-        ``labels``: one-vs-rest, one pass per class on the same kernel blocks.
+        X = dist.as_dask(X)
+        start = 0
+        for rows in X.chunks[0]:
+            yield dask.compute(X[start:start + rows], targets[start:start + rows])
+            start += rows
+
+    def _adf_pass(self, X, targets, labels=None):
+        """One assumed-density-filtering pass over rows X against the current posterior.
+
+        Returns ``(posteriors, tau, nu, n_invalid, n_skipped)``: the posteriors with the
+        rows added and the rows' sites; the estimator is not changed.  ``labels``:
+        one-vs-rest, one pass per class on the same kernel blocks.
         """
         from .ep import Posterior, relabel_block, sequential_chunk
 
-        blocks = list(self._blocks(X, targets))
         likelihood = self._fitted_likelihood()
-        new_posteriors, taus, nus = [], [], []
+        states = [(post.covariance(), post.mean, np.zeros_like(post.chol),
+                   np.zeros_like(post.mean), [], []) for post in self.posteriors_]
         n_invalid = n_skipped = 0
-        for k, post in enumerate(self.posteriors_):
-            sigma, mean = post.covariance(), post.mean
-            A_new = np.zeros_like(post.chol)
-            b_new = np.zeros_like(post.mean)
-            tau_k, nu_k = [], []
-            for block in blocks:
-                if labels is not None:
-                    block = relabel_block(block, labels[k])
-                zeros = np.zeros(block.y.shape[0])
-                tau, nu, sigma, mean, summary = sequential_chunk(
-                    block, zeros, zeros, sigma, mean, likelihood, 1.0, self.signal_variance_)
-                tau_k.append(tau)
-                nu_k.append(nu)
-                A_new += summary.A
-                b_new += summary.b
-                n_invalid += summary.n_invalid
-                n_skipped += summary.n_skipped
+        for X_part, t_part in self._row_slices(X, targets):
+            for block in self._blocks(X_part, t_part):
+                for k, (sigma, mean, A_new, b_new, tau_k, nu_k) in enumerate(states):
+                    if labels is not None:
+                        block_k = relabel_block(block, labels[k])
+                    else:
+                        block_k = block
+                    zeros = np.zeros(block_k.y.shape[0])
+                    tau, nu, sigma, mean, summary = sequential_chunk(
+                        block_k, zeros, zeros, sigma, mean, likelihood, 1.0,
+                        self.signal_variance_)
+                    tau_k.append(tau)
+                    nu_k.append(nu)
+                    states[k] = (sigma, mean, A_new + summary.A, b_new + summary.b, tau_k, nu_k)
+                    n_invalid += summary.n_invalid
+                    n_skipped += summary.n_skipped
+        posteriors, taus, nus = [], [], []
+        for post, (_, _, A_new, b_new, tau_k, nu_k) in zip(self.posteriors_, states):
             # Old sites are unchanged, so P and h simply gain the new rows' sums (exact,
             # no drift from the rank-one updates).
             P_minus_I = post.chol @ post.chol.T - np.eye(A_new.shape[0])
-            new_posteriors.append(Posterior.from_statistics(P_minus_I + A_new, post.h + b_new))
+            posteriors.append(Posterior.from_statistics(P_minus_I + A_new, post.h + b_new))
             taus.append(np.concatenate(tau_k))
             nus.append(np.concatenate(nu_k))
-        self.sites_tau_ = np.concatenate([self.sites_tau_, _stack_sites(taus)], axis=-1)
-        self.sites_nu_ = np.concatenate([self.sites_nu_, _stack_sites(nus)], axis=-1)
+        return posteriors, _stack_sites(taus), _stack_sites(nus), n_invalid, n_skipped
+
+    def _partial_fit_latent(self, X, targets, labels=None):
+        """One assumed-density-filtering pass over new rows (see ``partial_fit``)."""
+        posteriors, tau, nu, n_invalid, n_skipped = self._adf_pass(X, targets, labels)
+        self.sites_tau_ = np.concatenate([self.sites_tau_, tau], axis=-1)
+        self.sites_nu_ = np.concatenate([self.sites_nu_, nu], axis=-1)
         self.n_invalid_cavities_ += n_invalid
         self.n_skipped_updates_ += n_skipped
         self.history_ = [*self.history_, {"partial_fit_rows": int(X.shape[0]),
                                           "n_invalid": n_invalid, "n_skipped": n_skipped}]
-        self._set_posteriors(new_posteriors)
+        self._set_posteriors(posteriors)
         # the evidence needs every row's cavity; partial_fit does not revisit old rows
         self.log_evidence_ = float("nan")
         return self
+
+    def warm_start_sites(self, X_new, y_new):
+        """Sites to warm-start a refit on the training rows followed by ``X_new``.
+
+        The training rows keep their fitted sites; the new rows get the sites of one
+        assumed-density-filtering pass against the current posterior (as ``partial_fit``
+        would give them), which removes the first, largest sweep of a start from zero
+        sites.  The model is not changed.  Pass the result as ``init_sites`` to ``fit``
+        on all rows, with this model's bases and hyperparameters, as
+        ``saspa retrain`` does.
+
+        Parameters
+        ----------
+        X_new : array-like of shape (n_new, n_features)
+            NumPy, dask or zarr; lazy inputs are read one row chunk at a time.
+        y_new : array-like of shape (n_new,)
+
+        Returns
+        -------
+        tau, nu : ndarray of shape (n_train + n_new,), or (n_problems, n_train + n_new)
+            for one-vs-rest.  Problems met in the pass (invalid cavities, skipped
+            updates) are reported as a warning.
+        """
+        check_is_fitted(self, "posteriors_")
+        X_new, targets, labels = self._adf_targets(X_new, y_new)
+        _, tau, nu, n_invalid, n_skipped = self._adf_pass(X_new, targets, labels)
+        if n_invalid or n_skipped:
+            warnings.warn(f"assumed-density filtering of the new rows: {n_invalid} invalid "
+                          f"cavities, {n_skipped} skipped updates", UserWarning, stacklevel=2)
+        return (np.concatenate([self.sites_tau_, tau], axis=-1),
+                np.concatenate([self.sites_nu_, nu], axis=-1))
 
     def model_fingerprint(self):
         """sha256 of everything predictions depend on (bases, kernel, factors,
@@ -737,15 +796,27 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
             self._check_classes(classes)
             return self
         self._check_classes(classes)
-        X, y = validate_data(self, X, y, reset=False, dtype=np.float64)
-        unknown = np.setdiff1d(np.unique(y), self.classes_)
+        X, targets, labels = self._adf_targets(X, y)
+        return self._partial_fit_latent(X, targets, labels)
+
+    def _adf_targets(self, X, y):
+        """Checked new rows and their EP targets: (X, targets, one-vs-rest labels)."""
+        if dist.is_lazy(X) or dist.is_lazy(y):
+            _check_lazy_features(self, X)
+            X, y, stats = dist.check_training_data(self, X, y, classification=True)
+            found = np.asarray(stats["classes"])
+        else:
+            X, y = validate_data(self, X, y, reset=False, dtype=np.float64)
+            found = np.unique(y)
+        unknown = np.setdiff1d(found, self.classes_)
         if unknown.size:
             raise ValueError(f"labels {unknown.tolist()} are not among classes_ "
                              f"{self.classes_.tolist()}")
         if self._is_multiclass:
-            return self._partial_fit_latent(X, _codes_of(y, self.classes_),
-                                            labels=[float(k) for k in range(self.classes_.size)])
-        return self._partial_fit_latent(X, np.where(y == self.classes_[1], 1.0, -1.0))
+            return X, _class_codes(y, self.classes_), [float(k)
+                                                       for k in range(self.classes_.size)]
+        # +1 for classes_[1]; works on numpy and dask arrays alike
+        return X, (y == self.classes_[1]) * 2.0 - 1.0, None
 
     def _check_classes(self, classes):
         if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
@@ -996,10 +1067,18 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         """
         if not hasattr(self, "posteriors_"):
             return self.fit(X, y)
-        X, y = validate_data(self, X, y, reset=False, dtype=np.float64, y_numeric=True)
+        return self._partial_fit_latent(*self._adf_targets(X, y))
+
+    def _adf_targets(self, X, y):
+        """Checked new rows and their EP targets: (X, targets, None)."""
+        if dist.is_lazy(X) or dist.is_lazy(y):
+            _check_lazy_features(self, X)
+            X, y, _ = dist.check_training_data(self, X, y, classification=False)
+        else:
+            X, y = validate_data(self, X, y, reset=False, dtype=np.float64, y_numeric=True)
         if self.likelihood == "poisson":
-            return self._partial_fit_latent(X, y)
-        return self._partial_fit_latent(X, y - self.y_mean_)
+            return X, y, None
+        return X, y - self.y_mean_, None
 
     def predict_latent(self, X):
         mean, var = super().predict_latent(X)
