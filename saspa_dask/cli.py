@@ -429,10 +429,11 @@ def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, cluster, max
               help="Sweeps remembered by Anderson acceleration (default: the old model's).")
 @click.option("--refit-bases", is_flag=True,
               help="Run K-means again (then EP starts cold: sites act on the old bases).")
-@click.option("--new-rows", type=click.Choice(["adf", "empty"]), default="adf",
+@click.option("--new-rows", type=click.Choice(["update", "adf", "empty"]), default="update",
               show_default=True,
-              help="Start the appended rows' sites from one assumed-density-filtering pass "
-                   "against the old posterior (adf), or from zero (empty).")
+              help="Start the appended rows' sites from one EP update against the old "
+                   "posterior (update), one assumed-density-filtering pass (adf, "
+                   "sequential), or zero (empty).")
 @click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1))
 @click.option("--tol", type=float, help="Default: the old model's.")
 @click.option("--cache", default="memory", show_default=True,
@@ -452,8 +453,8 @@ def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_s
 
     Keeps the old model's bases and hyperparameters (bases refitted with
     --refit-bases); the old rows start from their stored sites, the appended rows from
-    one assumed-density-filtering pass against the old posterior (--new-rows empty:
-    from zero).  The new model is written aside and renamed into place; MODEL is never
+    one EP update against the old posterior (--new-rows: adf for an
+    assumed-density-filtering pass, empty for zero sites).  The new model is written aside and renamed into place; MODEL is never
     touched.
     """
     old_path = resolve_model_path(model_path)
@@ -498,13 +499,13 @@ def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_s
 def _warm_start_sites(old, X, y, new_rows):
     """The old rows' stored sites, then the appended rows' (ADF or zero)."""
     n_old = old.sites_tau_.shape[-1]
-    if new_rows == "adf" and X.shape[0] > n_old:
+    if new_rows != "empty" and X.shape[0] > n_old:
         start = time.perf_counter()
-        try:  # problems met in the pass are warnings, printed on stderr
-            sites = old.warm_start_sites(X[n_old:], y[n_old:])
+        try:  # problems met on the new rows are warnings, printed on stderr
+            sites = old.warm_start_sites(X[n_old:], y[n_old:], new_rows=new_rows)
         except ValueError as err:
             raise click.ClickException(f"appended rows: {err}") from None
-        click.echo(f"retrain: assumed-density filtering of {X.shape[0] - n_old} new rows "
+        click.echo(f"retrain: starting sites of {X.shape[0] - n_old} new rows ({new_rows}) "
                    f"{time.perf_counter() - start:.1f}s", err=True)
         return sites
     pad = np.zeros(old.sites_tau_.shape[:-1] + (X.shape[0] - n_old,))

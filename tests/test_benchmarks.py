@@ -31,7 +31,8 @@ def test_bench_retrain_quick():
     assert [(r["mode"], r["anderson_memory"]) for r in report["results"]] == [
         ("parallel", 0)] * 2 + [("parallel", 3)] * 2 + [("sequential", 0)] * 2
     for row in report["results"]:
-        assert row["adf_sweeps"] <= row["warm_sweeps"] <= row["cold_sweeps"]
+        assert row["update_sweeps"] <= row["empty_sweeps"] <= row["cold_sweeps"]
+        assert row["adf_sweeps"] <= row["empty_sweeps"]
         assert row["max_rel_alpha_diff"] < 100 * row["tol"]
 
 

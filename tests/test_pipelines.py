@@ -50,8 +50,8 @@ def test_example_jobs_run_and_rerun_is_a_no_op(project):
     np.save(project / "demo.npy", np.column_stack([X, y]))
     res = _run(jobs / "nightly_retrain.toml")
     assert res.returncode == 0, res.stderr
-    assert "6000 old rows warm-started, 600 new rows (adf)" in res.stderr
-    assert "assumed-density filtering of 600 new rows" in res.stderr
+    assert "6000 old rows warm-started, 600 new rows (update)" in res.stderr
+    assert "starting sites of 600 new rows (update)" in res.stderr
     second = resolve_model_path(project / "work" / "models" / "latest")
     assert second != first and first.exists()
     assert load_model(second).sites_tau_.shape == (6_600,)

@@ -65,18 +65,18 @@ def test_retrain_warm_starts_and_keeps_the_old_model(stores):
     np.testing.assert_allclose(new.alpha_, cold.alpha_, rtol=1e-7,
                                atol=1e-7 * np.abs(cold.alpha_).max())
     assert new.converged_ and new.n_sweeps_ < cold.n_sweeps_
-    assert "assumed-density filtering of 1000 new rows" in res.stderr
+    assert "starting sites of 1000 new rows (update)" in res.stderr
     # --new-rows empty: the same fixed point, from zero sites for the new rows
     res = _saspa("retrain", models / "v1.zarr", tmp / "all.zarr", "--out", models / "v3.zarr",
                  "--tol", 1e-10, "--max-sweeps", 500, "--workers", 1, "--new-rows", "empty")
     assert res.returncode == 0, res.stderr
-    assert "1000 new rows (empty)" in res.stderr and "assumed-density" not in res.stderr
+    assert "1000 new rows (empty)" in res.stderr and "starting sites" not in res.stderr
     empty = load_model(models / "v3.zarr")
     np.testing.assert_allclose(empty.alpha_, cold.alpha_, rtol=1e-7,
                                atol=1e-7 * np.abs(cold.alpha_).max())
     assert new.n_sweeps_ < empty.n_sweeps_ < cold.n_sweeps_
     assert zarr.open_group(models / "v3.zarr", mode="r").attrs["new_rows_start"] == "empty"
-    assert zarr.open_group(models / "v2.zarr", mode="r").attrs["new_rows_start"] == "adf"
+    assert zarr.open_group(models / "v2.zarr", mode="r").attrs["new_rows_start"] == "update"
     res = _saspa("score", models / "latest", tmp / "all.zarr", "--out", tmp / "s.zarr",
                  "--workers", 1)
     assert res.returncode == 0, res.stderr
@@ -96,34 +96,44 @@ def test_retrain_rejects_what_it_cannot_do(stores):
     assert not (tmp / "x.zarr").exists() and not (tmp / "y.zarr").exists()
 
 
-def test_warm_start_sites_are_an_adf_pass_on_the_new_rows():
+def test_warm_start_sites_for_new_rows_reach_the_cold_fixed_point():
     import dask.array as da
 
     X, y = synthetic_two_class(3_000, 4, seed=21)
     old = SASPAClassifier(optimize_hyperparameters=False, n_bases=16, random_state=0,
                           tol=1e-10, max_sweeps=500).fit(X[:2_700], y[:2_700])
     alpha_before = old.alpha_.copy()
-    tau, nu = old.warm_start_sites(X[2_700:], y[2_700:])
+    starts = {how: old.warm_start_sites(X[2_700:], y[2_700:], new_rows=how)
+              for how in ("update", "adf", "empty")}
     np.testing.assert_array_equal(old.alpha_, alpha_before)  # the model is not changed
-    np.testing.assert_array_equal(tau[:2_700], old.sites_tau_)
+    for tau, nu in starts.values():
+        np.testing.assert_array_equal(tau[:2_700], old.sites_tau_)
+        np.testing.assert_array_equal(nu[:2_700], old.sites_nu_)
+    assert not starts["empty"][0][2_700:].any()
+    # ADF equals partial_fit's pass; the update differs from it (no row sees another)
+    online = SASPAClassifier(**old.get_params()).fit(X[:2_700], y[:2_700])
+    online.partial_fit(X[2_700:], y[2_700:])
+    np.testing.assert_allclose(starts["adf"][1], online.sites_nu_, rtol=1e-12, atol=1e-15)
+    assert not np.allclose(starts["update"][1], starts["adf"][1], rtol=1e-3)
     # dask input is read chunk by chunk (uneven chunks, across block boundaries)
-    lazy = old.warm_start_sites(da.from_array(X[2_700:], chunks=(77, 4)),
-                                da.from_array(y[2_700:], chunks=77))
-    np.testing.assert_allclose(lazy[0], tau, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(lazy[1], nu, rtol=1e-12, atol=1e-15)
-    # the same fixed point as a cold start, with a smaller first step than zero sites
+    for how in ("update", "adf"):
+        lazy = old.warm_start_sites(da.from_array(X[2_700:], chunks=(77, 4)),
+                                    da.from_array(y[2_700:], chunks=77), new_rows=how)
+        np.testing.assert_allclose(lazy[0], starts[how][0], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(lazy[1], starts[how][1], rtol=1e-12, atol=1e-15)
+    # every start reaches a cold start's fixed point; the new rows' sites shrink the
+    # first step and save sweeps
     kw = dict(optimize_hyperparameters=False, bases=old.bases_, lengthscale=old.lengthscale_,
               signal_variance=old.signal_variance_, tol=1e-10, max_sweeps=500)
     cold = SASPAClassifier(coarse_start=False, **kw).fit(X, y)
-    adf = SASPAClassifier(**kw).fit(X, y, init_sites=(tau, nu))
-    pad = np.zeros(300)
-    empty = SASPAClassifier(**kw).fit(X, y, init_sites=(np.r_[old.sites_tau_, pad],
-                                                        np.r_[old.sites_nu_, pad]))
+    fits = {how: SASPAClassifier(**kw).fit(X, y, init_sites=sites)
+            for how, sites in starts.items()}
     scale = np.abs(cold.alpha_).max()
-    for fit in (adf, empty):
+    for fit in fits.values():
         np.testing.assert_allclose(fit.alpha_, cold.alpha_, atol=1e-7 * scale)
-    assert adf.history_[0]["change"] < 0.2 * empty.history_[0]["change"]
-    assert adf.n_sweeps_ < empty.n_sweeps_ < cold.n_sweeps_
+    for how in ("update", "adf"):
+        assert fits[how].history_[0]["change"] < 0.2 * fits["empty"].history_[0]["change"]
+        assert fits[how].n_sweeps_ < fits["empty"].n_sweeps_ < cold.n_sweeps_
     with pytest.raises(ValueError, match="not among classes_"):
         old.warm_start_sites(X[:5], np.full(5, 7))
     with pytest.raises(ValueError, match="X has 3 features"):
@@ -132,6 +142,8 @@ def test_warm_start_sites_are_an_adf_pass_on_the_new_rows():
         old.warm_start_sites(np.full((5, 4), np.nan), y[:5])
     with pytest.raises(ValueError, match="NaN or infinity in 5 rows"):
         old.warm_start_sites(da.full((5, 4), np.nan), da.from_array(y[:5]))
+    with pytest.raises(ValueError, match="new_rows must be one of"):
+        old.warm_start_sites(X[:5], y[:5], new_rows="zero")
 
 
 def test_warm_start_sites_one_vs_rest():
