@@ -762,9 +762,9 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         progress : callable, optional
             Called with each EP sweep's record (dict).
         init_sites : tuple (tau, nu) of arrays of shape (n_samples,), optional
-            Warm start for EP (e.g. the ``sites_tau_``, ``sites_nu_`` of an earlier
-            fit on the same rows, padded with zeros for new rows; shape
-            (n_classes, n_samples) for more than two classes).  EP reaches the same
+            Warm start for EP, e.g. ``old.warm_start_sites(X_new, y_new)`` (an
+            earlier fit's sites, then sites for the appended rows); shape
+            (n_classes, n_samples) for more than two classes.  EP reaches the same
             fixed point; a good start needs fewer sweeps.
 
         Returns
@@ -1024,8 +1024,8 @@ class SASPARegressor(RegressorMixin, _SASPABase):
         progress : callable, optional
             Called with each EP sweep's record (dict).
         init_sites : tuple (tau, nu) of arrays of length n_samples, optional
-            Warm start for EP (e.g. the ``sites_tau_``, ``sites_nu_`` of an earlier
-            fit on the same rows, padded with zeros for new rows).  EP reaches the same
+            Warm start for EP, e.g. ``old.warm_start_sites(X_new, y_new)`` (an
+            earlier fit's sites, then sites for the appended rows).  EP reaches the same
             fixed point; a good start needs fewer sweeps.
 
         Returns
