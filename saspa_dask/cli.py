@@ -304,6 +304,9 @@ class SweepReporter:
                    "gradient pass on the cluster).")
 @click.option("--max-hyper-iter", default=20, show_default=True, type=click.IntRange(1),
               help="Cap on optimiser iterations.")
+@click.option("--hyper-restarts", default=0, show_default=True, type=click.IntRange(0),
+              help="Further evidence maximisations from shorter starting lengthscales; "
+                   "the highest evidence is kept (n_restarts_optimizer).")
 @click.option("--learn-blur-scale", is_flag=True,
               help="Also learn a multiplier of the blur covariances.")
 @click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1))
@@ -337,10 +340,10 @@ class SweepReporter:
               help="Pointer file to update to the new model (e.g. models/latest).")
 @tls_options
 def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, optimize_hyperparameters,
-          max_hyper_iter, learn_blur_scale, max_sweeps, tol, lengthscale, signal_variance,
-          noise_variance, label_noise, dof, scale, seed, cache, work_dir, scheduler, workers,
-          timeout, coarse_start, anderson_memory, overwrite, latest, tls_ca_file, tls_cert,
-          tls_key):
+          max_hyper_iter, hyper_restarts, learn_blur_scale, max_sweeps, tol, lengthscale,
+          signal_variance, noise_variance, label_noise, dof, scale, seed, cache, work_dir,
+          scheduler, workers, timeout, coarse_start, anderson_memory, overwrite, latest,
+          tls_ca_file, tls_cert, tls_key):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Classification with more than two classes is one-vs-rest on shared bases.
@@ -357,8 +360,8 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, optimize
                   signal_variance=signal_variance, random_state=seed, cache=cache,
                   work_dir=work_dir or str(Path(out).resolve().parent),
                   optimize_hyperparameters=optimize_hyperparameters,
-                  max_hyper_iter=max_hyper_iter, learn_blur_scale=learn_blur_scale,
-                  coarse_start=coarse_start, anderson_memory=anderson_memory,
+                  max_hyper_iter=max_hyper_iter, n_restarts_optimizer=hyper_restarts,
+                  learn_blur_scale=learn_blur_scale, coarse_start=coarse_start, anderson_memory=anderson_memory,
                   verbose=int(optimize_hyperparameters))
     if classification:
         model = SASPAClassifier(likelihood=likelihood or "probit", label_noise=label_noise,

@@ -76,6 +76,9 @@ _FULL_PARAMS_DOC = """
     optimize_hyperparameters : bool, default=True
         Maximise the EP evidence over the kernel and likelihood hyperparameters.
     max_hyper_iter : int, default=20
+    n_restarts_optimizer : int, default=0
+        Further evidence maximisations from shorter starting lengthscales (see
+        :class:`SASPAClassifier`).
     max_samples : int, default=5000
         Largest training set accepted (the kernel matrix has N^2 entries).
     verbose : int, default=0
@@ -113,7 +116,7 @@ class FullGPClassifier(_FullGPMixin, SASPAClassifier):
     def __init__(self, *, likelihood="probit", label_noise=0.01, lengthscale=None,
                  signal_variance=None, ep_mode="parallel", damping=None, max_sweeps=100,
                  tol=1e-6, jitter=1e-6, optimize_hyperparameters=True, max_hyper_iter=20,
-                 max_samples=5000, verbose=0):
+                 n_restarts_optimizer=0, max_samples=5000, verbose=0):
         self.likelihood = likelihood
         self.label_noise = label_noise
         self.lengthscale = lengthscale
@@ -125,6 +128,7 @@ class FullGPClassifier(_FullGPMixin, SASPAClassifier):
         self.jitter = jitter
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
+        self.n_restarts_optimizer = n_restarts_optimizer
         self.max_samples = max_samples
         self.verbose = verbose
 
@@ -157,7 +161,8 @@ class FullGPRegressor(_FullGPMixin, SASPARegressor):
     def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, lengthscale=None, signal_variance=None, ep_mode="parallel",
                  damping=None, max_sweeps=100, tol=1e-6, jitter=1e-6,
-                 optimize_hyperparameters=True, max_hyper_iter=20, max_samples=5000,
+                 optimize_hyperparameters=True, max_hyper_iter=20, n_restarts_optimizer=0,
+                 max_samples=5000,
                  verbose=0):
         self.likelihood = likelihood
         self.noise_variance = noise_variance
@@ -173,6 +178,7 @@ class FullGPRegressor(_FullGPMixin, SASPARegressor):
         self.jitter = jitter
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
+        self.n_restarts_optimizer = n_restarts_optimizer
         self.max_samples = max_samples
         self.verbose = verbose
 

@@ -11,6 +11,8 @@ evidence over them (:mod:`saspa_dask.hyper`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 import warnings
 from dataclasses import dataclass
@@ -171,9 +173,27 @@ def _split(sites, blocks):
             [sites[1][a:b] for a, b in zip(edges[:-1], edges[1:])])
 
 
+def restart_points(start, n_restarts):
+    """``start`` and ``n_restarts`` copies with shorter lengthscales, spread
+    geometrically from ``start.lengthscale`` down to ``start.lengthscale / sqrt(d)``.
+
+    The data-driven default start (``std * sqrt(d)``) is smooth on purpose; in many
+    dimensions the evidence has other maxima at shorter lengthscales (one per input's
+    standard deviation is the other usual start), which these restarts reach.
+    """
+    d = start.lengthscale.size
+    points = [start]
+    for k in range(1, n_restarts + 1):
+        factor = d ** (-0.5 * k / n_restarts)
+        points.append(dataclasses.replace(start, lengthscale=start.lengthscale * factor))
+    return points
+
+
 def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
-        learn_blur_scale=False, init_sites=None, callback=None):
-    """Fit at ``start`` or maximise the summed EP evidence from it.
+        learn_blur_scale=False, init_sites=None, callback=None, n_restarts=0):
+    """Fit at ``start`` or maximise the summed EP evidence from it (and, with
+    ``n_restarts``, from the further starts of :func:`restart_points`, keeping the
+    highest evidence).
 
     Parameters
     ----------
@@ -187,17 +207,61 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
     init_sites : list of (tau, nu) per problem, optional
     callback : callable, optional
         Called with each accepted optimiser iteration's record.
+    n_restarts : int
+        Further maximisations from shorter starting lengthscales.
 
     Returns
     -------
     FitOutcome
     """
     if not optimize_hyperparameters:
-        trainer.build(start, init_sites)
-        results = trainer.run(likelihood.with_hyperparameters(start.likelihood))
-        return FitOutcome(start, trainer.basis, trainer.L, trainer.jitter_used, results,
-                          float(sum(r.log_evidence for r in results)))
+        return _fit_at(trainer, likelihood, start, init_sites)
+    chosen = _best_start(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites,
+                         callback, n_restarts)
+    if not all(r.converged for r in chosen.results):
+        warnings.warn("EP did not converge at the chosen hyperparameters "
+                      f"(max_sweeps={trainer.settings.max_sweeps}); raise max_sweeps or "
+                      "lower damping", EPConvergenceWarning, stacklevel=3)
+    return chosen
 
+
+def _best_start(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites, callback,
+                n_restarts):
+    if n_restarts == 0:
+        return _maximise(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites,
+                         callback)
+    outcomes = []
+    for k, point in enumerate(restart_points(start, n_restarts)):
+        step = None if callback is None else (lambda rec, k=k: callback({**rec, "start": k}))
+        outcome = _maximise(trainer, likelihood, point, max_iter, learn_blur_scale,
+                            init_sites, step)
+        outcomes.append(outcome)
+    best = max(range(len(outcomes)), key=lambda k: outcomes[k].log_evidence)
+    chosen = outcomes[best]
+    if best != len(outcomes) - 1:
+        # the trainer (and on Dask its site store) holds the last start's state: run EP
+        # again at the chosen point so that everything returned belongs to it
+        final = _fit_at(trainer, likelihood, chosen.hyper, init_sites)
+        final.trace, final.info = chosen.trace, chosen.info
+        chosen = final
+    chosen.trace = [{**rec, "start": k} for k, o in enumerate(outcomes) for rec in o.trace]
+    chosen.info = {**chosen.info, "chosen_start": best,
+                   "starts": [{"start": k, "log_evidence": o.log_evidence,
+                               "n_evaluations": o.info["n_evaluations"],
+                               "lengthscale_start": [float(v) for v in p.lengthscale]}
+                              for k, (o, p) in enumerate(
+                                  zip(outcomes, restart_points(start, n_restarts)))]}
+    return chosen
+
+
+def _fit_at(trainer, likelihood, hyper, init_sites):
+    trainer.build(hyper, init_sites)
+    results = trainer.run(likelihood.with_hyperparameters(hyper.likelihood))
+    return FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results,
+                      float(sum(r.log_evidence for r in results)))
+
+
+def _maximise(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites, callback):
     best = {"sites": init_sites, "value": -np.inf}
 
     def evaluate(hyper):
@@ -224,10 +288,6 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
 
     hyper, outcome, trace, info = optimize(evaluate, start, learn_blur_scale=learn_blur_scale,
                                            max_iter=max_iter, callback=callback)
-    if not outcome.info["converged"]:
-        warnings.warn("EP did not converge at the chosen hyperparameters "
-                      f"(max_sweeps={trainer.settings.max_sweeps}); raise max_sweeps or "
-                      "lower damping", EPConvergenceWarning, stacklevel=3)
     evaluation = outcome.info
     outcome.trace = trace
     outcome.info = {**info, "best_evaluation": evaluation}

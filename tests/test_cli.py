@@ -111,3 +111,31 @@ def test_train_anderson_memory_flag_reaches_the_model(tmp_path):
     np.testing.assert_allclose(fast.alpha_, plain.alpha_, rtol=1e-6,
                                atol=1e-7 * np.abs(plain.alpha_).max())
     assert fast.log_evidence_ == pytest.approx(plain.log_evidence_, rel=1e-9)
+
+
+def test_train_hyper_restarts_on_the_cluster_match_in_memory(tmp_path):
+    """--hyper-restarts 1 on the embedded cluster: both starts are maximised, the one
+    of higher evidence is kept, and the model equals the in-memory estimator's."""
+    from saspa_dask import SASPAClassifier, load_model
+    from saspa_dask.cli import synthetic_two_class
+
+    X, y = synthetic_two_class(2000, 6, seed=5)
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    data, model = tmp_path / "d.zarr", tmp_path / "m.zarr"
+    assert _saspa("ingest", str(tmp_path / "d.npy"), "--out", str(data),
+                  "--chunk-rows", "1000").returncode == 0
+    res = _saspa("train", str(data), "--out", str(model), "--bases", "10",
+                 "--optimize-hyperparameters", "--max-hyper-iter", "3", "--hyper-restarts", "1",
+                 "--tol", "1e-9", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    assert "hyperparameter start 1  iteration" in res.stderr
+    fitted = load_model(model)
+    starts = fitted.hyperparameter_info_["starts"]
+    assert len(starts) == 2
+    chosen = fitted.hyperparameter_info_["chosen_start"]
+    assert chosen == int(np.argmax([s["log_evidence"] for s in starts]))
+    ref = SASPAClassifier(bases=fitted.bases_, max_hyper_iter=3, n_restarts_optimizer=1,
+                          tol=1e-9).fit(X, y)
+    assert ref.hyperparameter_info_["chosen_start"] == chosen
+    assert fitted.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-6)
+    np.testing.assert_allclose(fitted.lengthscale_, ref.lengthscale_, rtol=1e-4)

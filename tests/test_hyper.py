@@ -160,3 +160,41 @@ def test_learnt_hyperparameters_are_saved_with_their_trace(tmp_path):
             == list(reg.hyperparameter_trace_[-1]["hyperparameters"]["lengthscale"]))
     assert back.blur_scale_ == reg.blur_scale_
     np.testing.assert_array_equal(back.predict(X), reg.predict(X))
+
+
+IONOSPHERE = (__import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "datasets"
+              / "ionosphere.csv")
+
+
+def _ionosphere_split(seed, n_train=200):
+    data = np.loadtxt(IONOSPHERE, delimiter=",", skiprows=1, dtype=str)
+    X, y = data[:, :-1].astype(float), (data[:, -1] == "g").astype(int)
+    order = np.random.default_rng(seed).permutation(len(y))[:n_train]
+    X = X[order]
+    std = X.std(0)
+    return (X - X.mean(0)) / np.where(std > 0, std, 1.0), y[order]
+
+
+@pytest.mark.parametrize("seed,chosen", [(0, 2), (2, 0)])  # the last start wins / the first
+def test_restarts_keep_the_start_with_the_highest_evidence(seed, chosen):
+    """Each start maximised on its own (independent fits) against the restarted fit:
+    the restarted fit must be the one of highest evidence, with its EP state rerun at
+    the chosen point when that is not the last start."""
+    X, y = _ionosphere_split(seed)
+    common = dict(n_bases=8, random_state=0, max_hyper_iter=8)
+    model = SASPAClassifier(n_restarts_optimizer=2, **common).fit(X, y)
+    d = X.shape[1]
+    start = model.hyperparameter_info_["starts"][0]["lengthscale_start"]
+    singles = [SASPAClassifier(lengthscale=np.asarray(start) * d ** (-0.25 * k),
+                               **common).fit(X, y) for k in range(3)]
+    evidences = [m.log_evidence_ for m in singles]
+    best = int(np.argmax(evidences))
+    assert best == chosen  # both code paths are exercised
+    assert model.hyperparameter_info_["chosen_start"] == best
+    np.testing.assert_allclose([s["log_evidence"] for s in model.hyperparameter_info_["starts"]],
+                               evidences, rtol=1e-9)
+    assert model.log_evidence_ == pytest.approx(max(evidences), rel=1e-9)
+    np.testing.assert_allclose(model.lengthscale_, singles[best].lengthscale_, rtol=1e-9)
+    np.testing.assert_allclose(model.alpha_, singles[best].alpha_, rtol=1e-6,
+                               atol=1e-6 * np.abs(singles[best].alpha_).max())
+    assert {rec["start"] for rec in model.hyperparameter_trace_} == {0, 1, 2}
