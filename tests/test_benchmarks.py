@@ -100,3 +100,16 @@ def test_bench_scale_quick(tmp_path):
     assert [r["N"] for r in report["rows"]] == [20_000, 40_000]
     assert all(r["converged"] and len(r["train_worker_peak_mib"]) == 2 for r in report["rows"])
     assert (tmp_path / "scale.png").stat().st_size > 1000
+
+
+def test_bench_restarts_quick():
+    report = _quick("bench_restarts.py", "\n| SASPA-full")
+    rows = {r["config"]: r for r in report["summary"]}
+    assert set(rows) == {"default", "start at std", "n_restarts_optimizer=1",
+                         "n_restarts_optimizer=2"}
+    for r in rows.values():
+        assert r["n_splits"] == 2 and 0 <= r["error_mean"] < 0.5
+    # keeping the highest evidence can only raise the evidence over the default start
+    assert rows["n_restarts_optimizer=1"]["log_evidence_mean"] >= (
+        rows["default"]["log_evidence_mean"] - 1e-6)
+    assert sum(rows["n_restarts_optimizer=2"]["chosen_start_counts"]) == 2
