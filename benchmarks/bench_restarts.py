@@ -1,6 +1,7 @@
 """Hyperparameter restarts on Ionosphere: does a second evidence maximisation help?
 
     python benchmarks/bench_restarts.py            # 20 splits of 200 train, M = 16
+    python benchmarks/bench_restarts.py --first-split 20   # 20 further splits
     python benchmarks/bench_restarts.py --quick    # 2 splits, M = 4, 3 iterations
 
 SASPA-full on the paper-reproduction splits of ``bench_paper.py`` (same split function,
@@ -63,11 +64,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--splits", type=int, default=20)
+    ap.add_argument("--first-split", type=int, default=0,
+                    help="Seed of the first split (20: splits the restarts were not "
+                         "designed on).")
     ap.add_argument("--outdir", default=None, help="Write results/restarts.json here.")
     args = ap.parse_args()
     n_splits, M, iters = (2, 4, 3) if args.quick else (args.splits, 16, 20)
     with ProcessPoolExecutor(2) as pool:
-        rows = [r for part in pool.map(one_split, range(n_splits), [M] * n_splits,
+        seeds = range(args.first_split, args.first_split + n_splits)
+        rows = [r for part in pool.map(one_split, seeds, [M] * n_splits,
                                        [iters] * n_splits) for r in part]
     summary = []
     for name in CONFIGS:
@@ -81,15 +86,18 @@ def main():
                             [r["chosen_start"] for r in sel], minlength=3).tolist(),
                         "not_converged": sum(not r["converged"] for r in sel)})
     report = {"dataset": "ionosphere", "M": M, "n_train": 200, "max_hyper_iter": iters,
+              "split_seeds": [args.first_split, args.first_split + n_splits - 1],
               "machine": machine(), "summary": summary, "rows": rows}
     if args.outdir or not args.quick:
         out = (common.RESULTS if args.outdir is None else
                __import__("pathlib").Path(args.outdir)) / (
-            "restarts-quick.json" if args.quick else "restarts.json")
+            "restarts-quick.json" if args.quick else
+            f"restarts{'' if args.first_split == 0 else f'-from{args.first_split}'}.json")
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=1))
     print(json.dumps({k: v for k, v in report.items() if k != "rows"}, indent=2))
-    print(f"\n| SASPA-full, Ionosphere M = {M}, {n_splits} splits | test error | NLP | "
+    print(f"\n| SASPA-full, Ionosphere M = {M}, splits {args.first_split}-"
+          f"{args.first_split + n_splits - 1} | test error | NLP | "
           "log evidence | fit s | chosen start (0, 1, 2) |")
     print("|---|---|---|---|---|---|")
     for r in summary:

@@ -16,6 +16,15 @@ def _saspa(*args):
                           capture_output=True, text=True, timeout=300)
 
 
+def _ingested(tmp_path, X, y):
+    """X and y written as a .npy table and ingested by the CLI in 1000-row chunks."""
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    data = tmp_path / "d.zarr"
+    assert _saspa("ingest", str(tmp_path / "d.npy"), "--out", str(data),
+                  "--chunk-rows", "1000").returncode == 0
+    return data
+
+
 def test_demo_reports_what_the_library_computes():
     res = _saspa("demo", "--rows", "3000", "--bases", "16", "--json", "--seed", "4")
     assert res.returncode == 0, res.stderr
@@ -63,10 +72,8 @@ def test_train_poisson_with_learnt_hyperparameters(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, size=(3000, 2))
     rate = np.exp(1.0 + np.sin(1.5 * X[:, 0]))
-    np.save(tmp_path / "counts.npy", np.column_stack([X, rng.poisson(rate)]))
-    data, model, scores = tmp_path / "d.zarr", tmp_path / "m.zarr", tmp_path / "s.zarr"
-    assert _saspa("ingest", str(tmp_path / "counts.npy"), "--out", str(data),
-                  "--chunk-rows", "1000").returncode == 0
+    data = _ingested(tmp_path, X, rng.poisson(rate))
+    model, scores = tmp_path / "m.zarr", tmp_path / "s.zarr"
     res = _saspa("train", str(data), "--out", str(model), "--task", "regression",
                  "--likelihood", "poisson", "--bases", "12", "--optimize-hyperparameters",
                  "--max-hyper-iter", "8", "--workers", "1")
@@ -92,10 +99,7 @@ def test_train_anderson_memory_flag_reaches_the_model(tmp_path):
     from saspa_dask.cli import synthetic_two_class
 
     X, y = synthetic_two_class(4000, 3, seed=2)
-    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
-    data = tmp_path / "d.zarr"
-    assert _saspa("ingest", str(tmp_path / "d.npy"), "--out", str(data),
-                  "--chunk-rows", "1000").returncode == 0
+    data = _ingested(tmp_path, X, y)
     fits = {}
     for memory in ("0", "3"):
         out = tmp_path / f"m{memory}.zarr"
@@ -120,10 +124,7 @@ def test_train_hyper_restarts_on_the_cluster_match_in_memory(tmp_path):
     from saspa_dask.cli import synthetic_two_class
 
     X, y = synthetic_two_class(2000, 6, seed=5)
-    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
-    data, model = tmp_path / "d.zarr", tmp_path / "m.zarr"
-    assert _saspa("ingest", str(tmp_path / "d.npy"), "--out", str(data),
-                  "--chunk-rows", "1000").returncode == 0
+    data, model = _ingested(tmp_path, X, y), tmp_path / "m.zarr"
     res = _saspa("train", str(data), "--out", str(model), "--bases", "10",
                  "--optimize-hyperparameters", "--max-hyper-iter", "3", "--hyper-restarts", "1",
                  "--tol", "1e-9", "--workers", "1")
