@@ -379,10 +379,7 @@ class _SASPABase(BaseEstimator):
         for X_part, t_part in self._row_slices(X, targets):
             for block in self._blocks(X_part, t_part):
                 for k, (sigma, mean, A_new, b_new, tau_k, nu_k) in enumerate(states):
-                    if labels is not None:
-                        block_k = relabel_block(block, labels[k])
-                    else:
-                        block_k = block
+                    block_k = block if labels is None else relabel_block(block, labels[k])
                     zeros = np.zeros(block_k.y.shape[0])
                     tau, nu, sigma, mean, summary = sequential_chunk(
                         block_k, zeros, zeros, sigma, mean, likelihood, 1.0,

@@ -11,11 +11,9 @@ evidence over them (:mod:`saspa_dask.hyper`).
 
 from __future__ import annotations
 
-import dataclasses
-
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -185,7 +183,7 @@ def restart_points(start, n_restarts):
     points = [start]
     for k in range(1, n_restarts + 1):
         factor = d ** (-0.5 * k / n_restarts)
-        points.append(dataclasses.replace(start, lengthscale=start.lengthscale * factor))
+        points.append(replace(start, lengthscale=start.lengthscale * factor))
     return points
 
 
@@ -230,8 +228,8 @@ def _best_start(trainer, likelihood, start, max_iter, learn_blur_scale, init_sit
     if n_restarts == 0:
         return _maximise(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites,
                          callback)
-    outcomes = []
-    for k, point in enumerate(restart_points(start, n_restarts)):
+    points, outcomes = restart_points(start, n_restarts), []
+    for k, point in enumerate(points):
         step = None if callback is None else (lambda rec, k=k: callback({**rec, "start": k}))
         outcome = _maximise(trainer, likelihood, point, max_iter, learn_blur_scale,
                             init_sites, step)
@@ -249,8 +247,7 @@ def _best_start(trainer, likelihood, start, max_iter, learn_blur_scale, init_sit
                    "starts": [{"start": k, "log_evidence": o.log_evidence,
                                "n_evaluations": o.info["n_evaluations"],
                                "lengthscale_start": [float(v) for v in p.lengthscale]}
-                              for k, (o, p) in enumerate(
-                                  zip(outcomes, restart_points(start, n_restarts)))]}
+                              for k, (o, p) in enumerate(zip(outcomes, points))]}
     return chosen
 
 
