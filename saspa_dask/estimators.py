@@ -445,7 +445,7 @@ class _SASPABase(BaseEstimator):
           posterior, all at once (a parallel EP step restricted to the new rows; costs
           a sweep over the new rows only);
         - ``"adf"``: one assumed-density-filtering pass, as ``partial_fit`` gives them
-          (each row also sees the rows before it; sequential, about 20x slower per row
+          (each row also sees the rows before it; sequential, about 15x slower per row
           and, measured in ``benchmarks/bench_retrain.py``, no fewer sweeps after);
         - ``"empty"``: zero sites.
 
