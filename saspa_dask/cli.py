@@ -361,7 +361,8 @@ def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, optimize
                   work_dir=work_dir or str(Path(out).resolve().parent),
                   optimize_hyperparameters=optimize_hyperparameters,
                   max_hyper_iter=max_hyper_iter, n_restarts_optimizer=hyper_restarts,
-                  learn_blur_scale=learn_blur_scale, coarse_start=coarse_start, anderson_memory=anderson_memory,
+                  learn_blur_scale=learn_blur_scale, coarse_start=coarse_start,
+                  anderson_memory=anderson_memory,
                   verbose=int(optimize_hyperparameters))
     if classification:
         model = SASPAClassifier(likelihood=likelihood or "probit", label_noise=label_noise,
@@ -457,8 +458,8 @@ def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_s
     Keeps the old model's bases and hyperparameters (bases refitted with
     --refit-bases); the old rows start from their stored sites, the appended rows from
     one EP update against the old posterior (--new-rows: adf for an
-    assumed-density-filtering pass, empty for zero sites).  The new model is written aside and renamed into place; MODEL is never
-    touched.
+    assumed-density-filtering pass, empty for zero sites).  The new model is written
+    aside and renamed into place; MODEL is never touched.
     """
     old_path = resolve_model_path(model_path)
     old = _load(old_path)
@@ -500,20 +501,19 @@ def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_s
 
 
 def _warm_start_sites(old, X, y, new_rows):
-    """The old rows' stored sites, then the appended rows' (ADF or zero)."""
+    """The old rows' stored sites, then the appended rows' (``warm_start_sites``)."""
     n_old = old.sites_tau_.shape[-1]
-    if new_rows != "empty" and X.shape[0] > n_old:
-        start = time.perf_counter()
-        try:  # problems met on the new rows are warnings, printed on stderr
-            sites = old.warm_start_sites(X[n_old:], y[n_old:], new_rows=new_rows)
-        except ValueError as err:
-            raise click.ClickException(f"appended rows: {err}") from None
+    if X.shape[0] == n_old:
+        return old.sites_tau_, old.sites_nu_
+    start = time.perf_counter()
+    try:  # problems met on the new rows are warnings, printed on stderr
+        sites = old.warm_start_sites(X[n_old:], y[n_old:], new_rows=new_rows)
+    except ValueError as err:
+        raise click.ClickException(f"appended rows: {err}") from None
+    if new_rows != "empty":
         click.echo(f"retrain: starting sites of {X.shape[0] - n_old} new rows ({new_rows}) "
                    f"{time.perf_counter() - start:.1f}s", err=True)
-        return sites
-    pad = np.zeros(old.sites_tau_.shape[:-1] + (X.shape[0] - n_old,))
-    return (np.concatenate([old.sites_tau_, pad], axis=-1),
-            np.concatenate([old.sites_nu_, pad], axis=-1))
+    return sites
 
 
 def _load(model_path):
