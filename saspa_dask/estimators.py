@@ -802,16 +802,9 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         damping = self.damping
         if damping is None:
             damping = 0.8 if self.likelihood == "step" else 1.0
-        if self.classes_.size > 2:
-            # class codes 0..K-1; each EP problem is "code == k" against the rest
-            codes = _class_codes(y, self.classes_)
-            self._fit_latent(X, codes, likelihood, s2, damping, column_std, progress,
-                             init_sites, labels=[float(k) for k in range(self.classes_.size)])
-        else:
-            # +1 for classes_[1]; works on numpy and dask arrays alike
-            signs = (y == self.classes_[1]) * 2.0 - 1.0
-            self._fit_latent(X, signs, likelihood, s2, damping, column_std, progress,
-                             init_sites)
+        targets, labels = self._ep_targets(y)
+        self._fit_latent(X, targets, likelihood, s2, damping, column_std, progress,
+                         init_sites, labels=labels)
         if self.likelihood == "step":
             self.label_noise_ = float(self.likelihood_params_["label_noise"])
         return self
@@ -860,11 +853,15 @@ class SASPAClassifier(ClassifierMixin, _SASPABase):
         if unknown.size:
             raise ValueError(f"labels {unknown.tolist()} are not among classes_ "
                              f"{self.classes_.tolist()}")
-        if self._is_multiclass:
-            return X, _class_codes(y, self.classes_), [float(k)
-                                                       for k in range(self.classes_.size)]
-        # +1 for classes_[1]; works on numpy and dask arrays alike
-        return X, (y == self.classes_[1]) * 2.0 - 1.0, None
+        return (X, *self._ep_targets(y))
+
+    def _ep_targets(self, y):
+        """EP targets of labels y (numpy or dask) and the one-vs-rest labels: class
+        codes 0..K-1 with one problem "code == k" per class, or, for two classes,
+        +1 for ``classes_[1]`` and -1 otherwise with ``labels=None``."""
+        if self.classes_.size > 2:
+            return _class_codes(y, self.classes_), [float(k) for k in range(self.classes_.size)]
+        return (y == self.classes_[1]) * 2.0 - 1.0, None
 
     def _check_classes(self, classes):
         if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
