@@ -63,7 +63,7 @@ def fit_saspa(Xtr, ytr, Xte, M, centres, **kw):
 def fit_gpy(Xtr, ytr, Xte, M, centres, max_iters=1000):
     import GPy
 
-    from saspa_dask.estimators import default_lengthscale
+    from saspa_dask.models.validation import default_lengthscale
 
     kernel = GPy.kern.RBF(Xtr.shape[1], ARD=True,
                           lengthscale=default_lengthscale(Xtr.std(axis=0)))
@@ -232,7 +232,7 @@ def ep_pass_speed(quick):
     import GPy
 
     from saspa_dask import SASPAClassifier, kmeans_bases
-    from saspa_dask.cli import synthetic_two_class
+    from saspa_dask.datasets import synthetic_two_class
 
     sizes = [(400, 16)] if quick else [(2761, 32), (2761, 64), (5_000, 64)]
     out = []
@@ -267,7 +267,7 @@ def ep_pass_speed(quick):
 
 def large(quick):
     from saspa_dask import SASPAClassifier, kmeans_bases
-    from saspa_dask.cli import synthetic_two_class
+    from saspa_dask.datasets import synthetic_two_class
 
     N, M, epochs, batch, n_sub = ((10_000, 16, 3, 1000, 2_000) if quick else
                                   (1_000_000, 256, 8, 1024, 20_000))

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 from saspa_dask import SASPAClassifier
-from saspa_dask.cli import synthetic_two_class
+from saspa_dask.datasets import synthetic_two_class
 
 
 def main():

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_train import BIN, matmul_rate, run, run_monitored  # noqa: E402
 
 from saspa_dask import SASPAClassifier  # noqa: E402
-from saspa_dask.cli import synthetic_two_class  # noqa: E402
+from saspa_dask.datasets import synthetic_two_class  # noqa: E402
 
 
 def main():

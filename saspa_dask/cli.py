@@ -1,13 +1,13 @@
-"""The ``saspa`` command: ``make-data``, ``ingest``, ``train``, ``info``, ``demo``.
+"""The ``saspa`` command: a thin click layer over :mod:`saspa_dask.jobs`.
 
-``train`` runs on a Dask cluster: ``--scheduler tcp://HOST:PORT`` connects to one, and
-without it an embedded ``LocalCluster`` with ``--workers`` processes is started.
+Every command parses its options, calls the job function of the same name and prints
+what it returns; ``saspa run JOB.toml`` (:mod:`saspa_dask.pipelines`) calls the same
+functions.  Commands that use a cluster connect to ``--scheduler tcp://HOST:PORT`` or,
+without it, start an embedded ``LocalCluster`` of ``--workers`` processes.
 """
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import functools
 import json
 import sys
@@ -17,59 +17,46 @@ from pathlib import Path
 import click
 import numpy as np
 
-from . import __version__
-from .estimators import SASPAClassifier, SASPARegressor
-from .store import (
-    StoreError,
-    describe_model,
-    ingest,
-    open_data_store,
-    resolve_model_path,
-    save_model,
-    write_latest,
-)
+from . import jobs
+from ._version import __version__
+from .datasets import synthetic_two_class
+from .jobs import JobError
+from .models import SASPAClassifier
+from .pipelines import run_job
+from .storage.csv_reader import read_rows, target_index
+from .storage.errors import StoreError
 
 
-def synthetic_two_class(n_rows, n_features, seed):
-    """Two classes, each a Gaussian with its own full covariance (the paper's setup)."""
-    rng = np.random.default_rng(seed)
-    X = np.empty((n_rows, n_features))
-    y = rng.integers(0, 2, size=n_rows)
-    for label in (0, 1):
-        A = rng.normal(size=(n_features, n_features)) / np.sqrt(n_features)
-        centre = rng.normal(size=n_features) * 0.8
-        rows = y == label
-        X[rows] = centre + rng.normal(size=(rows.sum(), n_features)) @ A
-    return X, y
+def _job_errors(command):
+    """A job's errors (bad options, stores, an unreachable cluster) as one clear line."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (JobError, StoreError) as err:
+            raise click.ClickException(str(err)) from None
+
+    return run
+
+
+def _echo(message):
+    click.echo(message, err=True)
 
 
 def read_csv(path, target):
-    """Numeric CSV with a header row; ``target`` names the label column (default last)."""
-    with open(path, newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise click.ClickException(f"{path}: empty file")
-        rows = list(reader)
-    column = len(header) - 1 if target is None else _column_index(header, target, path)
+    """A small numeric CSV with a header, whole (``saspa demo``); ``target`` names the
+    label column (default: the last)."""
+    rows = read_rows(path)
+    _, header = next(rows)
+    column = target_index(header, target, path)
     features, labels = [], []
-    for line, row in enumerate(rows, start=2):
-        if len(row) != len(header):
-            raise click.ClickException(
-                f"{path}:{line}: {len(row)} fields, the header has {len(header)}"
-            )
+    for line, row in rows:
         try:
             features.append([float(v) for i, v in enumerate(row) if i != column])
         except ValueError as err:
             raise click.ClickException(f"{path}:{line}: not numeric ({err})") from None
         labels.append(row[column])
     return np.array(features), np.array(labels)
-
-
-def _column_index(header, target, path):
-    if target not in header:
-        raise click.ClickException(f"{path}: no column {target!r} (columns: {header})")
-    return header.index(target)
 
 
 @click.group()
@@ -96,6 +83,7 @@ def main():
 @click.option("--test-fraction", default=0.3, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_job_errors
 def demo(csv_path, target, rows, features, n_bases, blur, likelihood, ep_mode,
          optimize_hyperparameters, test_fraction, seed, as_json):
     """Fit SASPA in memory on generated (or CSV) data and report test error."""
@@ -113,31 +101,19 @@ def demo(csv_path, target, rows, features, n_bases, blur, likelihood, ep_mode,
     spread[spread == 0] = 1.0
     Xs = (X - centre) / spread
 
-    click.echo(f"saspa demo: {source}; {len(train)} train / {len(test)} test rows", err=True)
+    _echo(f"saspa demo: {source}; {len(train)} train / {len(test)} test rows")
     start = time.perf_counter()
     clf = SASPAClassifier(n_bases=n_bases, blur=blur, likelihood=likelihood,
                           ep_mode=ep_mode, random_state=seed, verbose=int(not as_json),
                           optimize_hyperparameters=optimize_hyperparameters)
     clf.fit(Xs[train], y[train])
     fit_seconds = time.perf_counter() - start
-    proba = clf.predict_proba(Xs[test])
-    y_test = y[test]
-    positive = y_test == clf.classes_[1]
-    p_true = np.where(positive, proba[:, 1], proba[:, 0])
-    report = {
-        "train_rows": int(len(train)),
-        "test_rows": int(len(test)),
-        "n_bases": int(clf.bases_.n_bases),
-        "blur": blur,
-        "test_error": float(np.mean(clf.predict(Xs[test]) != y_test)),
-        "test_nlp": float(-np.mean(np.log(np.maximum(p_true, 1e-300)))),
-        "log_evidence": clf.log_evidence_,
-        "sweeps": clf.n_sweeps_,
-        "converged": bool(clf.converged_),
-        "invalid_cavities": clf.n_invalid_cavities_,
-        "jitter": clf.jitter_,
-        "fit_seconds": round(fit_seconds, 3),
-    }
+    report = {"train_rows": int(len(train)), "test_rows": int(len(test)),
+              "n_bases": int(clf.bases_.n_bases), "blur": blur,
+              **_test_metrics(clf, Xs[test], y[test]),
+              "log_evidence": clf.log_evidence_, "sweeps": clf.n_sweeps_,
+              "converged": bool(clf.converged_), "invalid_cavities": clf.n_invalid_cavities_,
+              "jitter": clf.jitter_, "fit_seconds": round(fit_seconds, 3)}
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
@@ -145,6 +121,16 @@ def demo(csv_path, target, rows, features, n_bases, blur, likelihood, ep_mode,
             click.echo(f"{key:>17}: {value}")
     if not clf.converged_:
         sys.exit(3)
+
+
+def _test_metrics(clf, X, y):
+    """Test error and NLP: the mean -log probability of each row's own class (any
+    number of classes)."""
+    proba = clf.predict_proba(X)
+    codes = np.searchsorted(clf.classes_, y)
+    p_true = proba[np.arange(len(y)), codes]
+    return {"test_error": float(np.mean(clf.predict(X) != y)),
+            "test_nlp": float(-np.mean(np.log(np.maximum(p_true, 1e-300))))}
 
 
 @main.command("make-data")
@@ -172,14 +158,12 @@ def make_data(out, rows, features, seed):
 @click.option("--text", default="error", show_default=True,
               type=click.Choice(["error", "onehot", "drop"]))
 @click.option("--overwrite", is_flag=True, help="Replace an existing store.")
+@_job_errors
 def ingest_command(source, out, target, chunk_rows, missing, text, overwrite):
     """Stream a CSV or .npy file into a chunked zarr data store."""
     start = time.perf_counter()
-    try:
-        attrs = ingest(source, out, target=target, chunk_rows=chunk_rows, missing=missing,
-                       text=text, overwrite=overwrite)
-    except (StoreError, ValueError) as err:
-        raise click.ClickException(str(err)) from None
+    attrs = jobs.ingest(source, out, target=target, chunk_rows=chunk_rows, missing=missing,
+                        text=text, overwrite=overwrite)
     click.echo(f"ingested {attrs['n_rows']} rows x {len(attrs['columns'])} inputs into {out} "
                f"({time.perf_counter() - start:.1f}s; target {attrs['target']!r}, "
                f"{attrs['preprocessing'].get('rows_dropped_for_missing', 0)} rows dropped)")
@@ -195,57 +179,9 @@ def tls_options(command):
     return command
 
 
-def _security(tls_ca_file, tls_cert, tls_key):
-    if not (tls_ca_file or tls_cert or tls_key):
-        return None
-    if not (tls_ca_file and tls_cert and tls_key):
-        raise click.ClickException("TLS needs all of --tls-ca-file, --tls-cert and --tls-key")
-    from distributed.security import Security
-
-    return Security(tls_ca_file=tls_ca_file, tls_client_cert=tls_cert,
-                    tls_client_key=tls_key, require_encryption=True)
-
-
-@contextlib.contextmanager
-def dask_client(scheduler, workers, timeout, tls_ca_file=None, tls_cert=None, tls_key=None):
-    """A distributed Client: connected to ``scheduler`` or to an embedded LocalCluster."""
-    import dask
-    from distributed import Client, LocalCluster
-
-    security = _security(tls_ca_file, tls_cert, tls_key)
-    if scheduler:
-        try:
-            client = Client(scheduler, timeout=timeout, security=security)
-        except Exception as err:  # refused, TLS handshake or configuration, time-out
-            raise click.ClickException(
-                f"cannot reach the Dask scheduler at {scheduler} within {timeout}s "
-                f"({type(err).__name__}: {err})"
-            ) from None
-        cluster = None
-    else:
-        # Work stealing would move a chunk's cached whitened block (N/chunks x M
-        # floats) to an idle worker, costing more than it saves; the blocks are spread
-        # evenly instead (measured: benchmarks/RESULTS.md).
-        with dask.config.set({"distributed.scheduler.work-stealing": False}):
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0")
-        client = Client(cluster)
-    try:
-        where = scheduler or f"embedded LocalCluster, {workers} workers"
-        click.echo(f"dask: {where}; dashboard: {_dashboard(client)}", err=True)
-        yield client
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
-def _dashboard(client):
-    try:
-        import bokeh  # noqa: F401  (the dashboard needs it)
-    except ImportError:
-        return "unavailable (pip install 'saspa-dask[dashboard]')"
-    return client.dashboard_link
+def _cluster(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
+    return dict(scheduler=scheduler, workers=workers, timeout=timeout,
+                security=jobs.tls_security(tls_ca_file, tls_cert, tls_key), echo=_echo)
 
 
 class SweepReporter:
@@ -339,89 +275,29 @@ class SweepReporter:
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model (e.g. models/latest).")
 @tls_options
-def train(data, out, task, n_bases, blur, likelihood, ep_mode, damping, optimize_hyperparameters,
-          max_hyper_iter, hyper_restarts, learn_blur_scale, max_sweeps, tol, lengthscale,
-          signal_variance, noise_variance, label_noise, dof, scale, seed, cache, work_dir,
-          scheduler, workers, timeout, coarse_start, anderson_memory, overwrite, latest,
-          tls_ca_file, tls_cert, tls_key):
+@_job_errors
+def train(data, out, overwrite, latest, scheduler, workers, timeout, tls_ca_file, tls_cert,
+          tls_key, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Classification with more than two classes is one-vs-rest on shared bases.
     """
-    classification = task == "classification"
-    allowed = ("probit", "logistic", "step") if classification else (
-        "gaussian", "student_t", "poisson")
-    if likelihood is not None and likelihood not in allowed:
-        raise click.BadParameter(f"{likelihood!r} is not a {task} likelihood; use one of "
-                                 f"{', '.join(allowed)}", param_hint="--likelihood")
-    X, y, attrs = _training_data(data, out, overwrite)
-    common = dict(n_bases=n_bases, blur=blur, ep_mode=ep_mode, damping=damping,
-                  max_sweeps=max_sweeps, tol=tol, lengthscale=lengthscale,
-                  signal_variance=signal_variance, random_state=seed, cache=cache,
-                  work_dir=work_dir or str(Path(out).resolve().parent),
-                  optimize_hyperparameters=optimize_hyperparameters,
-                  max_hyper_iter=max_hyper_iter, n_restarts_optimizer=hyper_restarts,
-                  learn_blur_scale=learn_blur_scale, coarse_start=coarse_start,
-                  anderson_memory=anderson_memory,
-                  verbose=int(optimize_hyperparameters))
-    if classification:
-        model = SASPAClassifier(likelihood=likelihood or "probit", label_noise=label_noise,
-                                **common)
-    else:
-        model = SASPARegressor(likelihood=likelihood or "gaussian",
-                               noise_variance=noise_variance, dof=dof, scale=scale, **common)
-    _fit_and_save(model, X, y, attrs, data, out, overwrite, latest,
-                  (scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key), max_sweeps)
-
-
-def _training_data(data, out, overwrite):
-    """The data store to train on, after checking the destination is free."""
-    if Path(out).exists() and not overwrite:
-        raise click.ClickException(f"{out} exists; pass --overwrite to replace it")
+    reporter = SweepReporter(options["max_sweeps"])
     try:
-        return open_data_store(data)
-    except StoreError as err:
-        raise click.ClickException(str(err)) from None
+        result = jobs.train(data, out, overwrite=overwrite, latest=latest, progress=reporter,
+                            **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
+                                       tls_key), **options)
+    finally:
+        reporter.close()
+    _report_model(result)
 
 
-def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, cluster, max_sweeps,
-                  init_sites=None, extra=None):
-    """Fit on the cluster, write the model aside and rename it, update ``latest``."""
-    from .distributed import fingerprint
-
-    start = time.perf_counter()
-    with dask_client(*cluster):
-        click.echo(f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs, "
-                   f"{len(X.chunks[0])} chunks)", err=True)
-        data_fingerprint = fingerprint(X, y)
-        if callable(init_sites):  # computed on the cluster (reads the appended rows)
-            init_sites = init_sites()
-        reporter = SweepReporter(max_sweeps)
-        try:
-            model.fit(X, y, progress=reporter, init_sites=init_sites)
-        except ValueError as err:
-            raise click.ClickException(str(err)) from None
-        finally:
-            reporter.close()
-    seconds = time.perf_counter() - start
-    model.data_fingerprint_ = data_fingerprint
-    attributes = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
-                  "target_classes": attrs.get("target_classes"),
-                  "kmeans": getattr(model, "kmeans_info_", None), "train_seconds": seconds,
-                  "timings": model.timings_, **(extra or {})}
-    try:
-        save_model(model, out, overwrite=overwrite, extra_attrs=attributes)
-    except StoreError as err:
-        raise click.ClickException(str(err)) from None
-    if latest:
-        write_latest(latest, out)
-    for level in getattr(model, "coarse_start_", []):
-        click.echo(f"coarse start: {level['rows']} rows, {level['sweeps']} sweeps, "
-                   f"{level['seconds']:.1f}s", err=True)
-    click.echo(f"model: {out}  sweeps {model.n_sweeps_}  converged {model.converged_}  "
-               f"log evidence {model.log_evidence_:.6g}  invalid cavities "
-               f"{model.n_invalid_cavities_}  {seconds:.1f}s")
-    if not model.converged_:
+def _report_model(result):
+    model = result["model"]
+    click.echo(f"model: {result['out']}  sweeps {model.n_sweeps_}  converged "
+               f"{model.converged_}  log evidence {model.log_evidence_:.6g}  invalid "
+               f"cavities {model.n_invalid_cavities_}  {result['seconds']:.1f}s")
+    if not result["converged"]:
         sys.exit(3)
 
 
@@ -450,6 +326,7 @@ def _fit_and_save(model, X, y, attrs, data, out, overwrite, latest, cluster, max
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model.")
 @tls_options
+@_job_errors
 def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_sweeps, tol,
             cache, work_dir, scheduler, workers, timeout, overwrite, latest, tls_ca_file,
             tls_cert, tls_key):
@@ -461,68 +338,18 @@ def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_s
     assumed-density-filtering pass, empty for zero sites).  The new model is written
     aside and renamed into place; MODEL is never touched.
     """
-    old_path = resolve_model_path(model_path)
-    old = _load(old_path)
-    if Path(out).resolve() == old_path.resolve():
-        raise click.ClickException("--out must differ from MODEL (the old model is kept)")
-    X, y, attrs = _training_data(data, out, overwrite)
-    n_old, n_new = old.sites_tau_.shape[-1], X.shape[0]
-    if n_new < n_old:
-        raise click.ClickException(
-            f"{data} has {n_new} rows but the model was trained on {n_old}: retraining "
-            "expects the old rows first, with new rows appended")
-    # the old model's (possibly learnt) hyperparameters are kept, not re-learnt
-    params = {**old.get_params(), "max_sweeps": max_sweeps, "cache": cache,
-              "work_dir": work_dir or str(Path(out).resolve().parent),
-              "lengthscale": old.lengthscale_, "signal_variance": old.signal_variance_,
-              "optimize_hyperparameters": False, "verbose": 0}
-    if tol is not None:
-        params["tol"] = tol
-    if anderson_memory is not None:
-        params["anderson_memory"] = anderson_memory
-    for attr, param in (("noise_variance_", "noise_variance"), ("label_noise_", "label_noise"),
-                        ("dof_", "dof"), ("scale_", "scale")):
-        if hasattr(old, attr):
-            params[param] = getattr(old, attr)
-    init_sites = None
-    if not refit_bases:
-        params["bases"] = old.bases_
-        init_sites = functools.partial(_warm_start_sites, old, X, y, new_rows)
-    model = type(old)(**params)
-    click.echo(f"retrain: {n_old} old rows warm-started, {n_new - n_old} new rows "
-               f"({new_rows})" if init_sites is not None
-               else "retrain: bases refitted, cold start", err=True)
-    _fit_and_save(model, X, y, attrs, data, out, overwrite, latest,
-                  (scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key), max_sweeps,
-                  init_sites=init_sites,
-                  extra={"retrained_from": str(old_path.resolve()),
-                         "warm_started_rows": n_old if init_sites is not None else 0,
-                         "new_rows_start": new_rows if init_sites is not None else "empty"})
-
-
-def _warm_start_sites(old, X, y, new_rows):
-    """The old rows' stored sites, then the appended rows' (``warm_start_sites``)."""
-    n_old = old.sites_tau_.shape[-1]
-    if X.shape[0] == n_old:
-        return old.sites_tau_, old.sites_nu_
-    start = time.perf_counter()
-    try:  # problems met on the new rows are warnings, printed on stderr
-        sites = old.warm_start_sites(X[n_old:], y[n_old:], new_rows=new_rows)
-    except ValueError as err:
-        raise click.ClickException(f"appended rows: {err}") from None
-    if new_rows != "empty":
-        click.echo(f"retrain: starting sites of {X.shape[0] - n_old} new rows ({new_rows}) "
-                   f"{time.perf_counter() - start:.1f}s", err=True)
-    return sites
-
-
-def _load(model_path):
-    from .store import load_model
-
+    reporter = SweepReporter(max_sweeps)
     try:
-        return load_model(model_path)
-    except StoreError as err:
-        raise click.ClickException(str(err)) from None
+        result = jobs.retrain(model_path, data, out, refit_bases=refit_bases,
+                              new_rows=new_rows, max_sweeps=max_sweeps, tol=tol,
+                              anderson_memory=anderson_memory, cache=cache,
+                              work_dir=work_dir, overwrite=overwrite, latest=latest,
+                              progress=reporter,
+                              **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
+                                         tls_key))
+    finally:
+        reporter.close()
+    _report_model(result)
 
 
 @main.command("score")
@@ -534,24 +361,19 @@ def _load(model_path):
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1))
 @click.option("--timeout", default=10, show_default=True, type=click.IntRange(1))
 @tls_options
+@_job_errors
 def score_command(model_path, data, out, overwrite, scheduler, workers, timeout, tls_ca_file,
                   tls_cert, tls_key):
     """Score DATA's X with MODEL into a zarr store (mean, variance[, proba]).
 
     Resumable: rerunning after an interruption writes only the missing chunks.
     """
-    from .scoring import score
-
-    model = _load(model_path)
     start = time.perf_counter()
-    with dask_client(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
-        try:
-            result = score(model, data, out, overwrite=overwrite)
-        except (StoreError, ValueError) as err:
-            raise click.ClickException(str(err)) from None
-    seconds = time.perf_counter() - start
+    result = jobs.score(model_path, data, out, overwrite=overwrite,
+                        **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key))
     click.echo(f"scores: {out}  {result['rows']} rows, {result['chunks_written']} of "
-               f"{result['chunks_total']} chunks written this run, {seconds:.1f}s")
+               f"{result['chunks_total']} chunks written this run, "
+               f"{time.perf_counter() - start:.1f}s")
 
 
 @main.command("evaluate")
@@ -562,17 +384,13 @@ def score_command(model_path, data, out, overwrite, scheduler, workers, timeout,
 @click.option("--timeout", default=10, show_default=True, type=click.IntRange(1))
 @click.option("--json", "as_json", is_flag=True)
 @tls_options
+@_job_errors
 def evaluate_command(model_path, data, scheduler, workers, timeout, as_json, tls_ca_file,
                      tls_cert, tls_key):
     """Error and NLP (classification) or RMSE, MAE and NLPD (regression) on DATA."""
-    from .scoring import evaluate
-
-    model = _load(model_path)
-    with dask_client(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
-        try:
-            metrics = evaluate(model, data)
-        except (StoreError, ValueError) as err:
-            raise click.ClickException(str(err)) from None
+    metrics = jobs.evaluate(model_path, data,
+                            **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
+                                       tls_key))
     if as_json:
         click.echo(json.dumps(metrics))
     else:
@@ -584,27 +402,19 @@ def evaluate_command(model_path, data, scheduler, workers, timeout, as_json, tls
 @click.argument("job", type=click.Path())
 @click.option("--force", is_flag=True, help="Run even if the job already completed "
               "with the same inputs.")
+@_job_errors
 def run_command(job, force):
     """Run a declarative job file (TOML): ingest / train / retrain / score / evaluate."""
-    from .pipelines import JobError, run_job
-
-    try:
-        run_job(job, force=force, echo=lambda message: click.echo(message, err=True))
-    except JobError as err:
-        raise click.ClickException(str(err)) from None
-    except click.ClickException as err:
-        raise click.ClickException(f"job {job} failed: {err.message}") from None
+    run_job(job, force=force, echo=_echo, out=click.echo)
 
 
 @main.command("info")
 @click.argument("model", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
+@_job_errors
 def info(model, as_json):
     """Describe a model store."""
-    try:
-        summary = describe_model(resolve_model_path(model))
-    except StoreError as err:
-        raise click.ClickException(str(err)) from None
+    summary = jobs.describe(model)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

@@ -1,7 +1,8 @@
 """Declarative jobs: ``saspa run JOB.toml``.
 
 A job is a list of steps (``ingest``, ``train``, ``retrain``, ``score``, ``evaluate``)
-run in order, each the CLI command of the same name with the step's keys as options.
+run in order, each the job function of the same name (:mod:`saspa_dask.jobs`, what the
+CLI command of that name calls) with the step's keys as its options.
 Relative paths are relative to the job file.  ``{date}`` and ``{timestamp}`` in an
 ``out`` path are replaced by the run's UTC date (YYYYMMDD) and time (YYYYMMDDTHHMMSS),
 so a nightly job can write a new model version each night and move ``latest``.
@@ -38,11 +39,10 @@ import tomllib
 import uuid
 from pathlib import Path
 
+from . import jobs
+from .jobs import JobError
+
 __all__ = ["JobError", "load_job", "run_job", "STEP_OPTIONS"]
-
-
-class JobError(ValueError):
-    """The job file is invalid (unknown keys, wrong types, missing steps)."""
 
 
 _NUM = (int, float)
@@ -61,7 +61,7 @@ STEP_OPTIONS = {
               "optimize_hyperparameters": (bool, False), "max_hyper_iter": (int, False),
               "hyper_restarts": (int, False), "learn_blur_scale": (bool, False),
               "seed": (int, False), "cache": (str, False),
-              "anderson_memory": (int, False),
+              "anderson_memory": (int, False), "coarse_start": (bool, False),
               "work_dir": (str, False), "overwrite": (bool, False), "latest": (str, False)},
     "retrain": {"model": (str, True), "data": (str, True), "out": (str, True),
                 "refit_bases": (bool, False), "new_rows": (str, False),
@@ -75,11 +75,12 @@ STEP_OPTIONS = {
 }
 _POSITIONAL = {"ingest": ["source"], "train": ["data"], "retrain": ["model", "data"],
                "score": ["model", "data"], "evaluate": ["model", "data"]}
+# step keys whose job-function argument has another name
+_RENAMED = {"bases": "n_bases"}
 _PATH_KEYS = {"source", "out", "data", "model", "work_dir", "latest"}
 _CLUSTER_KEYS = {"scheduler": (str, False), "workers": (int, False), "timeout": (int, False),
                  "tls_ca_file": (str, False), "tls_cert": (str, False),
                  "tls_key": (str, False)}
-_USES_CLUSTER = {"train", "retrain", "score", "evaluate"}
 
 
 def _check_table(table, schema, where):
@@ -173,25 +174,57 @@ def _signature(kind, settings, template):
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _arguments(kind, settings, cluster):
+def _command_line(kind, settings):
+    """The ``saspa`` command equivalent to a step (for the log)."""
     args = [kind] + [str(settings[k]) for k in _POSITIONAL[kind]]
     for key, value in settings.items():
-        if key in _POSITIONAL[kind] or key == "kind":
-            continue
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            if value:
-                args.append(flag)
-        else:
-            args += [flag, str(value)]
-    if kind in _USES_CLUSTER:
-        for key, value in cluster.items():
-            args += ["--" + key.replace("_", "-"), str(value)]
-    return args
+        if key not in _POSITIONAL[kind]:
+            flag = "--" + key.replace("_", "-")
+            args += [flag] if value is True else [] if value is False else [flag, str(value)]
+    return " ".join(args)
 
 
-def run_job(path, *, force=False, echo=print):
+def _run_step(kind, settings, cluster, echo, out):
+    """Call the step's job function; print what the command would print."""
+    options = {_RENAMED.get(k, k): v for k, v in settings.items()}
+    if kind == "ingest":
+        attrs = jobs.ingest(options.pop("source"), options.pop("out"), **options)
+        out(f"ingested {attrs['n_rows']} rows x {len(attrs['columns'])} inputs")
+        return
+    where = {**cluster, "echo": echo}
+    if kind in ("train", "retrain"):
+        run = jobs.train if kind == "train" else jobs.retrain
+        positional = [options.pop(k) for k in _POSITIONAL[kind]] + [options.pop("out")]
+        result = run(*positional, **options, **where)
+        model = result["model"]
+        out(f"model: {result['out']}  sweeps {model.n_sweeps_}  converged "
+            f"{model.converged_}  log evidence {model.log_evidence_:.6g}")
+        if not result["converged"]:
+            raise JobError("EP did not converge (raise max_sweeps or lower damping)")
+    elif kind == "score":
+        result = jobs.score(options.pop("model"), options.pop("data"), options.pop("out"),
+                            **options, **where)
+        out(f"scores: {result['rows']} rows, {result['chunks_written']} of "
+            f"{result['chunks_total']} chunks written")
+    else:
+        metrics = jobs.evaluate(options.pop("model"), options.pop("data"), **where)
+        out("  ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
+                      for k, v in metrics.items()))
+
+
+def _cluster_options(cluster):
+    """A [cluster] table as the jobs' ``scheduler``/``workers``/``timeout``/``security``."""
+    options = {k: cluster[k] for k in ("scheduler", "workers", "timeout") if k in cluster}
+    options["security"] = jobs.tls_security(cluster.get("tls_ca_file"),
+                                            cluster.get("tls_cert"), cluster.get("tls_key"))
+    return options
+
+
+def run_job(path, *, force=False, echo=print, out=print):
     """Run a job file's steps in order (see the module docstring).
+
+    ``echo`` gets progress messages, ``out`` each step's result line.  A failing step
+    raises :class:`JobError` naming the job and the step.
 
     Returns
     -------
@@ -199,8 +232,6 @@ def run_job(path, *, force=False, echo=print):
         ``ran`` (list of step kinds run) and ``skipped`` (True when the job was a
         no-op because it had already completed with the same inputs).
     """
-    from .cli import main as cli_main
-
     path = Path(path).resolve()
     job, cluster, steps = load_job(path)
     base = path.parent
@@ -216,15 +247,15 @@ def run_job(path, *, force=False, echo=print):
         echo(f"job {job['name']}: already completed with these inputs; nothing to do "
              "(--force to run again)")
         return {"ran": [], "skipped": True}
+    options = _cluster_options(cluster)
     for i, (step, template) in enumerate(zip(steps, templates), start=1):
         kind = step["kind"]
-        args = _arguments(kind, _resolve(template, base, now), cluster)
-        echo(f"job {job['name']}: step {i}/{len(steps)}: saspa {' '.join(args)}")
+        settings = _resolve(template, base, now)
+        echo(f"job {job['name']}: step {i}/{len(steps)}: saspa {_command_line(kind, settings)}")
         try:
-            cli_main.main(args=args, standalone_mode=False)
-        except SystemExit as exit_:
-            if exit_.code not in (0, None):
-                raise RuntimeError(f"step {i} ({kind}) exited with status {exit_.code}") from None
+            _run_step(kind, settings, options, echo, out)
+        except JobError as err:
+            raise JobError(f"job {path} failed: step {i} ({kind}): {err}") from None
     # Inputs as the job left them (it may move `latest` or rewrite a store it reads):
     # the next run is a no-op while they stay so.
     signatures = [_signature(s["kind"], _resolve(t, base, now), t)

@@ -117,3 +117,46 @@ def full_gp_predict(K, Ks, kss, mu, Sigma):
     mean = A.T @ mu
     var = kss - np.einsum("ij,ij->j", Ks, A) + np.einsum("ij,ij->j", A, Sigma @ A)
     return mean, var
+
+
+# ----------------------------------------------------------------------------------
+# Blurred bases in function space: the prior the SASPA approximation implies
+# ----------------------------------------------------------------------------------
+
+
+def blurred_cross(X, means, covs, lengthscale, s2):
+    """Kt(x, j) = s2 sqrt(|Lam| / |Lam + C_j|) exp(-1/2 r^T (Lam + C_j)^{-1} r), r = x - a_j,
+    the Gaussian integral of the SE kernel against N(a_j, C_j), term by term."""
+    Lam = np.diag(np.asarray(lengthscale, float) ** 2)
+    out = np.empty((len(X), len(means)))
+    for j, (a, C) in enumerate(zip(means, covs)):
+        S = Lam + C
+        r = X - a
+        quad = np.einsum("ij,ij->i", r, np.linalg.solve(S, r.T).T)
+        out[:, j] = s2 * np.sqrt(np.linalg.det(Lam) / np.linalg.det(S)) * np.exp(-0.5 * quad)
+    return out
+
+
+def blurred_basis(means, covs, lengthscale, s2):
+    """Kh(i, j) = s2 sqrt(|Lam| / |Lam + C_i + C_j|) exp(-1/2 d^T (Lam + C_i + C_j)^{-1} d)."""
+    Lam = np.diag(np.asarray(lengthscale, float) ** 2)
+    M = len(means)
+    out = np.empty((M, M))
+    for i in range(M):
+        for j in range(M):
+            S = Lam + covs[i] + covs[j]
+            d = means[i] - means[j]
+            out[i, j] = (s2 * np.sqrt(np.linalg.det(Lam) / np.linalg.det(S))
+                         * np.exp(-0.5 * d @ np.linalg.solve(S, d)))
+    return out
+
+
+def blurred_prior(X, Xs, means, covs, lengthscale, s2, jitter):
+    """The function-space prior of a blurred-basis approximation: f = Kt Kh^{-1} u plus
+    an independent residual of variance s2 - q_i per point.  Returns the training
+    covariance Q + diag(lam), the train-test covariance and lam."""
+    Kh = blurred_basis(means, covs, lengthscale, s2) + jitter * np.eye(len(means))
+    Kt, Ks = blurred_cross(X, means, covs, lengthscale, s2), blurred_cross(Xs, means, covs, lengthscale, s2)
+    Q = Kt @ np.linalg.solve(Kh, Kt.T)
+    lam = np.maximum(s2 - np.diag(Q), 0.0)
+    return Q + np.diag(lam), Kt @ np.linalg.solve(Kh, Ks.T), lam

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from saspa_dask import Basis, kmeans_bases
-from saspa_dask.bases import shrunk_covariances
+from saspa_dask.core.bases import shrunk_covariances
 
 
 def test_shrinkage_rule_by_hand():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from saspa_dask import SASPAClassifier
-from saspa_dask.cli import synthetic_two_class
+from saspa_dask.datasets import synthetic_two_class
 
 
 def _saspa(*args):
@@ -96,7 +96,7 @@ def test_train_anderson_memory_flag_reaches_the_model(tmp_path):
     """--anderson-memory 0 trains plain EP; the default mixes sweeps; both reach the
     same fixed point (same tolerance) and the store records the setting and counts."""
     from saspa_dask import load_model
-    from saspa_dask.cli import synthetic_two_class
+    from saspa_dask.datasets import synthetic_two_class
 
     X, y = synthetic_two_class(4000, 3, seed=2)
     data = _ingested(tmp_path, X, y)
@@ -121,7 +121,7 @@ def test_train_hyper_restarts_on_the_cluster_match_in_memory(tmp_path):
     """--hyper-restarts 1 on the embedded cluster: both starts are maximised, the one
     of higher evidence is kept, and the model equals the in-memory estimator's."""
     from saspa_dask import SASPAClassifier, load_model
-    from saspa_dask.cli import synthetic_two_class
+    from saspa_dask.datasets import synthetic_two_class
 
     X, y = synthetic_two_class(2000, 6, seed=5)
     data, model = _ingested(tmp_path, X, y), tmp_path / "m.zarr"

@@ -13,11 +13,11 @@ import pytest
 from distributed import Client, LocalCluster
 
 from saspa_dask import Basis, SASPAClassifier, SASPARegressor, load_model
-from saspa_dask.cli import synthetic_two_class
-from saspa_dask.distributed import kmeans
-from saspa_dask.store import ingest, open_data_store
+from saspa_dask.datasets import synthetic_two_class
+from saspa_dask.engines.kmeans import kmeans
+from saspa_dask.storage import ingest, open_data_store
 
-from conftest import start_cluster, stop_cluster
+from conftest import needs_dataset, start_cluster, stop_cluster
 
 BIN = Path(sys.executable).parent
 
@@ -242,7 +242,7 @@ def test_estimator_accepts_zarr_arrays(scheduler, store):
 WAVEFORM = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "waveform.csv"
 
 
-@pytest.mark.skipif(not WAVEFORM.exists(), reason=f"dataset not found at {WAVEFORM}")
+@needs_dataset(WAVEFORM)
 def test_multiclass_hyperparameter_learning_on_the_cluster_equals_in_memory(scheduler):
     """One-vs-rest on shared blocks and evidence maximisation, on real workers: the
     same optimiser path (same evidence, same probabilities) as in memory."""

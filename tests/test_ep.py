@@ -10,7 +10,6 @@ from saspa_dask.ep import (
     Block,
     EPConvergenceWarning,
     EPSettings,
-    InMemoryEngine,
     Posterior,
     block_pass,
     block_statistics,
@@ -20,8 +19,10 @@ from saspa_dask.ep import (
     sequential_block,
     whiten,
 )
-from saspa_dask.kernels import basis_covariance
-from saspa_dask.likelihoods import Probit, Step
+from saspa_dask.core.kernels import basis_covariance
+from saspa_dask.engines.memory import InMemoryEngine
+from saspa_dask.core.likelihoods import Probit, Step
+from conftest import needs_dataset
 
 
 def _blocks(seed=0, n=200, d=2, n_bases=10, sizes=(80, 120)):
@@ -125,6 +126,22 @@ def test_block_from_empty_rows():
 SPAMBASE = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "datasets" / "spambase.csv"
 
 
+def _sklearn_kmeans_bases(X, n_bases, seed):
+    """Bases from scikit-learn's KMeans labels with the shrunk cluster covariances:
+    fixes the case below independently of the package's own K-means."""
+    from sklearn.cluster import KMeans
+
+    from saspa_dask import Basis
+    from saspa_dask.core.bases import shrunk_covariances
+
+    labels = KMeans(n_clusters=n_bases, n_init=1, random_state=seed).fit(X).labels_
+    groups = [X[labels == j] for j in range(n_bases)]
+    means = np.array([g.mean(0) for g in groups])
+    scatter = np.array([(g - g.mean(0)).T @ (g - g.mean(0)) for g in groups])
+    counts = np.array([len(g) for g in groups], dtype=float)
+    return Basis(means, shrunk_covariances(counts, scatter, X.var(0)))
+
+
 def _spambase_cycle_case():
     """400 standardised log1p Spambase rows and the settings under which undamped
     parallel EP cycles (s2 = 100, 32 bases)."""
@@ -132,12 +149,12 @@ def _spambase_cycle_case():
     X, y = np.log1p(data[:, :-1]), data[:, -1].astype(int)
     X = (X - X.mean(0)) / X.std(0)
     rows = np.random.default_rng(0).permutation(len(y))[:400]
-    kw = dict(n_bases=32, random_state=0, signal_variance=100.0, lengthscale=3.0,
-              optimize_hyperparameters=False, tol=1e-8, max_sweeps=300)
+    kw = dict(bases=_sklearn_kmeans_bases(X[rows], 32, 0), signal_variance=100.0,
+              lengthscale=3.0, optimize_hyperparameters=False, tol=1e-8, max_sweeps=300)
     return X[rows], y[rows], kw
 
 
-@pytest.mark.skipif(not SPAMBASE.exists(), reason=f"dataset {SPAMBASE} not present")
+@needs_dataset(SPAMBASE)
 def test_cycle_rule_breaks_a_period_two_cycle_and_keeps_the_fixed_point():
     """Undamped parallel probit EP on 400 Spambase rows with s2 = 100 cycles with
     period two (site change 0.40 / 0.64 for ever, measured); the cycle rule halves
@@ -161,7 +178,7 @@ def test_cycle_rule_breaks_a_period_two_cycle_and_keeps_the_fixed_point():
                                atol=1e-6 * np.abs(seq.alpha_).max())
 
 
-@pytest.mark.skipif(not SPAMBASE.exists(), reason=f"dataset {SPAMBASE} not present")
+@needs_dataset(SPAMBASE)
 def test_anderson_acceleration_reaches_the_sequential_fixed_point_in_fewer_sweeps():
     """The period-two cycle above: plain parallel EP needs the cycle rule and 54
     sweeps (measured); Anderson mixing of the last sweeps breaks the cycle with the
@@ -218,7 +235,7 @@ def test_coarse_start_reaches_the_cold_fixed_point_in_fewer_sweeps():
     """EP on every 7th of 15 blocks, scaled to all rows, as the first sweep's cavities:
     the same sites and evidence as a start from the prior, with fewer full sweeps."""
     from saspa_dask import SASPAClassifier
-    from saspa_dask.cli import synthetic_two_class
+    from saspa_dask.datasets import synthetic_two_class
 
     X, y = synthetic_two_class(60_000, 4, seed=3)
     params = dict(n_bases=32, random_state=0, optimize_hyperparameters=False, block_rows=4096,

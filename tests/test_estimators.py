@@ -9,7 +9,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from saspa_dask import (Basis, EPConvergenceWarning, FullGPClassifier, FullGPRegressor,
                         SASPAClassifier, SASPARegressor)
-from saspa_dask.kernels import BLUR_FAMILIES
+from saspa_dask.core.kernels import BLUR_FAMILIES
+from sklearn.utils._param_validation import InvalidParameterError
 
 
 def _expected_failures(estimator):
@@ -125,19 +126,19 @@ def test_bad_input_errors_name_the_problem():
         SASPAClassifier(optimize_hyperparameters=False, n_bases=3, lengthscale=[1.0, -1.0]).fit(X, y)
     with pytest.raises(ValueError, match="one value per feature"):
         SASPAClassifier(optimize_hyperparameters=False, n_bases=3, lengthscale=[1.0, 1.0, 1.0]).fit(X, y)
-    with pytest.raises(ValueError, match="signal_variance must be > 0"):
+    with pytest.raises(InvalidParameterError, match="'signal_variance' parameter of SASPAClassifier"):
         SASPAClassifier(optimize_hyperparameters=False, n_bases=3, signal_variance=-1.0).fit(X, y)
-    with pytest.raises(ValueError, match="noise_variance must be > 0"):
+    with pytest.raises(InvalidParameterError, match="'noise_variance' parameter of SASPARegressor"):
         SASPARegressor(optimize_hyperparameters=False, n_bases=3, noise_variance=-0.1).fit(X, np.ones(len(X)))
-    with pytest.raises(ValueError, match="noise_variance must be > 0"):
+    with pytest.raises(InvalidParameterError, match="'noise_variance' parameter of SASPARegressor"):
         SASPARegressor(optimize_hyperparameters=False, n_bases=3, noise_variance=0.0).fit(X, np.ones(len(X)))
-    with pytest.raises(ValueError, match="label_noise must be"):
+    with pytest.raises(InvalidParameterError, match=r"'label_noise' parameter .* \[0(\.0)?, 0\.5\)"):
         SASPAClassifier(optimize_hyperparameters=False, n_bases=3, likelihood="step", label_noise=0.7).fit(X, y)
-    with pytest.raises(ValueError, match="blur must be one of"):
+    with pytest.raises(InvalidParameterError, match="'blur' parameter .* among"):
         SASPAClassifier(optimize_hyperparameters=False, n_bases=3, blur="gaussian").fit(X, y)
-    with pytest.raises(ValueError, match="ep_mode must be one of"):
+    with pytest.raises(InvalidParameterError, match="'ep_mode' parameter .* among"):
         SASPAClassifier(optimize_hyperparameters=False, n_bases=3, ep_mode="async").fit(X, y)
-    with pytest.raises(ValueError, match="damping must be <= 1"):
+    with pytest.raises(InvalidParameterError, match=r"'damping' parameter .* \(0(\.0)?, 1(\.0)?\]"):
         SASPAClassifier(optimize_hyperparameters=False, n_bases=3, damping=1.5).fit(X, y)
     with pytest.raises(ValueError, match="bases have 3 features but X has 2"):
         SASPAClassifier(optimize_hyperparameters=False, bases=Basis(np.zeros((2, 3)))).fit(X, y)
@@ -228,3 +229,55 @@ def test_invalid_cavities_are_counted_and_reported(ep_mode):
     assert not clf.converged_
     proba = clf.predict_proba(X)
     assert np.all(np.isfinite(proba)) and np.all((proba >= 0) & (proba <= 1))
+
+
+def test_parameter_errors_are_scikit_learns_and_name_the_parameter():
+    X, y = _xor(n=40)
+    for bad in (dict(n_bases=0), dict(tol=-1.0), dict(cache="disk"), dict(max_sweeps=2.5),
+                dict(anderson_memory=-1), dict(dtc="yes"), dict(work_dir=3)):
+        name = next(iter(bad))
+        with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of SASPAClassifier"):
+            SASPAClassifier(**bad).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="'max_samples' parameter of FullGPClassifier"):
+        FullGPClassifier(max_samples=0).fit(X, y)
+    assert issubclass(InvalidParameterError, ValueError)
+
+
+def test_refit_forgets_the_previous_fit():
+    """A binary step model refitted on three classes keeps nothing of the first fit."""
+    X, y = _xor(n=150)
+    clf = SASPAClassifier(n_bases=8, likelihood="step", random_state=0,
+                          optimize_hyperparameters=False).fit(X, y)
+    assert clf.posterior_ is clf.posteriors_[0] and clf.label_noise_ == 0.01
+    three = np.digitize(X[:, 0], [-0.5, 0.5])
+    clf.set_params(likelihood="probit").fit(X, three)
+    assert len(clf.posteriors_) == 3 and list(clf.classes_) == [0, 1, 2]
+    assert not hasattr(clf, "posterior_")  # one-vs-rest has no single posterior
+    assert not hasattr(clf, "label_noise_")  # a probit model has no label noise
+    assert clf.likelihood_params_ == {}
+    fresh = SASPAClassifier(n_bases=8, likelihood="probit", random_state=0,
+                            optimize_hyperparameters=False).fit(X, three)
+    assert set(vars(clf)) == set(vars(fresh))
+    np.testing.assert_array_equal(clf.predict_proba(X), fresh.predict_proba(X))
+
+
+@pytest.mark.parametrize("Estimator", [SASPAClassifier, SASPARegressor])
+def test_numpy_and_dask_input_give_the_same_model(Estimator):
+    """One K-means for both input types: the same random_state gives the same bases
+    (to 1e-10) and the same predictions (to 1e-8) in memory and on a chunked dask array."""
+    import dask
+    import dask.array as da
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(1500, 3)) * [1.0, 2.0, 0.5]
+    y = (X[:, 0] * X[:, 1] > 0).astype(int) if Estimator is SASPAClassifier else np.sin(X[:, 0])
+    kw = dict(n_bases=24, random_state=7, optimize_hyperparameters=False)
+    mem = Estimator(**kw).fit(X, y)
+    with dask.config.set(scheduler="threads"):
+        lazy = Estimator(**kw).fit(da.from_array(X, chunks=(211, 3)), da.from_array(y, chunks=211))
+    np.testing.assert_allclose(lazy.bases_.means, mem.bases_.means, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(lazy.bases_.covs, mem.bases_.covs, rtol=0, atol=1e-10)
+    assert lazy.kmeans_info_["n_iter"] == mem.kmeans_info_["n_iter"]
+    out = lazy.predict_proba(X) if Estimator is SASPAClassifier else lazy.predict(X)
+    ref = mem.predict_proba(X) if Estimator is SASPAClassifier else mem.predict(X)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-8)

@@ -5,9 +5,11 @@ import warnings
 import numpy as np
 import pytest
 
+import reference
 from reference import fitc_regression, full_gp_ep, full_gp_predict, probit_tilted, se, step_tilted
 from saspa_dask import Basis, EPConvergenceWarning, SASPAClassifier, SASPARegressor
-from saspa_dask.kernels import BLUR_FAMILIES, basis_covariance, blurred_cross_covariance
+from saspa_dask.core.kernels import BLUR_FAMILIES, basis_covariance, blurred_cross_covariance
+from conftest import needs_dataset
 
 
 def _regression_data(seed=0, n=120, d=3):
@@ -135,7 +137,7 @@ def test_result_does_not_depend_on_block_size():
 IONOSPHERE = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ionosphere.csv"
 
 
-@pytest.mark.skipif(not IONOSPHERE.exists(), reason=f"dataset not found at {IONOSPHERE}")
+@needs_dataset(IONOSPHERE)
 def test_ionosphere_bases_at_inputs_equal_full_gp_ep():
     """Real data: 200 training rows as delta bases reproduce dense full-GP probit EP."""
     data = np.loadtxt(IONOSPHERE, delimiter=",", skiprows=1, dtype=str)
@@ -196,3 +198,35 @@ def test_partial_fit_probit_is_close_after_one_pass():
         online.partial_fit(X[:5], np.full(5, 7))
     with pytest.raises(ValueError, match=r"classes \[-1, 5\] differ from the fitted"):
         online.partial_fit(X[:5], y[:5], classes=[-1, 5])
+
+
+@pytest.mark.parametrize("ep_mode", ["parallel", "sequential"])
+def test_saspa_full_probit_equals_function_space_ep_on_its_prior(ep_mode):
+    """SASPA-full with the probit likelihood is EP with sites on f_i under the prior
+    Q + diag(lam) that the blurred bases imply (the residual enters the likelihood
+    exactly).  The reference builds that prior from blurred kernels written in
+    tests/reference.py and runs dense EP on it; the engine's sites act on the
+    projections, which are the reference sites on f_i seen through the residual:
+    tau_g = tau_f / (1 + tau_f lam), nu_g = nu_f / (1 + tau_f lam)."""
+    rng = np.random.default_rng(21)
+    X = rng.normal(size=(90, 2))
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=90) > 0, 1, -1)
+    Xs = rng.normal(size=(30, 2)) * 1.5
+    means = rng.normal(size=(7, 2))
+    A = rng.normal(size=(7, 2, 2)) * 0.5
+    covs = A @ np.swapaxes(A, 1, 2) + 0.05 * np.eye(2)
+    ls, s2 = np.array([0.9, 1.3]), 1.7
+    clf = SASPAClassifier(bases=Basis(means, covs), blur="full", lengthscale=ls,
+                          signal_variance=s2, ep_mode=ep_mode, tol=1e-12, max_sweeps=500,
+                          optimize_hyperparameters=False).fit(X, y)
+    assert clf.converged_
+    K, Ks, lam = reference.blurred_prior(X, Xs, means, covs, ls, s2, clf.jitter_)
+    tau_f, nu_f, mu, Sigma, log_z = full_gp_ep(K, y.astype(float), probit_tilted)
+    mean_ref, var_ref = full_gp_predict(K, Ks, s2, mu, Sigma)
+    mean, var = clf.predict_latent(Xs)
+    np.testing.assert_allclose(mean, mean_ref, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-6, atol=1e-6)
+    assert clf.log_evidence_ == pytest.approx(log_z, rel=1e-6, abs=1e-6)
+    through = 1.0 + tau_f * lam
+    np.testing.assert_allclose(clf.sites_tau_, tau_f / through, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(clf.sites_nu_, nu_f / through, rtol=1e-5, atol=1e-6)

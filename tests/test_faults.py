@@ -15,7 +15,7 @@ from distributed import Client
 
 from conftest import scoring_problem, start_cluster, stop_cluster, wait_for_done_flags
 from saspa_dask import Basis, SASPAClassifier, load_model
-from saspa_dask.cli import synthetic_two_class
+from saspa_dask.datasets import synthetic_two_class
 
 BIN = Path(sys.executable).parent
 

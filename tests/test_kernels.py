@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from reference import se
-from saspa_dask.kernels import (
+from saspa_dask.core.kernels import (
     BLUR_FAMILIES,
     basis_covariance,
     blur_covariances,

@@ -5,7 +5,7 @@ import pytest
 from scipy.integrate import quad
 from scipy.stats import norm
 
-from saspa_dask.likelihoods import Gaussian, Probit, Step, make_likelihood
+from saspa_dask.core.likelihoods import Gaussian, Probit, Step, make_likelihood
 
 CASES = [(1.0, 0.3, 0.5), (-1.0, 0.3, 0.5), (1.0, -2.0, 4.0), (-1.0, 1.5, 0.05),
          (1.0, 0.0, 10.0)]

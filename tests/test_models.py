@@ -6,8 +6,9 @@ import pathlib
 import numpy as np
 import pytest
 
-import saspa_dask.ep as ep_module
+import saspa_dask.ep.whitening as ep_module
 from saspa_dask import SASPAClassifier, SASPARegressor
+from conftest import needs_dataset
 
 WAVEFORM = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "waveform.csv"
 
@@ -62,7 +63,7 @@ def test_logistic_classifier_agrees_with_probit_ranking():
     np.testing.assert_allclose(logit.decision_function(Xt), np.log(p / (1 - p)), rtol=1e-8)
 
 
-@pytest.mark.skipif(not WAVEFORM.exists(), reason=f"dataset not found at {WAVEFORM}")
+@needs_dataset(WAVEFORM)
 def test_waveform_one_vs_rest_against_sklearn(monkeypatch):
     from sklearn.gaussian_process import GaussianProcessClassifier
     from sklearn.gaussian_process.kernels import RBF, ConstantKernel

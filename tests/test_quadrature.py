@@ -6,7 +6,7 @@ from scipy.integrate import quad
 from scipy.special import gammaln
 from scipy.stats import norm, poisson, t as student_t
 
-from saspa_dask.likelihoods import Logistic, Poisson, Probit, Quadrature, StudentT
+from saspa_dask.core.likelihoods import Logistic, Poisson, Probit, Quadrature, StudentT
 
 
 def _adaptive(density, m, v):
@@ -72,8 +72,9 @@ def test_student_t_outlier_gives_negative_curvature_and_logistic_proba():
 
 @pytest.mark.parametrize("kind", ["logistic", "student_t"])
 def test_ep_with_quadrature_likelihoods_reaches_one_fixed_point(kind):
-    from saspa_dask.ep import EPSettings, InMemoryEngine, make_block, run_ep, whiten
-    from saspa_dask.kernels import basis_covariance
+    from saspa_dask.engines.memory import InMemoryEngine
+    from saspa_dask.ep import EPSettings, make_block, run_ep, whiten
+    from saspa_dask.core.kernels import basis_covariance
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(300, 2))

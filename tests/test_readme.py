@@ -6,12 +6,13 @@ import pathlib
 import re
 
 import pytest
+from conftest import needs_dataset
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "datasets" / "ionosphere.csv"
 
 
-@pytest.mark.skipif(not DATA.exists(), reason=f"dataset not found at {DATA}")
+@needs_dataset(DATA)
 def test_readme_example(monkeypatch):
     text = (ROOT / "README.md").read_text()
     block = re.search(r"## Example: the ionosphere data\s+```python\n(.*?)```", text, re.S)

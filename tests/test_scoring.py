@@ -12,9 +12,9 @@ import pytest
 import zarr
 
 from saspa_dask import SASPAClassifier, SASPARegressor, load_model
-from saspa_dask.cli import synthetic_two_class
-from saspa_dask.scoring import evaluate, score
-from saspa_dask.store import StoreError, ingest
+from saspa_dask.datasets import synthetic_two_class
+from saspa_dask.storage.scores import evaluate, score
+from saspa_dask.storage import StoreError, ingest
 
 from conftest import scoring_problem, wait_for_done_flags
 

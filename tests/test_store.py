@@ -8,8 +8,8 @@ import pytest
 import zarr
 
 from saspa_dask import SASPAClassifier, SASPARegressor, load_model
-from saspa_dask.distributed import fingerprint
-from saspa_dask.store import StoreError, ingest, open_data_store
+from saspa_dask.storage.fingerprint import fingerprint
+from saspa_dask.storage import StoreError, ingest, open_data_store
 
 
 def _leftovers(directory, name):
@@ -171,3 +171,81 @@ def test_model_store_errors(tmp_path):
     zarr.open_group(str(tmp_path / "half.zarr"), mode="r+").attrs["complete"] = False
     with pytest.raises(StoreError, match="incomplete"):
         load_model(tmp_path / "half.zarr")
+
+
+def _same(a, b, where="model"):
+    """Deep equality of fitted values: arrays (values and dtype), bases, posteriors,
+    lists, dicts, floats with NaN equal to NaN."""
+    from saspa_dask import Basis, FittedPosterior
+    from saspa_dask.ep import Posterior
+
+    if isinstance(a, (Basis, Posterior, FittedPosterior)):
+        assert type(a) is type(b), where
+        for key, value in vars(a).items():
+            if not key.startswith("_") and key not in ("likelihood_object", "alpha_beta"):
+                _same(value, getattr(b, key), f"{where}.{key}")
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype, where
+        np.testing.assert_array_equal(a, b, err_msg=where)
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for key in a:
+            _same(a[key], b[key], f"{where}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for k, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{k}]")
+    elif isinstance(a, float) and np.isnan(a):
+        assert isinstance(b, float) and np.isnan(b), where
+    else:
+        assert a == b and type(a) is type(b), f"{where}: {a!r} != {b!r}"
+
+
+def _fitted_attributes(model):
+    names = [k for k in dir(type(model)) + list(vars(model))
+             if k.endswith("_") and not k.startswith("_")]
+    out = {}
+    for name in sorted(set(names)):
+        try:
+            out[name] = getattr(model, name)
+        except AttributeError:  # e.g. label_noise_ of a probit model
+            continue
+    return out
+
+
+@pytest.mark.parametrize("case", ["multiclass-dataframe", "step-explicit-bases", "regressor"])
+def test_every_fitted_attribute_and_parameter_round_trips(tmp_path, case):
+    import pandas as pd
+
+    from saspa_dask import Basis
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(240, 3))
+    if case == "multiclass-dataframe":
+        X = pd.DataFrame(X, columns=["height", "width", "depth"])
+        y = np.array(["low", "mid", "high"])[np.digitize(X["height"], [-0.4, 0.4])]
+        model = SASPAClassifier(n_bases=9, random_state=0, lengthscale=np.array([1.0, 2.0, 3.0]),
+                                max_hyper_iter=3)
+    elif case == "step-explicit-bases":
+        y = X[:, 0] + X[:, 1] > 0
+        bases = Basis(X[:7], np.stack([0.1 * np.eye(3)] * 7))
+        model = SASPAClassifier(bases=bases, likelihood="step", lengthscale=1.5,
+                                learn_blur_scale=True, max_hyper_iter=3)
+    else:
+        y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=240)
+        model = SASPARegressor(n_bases=10, random_state=0, blur="spherical", max_hyper_iter=3,
+                               lengthscale=np.array([1.0, 1.0, 2.0], dtype=np.float32))
+    model.fit(X, y)
+    model.save(tmp_path / "m.zarr")
+    loaded = load_model(tmp_path / "m.zarr")
+    assert type(loaded) is type(model)
+    before, after = _fitted_attributes(model), _fitted_attributes(loaded)
+    assert before.keys() == after.keys()
+    assert {"fitted_posterior_", "sites_tau_", "history_", "n_features_in_"} <= before.keys()
+    if case == "multiclass-dataframe":
+        assert list(after["feature_names_in_"]) == ["height", "width", "depth"]
+        assert list(after["classes_"]) == ["high", "low", "mid"]
+    for name in before:
+        _same(before[name], after[name], name)
+    _same(model.get_params(), loaded.get_params(), "get_params()")
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))

@@ -14,8 +14,8 @@ from distributed.security import Security
 
 from conftest import start_cluster, stop_cluster
 from saspa_dask import SASPAClassifier
-from saspa_dask.cli import synthetic_two_class
-from saspa_dask.store import ingest
+from saspa_dask.datasets import synthetic_two_class
+from saspa_dask.storage import ingest
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,

@@ -23,31 +23,14 @@ import numpy as np
 import zarr
 from dask import delayed
 
-from .distributed import chunk_bounds
-from .ep import make_block, predict_latent
-from .store import StoreError, check_data_complete, chunk_digest, combine_digests, open_group
+from ..engines.chunks import chunk_bounds
+from .data_store import input_arrays
+from .errors import StoreError
+from .fingerprint import chunk_digest, combine_digests
 
 __all__ = ["score", "evaluate", "check_scoring_input"]
 
 SCORES_FORMAT = "saspa-scores"
-_SCORE_ROWS = 16384  # rows scored at a time inside a chunk task
-
-
-def _input_arrays(path):
-    """X (and y if present) of a data store, as row-chunked dask arrays."""
-    group = open_group(path, "data store")
-    check_data_complete(path, dict(group.attrs))
-    if "X" not in set(group.array_keys()):
-        raise StoreError(f"{path}: no array 'X' to score")
-    Xz = group["X"]
-    if Xz.ndim != 2:
-        raise StoreError(f"{path}: X must be 2-D, got shape {Xz.shape}")
-    rows = Xz.chunks[0]
-    X = da.from_zarr(str(path), component="X").rechunk({0: rows, 1: -1})
-    y = None
-    if "y" in set(group.array_keys()) and group["y"].shape == (Xz.shape[0],):
-        y = da.from_zarr(str(path), component="y").rechunk({0: rows})
-    return X, y
 
 
 def _chunk_check(Xb):
@@ -55,17 +38,19 @@ def _chunk_check(Xb):
     return int((~finite).sum()), chunk_digest(Xb, np.zeros(0))
 
 
-def check_scoring_input(model, X):
+def check_scoring_input(fitted, X):
     """Feature count, dtype and NaN rows of X, in one pass; returns X's fingerprint.
+
+    ``fitted`` is a :class:`~saspa_dask.models.posterior.FittedPosterior`.
 
     Raises
     ------
     ValueError
         Wrong feature count, non-numeric dtype, or rows with NaN / inf (counted).
     """
-    if X.shape[1] != model.n_features_in_:
+    if X.shape[1] != fitted.n_features:
         raise ValueError(f"input has {X.shape[1]} features, the model expects "
-                         f"{model.n_features_in_}")
+                         f"{fitted.n_features}")
     if not np.issubdtype(X.dtype, np.number):
         raise ValueError(f"input X has dtype {X.dtype}, not a number type")
     results = dask.compute(*[delayed(_chunk_check)(b) for b in X.to_delayed().ravel()])
@@ -75,61 +60,18 @@ def check_scoring_input(model, X):
     return combine_digests([r[1] for r in results], X.shape[0], X.shape[1], X.chunks[0][0])
 
 
-def _outputs(model):
+def _outputs(fitted):
     names = ["mean", "variance"]
-    if hasattr(model, "classes_"):
+    if fitted.is_classifier:
         names.append("proba")
-    elif model.likelihood == "poisson":
+    elif fitted.likelihood == "poisson":
         names.append("rate")
     return names
 
 
-def _predictor(model):
-    """What a chunk task needs to predict (arrays and small objects, not the estimator,
-    whose per-row sites would travel with it)."""
-    return (model.bases_.means, model.bases_.covs, model.lengthscale_,
-            model.signal_variance_, model.whitening_, list(model.posteriors_),
-            getattr(model, "y_mean_", 0.0), model._fitted_likelihood())
-
-
-def _latent(Xb, predictor):
-    """Latent mean (offset not added) and variance, one column per EP problem."""
-    means, covs, lengthscale, s2, L, posteriors, _, _ = predictor
-    n = Xb.shape[0]
-    mean, var = np.empty((n, len(posteriors))), np.empty((n, len(posteriors)))
-    # row sub-blocks: the n x M whitened block of a whole chunk is never formed
-    for a in range(0, n, _SCORE_ROWS):
-        rows = slice(a, min(a + _SCORE_ROWS, n))
-        block = make_block(Xb[rows], np.zeros(rows.stop - a), means, covs, lengthscale, s2, L)
-        for k, post in enumerate(posteriors):
-            mean[rows, k], var[rows, k] = predict_latent(block.phi, post, s2)
-    return mean, var
-
-
-def _predictions(Xb, predictor, names):
-    return _from_latent(*_latent(np.asarray(Xb, dtype=np.float64), predictor), predictor,
-                        names)
-
-
-def _from_latent(mean, var, predictor, names):
-    y_mean, likelihood = predictor[6], predictor[7]
-    values = {"mean": mean + y_mean, "variance": var}
-    if "proba" in names:
-        p = np.clip(likelihood.proba(mean, var), 0.0, 1.0)
-        if p.shape[1] > 1:
-            total = p.sum(axis=1, keepdims=True)
-            p = p / np.where(total > 0, total, 1.0)
-        values["proba"] = p
-    if "rate" in names:
-        values["rate"] = np.exp(mean + y_mean + 0.5 * var)
-    if mean.shape[1] == 1:
-        values = {k: v[:, 0] for k, v in values.items()}
-    return values
-
-
-def _score_chunk(Xb, path, index, start, stop, predictor, names):
+def _score_chunk(Xb, path, index, start, stop, fitted, names):
     """Score one chunk, write its rows, then its done flag (in that order)."""
-    values = _predictions(Xb, predictor, names)
+    values = fitted.outputs(Xb, names)
     group = zarr.open_group(str(path), mode="r+")
     for name in names:
         group[name][start:stop] = values[name]
@@ -178,12 +120,12 @@ def _open_existing(path, expected, overwrite):
     return group
 
 
-def _create(path, model, X, attrs):
+def _create(path, fitted, X, attrs):
     group = zarr.open_group(str(path), mode="w")
     rows = X.chunks[0][0]
-    K = len(model.posteriors_)
+    K = fitted.n_problems
     shape, chunks = ((X.shape[0],), (rows,)) if K == 1 else ((X.shape[0], K), (rows, K))
-    for name in _outputs(model):
+    for name in _outputs(fitted):
         group.create_array(name, shape=shape, chunks=chunks, dtype="f8", fill_value=np.nan)
     # one zarr chunk per flag: tasks never write into the same chunk file
     group.create_array("done", shape=(len(X.chunks[0]),), chunks=(1,), dtype="u1",
@@ -197,7 +139,7 @@ def score(model, data, out, *, overwrite=False, progress=None):
 
     Parameters
     ----------
-    model : fitted SASPAClassifier or SASPARegressor
+    model : fitted estimator or FittedPosterior
     data : str or Path
         Data store with an array ``X`` (``y`` is not needed).
     out : str or Path
@@ -212,22 +154,23 @@ def score(model, data, out, *, overwrite=False, progress=None):
     dict
         ``chunks_total``, ``chunks_written`` (this run), ``rows``.
     """
-    X, _ = _input_arrays(data)
-    input_fingerprint = check_scoring_input(model, X)
-    expected = {"format": SCORES_FORMAT, "model_fingerprint": model.model_fingerprint(),
+    fitted = getattr(model, "fitted_posterior_", model)
+    X, _ = input_arrays(data)
+    input_fingerprint = check_scoring_input(fitted, X)
+    expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
                 "input_fingerprint": input_fingerprint, "chunk_rows": int(X.chunks[0][0]),
                 "n_rows": int(X.shape[0])}
     group = _open_existing(out, expected, overwrite)
     if group is None:
-        group = _create(out, model, X, {**expected, "input": str(Path(data).resolve()),
-                                        "outputs": _outputs(model)})
+        group = _create(out, fitted, X, {**expected, "input": str(Path(data).resolve()),
+                                         "outputs": _outputs(fitted)})
     done = _read_done(group)
-    predictor = delayed(_predictor(model))
+    shared = delayed(fitted, pure=True)  # shipped once: no per-row state in it
     blocks = X.to_delayed().ravel()
     todo = [i for i in range(len(blocks)) if not done[i]]
     bounds = chunk_bounds(X)
-    tasks = [delayed(_score_chunk)(blocks[i], str(out), i, *bounds[i], predictor,
-                                   _outputs(model))
+    tasks = [delayed(_score_chunk)(blocks[i], str(out), i, *bounds[i], shared,
+                                   _outputs(fitted))
              for i in todo]
     dask.compute(*tasks)
     written = _read_done(group)
@@ -237,32 +180,17 @@ def score(model, data, out, *, overwrite=False, progress=None):
     return {"chunks_total": len(blocks), "chunks_written": len(todo), "rows": int(X.shape[0])}
 
 
-def _evaluate_chunk(Xb, yb, predictor, classes, likelihood_name):
-    """(rows, sum of errors or squared residuals, sum of -log p, sum of |residual|)."""
-    yb = np.asarray(yb)
-    mean, var = _latent(np.asarray(Xb, dtype=np.float64), predictor)
-    values = _from_latent(mean, var, predictor,
-                          ["proba"] if classes is not None else ["rate"])
-    likelihood = predictor[7]
-    if classes is not None and len(classes) > 2:
-        codes = np.searchsorted(classes, yb)
-        p = values["proba"]
-        p_true = p[np.arange(len(yb)), codes]
-        errors = float((p.argmax(axis=1) != codes).sum())
-        return np.array([len(yb), errors, -np.log(np.maximum(p_true, 1e-300)).sum(), 0.0])
-    mean, var = mean[:, 0], var[:, 0]
-    if classes is not None:
-        sign = np.where(yb == classes[1], 1.0, -1.0)
-        log_p = likelihood.log_predictive(sign, mean, var)
-        errors = float(((values["proba"] > 0.5) != (sign > 0)).sum())
+def _evaluate_chunk(Xb, yb, fitted):
+    """(rows, errors or squared residuals, sum of -log p, sum of |residual|)."""
+    Xb, yb = np.asarray(Xb, dtype=np.float64), np.asarray(yb)
+    log_p = fitted.log_predictive(Xb, yb)
+    if fitted.is_classifier:
+        proba = fitted.class_probabilities(*fitted.latent(Xb))
+        errors = float((proba.argmax(axis=1) != fitted.class_codes(yb)).sum())
         return np.array([len(yb), errors, -log_p.sum(), 0.0])
-    y_mean = predictor[6]
-    if likelihood_name == "poisson":
-        resid = yb - values["rate"]
-        log_p = likelihood.log_predictive(yb, mean, var)  # the offset is in the likelihood
-    else:
-        resid = yb - (mean + y_mean)
-        log_p = likelihood.log_predictive(yb - y_mean, mean, var)
+    # the point prediction only: a Gaussian model has no rate to compute
+    name = "rate" if fitted.likelihood == "poisson" else "mean"
+    resid = yb - fitted.outputs(Xb, [name])[name]
     return np.array([len(yb), float((resid**2).sum()), -log_p.sum(), float(np.abs(resid).sum())])
 
 
@@ -276,15 +204,15 @@ def evaluate(model, data):
         the true label).  Regression: ``rmse``, ``mae``, ``nlpd`` (mean negative log
         predictive density of y, noise included).  Always ``rows``.
     """
-    X, y = _input_arrays(data)
+    fitted = getattr(model, "fitted_posterior_", model)
+    X, y = input_arrays(data)
     if y is None:
         raise StoreError(f"{data}: evaluation needs an array 'y' with one value per row")
-    check_scoring_input(model, X)
-    classes = getattr(model, "classes_", None)
-    predictor = delayed(_predictor(model))
-    parts = [delayed(_evaluate_chunk)(xb, yb, predictor, classes, model.likelihood)
+    check_scoring_input(fitted, X)
+    shared = delayed(fitted, pure=True)
+    parts = [delayed(_evaluate_chunk)(xb, yb, shared)
              for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
     n, a, nlp, c = np.sum(dask.compute(*parts), axis=0)
-    if classes is not None:
+    if fitted.is_classifier:
         return {"rows": int(n), "error": a / n, "nlp": nlp / n}
     return {"rows": int(n), "rmse": float(np.sqrt(a / n)), "mae": c / n, "nlpd": nlp / n}

@@ -13,11 +13,16 @@ default 1e-6) acts as a tiny extra latent noise and is reported as ``jitter_``.
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.metaestimators import available_if
 
-from .bases import Basis
-from .estimators import SASPAClassifier, SASPARegressor
+from ..core.bases import Basis
+from .classifier import SASPAClassifier
+from .registry import register
+from .regressor import SASPARegressor
 
 __all__ = ["FullGPClassifier", "FullGPRegressor"]
 
@@ -38,13 +43,11 @@ class _FullGPMixin:
     anderson_memory = 0  # the reference method stays plain EP
     random_state = None
 
-    def _resolve_bases(self, X, is_lazy):
-        if is_lazy:
+    def _resolve_bases(self, X, lazy):
+        if lazy:
             raise ValueError(f"{type(self).__name__} is a dense method: pass in-memory "
                              "arrays (use SASPAClassifier / SASPARegressor on Dask data)")
         n = X.shape[0]
-        if not isinstance(self.max_samples, (int, np.integer)) or self.max_samples < 1:
-            raise ValueError(f"max_samples must be an integer >= 1, got {self.max_samples!r}")
         if n > self.max_samples:
             raise ValueError(
                 f"{type(self).__name__} with {n} rows needs an {n} x {n} kernel matrix and "
@@ -57,6 +60,12 @@ class _FullGPMixin:
     @available_if(lambda self: False)
     def partial_fit(self, X, y, *args, **kwargs):  # pragma: no cover - never available
         raise AttributeError("partial_fit")
+
+
+def _constraints(sparse, names):
+    """The sparse estimator's constraints of the parameters a full GP has."""
+    return {**{k: sparse._parameter_constraints[k] for k in names},
+            "max_samples": [Interval(Integral, 1, None, closed="left")]}
 
 
 _FULL_PARAMS_DOC = """
@@ -85,6 +94,7 @@ _FULL_PARAMS_DOC = """
 """
 
 
+@register
 class FullGPClassifier(_FullGPMixin, SASPAClassifier):
     __doc__ = f"""Full Gaussian-process classification by EP (dense, O(N^3) per sweep).
 
@@ -105,13 +115,18 @@ class FullGPClassifier(_FullGPMixin, SASPAClassifier):
     Examples
     --------
     >>> import numpy as np
-    >>> from saspa_dask.exact import FullGPClassifier
+    >>> from saspa_dask import FullGPClassifier
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(120, 2))
     >>> y = (X[:, 0] * X[:, 1] > 0).astype(int)
     >>> bool(FullGPClassifier().fit(X, y).score(X, y) > 0.9)
     True
     """
+
+    _parameter_constraints: dict = _constraints(SASPAClassifier, (
+        "likelihood", "label_noise", "lengthscale", "signal_variance", "ep_mode", "damping",
+        "max_sweeps", "tol", "jitter", "optimize_hyperparameters", "max_hyper_iter",
+        "n_restarts_optimizer", "verbose"))
 
     def __init__(self, *, likelihood="probit", label_noise=0.01, lengthscale=None,
                  signal_variance=None, ep_mode="parallel", damping=None, max_sweeps=100,
@@ -133,6 +148,7 @@ class FullGPClassifier(_FullGPMixin, SASPAClassifier):
         self.verbose = verbose
 
 
+@register
 class FullGPRegressor(_FullGPMixin, SASPARegressor):
     __doc__ = f"""Full Gaussian-process regression by EP (dense, O(N^3) per sweep).
 
@@ -150,13 +166,18 @@ class FullGPRegressor(_FullGPMixin, SASPARegressor):
     Examples
     --------
     >>> import numpy as np
-    >>> from saspa_dask.exact import FullGPRegressor
+    >>> from saspa_dask import FullGPRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-3, 3, size=(80, 1))
     >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
     >>> bool(np.abs(FullGPRegressor().fit(X, y).predict(X) - np.sin(X[:, 0])).max() < 0.2)
     True
     """
+
+    _parameter_constraints: dict = _constraints(SASPARegressor, (
+        "likelihood", "noise_variance", "dof", "scale", "center_y", "lengthscale",
+        "signal_variance", "ep_mode", "damping", "max_sweeps", "tol", "jitter",
+        "optimize_hyperparameters", "max_hyper_iter", "n_restarts_optimizer", "verbose"))
 
     def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, lengthscale=None, signal_variance=None, ep_mode="parallel",

@@ -6,7 +6,7 @@ for every *problem* on them: one problem for regression and binary classificatio
 one per class for one-vs-rest multi-class, all sharing the bases and the kernel
 blocks (the kernel Kt and the whitened Phi of a chunk are computed once, not once per
 class).  :func:`fit` runs it at fixed hyperparameters or maximises the summed EP
-evidence over them (:mod:`saspa_dask.hyper`).
+evidence over them (:mod:`saspa_dask.fitting.optimizer`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,20 @@ import time
 import warnings
 from dataclasses import dataclass, replace
 
+import dask
 import numpy as np
 
-from . import distributed as dist
-from .bases import Basis
-from .ep import EPConvergenceWarning, InMemoryEngine, make_block, relabel_block, run_ep, whiten
-from .hyper import Hyperparameters, assemble_gradient, gradient_chunk, optimize
-from .kernels import basis_covariance
+from ..core.bases import Basis
+from ..core.kernels import basis_covariance
+from ..engines.chunks import is_lazy
+from ..engines.dask_engine import DaskEngine
+from ..engines.memory import InMemoryEngine
+from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep
+from ..ep.posterior import Posterior
+from ..ep.whitening import make_block, relabel_block, whiten
+from .gradient import assemble_gradient, gradient_chunk
+from .hyperparameters import Hyperparameters
+from .optimizer import optimize
 
 __all__ = ["Trainer", "FitOutcome", "fit"]
 
@@ -59,7 +66,7 @@ class Trainer:
     block_rows : int
         Rows per in-memory block.
     cache : {"memory", "none"}, work_dir : Path or None
-        Dask inputs only (see :class:`saspa_dask.distributed.DaskEngine`).
+        Dask inputs only (see :class:`saspa_dask.engines.dask_engine.DaskEngine`).
     callback : callable, optional
         Called with every EP sweep record (plus ``problem``).
     projected_only : bool
@@ -74,7 +81,7 @@ class Trainer:
         self.block_rows, self.cache, self.work_dir = block_rows, cache, work_dir
         self.callback = callback
         self.projected_only = bool(projected_only)
-        self.is_lazy = dist.is_lazy(X)
+        self.is_lazy = is_lazy(X)
         self.full_blur = bool(np.any(base_covs * (1.0 - np.eye(base_covs.shape[-1]))))
         self.n_problems = 1 if labels is None else len(labels)
         self._engines = None
@@ -99,17 +106,18 @@ class Trainer:
         labels = self.labels or [None]
         if not self.is_lazy:
             shared = list(self._memory_blocks(hyper))
-            self._inputs = [self.X[s:s + self.block_rows]
-                            for s in range(0, self.X.shape[0], self.block_rows)]
+            inputs = [self.X[s:s + self.block_rows]
+                      for s in range(0, self.X.shape[0], self.block_rows)]
             engines = []
             for label, warm in zip(labels, sites):
                 blocks = shared if label is None else [relabel_block(b, label) for b in shared]
                 engines.append(InMemoryEngine(blocks, sites=_split(warm, blocks),
-                                              anderson_memory=self.settings.anderson_memory))
+                                              anderson_memory=self.settings.anderson_memory,
+                                              inputs=inputs))
         else:
             engines, blocks = [], None
             for k, (label, warm) in enumerate(zip(labels, sites)):
-                engine = dist.DaskEngine(self.X, self.y, self.basis, hyper.lengthscale,
+                engine = DaskEngine(self.X, self.y, self.basis, hyper.lengthscale,
                                          hyper.signal_variance, self.L,
                                          self.work_dir / f"problem-{k}", cache=self.cache,
                                          sites=warm, blocks=blocks, label=label,
@@ -139,28 +147,32 @@ class Trainer:
             result = run_ep(engine, likelihood, self.hyper.signal_variance, self.settings,
                             callback=callback)
             if self.is_lazy:
-                result.tau, result.nu = dist.compute(result.tau, result.nu)
+                result.tau, result.nu = (np.asarray(s) for s in dask.compute(result.tau,
+                                                                               result.nu))
             else:
                 result.tau, result.nu = np.concatenate(result.tau), np.concatenate(result.nu)
             results.append(result)
         return results
 
-    def gradient(self, results, likelihood, learn_blur_scale):
-        """d (sum of the problems' log Z_EP) / d log(theta) at the current sites."""
+    def evidence(self, likelihood):
+        """The summed log Z_EP of the current sites, without an EP sweep (the evidence
+        at fixed sites, whose derivative :meth:`gradient` is)."""
+        total = 0.0
+        for engine in self._engines:
+            posterior = Posterior.from_statistics(*engine.statistics())
+            total += ep_evidence(posterior, engine.evaluate(posterior, likelihood).evidence_terms)
+        return total
+
+    def gradient(self, results, likelihood):
+        """d (sum of the problems' log Z_EP) / d log(theta) at the current sites, for
+        the values ``self.hyper`` learns."""
         total = None
         for engine, result in zip(self._engines, results):
-            args = (result.posterior, likelihood, self.L, self.basis.means,
-                    self.hyper.lengthscale, self.full_blur)
-            if self.is_lazy:
-                summary = engine.gradient(*args)
-            else:
-                summary = None
-                for x, block, t, n in zip(self._inputs, engine.blocks, engine.tau, engine.nu):
-                    part = gradient_chunk(x, block, t, n, *args)
-                    summary = part if summary is None else summary.merge(part)
+            summary = engine.reduce_chunks(gradient_chunk, result.posterior, likelihood, self.L,
+                                           self.basis.means, self.hyper.lengthscale,
+                                           self.full_blur)
             total = summary if total is None else total.merge(summary)
-        return assemble_gradient(total, self.basis, self.hyper.lengthscale,
-                                 self.hyper.signal_variance, self.L, learn_blur_scale)
+        return assemble_gradient(total, self.basis, self.hyper, self.L)
 
 
 def _split(sites, blocks):
@@ -188,7 +200,7 @@ def restart_points(start, n_restarts):
 
 
 def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
-        learn_blur_scale=False, init_sites=None, callback=None, n_restarts=0):
+        init_sites=None, callback=None, n_restarts=0):
     """Fit at ``start`` or maximise the summed EP evidence from it (and, with
     ``n_restarts``, from the further starts of :func:`restart_points`, keeping the
     highest evidence).
@@ -198,10 +210,10 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
     trainer : Trainer
     likelihood : likelihood object; its learnable parameters are in ``start``
     start : Hyperparameters
+        The starting point; it says which values are learnt.
     optimize_hyperparameters : bool
     max_iter : int
         Cap on L-BFGS-B iterations.
-    learn_blur_scale : bool
     init_sites : list of (tau, nu) per problem, optional
     callback : callable, optional
         Called with each accepted optimiser iteration's record.
@@ -214,8 +226,8 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
     """
     if not optimize_hyperparameters:
         return _fit_at(trainer, likelihood, start, init_sites)
-    chosen = _best_start(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites,
-                         callback, n_restarts)
+    chosen = _best_start(trainer, likelihood, start, max_iter, init_sites, callback,
+                         n_restarts)
     if not all(r.converged for r in chosen.results):
         warnings.warn("EP did not converge at the chosen hyperparameters "
                       f"(max_sweeps={trainer.settings.max_sweeps}); raise max_sweeps or "
@@ -223,16 +235,13 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
     return chosen
 
 
-def _best_start(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites, callback,
-                n_restarts):
+def _best_start(trainer, likelihood, start, max_iter, init_sites, callback, n_restarts):
     if n_restarts == 0:
-        return _maximise(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites,
-                         callback)
+        return _maximise(trainer, likelihood, start, max_iter, init_sites, callback)
     points, outcomes = restart_points(start, n_restarts), []
     for k, point in enumerate(points):
         step = None if callback is None else (lambda rec, k=k: callback({**rec, "start": k}))
-        outcome = _maximise(trainer, likelihood, point, max_iter, learn_blur_scale,
-                            init_sites, step)
+        outcome = _maximise(trainer, likelihood, point, max_iter, init_sites, step)
         outcomes.append(outcome)
     best = max(range(len(outcomes)), key=lambda k: outcomes[k].log_evidence)
     chosen = outcomes[best]
@@ -258,7 +267,7 @@ def _fit_at(trainer, likelihood, hyper, init_sites):
                       float(sum(r.log_evidence for r in results)))
 
 
-def _maximise(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites, callback):
+def _maximise(trainer, likelihood, start, max_iter, init_sites, callback):
     best = {"sites": init_sites, "value": -np.inf}
 
     def evaluate(hyper):
@@ -273,7 +282,7 @@ def _maximise(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites
         value = float(sum(r.log_evidence for r in results))
         if not np.isfinite(value):
             return value, None, None
-        grad = trainer.gradient(results, lik, learn_blur_scale)
+        grad = trainer.gradient(results, lik)
         if value > best["value"]:
             best.update(value=value, sites=[(r.tau, r.nu) for r in results])
         outcome = FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results,
@@ -283,8 +292,8 @@ def _maximise(trainer, likelihood, start, max_iter, learn_blur_scale, init_sites
                         "seconds": time.perf_counter() - t0}
         return value, grad, outcome
 
-    hyper, outcome, trace, info = optimize(evaluate, start, learn_blur_scale=learn_blur_scale,
-                                           max_iter=max_iter, callback=callback)
+    hyper, outcome, trace, info = optimize(evaluate, start, max_iter=max_iter,
+                                           callback=callback)
     evaluation = outcome.info
     outcome.trace = trace
     outcome.info = {**info, "best_evaluation": evaluation}

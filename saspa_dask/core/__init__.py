@@ -1,0 +1,4 @@
+"""Layer 1, the mathematics: SE-ARD and blurred kernels, likelihoods, blurred bases.
+
+Nothing here knows about EP, Dask or stores; every module is plain NumPy/SciPy.
+"""

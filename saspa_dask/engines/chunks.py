@@ -1,0 +1,97 @@
+"""Row chunks: how arrays are cut, mapped over and reduced, in this process or on Dask.
+
+Every chunked computation builds one task per row chunk and reduces the per-chunk
+results pairwise (a tree), so the driver only ever holds small summaries.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import zarr
+from dask import delayed
+
+__all__ = ["as_dask", "chunk_bounds", "is_lazy", "persist_balanced", "row_chunked",
+           "seed_from", "tree_reduce"]
+
+
+def is_lazy(X):
+    """True for inputs that are worked on chunk by chunk (dask or zarr arrays)."""
+    return isinstance(X, (da.Array, zarr.Array))
+
+
+def as_dask(X):
+    """A dask array view of NumPy, zarr or dask input."""
+    if isinstance(X, zarr.Array):
+        return da.from_zarr(X)
+    if isinstance(X, da.Array):
+        return X
+    return da.from_array(np.asarray(X))
+
+
+def seed_from(random_state):
+    """An int seed (or None) from an estimator's random_state."""
+    if random_state is None or isinstance(random_state, (int, np.integer)):
+        return random_state
+    return int(random_state.randint(2**31 - 1))
+
+
+def row_chunked(X, y=None):
+    """Dask arrays with regular row chunks, one column chunk, y aligned with X."""
+    X = X if isinstance(X, da.Array) else da.from_array(X)
+    X = X.rechunk({1: -1})
+    rows = X.chunks[0]
+    if len(set(rows[:-1])) > 1 or (len(rows) > 1 and rows[-1] > rows[0]):
+        X = X.rechunk({0: rows[0]})
+    if y is None:
+        return X
+    y = y if isinstance(y, da.Array) else da.from_array(y)
+    return X, y.rechunk({0: X.chunks[0]})
+
+
+def chunk_bounds(X):
+    """(start, stop) of each row chunk."""
+    edges = np.cumsum((0,) + X.chunks[0])
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+
+
+def tree_reduce(parts, combine, *, lazy=True):
+    """Pairwise reduction, in order: of delayed objects (a task graph) or, with
+    ``lazy=False``, of values in this process (the same order of sums)."""
+    parts = list(parts)
+    step = delayed(combine) if lazy else combine
+    while len(parts) > 1:
+        parts = [step(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def add_tuples(a, b):
+    return tuple(x + y for x, y in zip(a, b))
+
+
+
+def persist_balanced(build, n_blocks):
+    """Build and persist chunk blocks, spread round-robin over the active Client's workers.
+
+    ``build(i)`` returns the delayed block of chunk i; it is created under a worker
+    annotation so the block is *built* where it will stay.  Every sweep's task for a
+    chunk then runs where its block is (the scheduler follows the largest dependency),
+    and the workers carry equal shares.  The worker is a preference, not a
+    restriction: if a worker dies its blocks are rebuilt elsewhere.  Without a
+    distributed Client this is a plain ``dask.persist``.
+    """
+    try:
+        from distributed import get_client
+
+        workers = sorted(get_client().scheduler_info()["workers"])
+    except (ImportError, ValueError):
+        workers = []
+    if not workers:
+        return list(dask.persist(*[build(i) for i in range(n_blocks)]))
+    placed = []
+    for i in range(n_blocks):
+        with dask.annotate(workers=[workers[i % len(workers)]], allow_other_workers=True):
+            placed.append(build(i))
+    return list(dask.persist(*placed, optimize_graph=False))

@@ -1,0 +1,294 @@
+"""The Dask EP engine: blocks and sites chunk by chunk on Dask, sites in zarr.
+
+Sites live in a zarr group with arrays ``tau`` and ``nu`` of shape (2, N), chunked
+(1, chunk_rows) like X.  Slot ``k`` holds the current sites and slot ``1 - k`` the
+pending ones a sweep writes; the driver switches slots only after accepting the new
+posterior.  A chunk task therefore reads one slot and writes the other, so re-running a
+task (after a worker died) reproduces the same output: tasks are idempotent, and no
+two tasks write one chunk.  Each task calls the same per-block functions as the
+in-memory engine (:mod:`saspa_dask.ep.sites`): there is one implementation of the
+mathematics.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+import zarr
+from dask import delayed
+
+from ..ep.acceleration import mix_steps
+from ..ep.sites import (PassSummary, block_statistics, evaluate_chunk, parallel_chunk,
+                        sequential_chunk)
+from ..ep.whitening import make_block, relabel_block
+from .chunks import chunk_bounds, persist_balanced, row_chunked, tree_reduce
+
+__all__ = ["DaskEngine", "WorkDir"]
+
+
+def _open_sites(path):
+    """The (tau, nu) zarr arrays; a chunk task opens them once and reads and writes
+    through these handles."""
+    group = zarr.open_group(str(path), mode="r+")
+    return group["tau"], group["nu"]
+
+
+def _parallel_task(block, path, slot, start, stop, posterior, likelihood, damping, s2,
+                   ring_slot):
+    tau, nu = _open_sites(path)
+    ring = ring_array = None
+    if ring_slot is not None:
+        ring_array = zarr.open_group(str(path), mode="r+")["anderson"]
+        ring = ring_array[:, :, start:stop]
+    tau_new, nu_new, summary = parallel_chunk(block, tau[slot, start:stop],
+                                              nu[slot, start:stop], posterior, likelihood,
+                                              damping, s2, ring, ring_slot)
+    if ring is not None:
+        # the whole chunk, already read: a partial write would read it again.  A rerun
+        # of this task (lost worker) rewrites the same slot: idempotent
+        ring_array[:, :, start:stop] = ring
+    tau[1 - slot, start:stop] = tau_new
+    nu[1 - slot, start:stop] = nu_new
+    return summary
+
+
+def _mix_task(path, slot, start, stop, weights):
+    group = zarr.open_group(str(path), mode="r+")
+    tau, nu = group["tau"], group["nu"]
+    ring = group["anderson"][:, :, start:stop]
+    tau[1 - slot, start:stop], nu[1 - slot, start:stop] = mix_steps(ring, weights)
+
+
+def _sequential_task(block, path, slot, start, stop, state, likelihood, damping, s2):
+    sigma, mean = state
+    tau, nu = _open_sites(path)
+    t, n, sigma, mean, summary = sequential_chunk(block, tau[slot, start:stop],
+                                                  nu[slot, start:stop], sigma, mean,
+                                                  likelihood, damping, s2)
+    tau[1 - slot, start:stop] = t
+    nu[1 - slot, start:stop] = n
+    return (sigma, mean), summary
+
+
+def _halve_task(path, slot, start, stop):
+    tau, nu = _open_sites(path)
+    for arr in (tau, nu):
+        arr[1 - slot, start:stop] = 0.5 * (arr[1 - slot, start:stop] + arr[slot, start:stop])
+
+
+def _statistics_task(block, path, slot, start, stop):
+    tau, nu = _open_sites(path)
+    A, b = block_statistics(block.phi, tau[slot, start:stop], nu[slot, start:stop])
+    return PassSummary(A, b)
+
+
+def _evaluate_task(block, path, slot, start, stop, posterior, likelihood):
+    tau, nu = _open_sites(path)
+    return evaluate_chunk(block, tau[slot, start:stop], nu[slot, start:stop], posterior,
+                          likelihood)
+
+
+
+def _chunk_task(func, Xb, block, path, slot, start, stop, args):
+    tau, nu = _open_sites(path)
+    return func(Xb, block, tau[slot, start:stop], nu[slot, start:stop], *args)
+
+
+def _merge_two(a, b):
+    return a.merge(b)
+
+
+def _second(pair):
+    return pair[1]
+
+
+class DaskEngine:
+    """EP engine over row chunks on Dask (any scheduler; a distributed Client if active).
+
+    Parameters
+    ----------
+    X, y : dask arrays
+        Row-chunked inputs and targets (y already encoded: +-1 labels or centred
+        regression targets).
+    bases : Basis
+        Means and blur covariances in use.
+    lengthscale, signal_variance, L
+        Kernel and whitening factor.
+    sites_path : str or Path
+        Directory for the site arrays (must be reachable by every worker).
+    cache : {"memory", "none"}
+        ``memory`` persists each chunk's whitened block (phi, lam) in worker memory
+        (N M floats over the cluster, spilled by Dask if needed); ``none`` rebuilds it
+        from X in every pass (adds the Kt and triangular-solve cost to each pass).
+    sites : tuple of array-likes, optional
+        Warm-start sites (tau, nu) of length N.
+    blocks : list, optional
+        The persisted blocks of another engine on the same X, kernel and ``L``: they
+        are shared, not rebuilt (one-vs-rest classes share their blocks).
+    label : float, optional
+        If given, the targets ``y`` hold class codes and this engine fits the binary
+        problem "code == label" (+1) against the rest (-1); the relabelling happens
+        inside each chunk task, so the blocks stay shared.
+    projected_only : bool
+        DTC-EP blocks (no residual variances).
+    """
+
+    def __init__(self, X, y, bases, lengthscale, signal_variance, L, sites_path, *,
+                 cache="memory", sites=None, blocks=None, label=None, projected_only=False,
+                 anderson_memory=0):
+        if cache not in ("memory", "none"):
+            raise ValueError(f"cache must be 'memory' or 'none', got {cache!r}")
+        self.X, self.y = row_chunked(X, y)
+        self.bounds = chunk_bounds(self.X)
+        self.path = str(sites_path)
+        self.slot = 0
+        self.n_bases = bases.n_bases
+        N = self.X.shape[0]
+        chunk_rows = self.X.chunks[0][0]
+        group = zarr.open_group(self.path, mode="w")
+        for name in ("tau", "nu"):
+            group.create_array(name, shape=(2, N), chunks=(1, chunk_rows), dtype="f8",
+                               fill_value=0.0)
+        self.anderson_memory = int(anderson_memory)
+        if self.anderson_memory > 0:
+            # one chunk per row chunk: a task reads and writes only its own
+            group.create_array("anderson", shape=(4, self.anderson_memory + 1, N),
+                               chunks=(4, self.anderson_memory + 1, chunk_rows), dtype="f8",
+                               fill_value=0.0, compressors=None)
+        self.is_cold = sites is None
+        if sites is not None:
+            tau, nu = (np.asarray(s, dtype=np.float64) for s in sites)
+            if tau.shape != (N,) or nu.shape != (N,):
+                raise ValueError(f"warm-start sites of shape {tau.shape} do not match "
+                                 f"{N} rows")
+            group["tau"][0, :] = tau
+            group["nu"][0, :] = nu
+        self.label = label
+        self._kernel = (bases, lengthscale, signal_variance, L)
+        self._x_parts = self.X.to_delayed().ravel()
+        if blocks is not None:
+            self._blocks = blocks
+            return
+        args = [delayed(a) for a in (bases.means, bases.covs, lengthscale)]
+        L_d = delayed(L)
+        y_parts = self.y.to_delayed().ravel()
+
+        def build(i):
+            return delayed(make_block)(self._x_parts[i], y_parts[i], *args, signal_variance,
+                                       L_d, projected_only)
+
+        if cache == "memory":
+            self._blocks = persist_balanced(build, len(self._x_parts))
+        else:
+            self._blocks = [build(i) for i in range(len(self._x_parts))]
+
+    @property
+    def blocks(self):
+        """The (persisted or lazy) blocks, to share with another engine."""
+        return self._blocks
+
+    @property
+    def n_rows(self):
+        return self.X.shape[0]
+
+    def subset(self, stride):
+        """A cold engine on every ``stride``-th chunk, sharing this engine's blocks
+        (its sites live beside this engine's)."""
+        chunks = range(0, len(self._blocks), stride)
+        X = da.concatenate([self.X.blocks[i] for i in chunks])
+        y = da.concatenate([self.y.blocks[i] for i in chunks])
+        return DaskEngine(X, y, *self._kernel, f"{self.path}-coarse", label=self.label,
+                          blocks=[self._blocks[i] for i in chunks],
+                          anderson_memory=self.anderson_memory)
+
+    def _task_blocks(self):
+        if self.label is None:
+            return self._blocks
+        return [delayed(relabel_block)(blk, self.label) for blk in self._blocks]
+
+    def _per_chunk(self, func, *args):
+        return [delayed(func)(blk, self.path, self.slot, start, stop, *args)
+                for blk, (start, stop) in zip(self._task_blocks(), self.bounds)]
+
+    def reduce_chunks(self, func, *args):
+        """``func(X_chunk, block, tau, nu, *args)`` at the current sites of every chunk,
+        merged (``.merge``) as a tree; e.g. the evidence gradient's per-chunk sums."""
+        shared = delayed(args)
+        parts = [delayed(_chunk_task)(func, x, blk, self.path, self.slot, start, stop, shared)
+                 for x, blk, (start, stop) in zip(self._x_parts, self._task_blocks(),
+                                                  self.bounds)]
+        return tree_reduce(parts, _merge_two).compute()
+
+    def _reduce(self, summaries):
+        return tree_reduce(summaries, _merge_two).compute()
+
+    def statistics(self):
+        summary = self._reduce(self._per_chunk(_statistics_task))
+        return summary.A, summary.b
+
+    def parallel_pass(self, posterior, likelihood, damping, signal_variance, ring_slot=None):
+        post = delayed(posterior)
+        lik = delayed(likelihood)
+        return self._reduce(self._per_chunk(_parallel_task, post, lik, damping,
+                                            signal_variance, ring_slot))
+
+    def mix_pending(self, weights):
+        """Pending sites := the Anderson combination of the ring slots."""
+        dask.compute(*[delayed(_mix_task)(self.path, self.slot, a, b, weights)
+                       for a, b in self.bounds])
+
+    def halve_pending(self):
+        dask.compute(*[delayed(_halve_task)(self.path, self.slot, a, b)
+                       for a, b in self.bounds])
+
+    def sequential_pass(self, posterior, likelihood, damping, signal_variance):
+        state = delayed((posterior.covariance(), posterior.mean))
+        lik = delayed(likelihood)
+        summaries = []
+        for blk, (start, stop) in zip(self._task_blocks(), self.bounds):
+            result = delayed(_sequential_task)(blk, self.path, self.slot, start, stop, state,
+                                               lik, damping, signal_variance)
+            state = result[0]
+            summaries.append(delayed(_second)(result))
+        return self._reduce(summaries)
+
+    def commit(self):
+        self.slot = 1 - self.slot
+
+    def evaluate(self, posterior, likelihood):
+        return self._reduce(self._per_chunk(_evaluate_task, delayed(posterior),
+                                            delayed(likelihood)))
+
+    def sites(self):
+        """Current sites as lazy dask arrays of length N (read from zarr)."""
+        tau = da.from_zarr(self.path, component="tau")[self.slot]
+        nu = da.from_zarr(self.path, component="nu")[self.slot]
+        return tau, nu
+
+
+class WorkDir:
+    """A scratch directory for site arrays, removed on exit.
+
+    Parameters
+    ----------
+    parent : str or Path, optional
+        Where to create it; on a multi-machine cluster it must be a filesystem every
+        worker sees.  Default: the system temporary directory.
+    """
+
+    def __init__(self, parent=None, prefix="saspa-sites-"):
+        if parent is not None:
+            Path(parent).mkdir(parents=True, exist_ok=True)
+        self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+
+    def __enter__(self):
+        return self.path
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.path, ignore_errors=True)
+

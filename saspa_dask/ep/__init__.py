@@ -1,0 +1,22 @@
+"""Layer 2, expectation propagation in the whitened form (DESIGN.md section 2).
+
+- :mod:`~saspa_dask.ep.whitening`: the basis covariance's Cholesky factor and whitened
+  row blocks (phi, lam);
+- :mod:`~saspa_dask.ep.posterior`: the whitened posterior N(mu_v, P^{-1});
+- :mod:`~saspa_dask.ep.sites`: cavities, tilted moments and site updates on one block;
+- :mod:`~saspa_dask.ep.acceleration`: Anderson acceleration and the cycle rule;
+- :mod:`~saspa_dask.ep.engine`: the :class:`EPEngine` protocol an engine implements;
+- :mod:`~saspa_dask.ep.driver`: :func:`run_ep`, sweeps to convergence on any engine.
+"""
+
+from .engine import EPEngine
+from .driver import EPConvergenceWarning, EPResult, EPSettings, run_ep
+from .posterior import Posterior, predict_latent
+from .sites import (PassSummary, block_pass, block_statistics, cavities, evaluate_chunk,
+                    parallel_chunk, sequential_block, sequential_chunk)
+from .whitening import Block, make_block, relabel_block, whiten
+
+__all__ = ["Block", "EPEngine", "EPConvergenceWarning", "EPResult", "EPSettings", "PassSummary",
+           "Posterior", "block_pass", "block_statistics", "cavities", "evaluate_chunk",
+           "make_block", "parallel_chunk", "predict_latent", "relabel_block", "run_ep",
+           "sequential_block", "sequential_chunk", "whiten"]

@@ -1,0 +1,326 @@
+"""The EP driver: sweeps to convergence on any engine, the evidence, a coarse start.
+
+:func:`run_ep` holds the posterior (O(M^2) numbers) and asks an engine
+(:class:`saspa_dask.engines.protocol.EPEngine`: blocks and sites in this process or in
+Dask tasks) for one pass at a time.  Parallel sweeps are damped and accepted only if
+the new posterior is positive definite (else the step is halved); sequential sweeps
+are the paper's Algorithm 1, refreshed from all sites at the end of every sweep.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.linalg import LinAlgError
+
+from .acceleration import Anderson, CycleGuard
+from .engine import EPEngine
+from .posterior import Posterior
+
+__all__ = ["EPConvergenceWarning", "EPResult", "EPSettings", "coarse_start", "ep_evidence",
+           "run_ep"]
+
+_MAX_DAMPING_HALVINGS = 20
+# Coarse start (parallel EP, cold, likelihoods whose sites depend on the cavity): EP on
+# every k-th block (k = min(_COARSE_STRIDE, blocks // 2), only with at least
+# _COARSE_MIN_BLOCKS blocks), itself started the same way, run to _COARSE_TOL; its
+# site sums scaled to all rows give the first sweep's cavities (measured effect:
+# benchmarks/RESULTS.md).
+_COARSE_STRIDE = 10
+_COARSE_MIN_BLOCKS = 4
+_COARSE_TOL = 1e-2
+
+
+class EPConvergenceWarning(UserWarning):
+    """EP stopped at ``max_sweeps`` without meeting the tolerance."""
+
+
+@dataclass
+class EPSettings:
+    """EP schedule.
+
+    Attributes
+    ----------
+    mode : {"parallel", "sequential"}
+    damping : float in (0, 1]
+    max_sweeps : int
+    tol : float
+        Threshold on the undamped site change (module docstring).
+    coarse_start : bool
+        Start a cold parallel run from a fit on a block subset (:func:`coarse_start`).
+    anderson_memory : int
+        Sweeps remembered by Anderson acceleration of parallel EP (module constants);
+        0 turns it off.
+    """
+
+    mode: str = "parallel"
+    damping: float = 1.0
+    max_sweeps: int = 100
+    tol: float = 1e-6
+    coarse_start: bool = False
+    anderson_memory: int = 0
+
+
+@dataclass
+class EPResult:
+    """What an EP run produced (sites per block, posterior, diagnostics).
+
+    ``n_invalid_cavities`` counts, over all sweeps, rows left unchanged because their
+    cavity (or tilted site) was invalid; if any row's cavity is invalid at the final
+    posterior the evidence is NaN (it is undefined there).
+    ``n_skipped_updates`` counts sequential rank-one updates rejected because they
+    would have made P singular.  ``n_damping_reductions`` counts the cycle rule's
+    halvings of the damping (module constants); ``damping`` is the value at the end.
+    ``n_anderson_steps`` counts sweeps whose sites were an Anderson combination and
+    ``n_anderson_restarts`` the times its history was dropped.
+    """
+
+    posterior: Posterior
+    tau: list
+    nu: list
+    n_sweeps: int
+    converged: bool
+    log_evidence: float
+    n_invalid_cavities: int
+    n_skipped_updates: int
+    n_damping_halvings: int
+    history: list = field(default_factory=list)
+    n_damping_reductions: int = 0
+    damping: float = 1.0
+    coarse_start: list = field(default_factory=list)
+    n_anderson_steps: int = 0
+    n_anderson_restarts: int = 0
+
+
+def ep_evidence(posterior, site_sum):
+    return float(-0.5 * posterior.log_det() + 0.5 * posterior.h @ posterior.mean + site_sum)
+
+
+def _accept(engine, A_new, b_new, A_old, b_old):
+    """Posterior of the pending sites; halves the step while P is indefinite.
+
+    Negative site precisions (non-log-concave likelihoods) can make P indefinite.
+    The statistics are linear in the damping, so the step is halved without another
+    statistics pass; the engine halves its pending sites to match.
+    """
+    halvings = 0
+    while True:
+        try:
+            return Posterior.from_statistics(A_new, b_new), A_new, b_new, halvings
+        except LinAlgError:
+            halvings += 1
+            if halvings > _MAX_DAMPING_HALVINGS:
+                raise FloatingPointError(
+                    "EP posterior stayed indefinite after halving the damping "
+                    f"{_MAX_DAMPING_HALVINGS} times"
+                ) from None
+            engine.halve_pending()
+            A_new, b_new = 0.5 * (A_new + A_old), 0.5 * (b_new + b_old)
+
+
+def _next_posterior(engine, summary, anderson, damping, A_old, b_old):
+    """Posterior of the next sweep: the Anderson combination where it applies and is
+    positive definite, else the plain step (:func:`_accept`).  Returns ``(posterior,
+    A, b, halvings, mixed)``."""
+    if anderson is not None:
+        anderson.record(summary, damping)
+        weights = anderson.weights(summary.change)
+        if weights is not None:
+            A, b = anderson.mixed_statistics(weights)
+            try:
+                posterior = Posterior.from_statistics(A, b)
+            except LinAlgError:
+                anderson.restart()
+            else:
+                engine.mix_pending(weights)
+                anderson.steps += 1
+                return posterior, A, b, 0, True
+    return (*_accept(engine, summary.A, summary.b, A_old, b_old), False)
+
+
+def coarse_start(engine, likelihood, signal_variance, settings, callback=None):
+    """A starting posterior for a cold parallel run: EP on a block subset, scaled.
+
+    EP runs on every k-th block (recursively started the same way) to a loose
+    tolerance; with P_s = I + A_s and h_s from its sites on n_s of the N rows, the
+    start is P = I + (N / n_s) A_s, h = (N / n_s) h_s: each sampled row stands for
+    N / n_s rows.  Parallel EP's first sweep then takes its cavities from this
+    posterior instead of the prior, which skips most of the cold start's transient.
+
+    Returns
+    -------
+    start : Posterior or None
+        None when the engine has too few blocks to subsample.
+    levels : list of dict
+        ``rows``, ``sweeps``, ``converged`` and ``seconds`` of each coarse run, the
+        coarsest first.
+    """
+    n_blocks = len(engine.blocks)
+    if n_blocks < _COARSE_MIN_BLOCKS:
+        return None, []
+    began = time.perf_counter()
+    sub = engine.subset(min(_COARSE_STRIDE, n_blocks // 2))
+    inner, levels = coarse_start(sub, likelihood, signal_variance, settings)
+    loose = EPSettings(settings.mode, settings.damping, settings.max_sweeps,
+                       max(settings.tol, _COARSE_TOL), coarse_start=False,
+                       anderson_memory=settings.anderson_memory)
+    with warnings.catch_warnings():
+        # a coarse run that stops early is still a starting point; it is reported
+        warnings.simplefilter("ignore", EPConvergenceWarning)
+        result = run_ep(sub, likelihood, signal_variance, loose, start=inner)
+    post = result.posterior
+    scale = engine.n_rows / sub.n_rows
+    A = post.chol @ post.chol.T - np.eye(post.chol.shape[0])
+    start = Posterior.from_statistics(scale * A, scale * post.h)
+    levels.append({"rows": int(sub.n_rows), "sweeps": result.n_sweeps,
+                   "converged": bool(result.converged),
+                   "seconds": time.perf_counter() - began})
+    return start, levels
+
+
+def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=None, start=None):
+    """Run EP to convergence; the engine holds the data blocks and the sites.
+
+    Parameters
+    ----------
+    engine : EPEngine
+        :class:`saspa_dask.engines.memory.InMemoryEngine` or
+        :class:`saspa_dask.engines.dask_engine.DaskEngine`
+    likelihood : likelihood object (see :mod:`saspa_dask.likelihoods`)
+    signal_variance : float
+    settings : EPSettings
+    callback : callable, optional
+        Called with each sweep's record (a dict).
+    start : Posterior, optional
+        For a cold engine: the posterior whose marginals the first sweep uses as
+        cavities (all sites are zero), e.g. a fit on a row sample with its statistics
+        scaled to all rows.  The sites, and so the fixed point, are EP's own from the
+        first sweep on; only the starting point changes.  Without it, a cold parallel
+        run with ``settings.coarse_start`` makes one with :func:`coarse_start` (not for
+        the Gaussian likelihood, whose sites do not depend on the cavity).
+
+    Returns
+    -------
+    EPResult
+        ``tau`` and ``nu`` are what ``engine.sites()`` returns.
+    """
+    if settings.mode not in ("parallel", "sequential"):
+        raise ValueError(f"ep_mode must be 'parallel' or 'sequential', got {settings.mode!r}")
+    posterior, A, b, levels = _starting_point(engine, likelihood, signal_variance, settings,
+                                              start)
+    sweeps = _Sweeps(engine, likelihood, signal_variance, settings, posterior, A, b)
+    for sweep in range(1, settings.max_sweeps + 1):
+        record = sweeps.sweep(sweep)
+        if callback is not None:
+            callback(record)
+        if sweeps.converged:
+            break
+    return sweeps.result(levels)
+
+
+def _starting_point(engine, likelihood, signal_variance, settings, start):
+    """(posterior, A, b, coarse levels) the first sweep starts from."""
+    M = engine.n_bases
+    A, b = (np.zeros((M, M)), np.zeros(M)) if engine.is_cold else engine.statistics()
+    posterior = Posterior.from_statistics(A, b)
+    levels = []
+    if (start is None and settings.coarse_start and settings.mode == "parallel"
+            and engine.is_cold and getattr(likelihood, "name", None) != "gaussian"):
+        start, levels = coarse_start(engine, likelihood, signal_variance, settings)
+    if start is not None and engine.is_cold:
+        posterior = start
+    return posterior, A, b, levels
+
+
+class _Sweeps:
+    """The state of one EP run between sweeps: posterior, its site sums, damping (and
+    the cycle rule), Anderson's driver side, the per-sweep history."""
+
+    def __init__(self, engine, likelihood, signal_variance, settings, posterior, A, b):
+        self.engine, self.likelihood, self.s2 = engine, likelihood, signal_variance
+        self.settings = settings
+        self.posterior, self.A, self.b = posterior, A, b
+        self.guard = CycleGuard(settings.damping)
+        self.damping = self.guard.damping
+        self.anderson = (Anderson(settings.anderson_memory)
+                         if settings.mode == "parallel" and settings.anderson_memory > 0
+                         else None)
+        self.history, self.converged, self.final = [], False, None
+
+    def sweep(self, number):
+        """One sweep; returns its record (also appended to the history)."""
+        start = time.perf_counter()
+        if self.settings.mode == "parallel":
+            summary, halvings, mixed, evidence = self._parallel()
+        else:
+            summary, halvings, mixed, evidence = self._sequential()
+        record = {"sweep": number, "change": summary.change, "n_invalid": summary.n_invalid,
+                  "n_skipped": summary.n_skipped, "damping_halvings": halvings,
+                  "damping": self.damping, "anderson": mixed,
+                  "seconds": time.perf_counter() - start}
+        if evidence is not None:
+            # the evidence of the posterior this sweep started from (free in this mode)
+            record["log_evidence_start"] = evidence
+        self.history.append(record)
+        if not self.converged and not mixed:
+            # Anderson's own steps need not shrink the change monotonically; its
+            # history restarts when the change grows, so only plain steps feed the
+            # cycle rule
+            self.damping = self.guard.update(summary.change)
+        return record
+
+    def _parallel(self):
+        slot = None if self.anderson is None else self.anderson.slot
+        summary = self.engine.parallel_pass(self.posterior, self.likelihood, self.damping,
+                                            self.s2, ring_slot=slot)
+        # This pass evaluated the posterior left by the previous sweep.
+        evidence = ep_evidence(self.posterior, summary.evidence_terms)
+        if self.history:
+            self.history[-1]["log_evidence"] = evidence
+        self.converged = summary.change < self.settings.tol
+        if self.converged:
+            self.final = evidence
+            return summary, 0, False, evidence
+        self.posterior, self.A, self.b, halvings, mixed = _next_posterior(
+            self.engine, summary, self.anderson, self.damping, self.A, self.b)
+        self.engine.commit()
+        return summary, halvings, mixed, evidence
+
+    def _sequential(self):
+        summary = self.engine.sequential_pass(self.posterior, self.likelihood, self.damping,
+                                              self.s2)
+        # Refresh from all sites: repeated rank-one updates drift (LESSONS.md, GPML).
+        self.posterior, self.A, self.b, halvings = _accept(self.engine, summary.A, summary.b,
+                                                           self.A, self.b)
+        self.engine.commit()
+        self.converged = summary.change < self.settings.tol
+        return summary, halvings, False, None
+
+    def result(self, levels):
+        """The run's :class:`EPResult` (warns if it did not converge)."""
+        history, anderson = self.history, self.anderson
+        if self.final is None:
+            self.final = ep_evidence(self.posterior, self.engine.evaluate(
+                self.posterior, self.likelihood).evidence_terms)
+        history[-1]["log_evidence"] = self.final
+        if not self.converged:
+            warnings.warn(
+                f"EP did not converge in {self.settings.max_sweeps} sweeps (last undamped "
+                f"site change {history[-1]['change']:.3g} >= tol {self.settings.tol:g}); "
+                f"raise max_sweeps or lower damping (damping ended at {self.damping:g} after "
+                f"{self.guard.reductions} cycle reduction(s))",
+                EPConvergenceWarning, stacklevel=3)
+        tau, nu = self.engine.sites()
+        return EPResult(
+            posterior=self.posterior, tau=tau, nu=nu, n_sweeps=len(history),
+            converged=self.converged, log_evidence=self.final,
+            n_invalid_cavities=sum(r["n_invalid"] for r in history),
+            n_skipped_updates=sum(r["n_skipped"] for r in history),
+            n_damping_halvings=sum(r["damping_halvings"] for r in history),
+            history=history, n_damping_reductions=self.guard.reductions,
+            damping=self.damping, coarse_start=levels,
+            n_anderson_steps=0 if anderson is None else anderson.steps,
+            n_anderson_restarts=0 if anderson is None else anderson.restarts)

@@ -1,0 +1,91 @@
+"""The whitened Gaussian posterior N(mu_v, P^{-1}) over v = L^{-1} u.
+
+P = I + sum_i tau_i phi_i phi_i^T and h = sum_i nu_i phi_i are sums over row blocks
+(what makes a sweep a map-reduce); the posterior is kept as the Cholesky factor of P.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_solve, cholesky, lapack
+
+__all__ = ["Posterior", "predict_latent"]
+
+
+@dataclass
+class Posterior:
+    """Whitened Gaussian posterior N(mu_v, P^{-1}) over v = L^{-1} u.
+
+    Attributes
+    ----------
+    chol : ndarray of shape (M, M)
+        Lower Cholesky factor R of P.
+    h : ndarray of shape (M,)
+    mean : ndarray of shape (M,)
+        mu_v = P^{-1} h.
+    """
+
+    chol: np.ndarray
+    h: np.ndarray
+    mean: np.ndarray
+
+    @classmethod
+    def prior(cls, n_bases):
+        eye = np.eye(n_bases)
+        return cls(eye, np.zeros(n_bases), np.zeros(n_bases))
+
+    @classmethod
+    def from_statistics(cls, A, b):
+        """Posterior from the site sums A = Phi^T T Phi and b = Phi^T nu.
+
+        Raises ``LinAlgError`` when I + A is not positive definite.
+        """
+        P = np.eye(A.shape[0]) + 0.5 * (A + A.T)
+        R = cholesky(P, lower=True, check_finite=False)
+        return cls(R, b.copy(), cho_solve((R, True), b, check_finite=False))
+
+    @cached_property
+    def inverse_chol_t(self):
+        """R^{-T} (upper triangular), C-contiguous for the GEMM of :meth:`marginals`.
+
+        Since P = I + A >= I, every singular value of R^{-1} is at most 1: forming it
+        is well conditioned (unlike an inverse of a kernel matrix), and it turns the
+        per-row triangular solves into one GEMM, which OpenBLAS runs about 3x faster
+        than TRSM here (one core, 125,000 x 256: TRSM 14 GFLOP/s, GEMM 43 GFLOP/s;
+        GEMM with the transposed, Fortran-ordered view ran at 23 GFLOP/s).
+        """
+        inverse, info = lapack.dtrtri(self.chol, lower=1)
+        if info != 0:
+            raise LinAlgError(f"posterior Cholesky factor is singular (dtrtri info {info})")
+        return np.ascontiguousarray(np.tril(inverse).T)
+
+    def marginals(self, phi, workspace=None):
+        """Means and variances of phi_i^T v for the rows of phi.
+
+        var_i = |R^{-1} phi_i|^2, computed as the rows of phi R^{-T} (one GEMM).  With
+        a :class:`Workspace` the product goes into its buffer (no n x M temporary).
+        """
+        out = None if workspace is None else workspace.rows(phi.shape[0])
+        W = np.matmul(phi, self.inverse_chol_t, out=out)
+        return phi @ self.mean, np.einsum("ij,ij->i", W, W)
+
+    def covariance(self):
+        """Sigma_v = P^{-1} (an M x M whitened covariance, not a kernel inverse)."""
+        return cho_solve((self.chol, True), np.eye(self.chol.shape[0]), check_finite=False)
+
+    def log_det(self):
+        return 2.0 * np.log(np.diag(self.chol)).sum()
+
+
+def predict_latent(phi, posterior, signal_variance):
+    """Latent predictive mean and variance at rows with whitened features phi.
+
+    variance = s2 - |phi|^2 + phi^T Sigma_v phi, clipped at 0 against round-off.
+    """
+    mean, var_v = posterior.marginals(phi)
+    prior_part = signal_variance - np.einsum("ij,ij->i", phi, phi)
+    return mean, np.maximum(prior_part, 0.0) + var_v
+

@@ -1,0 +1,94 @@
+"""The hyperparameters: their values, which of them are learnt, bounds, log transform."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+__all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS"]
+
+# natural ranges of likelihood parameters (label noise below one half)
+LIKELIHOOD_BOUNDS = {"label_noise": (1e-6, 0.45), "dof": (0.5, 1e3)}
+# the log-space box spans this many decades either side of the start
+_DECADES = 3.0
+
+
+@dataclass
+class Hyperparameters:
+    """Kernel and likelihood hyperparameters (all positive; optimised in log space).
+
+    The ARD lengthscales and the signal variance are always learnt; the likelihood's
+    entries are those in ``likelihood`` (empty: none learnt); the blur scale (one
+    multiplier of the K-means blur covariances) only with ``learn_blur_scale``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> h = Hyperparameters(np.array([1.0, 2.0]), 0.5, {"noise_variance": 0.1})
+    >>> h.names()
+    ['lengthscale[0]', 'lengthscale[1]', 'signal_variance', 'likelihood.noise_variance']
+    >>> bool(np.allclose(h.from_log(h.to_log()).lengthscale, [1.0, 2.0]))
+    True
+    """
+
+    lengthscale: np.ndarray
+    signal_variance: float
+    likelihood: dict = field(default_factory=dict)
+    blur_scale: float = 1.0
+    learn_blur_scale: bool = False
+
+    def names(self):
+        """Names of the learnt values, in the order of :meth:`to_log`."""
+        names = [f"lengthscale[{k}]" for k in range(self.lengthscale.size)]
+        names.append("signal_variance")
+        if self.learn_blur_scale:
+            names.append("blur_scale")
+        return names + [f"likelihood.{k}" for k in self.likelihood]
+
+    def to_log(self):
+        """The learnt values as one log-space vector."""
+        values = [*self.lengthscale, self.signal_variance]
+        if self.learn_blur_scale:
+            values.append(self.blur_scale)
+        return np.log(np.array(values + list(self.likelihood.values()), dtype=np.float64))
+
+    def from_log(self, x):
+        """A copy with the learnt values taken from a log-space vector."""
+        v = np.exp(np.asarray(x, dtype=np.float64))
+        d = self.lengthscale.size
+        pos = d + 1
+        blur = self.blur_scale
+        if self.learn_blur_scale:
+            blur, pos = float(v[pos]), pos + 1
+        lik = {k: float(val) for k, val in zip(self.likelihood, v[pos:])}
+        return replace(self, lengthscale=v[:d].copy(), signal_variance=float(v[d]),
+                       likelihood=lik, blur_scale=blur)
+
+    def gradient_vector(self, grad):
+        """A gradient dict (:func:`~saspa_dask.fitting.gradient.assemble_gradient`) as
+        a vector in the order of :meth:`to_log`."""
+        values = [*grad["lengthscale"], grad["signal_variance"]]
+        if self.learn_blur_scale:
+            values.append(grad["blur_scale"])
+        return np.array(values + [grad[k] for k in self.likelihood], dtype=np.float64)
+
+    def bounds(self):
+        """Log-space box: three decades either side of this point, tighter where a
+        likelihood parameter has a natural range (:data:`LIKELIHOOD_BOUNDS`)."""
+        x0 = self.to_log()
+        span = _DECADES * math.log(10.0)
+        bounds = [(x - span, x + span) for x in x0]
+        offset = x0.size - len(self.likelihood)
+        for k, name in enumerate(self.likelihood):
+            lo, hi = LIKELIHOOD_BOUNDS.get(name, (None, None))
+            a, b = bounds[offset + k]
+            bounds[offset + k] = (a if lo is None else max(a, math.log(lo)),
+                                  b if hi is None else min(b, math.log(hi)))
+        return bounds
+
+    def as_dict(self):
+        return {"lengthscale": [float(x) for x in self.lengthscale],
+                "signal_variance": float(self.signal_variance),
+                "blur_scale": float(self.blur_scale), "likelihood": dict(self.likelihood)}

@@ -1,0 +1,34 @@
+"""Store jobs: ``ingest`` a file into a data store, ``describe`` a model store."""
+
+from __future__ import annotations
+
+from ..storage import ingest as _ingest
+from ..storage.atomic import resolve_model_path
+from ..storage.errors import StoreError
+from ..storage.model_store import describe_model
+from .errors import JobError
+
+__all__ = ["describe", "ingest"]
+
+
+def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
+           overwrite=False):
+    """Stream a CSV or ``.npy`` file into a chunked zarr data store.
+
+    See :func:`saspa_dask.storage.ingest.ingest` for the options; returns the store's
+    attributes (columns, target, rows, preprocessing, fingerprint).
+    """
+    try:
+        return _ingest.ingest(source, out, target=target, chunk_rows=chunk_rows,
+                              missing=missing, text=text, overwrite=overwrite)
+    except (StoreError, ValueError) as err:
+        raise JobError(str(err)) from None
+
+
+def describe(model):
+    """A JSON-able summary of a model store (or ``latest`` pointer): estimator, task,
+    rows, bases, kernel, likelihood, EP and optimiser diagnostics."""
+    try:
+        return describe_model(resolve_model_path(model))
+    except StoreError as err:
+        raise JobError(str(err)) from None

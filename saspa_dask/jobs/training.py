@@ -1,0 +1,267 @@
+"""Training jobs: ``train`` a model on a data store, ``retrain`` it warm-started.
+
+Both fit on a Dask cluster (:mod:`saspa_dask.jobs.cluster`), record the data's
+fingerprint, write the model store aside and rename it into place, and optionally move
+a ``latest`` pointer to it.  :func:`retraining_parameters` holds the retraining rules:
+what carries over from the old model.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..models import SASPAClassifier, SASPARegressor
+from ..storage.atomic import resolve_model_path, write_latest
+from ..storage.data_store import open_data_store
+from ..storage.errors import StoreError
+from ..storage.fingerprint import fingerprint
+from ..storage.model_store import load_model, save_model
+from .cluster import dask_client
+from .errors import JobError
+
+__all__ = ["LIKELIHOODS", "build_estimator", "retrain", "retraining_parameters", "train"]
+
+LIKELIHOODS = {"classification": ("probit", "logistic", "step"),
+               "regression": ("gaussian", "student_t", "poisson")}
+# the old model's fitted likelihood values a retrained model starts from (and keeps)
+_CARRIED_LIKELIHOOD = (("noise_variance_", "noise_variance"), ("label_noise_", "label_noise"),
+                       ("dof_", "dof"), ("scale_", "scale"))
+
+
+def build_estimator(task="classification", *, likelihood=None, n_bases=64, blur="full",
+                    ep_mode="parallel", damping=None, max_sweeps=100, tol=1e-6,
+                    lengthscale=None, signal_variance=None, noise_variance=None,
+                    label_noise=0.01, dof=4.0, scale=None, seed=0, cache="memory",
+                    work_dir=None, optimize_hyperparameters=False, max_hyper_iter=20,
+                    hyper_restarts=0, learn_blur_scale=False, coarse_start=True,
+                    anderson_memory=3):
+    """The estimator ``saspa train`` fits, from the command's options."""
+    if task not in LIKELIHOODS:
+        raise JobError(f"task must be 'classification' or 'regression', got {task!r}")
+    allowed = LIKELIHOODS[task]
+    if likelihood is not None and likelihood not in allowed:
+        raise JobError(f"{likelihood!r} is not a {task} likelihood; use one of "
+                       f"{', '.join(allowed)}")
+    common = dict(n_bases=n_bases, blur=blur, ep_mode=ep_mode, damping=damping,
+                  max_sweeps=max_sweeps, tol=tol, lengthscale=lengthscale,
+                  signal_variance=signal_variance, random_state=seed, cache=cache,
+                  work_dir=None if work_dir is None else str(work_dir),
+                  optimize_hyperparameters=optimize_hyperparameters,
+                  max_hyper_iter=max_hyper_iter, n_restarts_optimizer=hyper_restarts,
+                  learn_blur_scale=learn_blur_scale, coarse_start=coarse_start,
+                  anderson_memory=anderson_memory, verbose=int(optimize_hyperparameters))
+    if task == "classification":
+        return SASPAClassifier(likelihood=likelihood or "probit", label_noise=label_noise,
+                               **common)
+    return SASPARegressor(likelihood=likelihood or "gaussian", noise_variance=noise_variance,
+                          dof=dof, scale=scale, **common)
+
+
+def train(data, out, *, task="classification", overwrite=False, latest=None, client=None,
+          scheduler=None, workers=2, timeout=10, security=None, progress=None, echo=None,
+          **options):
+    """Train a SASPA model on a zarr data store, on a Dask cluster.
+
+    Parameters
+    ----------
+    data : str or Path
+        Data store (``saspa ingest``) with ``X`` and ``y``.
+    out : str or Path
+        Model store to write (written aside, renamed into place).
+    task : {"classification", "regression"}
+        More than two classes are one-vs-rest on shared bases.
+    overwrite : bool
+        Replace an existing store at ``out``.
+    latest : str or Path, optional
+        Pointer file to move to the new model.
+    client, scheduler, workers, timeout, security
+        Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
+    progress : callable, optional
+        Called with each EP sweep's record.
+    echo : callable, optional
+        Called with progress messages (strings).
+    **options
+        The estimator's options, named as ``saspa train``'s flags
+        (:func:`build_estimator`): ``n_bases``, ``blur``, ``likelihood``, ``seed``,
+        ``optimize_hyperparameters``, ``hyper_restarts`` ...
+
+    Returns
+    -------
+    dict
+        ``model`` (the fitted estimator), ``out``, ``seconds``, ``converged``.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> from saspa_dask import jobs
+    >>> from saspa_dask.datasets import synthetic_two_class
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> X, y = synthetic_two_class(2000, 3, seed=0)
+    >>> np.save(d / "data.npy", np.column_stack([X, y]))
+    >>> _ = jobs.ingest(d / "data.npy", d / "data.zarr", chunk_rows=500)
+    >>> result = jobs.train(d / "data.zarr", d / "model.zarr", n_bases=8, workers=1)
+    >>> result["converged"], jobs.describe(d / "model.zarr")["n_training_rows"]
+    (True, 2000)
+    """
+    if options.get("work_dir") is None:
+        options["work_dir"] = Path(out).resolve().parent
+    model = build_estimator(task, **options)
+    X, y, attrs = _training_data(data, out, overwrite)
+    return _fit_and_save(model, X, y, attrs, data, out, overwrite=overwrite, latest=latest,
+                         cluster=dict(client=client, scheduler=scheduler, workers=workers,
+                                      timeout=timeout, security=security),
+                         progress=progress, echo=echo)
+
+
+def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None,
+                          cache="memory", work_dir=None, refit_bases=False):
+    """The retrained model's parameters: the old model's, with its (possibly learnt)
+    hyperparameters kept, not re-learnt, and its bases unless ``refit_bases``."""
+    params = {**old.get_params(), "max_sweeps": max_sweeps, "cache": cache,
+              "work_dir": None if work_dir is None else str(work_dir),
+              "lengthscale": old.lengthscale_, "signal_variance": old.signal_variance_,
+              "optimize_hyperparameters": False, "verbose": 0}
+    if tol is not None:
+        params["tol"] = tol
+    if anderson_memory is not None:
+        params["anderson_memory"] = anderson_memory
+    for attr, param in _CARRIED_LIKELIHOOD:
+        if hasattr(old, attr):
+            params[param] = getattr(old, attr)
+    if not refit_bases:
+        params["bases"] = old.bases_
+    return params
+
+
+def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweeps=100,
+            tol=None, anderson_memory=None, cache="memory", work_dir=None, overwrite=False,
+            latest=None, client=None, scheduler=None, workers=2, timeout=10, security=None,
+            progress=None, echo=None):
+    """Retrain a model on a data store (rows appended, labels possibly corrected).
+
+    Keeps the old model's bases and hyperparameters (bases refitted with
+    ``refit_bases``, then EP starts cold); the old rows start from their stored sites,
+    the appended rows from one EP update against the old posterior (``new_rows``:
+    ``"adf"`` for an assumed-density-filtering pass, ``"empty"`` for zero sites).  The
+    new model is written aside and renamed into place; the old one is never touched.
+
+    Parameters
+    ----------
+    model : str or Path
+        The old model store, or a ``latest`` pointer to it.
+    data, out, overwrite, latest, client, scheduler, workers, timeout, security,
+    progress, echo
+        As for :func:`train`.
+    refit_bases : bool
+    new_rows : {"update", "adf", "empty"}
+    max_sweeps : int
+    tol : float, optional
+        Default: the old model's.
+    anderson_memory : int, optional
+        Default: the old model's.
+    cache : {"memory", "none"}
+    work_dir : str or Path, optional
+        Default: beside ``out``.
+
+    Returns
+    -------
+    dict
+        As :func:`train`, plus ``warm_started_rows``.
+    """
+    old_path = resolve_model_path(model)
+    old = _load(old_path)
+    if Path(out).resolve() == old_path.resolve():
+        raise JobError("--out must differ from MODEL (the old model is kept)")
+    X, y, attrs = _training_data(data, out, overwrite)
+    n_old, n_new = old.sites_tau_.shape[-1], X.shape[0]
+    if n_new < n_old:
+        raise JobError(f"{data} has {n_new} rows but the model was trained on {n_old}: "
+                       "retraining expects the old rows first, with new rows appended")
+    params = retraining_parameters(old, max_sweeps=max_sweeps, tol=tol,
+                                   anderson_memory=anderson_memory, cache=cache,
+                                   work_dir=work_dir or Path(out).resolve().parent,
+                                   refit_bases=refit_bases)
+    warm = not refit_bases
+    init_sites = (lambda: _warm_start_sites(old, X, y, new_rows, echo)) if warm else None
+    _say(echo, f"retrain: {n_old} old rows warm-started, {n_new - n_old} new rows "
+               f"({new_rows})" if warm else "retrain: bases refitted, cold start")
+    result = _fit_and_save(
+        type(old)(**params), X, y, attrs, data, out, overwrite=overwrite, latest=latest,
+        cluster=dict(client=client, scheduler=scheduler, workers=workers, timeout=timeout,
+                     security=security),
+        progress=progress, echo=echo, init_sites=init_sites,
+        extra={"retrained_from": str(old_path.resolve()),
+               "warm_started_rows": n_old if warm else 0,
+               "new_rows_start": new_rows if warm else "empty"})
+    return {**result, "warm_started_rows": n_old if warm else 0}
+
+
+def _say(echo, message):
+    if echo is not None:
+        echo(message)
+
+
+def _load(path):
+    try:
+        return load_model(path)
+    except StoreError as err:
+        raise JobError(str(err)) from None
+
+
+def _training_data(data, out, overwrite):
+    """The data store to train on, after checking the destination is free."""
+    if Path(out).exists() and not overwrite:
+        raise JobError(f"{out} exists; pass --overwrite to replace it")
+    try:
+        return open_data_store(data)
+    except StoreError as err:
+        raise JobError(str(err)) from None
+
+
+def _warm_start_sites(old, X, y, new_rows, echo):
+    """The old rows' stored sites, then the appended rows' (``warm_start_sites``)."""
+    n_old = old.sites_tau_.shape[-1]
+    if X.shape[0] == n_old:
+        return old.sites_tau_, old.sites_nu_
+    start = time.perf_counter()
+    try:  # problems met on the new rows are warnings
+        sites = old.warm_start_sites(X[n_old:], y[n_old:], new_rows=new_rows)
+    except ValueError as err:
+        raise JobError(f"appended rows: {err}") from None
+    if new_rows != "empty":
+        _say(echo, f"retrain: starting sites of {X.shape[0] - n_old} new rows ({new_rows}) "
+                   f"{time.perf_counter() - start:.1f}s")
+    return sites
+
+
+def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, progress,
+                  echo, init_sites=None, extra=None):
+    """Fit on the cluster, write the model aside and rename it, update ``latest``."""
+    start = time.perf_counter()
+    with dask_client(**cluster, echo=echo):
+        _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs, "
+                   f"{len(X.chunks[0])} chunks)")
+        data_fingerprint = fingerprint(X, y)
+        if callable(init_sites):  # computed on the cluster (reads the appended rows)
+            init_sites = init_sites()
+        try:
+            model.fit(X, y, progress=progress, init_sites=init_sites)
+        except ValueError as err:
+            raise JobError(str(err)) from None
+    seconds = time.perf_counter() - start
+    model.data_fingerprint_ = data_fingerprint
+    attributes = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
+                  "target_classes": attrs.get("target_classes"), "train_seconds": seconds,
+                  **(extra or {})}
+    try:
+        save_model(model, out, overwrite=overwrite, extra_attrs=attributes)
+    except StoreError as err:
+        raise JobError(str(err)) from None
+    if latest:
+        write_latest(latest, out)
+    for level in getattr(model, "coarse_start_", []):
+        _say(echo, f"coarse start: {level['rows']} rows, {level['sweeps']} sweeps, "
+                   f"{level['seconds']:.1f}s")
+    return {"model": model, "out": Path(out), "seconds": seconds,
+            "converged": bool(model.converged_)}

@@ -1,0 +1,19 @@
+"""Layer 5, models: the scikit-learn estimators and the fitted posterior they share.
+
+- :mod:`~saspa_dask.models.posterior`: :class:`FittedPosterior`, what predictions use;
+- :mod:`~saspa_dask.models.base`: fitting, fitted state and new rows (shared);
+- :mod:`~saspa_dask.models.classifier`, :mod:`~saspa_dask.models.regressor`: the
+  public SASPA estimators; :mod:`~saspa_dask.models.full_gp`: the dense full-GP EP;
+- :mod:`~saspa_dask.models.new_rows`: ADF and update passes over unseen rows;
+- :mod:`~saspa_dask.models.validation`: input checks (lazy input in one pass);
+- :mod:`~saspa_dask.models.registry`: estimator classes by name, the store's writer;
+- :mod:`~saspa_dask.models.docs`: shared docstring fragments.
+"""
+
+from .classifier import SASPAClassifier
+from .full_gp import FullGPClassifier, FullGPRegressor
+from .posterior import FittedPosterior
+from .regressor import SASPARegressor
+
+__all__ = ["FittedPosterior", "FullGPClassifier", "FullGPRegressor", "SASPAClassifier",
+           "SASPARegressor"]

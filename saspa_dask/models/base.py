@@ -1,0 +1,392 @@
+"""The shared machinery of the SASPA estimators: fit, fitted state, new rows.
+
+A fit produces two things: a :class:`~saspa_dask.models.posterior.FittedPosterior`
+(``fitted_posterior_``, what every prediction uses) and a fit report (EP and optimiser
+diagnostics, per-row sites: the attributes named in ``_REPORT_ATTRIBUTES``).  The
+attributes that describe the posterior (``bases_``, ``alpha_``, ``classes_`` ...) are
+read-only views of ``fitted_posterior_``, so there is one source of truth, and a model
+store needs to persist just the posterior, the report and ``get_params()``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from dataclasses import replace
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ..core.bases import Basis
+from ..core.kernels import BLUR_FAMILIES, blur_covariances
+from ..engines.chunks import is_lazy
+from ..engines.dask_engine import WorkDir
+from ..engines.kmeans import kmeans
+from ..ep.driver import EPSettings
+from ..fitting.hyperparameters import Hyperparameters
+from ..fitting.trainer import Trainer
+from ..fitting.trainer import fit as fit_hyperparameters
+from .new_rows import adf_pass, update_pass
+from .posterior import FittedPosterior, stacked
+from .registry import model_writer
+from .validation import check_init_sites, resolve_lengthscale
+
+__all__ = ["SASPABase"]
+
+_POSITIVE = Interval(Real, 0, None, closed="neither")
+
+
+def _print_sweep(record):
+    print(f"[saspa] sweep {record['sweep']:3d}  change {record['change']:.3e}  "
+          f"invalid {record['n_invalid']}  {record['seconds']:.3f}s", file=sys.stderr,
+          flush=True)
+
+
+def _print_hyper(record):
+    start = f"start {record['start']}  " if "start" in record else ""
+    print(f"[saspa] hyperparameter {start}iteration {record['iteration']:3d}  "
+          f"log evidence {record['log_evidence']:.6g}  "
+          f"evaluations {record['n_evaluations']}  {record['seconds']:.1f}s",
+          file=sys.stderr, flush=True)
+
+
+class _WorkDir:
+    """The Dask inputs' site directory (removed afterwards); nothing in memory."""
+
+    def __init__(self, lazy, parent):
+        self.inner = WorkDir(parent) if lazy else None
+
+    def __enter__(self):
+        return None if self.inner is None else self.inner.__enter__()
+
+    def __exit__(self, *exc):
+        if self.inner is not None:
+            self.inner.__exit__(*exc)
+
+
+def _posterior_attribute(name, doc):
+    def get(self):
+        check_is_fitted(self, "fitted_posterior_")
+        return getattr(self.fitted_posterior_, name)
+
+    return property(get, doc=doc)
+
+
+class SASPABase(BaseEstimator):
+    """Fitting, fitted state and new rows shared by the SASPA estimators."""
+
+    _parameter_constraints: dict = {
+        "n_bases": [Interval(Integral, 1, None, closed="left")],
+        "blur": [StrOptions(set(BLUR_FAMILIES))],
+        "lengthscale": ["array-like", _POSITIVE, None],
+        "signal_variance": [_POSITIVE, None],
+        "ep_mode": [StrOptions({"parallel", "sequential"})],
+        "damping": [Interval(Real, 0, 1, closed="right"), None],
+        "max_sweeps": [Interval(Integral, 1, None, closed="left")],
+        "tol": [_POSITIVE],
+        "bases": [Basis, None],
+        "jitter": [_POSITIVE],
+        "block_rows": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "cache": [StrOptions({"memory", "none"})],
+        "work_dir": [str, os.PathLike, None],
+        "optimize_hyperparameters": ["boolean"],
+        "max_hyper_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_restarts_optimizer": [Interval(Integral, 0, None, closed="left")],
+        "learn_blur_scale": ["boolean"],
+        "dtc": ["boolean"],
+        "coarse_start": ["boolean"],
+        "anderson_memory": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    # the fit report: diagnostics a model store keeps beside the fitted posterior
+    _REPORT_ATTRIBUTES = (
+        "n_sweeps_", "converged_", "log_evidence_", "n_invalid_cavities_",
+        "n_skipped_updates_", "n_damping_halvings_", "n_damping_reductions_",
+        "n_anderson_steps_", "n_anderson_restarts_", "coarse_start_", "history_",
+        "damping_", "blur_scale_", "hyperparameter_trace_", "hyperparameter_info_",
+        "timings_", "kmeans_info_", "data_fingerprint_")
+    _SITE_ATTRIBUTES = ("sites_tau_", "sites_nu_")
+
+    bases_ = property(lambda self: self._posterior().basis,
+                      doc="Basis means and the blur covariances used.")
+    lengthscale_ = _posterior_attribute("lengthscale", "Fitted ARD lengthscales.")
+    signal_variance_ = _posterior_attribute("signal_variance", "Fitted signal variance.")
+    jitter_ = _posterior_attribute("jitter", "Absolute diagonal jitter used.")
+    whitening_ = _posterior_attribute("whitening", "L, Cholesky factor of Kh + jitter_ I.")
+    likelihood_params_ = _posterior_attribute("likelihood_params",
+                                              "The likelihood's fitted parameters.")
+
+    def _posterior(self):
+        check_is_fitted(self, "fitted_posterior_")
+        return self.fitted_posterior_
+
+    @property
+    def posteriors_(self):
+        """One whitened posterior per EP problem."""
+        return list(self._posterior().posteriors)
+
+    @property
+    def posterior_(self):
+        """The whitened posterior of a one-problem model."""
+        posteriors = self._posterior().posteriors
+        if len(posteriors) != 1:
+            raise AttributeError("posterior_ is not defined for a one-vs-rest model; "
+                                 "use posteriors_")
+        return posteriors[0]
+
+    @property
+    def alpha_(self):
+        """The paper's alpha: predictive mean = Kt(x, B) @ alpha_."""
+        return self._posterior().alpha_beta[0]
+
+    @property
+    def beta_(self):
+        """The paper's beta: latent variance = s2 - k^T beta_ k."""
+        return self._posterior().alpha_beta[1]
+
+    def _likelihood_parameter(self, likelihood, name):
+        fitted = self._posterior()
+        if fitted.likelihood != likelihood:
+            raise AttributeError(f"{name}_ is defined for likelihood={likelihood!r} only")
+        return float(fitted.likelihood_params[name])
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+    # -- fitting -------------------------------------------------------------------
+
+    def _reset(self):
+        """Forget every fitted attribute (a refit starts from nothing)."""
+        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            delattr(self, name)
+
+    def _resolve_bases(self, X, lazy):
+        n_samples, d = X.shape
+        if self.bases is not None:
+            if self.bases.means.shape[1] != d:
+                raise ValueError(f"bases have {self.bases.means.shape[1]} features but X "
+                                 f"has {d}")
+            basis = self.bases
+        else:
+            if self.n_bases > n_samples:
+                raise ValueError(f"n_bases={self.n_bases} exceeds n_samples={n_samples}: "
+                                 "use at most one basis per training row")
+            basis, self.kmeans_info_ = kmeans(X, self.n_bases, random_state=self.random_state)
+            if basis.n_bases < self.n_bases:
+                warnings.warn(f"K-means found {basis.n_bases} distinct clusters for "
+                              f"n_bases={self.n_bases} (too few distinct points); using "
+                              "those", UserWarning, stacklevel=4)
+        return Basis(basis.means, blur_covariances(basis.covs, self.blur))
+
+    def _fit_posterior(self, X, targets, likelihood, signal_variance, damping, column_std,
+                       *, progress=None, init_sites=None, labels=None, offset=0.0,
+                       classes=None):
+        """Bases, whitening, EP (in memory or on Dask) and, if asked, evidence
+        maximisation; sets ``fitted_posterior_`` and the fit report.
+
+        ``labels`` (one-vs-rest) makes one EP problem per class on shared blocks.
+        """
+        lazy = is_lazy(X)
+        start_hyper = Hyperparameters(
+            resolve_lengthscale(self.lengthscale, X.shape[1], column_std),
+            float(signal_variance),
+            likelihood.hyperparameters() if self.optimize_hyperparameters else {},
+            learn_blur_scale=bool(self.learn_blur_scale) and self.blur != "delta")
+        start = time.perf_counter()
+        basis = self._resolve_bases(X, lazy)
+        self.timings_ = {"bases": time.perf_counter() - start}
+        self.damping_ = float(damping)
+        settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol,
+                              coarse_start=bool(self.coarse_start),
+                              anderson_memory=int(self.anderson_memory))
+        n_problems = 1 if labels is None else len(labels)
+        sites = check_init_sites(init_sites, X.shape[0], n_problems)
+        start = time.perf_counter()
+        with _WorkDir(lazy, self.work_dir) as work_dir:
+            trainer = Trainer(X, targets, labels, basis.means, basis.covs, settings,
+                              jitter=self.jitter, block_rows=self.block_rows, cache=self.cache,
+                              work_dir=work_dir,
+                              callback=progress or (_print_sweep if self.verbose else None),
+                              projected_only=bool(self.dtc))
+            outcome = fit_hyperparameters(
+                trainer, likelihood, start_hyper,
+                optimize_hyperparameters=bool(self.optimize_hyperparameters),
+                max_iter=self.max_hyper_iter, init_sites=sites,
+                n_restarts=int(self.n_restarts_optimizer),
+                callback=_print_hyper if self.verbose else None)
+        self.timings_["ep"] = time.perf_counter() - start
+        hyper = outcome.hyper
+        if outcome.jitter > self.jitter * hyper.signal_variance * (1 + 1e-12):
+            warnings.warn(f"basis covariance needed jitter {outcome.jitter:.3g} (asked "
+                          f"{self.jitter * hyper.signal_variance:.3g}): bases nearly coincide",
+                          UserWarning, stacklevel=4)
+        fitted_likelihood = likelihood.with_hyperparameters(hyper.likelihood)
+        self.fitted_posterior_ = FittedPosterior(
+            outcome.basis.means, outcome.basis.covs, hyper.lengthscale, hyper.signal_variance,
+            outcome.jitter, outcome.L, [r.posterior for r in outcome.results],
+            fitted_likelihood.name, fitted_likelihood.params(), offset=offset,
+            classes=classes, feature_names=getattr(self, "feature_names_in_", None))
+        self.blur_scale_ = hyper.blur_scale
+        self.hyperparameter_trace_ = outcome.trace or []
+        self.hyperparameter_info_ = outcome.info or {}
+        self._set_report(outcome.results)
+        return self
+
+    def _set_report(self, results):
+        def total(name):
+            return sum(getattr(r, name) for r in results)
+
+        self.sites_tau_ = stacked([r.tau for r in results])
+        self.sites_nu_ = stacked([r.nu for r in results])
+        self.n_sweeps_ = max(r.n_sweeps for r in results)
+        self.converged_ = all(r.converged for r in results)
+        self.log_evidence_ = float(total("log_evidence"))
+        for name in ("n_invalid_cavities", "n_skipped_updates", "n_damping_halvings",
+                     "n_damping_reductions", "n_anderson_steps", "n_anderson_restarts"):
+            setattr(self, f"{name}_", int(total(name)))
+        one = len(results) == 1
+        self.coarse_start_ = [level if one else {**level, "problem": k}
+                              for k, r in enumerate(results) for level in r.coarse_start]
+        self.history_ = results[0].history if one else [
+            {**rec, "problem": k} for k, r in enumerate(results) for rec in r.history]
+
+    # -- prediction ----------------------------------------------------------------
+
+    def _check_predict_input(self, X):
+        """The one dispatch on input type: lazy input is checked for its width and left
+        lazy, NumPy-like input is validated as scikit-learn does."""
+        from sklearn.utils.validation import validate_data
+
+        check_is_fitted(self, "fitted_posterior_")
+        if is_lazy(X):
+            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[-1]} features, but {type(self).__name__} "
+                                 f"is expecting {self.n_features_in_} features as input")
+            return X
+        return validate_data(self, X, reset=False, dtype=np.float64)
+
+    def predict_latent(self, X):
+        """Latent predictive mean and variance of f at X.
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            Including the regressor's offset ``y_mean_``.
+        variance : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            s2 - |phi|^2 + phi^T Sigma_v phi: returns to the signal variance far from
+            the data.  One column per class for a one-vs-rest multi-class model.
+            Dask arrays, chunked like X's rows, for dask or zarr input.
+        """
+        X = self._check_predict_input(X)
+        fitted = self.fitted_posterior_
+        K = fitted.n_problems
+        both = fitted.map_rows(X, _latent_columns, columns=2 * K)
+        mean, var = both[:, :K], both[:, K:]
+        if K == 1:
+            return mean[:, 0], var[:, 0]
+        return mean, var
+
+    # -- new rows ------------------------------------------------------------------
+
+    def warm_start_sites(self, X_new, y_new, *, new_rows="update"):
+        """Sites to warm-start a refit on the training rows followed by ``X_new``.
+
+        The training rows keep their fitted sites.  The new rows' sites remove the
+        first, largest sweep of a start from zero sites; ``new_rows`` says how:
+
+        - ``"update"``: one EP site update of every new row against the current
+          posterior, all at once (a parallel EP step restricted to the new rows; costs
+          a sweep over the new rows only);
+        - ``"adf"``: one assumed-density-filtering pass, as ``partial_fit`` gives them
+          (each row also sees the rows before it; sequential, so slower per row);
+        - ``"empty"``: zero sites.
+
+        The model is not changed.  Pass the result as ``init_sites`` to ``fit`` on all
+        rows, with this model's bases and hyperparameters, as ``saspa retrain`` does.
+
+        Parameters
+        ----------
+        X_new : array-like of shape (n_new, n_features)
+            NumPy, dask or zarr; lazy inputs are read one row chunk at a time.
+        y_new : array-like of shape (n_new,)
+        new_rows : {"update", "adf", "empty"}, default="update"
+
+        Returns
+        -------
+        tau, nu : ndarray of shape (n_train + n_new,), or (n_problems, n_train + n_new)
+            for one-vs-rest.  Invalid cavities and skipped updates met on the new rows
+            are reported as a warning (their sites stay zero).
+        """
+        check_is_fitted(self, "fitted_posterior_")
+        if new_rows not in ("update", "adf", "empty"):
+            raise ValueError(f"new_rows must be one of ('update', 'adf', 'empty'), got "
+                             f"{new_rows!r}")
+        X_new, targets, labels = self._new_rows(X_new, y_new)
+        fitted, n_skipped = self.fitted_posterior_, 0
+        if new_rows == "update":
+            tau, nu, n_invalid = update_pass(fitted, X_new, targets, labels, self.block_rows)
+        elif new_rows == "adf":
+            _, tau, nu, n_invalid, n_skipped = adf_pass(fitted, X_new, targets, labels,
+                                                        self.block_rows)
+        else:
+            tau = nu = np.zeros(self.sites_tau_.shape[:-1] + (X_new.shape[0],))
+            n_invalid = 0
+        if n_invalid or n_skipped:
+            warnings.warn(f"new rows' starting sites ({new_rows}): {n_invalid} invalid "
+                          f"cavities, {n_skipped} skipped updates", UserWarning, stacklevel=2)
+        return (np.concatenate([self.sites_tau_, tau], axis=-1),
+                np.concatenate([self.sites_nu_, nu], axis=-1))
+
+    def _partial_fit_rows(self, X, y):
+        """One assumed-density-filtering pass over new rows (see ``partial_fit``)."""
+        X, targets, labels = self._new_rows(X, y)
+        posteriors, tau, nu, n_invalid, n_skipped = adf_pass(
+            self.fitted_posterior_, X, targets, labels, self.block_rows)
+        self.sites_tau_ = np.concatenate([self.sites_tau_, tau], axis=-1)
+        self.sites_nu_ = np.concatenate([self.sites_nu_, nu], axis=-1)
+        self.n_invalid_cavities_ += n_invalid
+        self.n_skipped_updates_ += n_skipped
+        self.history_ = [*self.history_, {"partial_fit_rows": int(X.shape[0]),
+                                          "n_invalid": n_invalid, "n_skipped": n_skipped}]
+        self.fitted_posterior_ = _with_posteriors(self.fitted_posterior_, posteriors)
+        # the evidence needs every row's cavity; partial_fit does not revisit old rows
+        self.log_evidence_ = float("nan")
+        return self
+
+    def model_fingerprint(self):
+        """sha256 of everything predictions depend on (bases, kernel, factors,
+        posterior, likelihood, label mapping); equal for a model and its saved copy."""
+        return self._posterior().fingerprint()
+
+    def save(self, path, *, overwrite=False):
+        """Write the fitted model to a zarr model store (see :func:`saspa_dask.load_model`).
+
+        Parameters
+        ----------
+        path : str or Path
+        overwrite : bool, default=False
+            Replace an existing store.
+        """
+        return model_writer()(self, path, overwrite=overwrite)
+
+
+def _latent_columns(fitted, Xb):
+    mean, var = fitted.latent(Xb)
+    return np.column_stack([mean + fitted.offset, var])
+
+
+def _with_posteriors(fitted, posteriors):
+    return replace(fitted, posteriors=tuple(posteriors))

@@ -1,0 +1,152 @@
+"""Docstring fragments shared by the SASPA estimators (numpydoc sections)."""
+
+_SHARED_PARAMS_DOC = """
+    n_bases : int, default=64
+        Number of basis points M found by K-means (ignored when ``bases`` is given).
+    blur : {"full", "diagonal", "spherical", "delta"}, default="full"
+        Blur family of the bases: ``delta`` is FITC-EP / SPGP, ``spherical`` the
+        multiscale GP, ``full`` SASPA-full (K-means cluster covariances).
+    lengthscale : float or array-like of shape (n_features,), default=None
+        ARD lengthscales; ``None`` uses ``std(X[:, k]) * sqrt(n_features)``.
+    signal_variance : float, default=None
+        Kernel amplitude s2; ``None`` uses {s2_default}.
+    ep_mode : {"parallel", "sequential"}, default="parallel"
+        ``sequential`` is the paper's Algorithm 1 (rank-one updates, refreshed every
+        sweep); ``parallel`` updates all sites from one posterior (damped).
+    damping : float in (0, 1], default=None
+        Site damping; ``None`` picks 0.8 for the step likelihood (not log-concave;
+        undamped EP can oscillate on it) and 1.0 otherwise.
+    max_sweeps : int, default=100
+    tol : float, default=1e-6
+        Convergence threshold on the undamped, scale-free site change.
+    bases : saspa_dask.Basis, default=None
+        Explicit bases (means and covariances); skips K-means.
+    jitter : float, default=1e-8
+        Diagonal jitter added to the basis covariance, relative to s2; raised tenfold
+        until the Cholesky factorisation succeeds.  The value used is ``jitter_``.
+    block_rows : int, default=8192
+        Rows per in-memory block (bounds memory).  The sweeps do not depend on it;
+        with ``coarse_start`` the coarse run's rows do, and so the path, not the fixed
+        point.
+    random_state : int, RandomState or None, default=None
+        Seed of K-means.
+    verbose : int, default=0
+        If > 0, print one line per EP sweep to standard error.
+    cache : {"memory", "none"}, default="memory"
+        Dask inputs only: keep each chunk's whitened block (N M floats over the
+        cluster) in worker memory between sweeps, or rebuild it in every sweep.
+    work_dir : str, default=None
+        Dask inputs only: where the per-row site arrays live during training (a
+        directory every worker can reach; default: the system temporary directory).
+    optimize_hyperparameters : bool, default=True
+        Maximise the EP evidence over the ARD lengthscales, the signal variance and
+        the likelihood's parameters (L-BFGS-B in log space; each evaluation is an EP
+        run warm-started from the best sites so far, plus one gradient pass that
+        costs about three sweeps).  The given values are the starting point.
+    max_hyper_iter : int, default=20
+        Cap on the optimiser's iterations (about 1-2 EP runs each).
+    n_restarts_optimizer : int, default=0
+        Further evidence maximisations, from the starting lengthscales shortened by
+        factors spread geometrically from 1 to 1/sqrt(n_features) (so the last starts
+        at one standard deviation per input when ``lengthscale`` is the default); the
+        hyperparameters with the highest evidence are kept.  In many dimensions the
+        evidence has several maxima.  Each restart costs a whole maximisation.
+    learn_blur_scale : bool, default=False
+        Also learn one multiplier of the K-means blur covariances (not for delta).
+    dtc : bool, default=False
+        DTC-EP: the likelihood sees only the projection of f onto the bases (the
+        residual variance s2 - k^T Kh^{-1} k is dropped in training; predictions keep
+        it).  A baseline for comparison; the default keeps the residual (FITC-EP for
+        delta blur, SASPA otherwise).
+    coarse_start : bool, default=True
+        Start a cold parallel EP run from EP on every 10th row block (recursively
+        started the same way), its site sums scaled to all rows.  This skips most of
+        a cold start's transient on large N; the fixed point is unchanged.
+        Needs at least 4 blocks (``block_rows`` in memory, chunks on Dask); never
+        for the Gaussian likelihood or sequential EP.
+    anderson_memory : int, default=3
+        Parallel EP only: the next sites are the Anderson combination of the last
+        ``anderson_memory + 1`` sweeps' outputs that best cancels their steps
+        (Walker & Ni 2011), once the site change is below 1; the history restarts when
+        the change grows or the mixed posterior is not positive definite, and a
+        change that grew after mixing defers mixing to a 10 times smaller change.  It
+        speeds up slow linear convergence and cycles and keeps the fixed point
+        (sweeps saved: ``benchmarks/RESULTS.md``).  Costs 4 (memory + 1) floats a row (in worker memory, or in the Dask site
+        store).  0 turns it off.
+"""
+
+_SHARED_ATTRS_DOC = """
+    bases_ : Basis
+        Basis means (M, d) and the blur covariances used (M, d, d).
+    alpha_ : ndarray of shape (M,)
+        The paper's alpha: predictive mean = Kt(x, B) @ alpha_.
+    beta_ : ndarray of shape (M, M)
+        The paper's beta: latent variance = s2 - k^T beta_ k.
+    sites_tau_, sites_nu_ : ndarray of shape (n_samples,) or (n_classes, n_samples)
+        Site precisions and shifts on the projected values (one row per class for a
+        one-vs-rest multi-class model).
+    n_sweeps_ : int
+        Sweeps made, including the one that found the sites converged.
+    converged_ : bool
+    log_evidence_ : float
+        EP approximation of log p(y) (NaN if a cavity is invalid at the end); for
+        one-vs-rest, the sum over the classes' binary problems.
+    n_invalid_cavities_ : int
+        Site updates skipped over all sweeps because the cavity was invalid.
+    n_skipped_updates_ : int
+        Sequential updates rejected because they would make the posterior singular.
+    n_damping_halvings_ : int
+        Parallel sweeps' damping halvings forced by an indefinite posterior.
+    n_damping_reductions_ : int
+        Times EP halved its damping because the site change was cycling (alternating
+        up and down for 4 sweeps without progress); each sweep's damping is in
+        ``history_``.
+    n_anderson_steps_ : int
+        Sweeps whose sites were an Anderson combination (``anderson`` in
+        ``history_``).
+    n_anderson_restarts_ : int
+        Times the Anderson history was dropped (growing change, indefinite mix or a
+        change of damping).
+    history_ : list of dict
+        Per sweep: ``sweep``, ``change``, ``n_invalid``, ``damping``, ``anderson``
+        (the sites were an Anderson combination), ``log_evidence``, ``seconds``.
+    coarse_start_ : list of dict
+        The coarse-start runs of the last EP fit (see ``coarse_start``), coarsest
+        first: ``rows``, ``sweeps``, ``converged``, ``seconds`` (including the
+        coarser levels); with ``problem`` for one-vs-rest.  Empty if there were none.
+    lengthscale_ : ndarray of shape (n_features,)
+    signal_variance_ : float
+    jitter_ : float
+        Absolute diagonal jitter used.
+    damping_ : float
+    whitening_ : ndarray of shape (M, M)
+        L, lower Cholesky factor of Kh + jitter_ I.
+    posterior_ : saspa_dask.ep.Posterior
+        Whitened posterior (Cholesky of P, h, mu_v); not set for one-vs-rest.
+    posteriors_ : list of saspa_dask.ep.Posterior
+        One per EP problem (one per class for one-vs-rest, else ``[posterior_]``).
+    blur_scale_ : float
+        Multiplier applied to the K-means blur covariances (1 unless learnt).
+    likelihood_params_ : dict
+        The likelihood's fitted parameters.
+    hyperparameter_trace_ : list of dict
+        Per optimiser iteration: ``log_evidence``, ``hyperparameters``,
+        ``n_evaluations``, ``seconds`` (empty without ``optimize_hyperparameters``).
+    hyperparameter_info_ : dict
+        Optimiser summary: iterations, evaluations, failed evaluations, message; with
+        restarts also ``starts`` (each start's best evidence) and ``chosen_start``.
+    timings_ : dict
+        Seconds spent on ``bases`` (K-means) and ``ep`` (blocks and sweeps).
+    kmeans_info_ : dict
+        K-means bases only: iterations, inertia, convergence, sample size.
+    fitted_posterior_ : saspa_dask.models.posterior.FittedPosterior
+        Everything predictions use, as one value (the attributes above that describe
+        the posterior are read from it).
+    n_features_in_ : int
+"""
+
+
+_CLASSIFIER_PARAMS_DOC = _SHARED_PARAMS_DOC.replace("{s2_default}", "1.0")
+_REGRESSOR_PARAMS_DOC = _SHARED_PARAMS_DOC.replace(
+    "{s2_default}", "the variance of the (centred) targets"
+)

@@ -1,0 +1,294 @@
+"""The fitted posterior: everything a fitted SASPA model predicts from, as one value.
+
+:class:`FittedPosterior` holds the bases, the kernel hyperparameters, the whitening
+factor L, one whitened posterior per EP problem (one per class for one-vs-rest), the
+likelihood and its parameters, the latent offset, the classes and the feature names.
+It is all that prediction, batch scoring, the model store and the fingerprint need:
+no per-row sites, no estimator.  Every prediction is a function of one row block
+(NumPy); :meth:`FittedPosterior.map_rows` applies such a function to NumPy input
+directly or to dask/zarr input by ``map_blocks``, with the posterior shipped to the
+workers once as one graph key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from dask import delayed
+from scipy.linalg import solve_triangular
+
+from ..core.bases import Basis
+from ..core.likelihoods import make_likelihood
+from ..engines.chunks import as_dask, is_lazy
+from ..ep.posterior import Posterior, predict_latent
+from ..ep.whitening import make_block
+
+__all__ = ["FittedPosterior"]
+
+# rows predicted at a time: the n x M whitened block of a whole chunk is never formed
+_PREDICT_ROWS = 16384
+
+
+@dataclass(eq=False)
+class FittedPosterior:
+    """A fitted SASPA posterior (the value behind every prediction).
+
+    Parameters
+    ----------
+    means, covs : ndarray of shape (M, d) and (M, d, d)
+        Basis means and the blur covariances in use.
+    lengthscale : ndarray of shape (d,)
+    signal_variance : float
+    jitter : float
+        Absolute jitter on the diagonal of the basis covariance.
+    whitening : ndarray of shape (M, M)
+        L, the lower Cholesky factor of Kh + jitter I.
+    posteriors : tuple of saspa_dask.ep.posterior.Posterior
+        One whitened posterior per EP problem.
+    likelihood : str
+        Likelihood name (:func:`saspa_dask.core.likelihoods.make_likelihood`).
+    likelihood_params : dict
+    offset : float, default=0.0
+        Added to the latent mean: the mean of y, or log(mean count) for Poisson.
+    classes : ndarray of shape (n_classes,), optional
+        Class labels (classification); ``classes[1]`` is the positive class of a
+        binary model, and a one-vs-rest model has one problem per class.
+    feature_names : ndarray of str, optional
+        Names of the input columns, when they were known at fit time.
+    """
+
+    means: np.ndarray
+    covs: np.ndarray
+    lengthscale: np.ndarray
+    signal_variance: float
+    jitter: float
+    whitening: np.ndarray
+    posteriors: tuple
+    likelihood: str
+    likelihood_params: dict = field(default_factory=dict)
+    offset: float = 0.0
+    classes: np.ndarray | None = None
+    feature_names: np.ndarray | None = None
+
+    def __post_init__(self):
+        # one memory layout (C order, float64) for a fitted model and its saved copy:
+        # BLAS takes other paths for other layouts, and the two would then differ in
+        # the last bits
+        def c_array(a):
+            return np.ascontiguousarray(a, dtype=np.float64)
+
+        self.means, self.covs = c_array(self.means), c_array(self.covs)
+        self.lengthscale, self.whitening = c_array(self.lengthscale), c_array(self.whitening)
+        self.posteriors = tuple(Posterior(c_array(p.chol), c_array(p.h), c_array(p.mean))
+                                for p in self.posteriors)
+        M, d = np.shape(self.means)
+        if np.shape(self.covs) != (M, d, d) or np.shape(self.lengthscale) != (d,):
+            raise ValueError(f"inconsistent shapes: means {np.shape(self.means)}, covs "
+                             f"{np.shape(self.covs)}, lengthscale {np.shape(self.lengthscale)}")
+        if np.shape(self.whitening) != (M, M):
+            raise ValueError(f"whitening has shape {np.shape(self.whitening)}, expected "
+                             f"{(M, M)}")
+        for post in self.posteriors:
+            if post.chol.shape != (M, M) or post.h.shape != (M,) or post.mean.shape != (M,):
+                raise ValueError("a posterior's shapes do not match the bases")
+
+    # -- what it is ------------------------------------------------------------------
+
+    @property
+    def n_bases(self):
+        return self.means.shape[0]
+
+    @property
+    def n_features(self):
+        return self.means.shape[1]
+
+    @property
+    def n_problems(self):
+        return len(self.posteriors)
+
+    @property
+    def is_classifier(self):
+        return self.classes is not None
+
+    @property
+    def basis(self):
+        return Basis(self.means, self.covs)
+
+    @cached_property
+    def likelihood_object(self):
+        """The likelihood with its fitted parameters."""
+        return make_likelihood(self.likelihood, **self.likelihood_params)
+
+    @cached_property
+    def alpha_beta(self):
+        """The paper's (alpha, beta): predictive mean Kt(x, B) alpha, latent variance
+        s2 - k^T beta k; stacked over the problems of a one-vs-rest model."""
+        pairs = [self._alpha_beta(post) for post in self.posteriors]
+        if len(pairs) == 1:
+            return pairs[0]
+        return np.stack([a for a, _ in pairs]), np.stack([b for _, b in pairs])
+
+    def _alpha_beta(self, post):
+        L = self.whitening
+        alpha = solve_triangular(L, post.mean, lower=True, trans="T")
+        # beta = L^{-T} (I - Sigma_v) L^{-1}, for users; predictions use the whitened
+        # factors instead
+        W = solve_triangular(post.chol, np.eye(L.shape[0]), lower=True)  # R^{-1}
+        inner = np.eye(L.shape[0]) - W.T @ W
+        left = solve_triangular(L, inner, lower=True, trans="T")
+        beta = solve_triangular(L, left.T, lower=True, trans="T").T
+        return alpha, 0.5 * (beta + beta.T)
+
+    def fingerprint(self):
+        """sha256 of everything predictions depend on (bases, kernel, factors,
+        posteriors, likelihood, offset, classes); equal for a model and its saved copy."""
+        h = hashlib.sha256()
+        arrays = [self.means, self.covs, self.lengthscale, self.whitening]
+        for post in self.posteriors:
+            arrays += [post.chol, post.mean]
+        for arr in arrays:
+            h.update(np.ascontiguousarray(arr, dtype="<f8").tobytes())
+        meta = {"s2": float(self.signal_variance), "likelihood": self.likelihood_params,
+                "name": self.likelihood,
+                "classes": [] if self.classes is None else [str(c) for c in self.classes],
+                "y_mean": float(self.offset)}
+        h.update(json.dumps(meta, sort_keys=True).encode())
+        return h.hexdigest()
+
+    # -- predictions on one NumPy block --------------------------------------------
+
+    def latent(self, X):
+        """Latent mean (offset not added) and variance, one column per EP problem.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, d)
+
+        Returns
+        -------
+        mean, variance : ndarray of shape (n, n_problems)
+            variance = s2 - |phi|^2 + phi^T Sigma_v phi: the signal variance far from
+            the bases.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        if not np.all(np.isfinite(X)):
+            raise ValueError("Input X contains NaN or infinity")
+        n, K = X.shape[0], self.n_problems
+        mean, var = np.empty((n, K)), np.empty((n, K))
+        for a in range(0, n, _PREDICT_ROWS):
+            rows = slice(a, min(a + _PREDICT_ROWS, n))
+            block = make_block(X[rows], np.zeros(rows.stop - a), self.means, self.covs,
+                               self.lengthscale, self.signal_variance, self.whitening)
+            # one kernel block serves every problem (one-vs-rest classes)
+            for k, post in enumerate(self.posteriors):
+                mean[rows, k], var[rows, k] = predict_latent(block.phi, post,
+                                                             self.signal_variance)
+        return mean, var
+
+    def class_probabilities(self, mean, var):
+        """Class probabilities (n, n_classes) from latent moments (offset not added):
+        [1 - p, p] for two classes, the one-vs-rest p normalised to sum to one."""
+        p = np.clip(self.likelihood_object.proba(mean, var), 0.0, 1.0)
+        if p.shape[1] == 1:
+            return np.column_stack([1.0 - p[:, 0], p[:, 0]])
+        total = p.sum(axis=1, keepdims=True)
+        return p / np.where(total > 0, total, 1.0)
+
+    def outputs(self, X, names):
+        """The named outputs at rows X: ``mean`` (offset added) and ``variance`` of
+        the latent function, ``proba`` (classification; P(classes_[1]) for two
+        classes, one normalised column per class otherwise), ``rate`` (Poisson:
+        exp(mean + variance / 2)).  One column per problem, squeezed for one."""
+        mean, var = self.latent(X)
+        values = {}
+        if "mean" in names:
+            values["mean"] = mean + self.offset
+        if "variance" in names:
+            values["variance"] = var
+        if "proba" in names:
+            p = self.class_probabilities(mean, var)
+            values["proba"] = p[:, 1:] if p.shape[1] == 2 and self.n_problems == 1 else p
+        if "rate" in names:
+            values["rate"] = np.exp(mean + self.offset + 0.5 * var)
+        if self.n_problems == 1:
+            values = {k: v[:, 0] for k, v in values.items()}
+        return values
+
+    def log_predictive(self, X, y):
+        """log p(y_i | x_i) of each row: the true label's probability for a classifier
+        (labels from ``classes``), the predictive density of y with the noise for a
+        regressor."""
+        mean, var = self.latent(X)
+        if self.is_classifier:
+            codes = self.class_codes(y)
+            p = self.class_probabilities(mean, var)
+            if self.n_problems == 1:
+                sign = np.where(codes == 1, 1.0, -1.0)
+                return self.likelihood_object.log_predictive(sign, mean[:, 0], var[:, 0])
+            return np.log(np.maximum(p[np.arange(len(codes)), codes], 1e-300))
+        y = np.asarray(y, dtype=np.float64)
+        if self.likelihood == "poisson":  # the offset is inside the likelihood
+            return self.likelihood_object.log_predictive(y, mean[:, 0], var[:, 0])
+        return self.likelihood_object.log_predictive(y - self.offset, mean[:, 0], var[:, 0])
+
+    def class_codes(self, y):
+        """Index into ``classes`` of each label; labels not among them are an error."""
+        y = np.asarray(y)
+        codes = np.searchsorted(self.classes, y)
+        codes = np.minimum(codes, len(self.classes) - 1)
+        unknown = self.classes[codes] != y
+        if unknown.any():
+            raise ValueError(f"labels {np.unique(y[unknown]).tolist()} are not among the "
+                             f"model's classes {self.classes.tolist()}")
+        return codes
+
+    # -- NumPy or Dask: the one dispatch ---------------------------------------------
+
+    def map_rows(self, X, func, *, columns=None, dtype=np.float64):
+        """``func(self, X_block)`` over the rows of X.
+
+        NumPy input is computed here; dask and zarr input give a dask array chunked like
+        X's rows (``columns``: the width of a 2-D result, None for 1-D), computed by
+        one task per row chunk with this posterior as one shared graph key.
+        """
+        if not is_lazy(X):
+            return func(self, X)
+        X = as_dask(X)
+        if X.ndim != 2:
+            raise ValueError(f"Expected 2D array, got {X.ndim}D array instead")
+        X = X.astype(np.float64).rechunk({1: -1})
+        shared = delayed(self, pure=True)
+        if columns is None:
+            return X.map_blocks(_apply, func, shared, drop_axis=1, dtype=dtype,
+                                meta=np.empty((0,), dtype=dtype))
+        return X.map_blocks(_apply, func, shared, chunks=(X.chunks[0], (columns,)),
+                            dtype=dtype, meta=np.empty((0, columns), dtype=dtype))
+
+
+def _apply(Xb, func, posterior):
+    return func(posterior, Xb)
+
+
+def split_columns(values, width):
+    """(left, right) halves of a (n, 2 width) NumPy or dask array, squeezed for 1."""
+    left, right = values[:, :width], values[:, width:]
+    if width == 1:
+        return left[:, 0], right[:, 0]
+    return left, right
+
+
+def stacked(arrays):
+    """A list of per-problem arrays as one array (no leading axis for one problem)."""
+    return arrays[0] if len(arrays) == 1 else np.stack(arrays)
+
+
+def unstacked(array, n_problems):
+    """The inverse of :func:`stacked`."""
+    return [array] if n_problems == 1 else list(array)
+
+
+__all__ += ["split_columns", "stacked", "unstacked"]

@@ -1,0 +1,106 @@
+"""Checks of training and prediction input, in memory or chunk by chunk on Dask.
+
+:func:`check_training_data` validates lazy (dask/zarr) training data in one pass and
+raises the same kinds of errors, with the same wording, as scikit-learn's validation of
+in-memory data; :func:`check_init_sites` checks warm-start sites.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+
+from ..engines.chunks import as_dask, row_chunked
+
+__all__ = ["check_init_sites", "check_lazy_features", "check_training_data",
+           "default_lengthscale", "resolve_lengthscale"]
+
+
+def default_lengthscale(column_std):
+    """Data-driven ARD lengthscales: ``std(X[:, k]) * sqrt(d)`` per input.
+
+    With these, the expected scaled squared distance between two random rows is about
+    2, so the kernel between typical rows is about exp(-1): neither flat nor diagonal.
+    A constant input gets lengthscale 1 (it does not change the kernel).
+
+    Examples
+    --------
+    >>> default_lengthscale([1.0, 0.0, 2.0]).round(3).tolist()
+    [1.732, 1.732, 3.464]
+    """
+    std = np.asarray(column_std, dtype=np.float64)
+    return np.where(std > 0, std, 1.0) * np.sqrt(std.size)
+
+
+def resolve_lengthscale(lengthscale, d, column_std):
+    """The starting lengthscales: the parameter (scalar or one per input) or the
+    data-driven default."""
+    if lengthscale is None:
+        return default_lengthscale(column_std)
+    ls = np.asarray(lengthscale, dtype=np.float64)
+    if ls.ndim == 0:
+        ls = np.full(d, float(ls))
+    if ls.shape != (d,):
+        raise ValueError(f"lengthscale must be a scalar or have one value per feature ({d}), "
+                         f"got shape {ls.shape}")
+    if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
+        raise ValueError(f"lengthscale must be finite and > 0, got {ls}")
+    return ls
+
+
+def check_init_sites(init_sites, n_samples, n_problems=1):
+    """Warm-start sites as a list of (tau, nu) per EP problem (or None)."""
+    if init_sites is None:
+        return None
+    tau, nu = (np.asarray(s, dtype=np.float64) for s in init_sites)
+    shape = (n_samples,) if n_problems == 1 else (n_problems, n_samples)
+    if tau.shape != shape or nu.shape != shape:
+        raise ValueError(f"init_sites must be two arrays of shape {shape} "
+                         f"(n_samples={n_samples}), got shapes {tau.shape} and {nu.shape}")
+    if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
+        raise ValueError("init_sites contain NaN or infinity")
+    if n_problems == 1:
+        return [(tau, nu)]
+    return list(zip(tau, nu))
+
+
+def check_lazy_features(estimator, X):
+    if X.ndim == 2 and X.shape[1] != estimator.n_features_in_:
+        raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
+                         f"expecting {estimator.n_features_in_} features as input.")
+
+
+def check_training_data(X, y, classification):
+    """Validate lazy training data in one pass over it; returns (X, y, stats).
+
+    ``stats`` has ``std`` (per input) and, for classification, ``classes``; for
+    regression ``mean``, ``var``, ``min`` and ``non_integer`` of y.
+    """
+    X, y = as_dask(X), as_dask(y)
+    if X.ndim != 2:
+        raise ValueError(f"Expected 2D array, got {X.ndim}D array instead")
+    if y.ndim != 1:
+        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead")
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"Found input variables with inconsistent numbers of samples: "
+                         f"[{X.shape[0]}, {y.shape[0]}]")
+    if X.shape[0] < 2:
+        raise ValueError(f"Found array with {X.shape[0]} sample(s) while a minimum of 2 is "
+                         "required")
+    if not np.issubdtype(X.dtype, np.number):
+        raise ValueError(f"X must be numeric, got dtype {X.dtype}")
+    X, y = row_chunked(X.astype(np.float64), y)
+    lazy_stats = {"bad_rows": (~da.isfinite(X)).any(axis=1).sum(), "std": X.std(axis=0)}
+    if classification:
+        lazy_stats["classes"] = da.unique(y)
+    else:
+        y = y.astype(np.float64)
+        lazy_stats.update(bad_y=(~da.isfinite(y)).sum(), mean=y.mean(), var=y.var(),
+                          min=y.min(), non_integer=(y != da.round(y)).sum())
+    stats = dict(zip(lazy_stats, dask.compute(*lazy_stats.values())))
+    if stats["bad_rows"]:
+        raise ValueError(f"Input X contains NaN or infinity in {int(stats['bad_rows'])} rows")
+    if not classification and stats["bad_y"]:
+        raise ValueError(f"Input y contains NaN or infinity in {int(stats['bad_y'])} rows")
+    return X, y, stats

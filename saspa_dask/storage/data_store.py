@@ -1,0 +1,83 @@
+"""Opening data stores: a zarr group with ``X`` (N x d) and ``y`` (N), row-chunked.
+
+Any group with compatible ``X`` and ``y`` arrays can be used; one written by ingest
+also records its columns, target, preprocessing and content fingerprint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import zarr
+
+from .errors import StoreError
+
+__all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_data_complete", "input_arrays",
+           "open_data_store", "open_group"]
+
+DATA_FORMAT = "saspa-data"
+FORMAT_VERSION = 2
+
+
+def open_group(path, what, mode="r"):
+    """Open a zarr group, or raise a StoreError naming ``what`` is missing or wrong."""
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: no such {what}")
+    try:
+        return zarr.open_group(str(path), mode=mode)
+    except Exception as err:  # zarr raises several types for non-groups
+        raise StoreError(f"{path}: not a zarr group ({type(err).__name__}: {err})") from None
+
+
+def check_data_complete(path, attrs):
+    """An ingest that did not finish left ``complete`` false."""
+    if attrs.get("format") == DATA_FORMAT and not attrs.get("complete", False):
+        raise StoreError(f"{path}: data store is incomplete (an ingest did not finish)")
+
+
+def open_data_store(path):
+    """Open a data store lazily: ``(X, y, attrs)`` with X, y as dask arrays.
+
+    Raises
+    ------
+    StoreError
+        Missing path, not a zarr group, no ``X`` / ``y``, an ingest that did not
+        finish, or shapes and chunks that do not fit together.
+    """
+    group = open_group(path, "data store")
+    attrs = dict(group.attrs)
+    check_data_complete(path, attrs)
+    keys = set(group.array_keys())
+    if not {"X", "y"} <= keys:
+        raise StoreError(f"{path}: a data store needs arrays 'X' and 'y'; found {sorted(keys)}")
+    Xz, yz = group["X"], group["y"]
+    if Xz.ndim != 2 or yz.ndim != 1 or Xz.shape[0] != yz.shape[0]:
+        raise StoreError(f"{path}: X must be (N, d) and y (N,); got {Xz.shape} and {yz.shape}")
+    if Xz.shape[0] == 0:
+        raise StoreError(f"{path}: no rows")
+    X = da.from_zarr(str(path), component="X")
+    y = da.from_zarr(str(path), component="y")
+    rows = Xz.chunks[0]
+    X = X.rechunk({0: rows, 1: -1})
+    y = y.rechunk({0: rows})
+    return X.astype(np.float64), y, attrs
+
+
+def input_arrays(path):
+    """X (and y if present) of a data store, as row-chunked dask arrays."""
+    group = open_group(path, "data store")
+    check_data_complete(path, dict(group.attrs))
+    if "X" not in set(group.array_keys()):
+        raise StoreError(f"{path}: no array 'X' to score")
+    Xz = group["X"]
+    if Xz.ndim != 2:
+        raise StoreError(f"{path}: X must be 2-D, got shape {Xz.shape}")
+    rows = Xz.chunks[0]
+    X = da.from_zarr(str(path), component="X").rechunk({0: rows, 1: -1})
+    y = None
+    if "y" in set(group.array_keys()) and group["y"].shape == (Xz.shape[0],):
+        y = da.from_zarr(str(path), component="y").rechunk({0: rows})
+    return X, y

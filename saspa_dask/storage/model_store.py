@@ -1,0 +1,355 @@
+"""Model stores: a fitted model as a zarr group of small arrays and JSON attributes.
+
+Nothing here pickles, and nothing here knows an estimator class: a store holds the
+estimator's class name and ``get_params()``, its
+:class:`~saspa_dask.models.posterior.FittedPosterior` and its fit report (EP and
+optimiser diagnostics, per-row sites); loading rebuilds the class named in the store
+from the registry (:mod:`saspa_dask.models.registry`).  A store is written aside and
+renamed into place, so an interrupted save never leaves a half-written model at the
+destination.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from .._version import __version__
+from ..core.bases import Basis
+from ..ep.posterior import Posterior
+from ..models.posterior import FittedPosterior, stacked, unstacked
+from ..models.registry import estimator_class, set_model_writer
+from .atomic import aside, check_destination, move_into_place, resolve_model_path
+from .data_store import open_group
+from .errors import StoreError
+
+__all__ = ["describe_model", "load_model", "read_model_attrs", "save_model"]
+
+MODEL_FORMAT = "saspa-model"
+FORMAT_VERSION = 3
+# versions this code reads: 2 kept the fit report in separate attributes (read by
+# _report_of_version_2); 1 had no multi-class and no hyperparameter trace
+_READABLE_VERSIONS = (2, 3)
+
+# the fitted posterior's arrays (a leading problem axis for one-vs-rest), the paper's
+# alpha and beta (for other tools), the per-row sites
+_POSTERIOR_ARRAYS = ("bases_means", "bases_covs", "lengthscale", "whitening",
+                     "posterior_chol", "posterior_h", "posterior_mean")
+_MODEL_ARRAYS = _POSTERIOR_ARRAYS + ("alpha", "beta", "sites_tau", "sites_nu")
+# report attributes that are floats and may be NaN (stored as null)
+_FLOAT_REPORT = ("log_evidence_", "damping_", "blur_scale_")
+
+
+def _versions():
+    import dask
+    import scipy
+    import sklearn
+
+    return {"saspa_dask": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
+            "dask": dask.__version__, "zarr": zarr.__version__,
+            "scikit-learn": sklearn.__version__}
+
+
+def _jsonable(value):
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None  # JSON has no NaN / inf
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+# -- estimator parameters: JSON with typed arrays ------------------------------------
+
+
+def _encode_params(params):
+    """``get_params()`` as JSON plus arrays: ndarray values keep their dtype, an
+    explicit ``bases`` goes to arrays, a RandomState (not storable) becomes None."""
+    encoded, arrays = {}, {}
+    for name, value in params.items():
+        if isinstance(value, Basis):
+            arrays[f"param_{name}_means"], arrays[f"param_{name}_covs"] = value.means, value.covs
+            encoded[name] = {"__basis__": name}
+        elif isinstance(value, np.ndarray):
+            encoded[name] = {"__ndarray__": _jsonable(value), "dtype": value.dtype.str}
+        elif isinstance(value, np.random.RandomState):
+            encoded[name] = None
+        else:
+            encoded[name] = _jsonable(value)
+    return encoded, arrays
+
+
+def _decode_params(encoded, group, path):
+    params = {}
+    for name, value in encoded.items():
+        if isinstance(value, dict) and "__basis__" in value:
+            means, covs = (_read_array(group, f"param_{name}_{part}", path)
+                           for part in ("means", "covs"))
+            params[name] = Basis(means, covs)
+        elif isinstance(value, dict) and "__ndarray__" in value:
+            params[name] = np.array(value["__ndarray__"], dtype=np.dtype(value["dtype"]))
+        else:
+            params[name] = value
+    return params
+
+
+# -- saving ------------------------------------------------------------------------
+
+
+def _posterior_arrays(fitted):
+    alpha, beta = fitted.alpha_beta
+    return {"bases_means": fitted.means, "bases_covs": fitted.covs,
+            "lengthscale": fitted.lengthscale, "whitening": fitted.whitening,
+            "posterior_chol": stacked([p.chol for p in fitted.posteriors]),
+            "posterior_h": stacked([p.h for p in fitted.posteriors]),
+            "posterior_mean": stacked([p.mean for p in fitted.posteriors]),
+            "alpha": alpha, "beta": beta}
+
+
+def _posterior_attrs(fitted):
+    classes = fitted.classes
+    return {
+        "task": "classification" if classes is not None else "regression",
+        "n_features_in": int(fitted.n_features), "n_bases": int(fitted.n_bases),
+        "n_problems": int(fitted.n_problems),
+        "kernel": {"type": "squared_exponential_ard",
+                   "lengthscale": _jsonable(fitted.lengthscale),
+                   "signal_variance": float(fitted.signal_variance),
+                   "jitter": float(fitted.jitter)},
+        "likelihood": _jsonable({**fitted.likelihood_params, "name": fitted.likelihood}),
+        "classes": None if classes is None else _jsonable(classes),
+        "classes_dtype": None if classes is None else classes.dtype.str,
+        "y_mean": float(fitted.offset),
+        "feature_names": (None if fitted.feature_names is None
+                          else [str(c) for c in fitted.feature_names]),
+    }
+
+
+def save_model(model, path, *, overwrite=False, extra_attrs=None):
+    """Write a fitted estimator to a zarr model store (no pickle).
+
+    Parameters
+    ----------
+    model : fitted estimator with ``fitted_posterior_`` (e.g. SASPAClassifier)
+    path : str or Path
+    overwrite : bool
+        Replace an existing store.
+    extra_attrs : dict, optional
+        More JSON attributes (the jobs record the data store, timings ...).
+
+    The store is written aside and renamed into place.
+    """
+    if not hasattr(model, "fitted_posterior_"):
+        raise StoreError(f"{type(model).__name__} is not fitted: nothing to save")
+    check_destination(path, overwrite)
+    fitted = model.fitted_posterior_
+    params, param_arrays = _encode_params(model.get_params(deep=False))
+    report = {name: getattr(model, name) for name in model._REPORT_ATTRIBUTES
+              if hasattr(model, name)}
+    attrs = {"format": MODEL_FORMAT, "format_version": FORMAT_VERSION,
+             "estimator": type(model).__name__, "params": params,
+             **_posterior_attrs(fitted), "report": _jsonable(report),
+             "versions": _versions(), "complete": False}
+    if extra_attrs:
+        attrs.update(_jsonable(extra_attrs))
+    arrays = {**_posterior_arrays(fitted), "sites_tau": model.sites_tau_,
+              "sites_nu": model.sites_nu_, **param_arrays}
+    tmp = aside(path)
+    try:
+        group = zarr.open_group(str(tmp), mode="w")
+        for name, value in arrays.items():
+            _write_array(group, name, value)
+        attrs["complete"] = True
+        group.attrs.update(attrs)
+        move_into_place(tmp, path, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Path(path)
+
+
+def _write_array(group, name, value):
+    value = np.asarray(value, dtype=np.float64)
+    chunks = value.shape if value.ndim != 1 or value.size <= 1 << 20 else (1 << 20,)
+    arr = group.create_array(name, shape=value.shape, chunks=chunks or (1,), dtype="f8",
+                             fill_value=np.nan)
+    arr[...] = value
+
+
+set_model_writer(save_model)
+
+
+# -- loading -----------------------------------------------------------------------
+
+
+def read_model_attrs(path):
+    """Attributes of a model store, checked for format, version and completeness."""
+    path = Path(path)
+    group = open_group(path, "model store")
+    attrs = dict(group.attrs)
+    if attrs.get("format") != MODEL_FORMAT:
+        raise StoreError(f"{path}: not a saspa model store (format {attrs.get('format')!r})")
+    if attrs.get("format_version") not in _READABLE_VERSIONS:
+        raise StoreError(f"{path}: model format version {attrs.get('format_version')!r}; "
+                         f"this saspa_dask reads versions {list(_READABLE_VERSIONS)}")
+    if not attrs.get("complete"):
+        raise StoreError(f"{path}: model store is incomplete (a save did not finish)")
+    return group, attrs
+
+
+def _read_array(group, name, path):
+    try:
+        return np.asarray(group[name][...], dtype=np.float64)
+    except Exception as err:
+        raise StoreError(f"{path}: array {name!r} is missing or unreadable "
+                         f"({type(err).__name__}: {err})") from None
+
+
+def _read_posterior(group, attrs, path):
+    """The stored :class:`FittedPosterior`, its arrays checked for shape and NaN."""
+    arrays = {name: _read_array(group, name, path)
+              for name in _POSTERIOR_ARRAYS + ("alpha", "beta")}
+    M, d = attrs["n_bases"], attrs["n_features_in"]
+    K = int(attrs.get("n_problems", 1))
+    lead = () if K == 1 else (K,)
+    # alpha and beta are derived (for other tools); checked so that a truncated store
+    # is refused whichever array lost its data
+    expected = {"bases_means": (M, d), "bases_covs": (M, d, d), "lengthscale": (d,),
+                "whitening": (M, M), "posterior_chol": lead + (M, M),
+                "posterior_h": lead + (M,), "posterior_mean": lead + (M,),
+                "alpha": lead + (M,), "beta": lead + (M, M)}
+    for name, shape in expected.items():
+        if arrays[name].shape != shape:
+            raise StoreError(f"{path}: array {name!r} has shape {arrays[name].shape}, "
+                             f"expected {shape}")
+        if not np.all(np.isfinite(arrays[name])):
+            raise StoreError(f"{path}: array {name!r} holds NaN or inf (truncated write?)")
+    fields = [unstacked(arrays[f"posterior_{f}"], K) for f in ("chol", "h", "mean")]
+    kernel, likelihood = attrs["kernel"], dict(attrs["likelihood"])
+    name = likelihood.pop("name")
+    classes = attrs.get("classes")
+    if classes is not None:
+        classes = np.array(classes, dtype=np.dtype(attrs["classes_dtype"]))
+    names = attrs.get("feature_names")
+    try:
+        fitted = FittedPosterior(
+            arrays["bases_means"], arrays["bases_covs"], arrays["lengthscale"],
+            float(kernel["signal_variance"]), float(kernel["jitter"]), arrays["whitening"],
+            [Posterior(*parts) for parts in zip(*fields)], name, likelihood,
+            offset=float(attrs.get("y_mean") or 0.0), classes=classes,
+            feature_names=None if names is None else np.array(names, dtype=object))
+        fitted.likelihood_object  # noqa: B018 - checks the likelihood parameters now
+    except (KeyError, TypeError, ValueError) as err:
+        raise StoreError(f"{path}: likelihood {name!r} with parameters {likelihood} is "
+                         f"invalid ({err})") from None
+    return fitted
+
+
+def _report_of_version_2(attrs):
+    """The fit report of a format-2 store (kept in separate attributes then)."""
+    ep, hyper = attrs["ep"], attrs.get("hyperparameters", {})
+    report = {f"{k}_": ep.get(k, 0) for k in (
+        "n_invalid_cavities", "n_skipped_updates", "n_damping_halvings",
+        "n_damping_reductions", "n_anderson_steps", "n_anderson_restarts")}
+    report.update(n_sweeps_=ep["n_sweeps"], converged_=ep["converged"],
+                  damping_=ep["damping"], coarse_start_=ep.get("coarse_start", []),
+                  log_evidence_=attrs["log_evidence"], history_=attrs["history"],
+                  blur_scale_=hyper.get("blur_scale", 1.0),
+                  hyperparameter_trace_=hyper.get("trace", []),
+                  hyperparameter_info_=hyper.get("info", {}),
+                  data_fingerprint_=attrs.get("data_fingerprint"))
+    if attrs.get("timings") is not None:
+        report["timings_"] = attrs["timings"]
+    if attrs.get("kmeans") is not None:
+        report["kmeans_info_"] = attrs["kmeans"]
+    return report
+
+
+def _report(attrs):
+    return attrs["report"] if attrs["format_version"] >= 3 else _report_of_version_2(attrs)
+
+
+def load_model(path):
+    """Load a model written by :func:`save_model` (``model.save``).
+
+    Parameters
+    ----------
+    path : str or Path
+        A model store, or a ``latest`` pointer file naming one.
+
+    Returns
+    -------
+    The estimator named in the store, fitted: ``fitted_posterior_``, the fit report
+    and ``get_params()`` as saved.
+
+    Raises
+    ------
+    StoreError
+        Missing, foreign, incomplete, truncated or inconsistent store.
+    """
+    path = resolve_model_path(path)
+    group, attrs = read_model_attrs(path)
+    cls = estimator_class(attrs.get("estimator"))
+    if cls is None:
+        raise StoreError(f"{path}: unknown estimator {attrs.get('estimator')!r}")
+    fitted = _read_posterior(group, attrs, path)
+    params = _decode_params(attrs["params"], group, path)
+    valid = cls().get_params(deep=False)
+    model = cls(**{k: v for k, v in params.items() if k in valid})
+    if getattr(model, "likelihood", fitted.likelihood) != fitted.likelihood:
+        raise StoreError(f"{path}: likelihood {fitted.likelihood!r} differs from the "
+                         f"estimator's parameter {model.likelihood!r}")
+    model.fitted_posterior_ = fitted
+    model.n_features_in_ = fitted.n_features
+    if fitted.feature_names is not None:
+        model.feature_names_in_ = fitted.feature_names
+    for name, value in _report(attrs).items():
+        if name in _FLOAT_REPORT:
+            value = float("nan") if value is None else float(value)
+        setattr(model, name, value)
+    sites = [_read_array(group, name, path) for name in ("sites_tau", "sites_nu")]
+    if sites[0].shape != sites[1].shape:
+        raise StoreError(f"{path}: site arrays differ in shape")
+    if sites[0].shape[:-1] != (() if fitted.n_problems == 1 else (fitted.n_problems,)):
+        raise StoreError(f"{path}: site arrays have shape {sites[0].shape}, expected "
+                         f"{fitted.n_problems} problem(s)")
+    model.sites_tau_, model.sites_nu_ = sites
+    return model
+
+
+def describe_model(path):
+    """A JSON-able summary of a model store (for ``saspa info``)."""
+    group, attrs = read_model_attrs(path)
+    report = _report(attrs)
+    summary = {k: attrs.get(k) for k in ("estimator", "task", "n_features_in", "n_bases",
+                                         "kernel", "likelihood", "classes", "versions")}
+    summary["blur"] = attrs["params"].get("blur") if attrs["format_version"] >= 3 else attrs.get("blur")
+    summary["ep"] = {"mode": attrs["params"].get("ep_mode") if attrs["format_version"] >= 3
+                     else attrs["ep"].get("mode"),
+                     "damping": report.get("damping_"), "n_sweeps": report["n_sweeps_"],
+                     "converged": report["converged_"],
+                     "n_invalid_cavities": report["n_invalid_cavities_"],
+                     "n_anderson_steps": report.get("n_anderson_steps_", 0)}
+    summary["log_evidence"] = report.get("log_evidence_")
+    summary["data_fingerprint"] = report.get("data_fingerprint_")
+    trace = report.get("hyperparameter_trace_", [])
+    summary["hyperparameters"] = {
+        "optimized": bool(trace), "blur_scale": report.get("blur_scale_", 1.0),
+        "log_evidence_per_iteration": [r["log_evidence"] for r in trace],
+        "info": report.get("hyperparameter_info_", {})}
+    # the rows axis is the last one: one-vs-rest sites have a leading class axis
+    summary["n_training_rows"] = int(group["sites_tau"].shape[-1])
+    summary["sweeps"] = [{k: r.get(k) for k in ("sweep", "change", "log_evidence", "seconds")}
+                         for r in report.get("history_", [])]
+    return json.loads(json.dumps(summary, default=str))

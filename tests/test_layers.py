@@ -1,0 +1,65 @@
+"""The package's structure: the layer contract (import-linter), one concept per
+module (a docstring naming it), short functions, no import that dodges a layer."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "saspa_dask"
+BIN = Path(sys.executable).parent
+
+
+def _modules():
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_layer_contract_holds():
+    res = subprocess.run([str(BIN / "lint-imports")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1 kept, 0 broken" in res.stdout
+
+
+def test_the_contract_is_not_vacuous(tmp_path):
+    """An upward import (EP importing the models) breaks the contract."""
+    copy = tmp_path / "saspa_dask"
+    subprocess.run(["cp", "-r", str(PACKAGE), str(copy)], check=True)
+    (copy / "ep" / "driver.py").write_text((copy / "ep" / "driver.py").read_text()
+                                           + "\nfrom ..models import posterior  # noqa\n")
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    res = subprocess.run([str(BIN / "lint-imports")], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, env={"PYTHONPATH": str(tmp_path)})
+    assert res.returncode != 0 and "saspa_dask.ep.driver -> saspa_dask.models" in res.stdout
+
+
+def test_every_module_names_its_concept():
+    missing = [str(p.relative_to(ROOT)) for p in _modules()
+               if p.name != "_version.py" and not ast.get_docstring(ast.parse(p.read_text()))]
+    assert missing == []
+
+
+def test_no_function_local_import_of_the_package():
+    """A function-local import of another saspa_dask module would hide a cycle."""
+    found = []
+    for path in _modules():
+        for func in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.ImportFrom) and (
+                        node.level > 0 or (node.module or "").startswith("saspa_dask")):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
+
+
+def test_no_function_is_longer_than_80_lines():
+    long = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > 80:
+                    long.append(f"{path.relative_to(ROOT)}:{node.name} ({length})")
+    assert long == []
