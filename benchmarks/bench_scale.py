@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+from saspa_dask import load_model
 
 from bench_train import BIN, matmul_rate, run, run_monitored
 
@@ -64,14 +65,15 @@ def one_size(work, N, args, rate):
     _, score_s, mon, proc = run_monitored(score_cmd)
     score_driver, score_workers = _peaks(mon, proc)
     attrs = json.loads((model / "zarr.json").read_text())["attributes"]
-    sweeps = [r["seconds"] for r in attrs["history"]]
+    fitted = load_model(model)
+    sweeps = [r["seconds"] for r in fitted.history_]
     median = float(np.median(sweeps[1:] if len(sweeps) > 1 else sweeps))
     limit = 2 * N * args.bases**2 / rate
     row = {"N": N, "chunk_rows": chunk_rows, "sweeps": len(sweeps),
-           "converged": attrs["ep"]["converged"], "median_sweep_s": median,
-           "coarse_start": attrs["ep"].get("coarse_start", []),
-           "sweep_ratio_to_limit": median / limit, "kmeans_s": attrs["timings"]["bases"],
-           "ep_s": attrs["timings"]["ep"], "train_s": train_s, "score_s": score_s,
+           "converged": bool(fitted.converged_), "median_sweep_s": median,
+           "coarse_start": fitted.coarse_start_,
+           "sweep_ratio_to_limit": median / limit, "kmeans_s": fitted.timings_["bases"],
+           "ep_s": fitted.timings_["ep"], "train_s": train_s, "score_s": score_s,
            "ingest_s": ingest,
            "train_driver_peak_mib": round(train_driver),
            "train_worker_peak_mib": [round(w) for w in train_workers],

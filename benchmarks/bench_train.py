@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+from saspa_dask import load_model
 
 BIN = Path(sys.executable).parent
 
@@ -133,7 +134,8 @@ def main():
            "--cache", args.cache, "--overwrite"]
     _, train_seconds, monitor, proc = run_monitored(cmd, ok_codes=(0, 3))
     attrs = json.loads((model / "zarr.json").read_text())["attributes"]
-    sweeps = [r["seconds"] for r in attrs["history"]]
+    fitted = load_model(model)
+    sweeps = [r["seconds"] for r in fitted.history_]
     N, M = args.rows, args.bases
     limit = 2 * N * M * M / rate
     driver = monitor.peaks.get(proc.pid, 0)
@@ -148,13 +150,13 @@ def main():
         "N": N, "d": args.features, "M": M, "chunk_rows": args.chunk_rows,
         "workers": args.workers, "cache": args.cache,
         "matmul_gflops": rate / 1e9,
-        "sweeps": len(sweeps), "converged": attrs["ep"]["converged"],
+        "sweeps": len(sweeps), "converged": bool(fitted.converged_),
         "first_sweep_s": sweeps[0],
         "median_sweep_s": median_sweep,
         "sweep_limit_s": limit,
         "sweep_ratio_to_limit": median_sweep / limit,
-        "kmeans_s": attrs["timings"]["bases"],
-        "ep_s": attrs["timings"]["ep"],
+        "kmeans_s": fitted.timings_["bases"],
+        "ep_s": fitted.timings_["ep"],
         "train_end_to_end_s": train_seconds,
         "ingest_s": ingest_seconds,
         "driver_peak_rss_mib": driver / 2**20,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # smoke runs of the benchmark scripts
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

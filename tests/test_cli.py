@@ -140,3 +140,61 @@ def test_train_hyper_restarts_on_the_cluster_match_in_memory(tmp_path):
     assert ref.hyperparameter_info_["chosen_start"] == chosen
     assert fitted.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-6)
     np.testing.assert_allclose(fitted.lengthscale_, ref.lengthscale_, rtol=1e-4)
+
+
+def test_info_counts_training_rows_of_a_one_vs_rest_model(tmp_path):
+    """The rows axis of the stored sites is the last one (one-vs-rest adds a class axis)."""
+    from saspa_dask import SASPAClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(180, 2))
+    y = np.digitize(X[:, 0], [-0.5, 0.5])
+    SASPAClassifier(n_bases=6, random_state=0, optimize_hyperparameters=False).fit(X, y).save(
+        tmp_path / "m.zarr")
+    res = _saspa("info", str(tmp_path / "m.zarr"), "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["n_training_rows"] == 180 and summary["classes"] == [0, 1, 2]
+
+
+def test_evaluate_regression_computes_no_rate(tmp_path):
+    """Targets of order 1e5 (house prices): a Poisson rate exp(mean) would overflow;
+    a Gaussian model's evaluation neither computes nor warns about it, and its RMSE is
+    the one of the model's predictions."""
+    from saspa_dask import SASPARegressor
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(3000, 2))
+    y = 2e5 + 5e4 * np.sin(X[:, 0]) + 1e4 * rng.normal(size=3000)
+    data = _ingested(tmp_path, X, y)
+    model = SASPARegressor(n_bases=12, random_state=0, optimize_hyperparameters=False).fit(X, y)
+    model.save(tmp_path / "m.zarr")
+    res = _saspa("evaluate", str(tmp_path / "m.zarr"), str(data), "--json", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    assert "overflow" not in res.stderr and "RuntimeWarning" not in res.stderr
+    metrics = json.loads(res.stdout)
+    rmse = np.sqrt(np.mean((model.predict(X) - y) ** 2))
+    assert metrics["rmse"] == pytest.approx(rmse, rel=1e-9)
+
+
+def test_demo_reports_the_multiclass_nlp_of_the_true_class(tmp_path):
+    """Three classes: the reported NLP is the mean -log probability of each test row's
+    own class, as computed here by hand from the same fit."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 2))
+    labels = np.array(["a", "b", "c"])[np.digitize(X[:, 0] + 0.3 * rng.normal(size=300),
+                                                   [-0.5, 0.5])]
+    path = tmp_path / "three.csv"
+    path.write_text("x0,x1,label\n" + "".join(f"{a},{b},{c}\n" for (a, b), c in zip(X, labels)))
+    res = _saspa("demo", "--csv", str(path), "--bases", "8", "--json", "--seed", "3")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    order = np.random.default_rng(3).permutation(300)
+    test, train = order[:90], order[90:]
+    Xs = (X - X[train].mean(0)) / X[train].std(0)
+    clf = SASPAClassifier(optimize_hyperparameters=False, n_bases=8, random_state=3).fit(
+        Xs[train], labels[train])
+    proba = clf.predict_proba(Xs[test])
+    own = proba[np.arange(90), np.searchsorted(clf.classes_, labels[test])]
+    assert report["test_nlp"] == pytest.approx(-np.mean(np.log(own)), rel=1e-9)
+    assert report["test_nlp"] < 1.0  # a two-class formula on three classes gave > 1.5

@@ -58,9 +58,23 @@ def test_logistic_classifier_agrees_with_probit_ranking():
     Xt = rng.normal(size=(500, 2))
     yt = (Xt[:, 0] + 0.5 * Xt[:, 1] > 0).astype(int)
     assert logit.score(Xt, yt) > 0.93 and abs(logit.score(Xt, yt) - probit.score(Xt, yt)) < 0.02
-    p = logit.predict_proba(Xt)[:, 1]
-    # the margin is the log-odds of the predictive probability
-    np.testing.assert_allclose(logit.decision_function(Xt), np.log(p / (1 - p)), rtol=1e-8)
+    # the margin is the log-odds of the predictive probability E[sigmoid(f)] under the
+    # latent N(mean, var): checked against adaptive integration of that expectation
+    from scipy.integrate import quad
+    from scipy.special import expit
+    from scipy.stats import norm
+
+    mean, var = logit.predict_latent(Xt[:25])
+    p = np.array([quad(lambda f: expit(f) * norm.pdf(f, m, np.sqrt(v)), m - 12 * np.sqrt(v),
+                       m + 12 * np.sqrt(v), epsabs=1e-13, epsrel=1e-12)[0]
+                  for m, v in zip(mean, var)])
+    np.testing.assert_allclose(logit.decision_function(Xt[:25]), np.log(p / (1 - p)),
+                               rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(logit.predict_proba(Xt[:25])[:, 1], p, rtol=1e-9, atol=1e-12)
+    # probit: Phi(margin) is the probability, margin = mean / sqrt(1 + var)
+    mean, var = probit.predict_latent(Xt)
+    np.testing.assert_allclose(probit.decision_function(Xt), mean / np.sqrt(1 + var),
+                               rtol=1e-12)
 
 
 @needs_dataset(WAVEFORM)

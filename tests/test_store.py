@@ -62,7 +62,7 @@ def test_text_and_missing_policies(tmp_path):
 
 @pytest.mark.parametrize("content,match", [
     ("a,b,y\n1,,0\n2,3,1\n", "column 'b' has 1 missing values in 2 rows"),
-    ("a,b,y\n1,2,0\n2,3\n", "line 3 has 2 fields, the header has 3"),
+    ("a,b,y\n1,2,0\n2,3\n", ":3: 2 fields, the header has 3"),
     ("", "empty file"),
     ("a,b,y\n", "no data rows"),
     ("a,b,y\n1,x,0\n2,3,1\n", "column 'b' is text"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..storage import ingest as _ingest
+from ..storage.ingest import ingest as ingest_file
 from ..storage.atomic import resolve_model_path
 from ..storage.errors import StoreError
 from ..storage.model_store import describe_model
@@ -19,8 +19,8 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     attributes (columns, target, rows, preprocessing, fingerprint).
     """
     try:
-        return _ingest.ingest(source, out, target=target, chunk_rows=chunk_rows,
-                              missing=missing, text=text, overwrite=overwrite)
+        return ingest_file(source, out, target=target, chunk_rows=chunk_rows,
+                           missing=missing, text=text, overwrite=overwrite)
     except (StoreError, ValueError) as err:
         raise JobError(str(err)) from None
 

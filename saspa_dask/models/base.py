@@ -293,7 +293,7 @@ class SASPABase(BaseEstimator):
         X = self._check_predict_input(X)
         fitted = self.fitted_posterior_
         K = fitted.n_problems
-        both = fitted.map_rows(X, _latent_columns, columns=2 * K)
+        both = fitted.map_rows(X, _latent_columns, columns=2 * K, rows=self.block_rows)
         mean, var = both[:, :K], both[:, K:]
         if K == 1:
             return mean[:, 0], var[:, 0]
@@ -383,8 +383,8 @@ class SASPABase(BaseEstimator):
         return model_writer()(self, path, overwrite=overwrite)
 
 
-def _latent_columns(fitted, Xb):
-    mean, var = fitted.latent(Xb)
+def _latent_columns(fitted, Xb, rows):
+    mean, var = fitted.latent(Xb, rows)
     return np.column_stack([mean + fitted.offset, var])
 
 

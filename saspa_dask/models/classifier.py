@@ -31,16 +31,16 @@ def _class_codes(y, classes):
     return _codes_of(y, classes)
 
 
-def _proba(fitted, Xb):
-    return fitted.class_probabilities(*fitted.latent(Xb))
+def _proba(fitted, Xb, rows):
+    return fitted.class_probabilities(*fitted.latent(Xb, rows))
 
 
-def _labels(fitted, Xb):
-    return fitted.classes[_proba(fitted, Xb).argmax(axis=1)]
+def _labels(fitted, Xb, rows):
+    return fitted.classes[_proba(fitted, Xb, rows).argmax(axis=1)]
 
 
-def _margin(fitted, Xb):
-    mean, var = fitted.latent(Xb)
+def _margin(fitted, Xb, rows):
+    mean, var = fitted.latent(Xb, rows)
     margin = fitted.likelihood_object.margin(mean, var)
     return margin[:, 0] if margin.shape[1] == 1 else margin
 
@@ -247,7 +247,8 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
         """
         X = self._check_predict_input(X)
         K = self.fitted_posterior_.n_problems
-        return self.fitted_posterior_.map_rows(X, _margin, columns=None if K == 1 else K)
+        return self.fitted_posterior_.map_rows(X, _margin, columns=None if K == 1 else K,
+                                              rows=self.block_rows)
 
     def predict_proba(self, X):
         """Class probabilities, columns ordered as ``classes_``.
@@ -264,7 +265,8 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
         ndarray of shape (n_samples, n_classes)
         """
         X = self._check_predict_input(X)
-        return self.fitted_posterior_.map_rows(X, _proba, columns=len(self.classes_))
+        return self.fitted_posterior_.map_rows(X, _proba, columns=len(self.classes_),
+                                              rows=self.block_rows)
 
     def predict(self, X):
         """Most probable label.
@@ -278,7 +280,8 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
         ndarray of shape (n_samples,)
         """
         X = self._check_predict_input(X)
-        return self.fitted_posterior_.map_rows(X, _labels, dtype=self.classes_.dtype)
+        return self.fitted_posterior_.map_rows(X, _labels, dtype=self.classes_.dtype,
+                                              rows=self.block_rows)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

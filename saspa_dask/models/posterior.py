@@ -161,12 +161,14 @@ class FittedPosterior:
 
     # -- predictions on one NumPy block --------------------------------------------
 
-    def latent(self, X):
+    def latent(self, X, rows=_PREDICT_ROWS):
         """Latent mean (offset not added) and variance, one column per EP problem.
 
         Parameters
         ----------
         X : ndarray of shape (n, d)
+        rows : int
+            Rows per kernel block (bounds the n x M temporaries).
 
         Returns
         -------
@@ -179,13 +181,13 @@ class FittedPosterior:
             raise ValueError("Input X contains NaN or infinity")
         n, K = X.shape[0], self.n_problems
         mean, var = np.empty((n, K)), np.empty((n, K))
-        for a in range(0, n, _PREDICT_ROWS):
-            rows = slice(a, min(a + _PREDICT_ROWS, n))
-            block = make_block(X[rows], np.zeros(rows.stop - a), self.means, self.covs,
+        for a in range(0, n, rows):
+            part = slice(a, min(a + rows, n))
+            block = make_block(X[part], np.zeros(part.stop - a), self.means, self.covs,
                                self.lengthscale, self.signal_variance, self.whitening)
             # one kernel block serves every problem (one-vs-rest classes)
             for k, post in enumerate(self.posteriors):
-                mean[rows, k], var[rows, k] = predict_latent(block.phi, post,
+                mean[part, k], var[part, k] = predict_latent(block.phi, post,
                                                              self.signal_variance)
         return mean, var
 
@@ -248,29 +250,30 @@ class FittedPosterior:
 
     # -- NumPy or Dask: the one dispatch ---------------------------------------------
 
-    def map_rows(self, X, func, *, columns=None, dtype=np.float64):
-        """``func(self, X_block)`` over the rows of X.
+    def map_rows(self, X, func, *, columns=None, dtype=np.float64, rows=_PREDICT_ROWS):
+        """``func(self, X_block, rows)`` over the rows of X (``rows``: the kernel block
+        size, passed on to :meth:`latent`).
 
         NumPy input is computed here; dask and zarr input give a dask array chunked like
         X's rows (``columns``: the width of a 2-D result, None for 1-D), computed by
         one task per row chunk with this posterior as one shared graph key.
         """
         if not is_lazy(X):
-            return func(self, X)
+            return func(self, X, rows)
         X = as_dask(X)
         if X.ndim != 2:
             raise ValueError(f"Expected 2D array, got {X.ndim}D array instead")
         X = X.astype(np.float64).rechunk({1: -1})
         shared = delayed(self, pure=True)
         if columns is None:
-            return X.map_blocks(_apply, func, shared, drop_axis=1, dtype=dtype,
+            return X.map_blocks(_apply, func, shared, rows, drop_axis=1, dtype=dtype,
                                 meta=np.empty((0,), dtype=dtype))
-        return X.map_blocks(_apply, func, shared, chunks=(X.chunks[0], (columns,)),
+        return X.map_blocks(_apply, func, shared, rows, chunks=(X.chunks[0], (columns,)),
                             dtype=dtype, meta=np.empty((0, columns), dtype=dtype))
 
 
-def _apply(Xb, func, posterior):
-    return func(posterior, Xb)
+def _apply(Xb, func, posterior, rows):
+    return func(posterior, Xb, rows)
 
 
 def split_columns(values, width):

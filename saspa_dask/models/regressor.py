@@ -235,8 +235,11 @@ class SASPARegressor(RegressorMixin, SASPABase):
         std : ndarray of shape (n_samples,), only if ``return_std``
         """
         X = self._check_predict_input(X)
-        both = self.fitted_posterior_.map_rows(X, _mean_and_std, columns=2)
-        return (both[:, 0], both[:, 1]) if return_std else both[:, 0]
+        if not return_std:
+            return self.fitted_posterior_.map_rows(X, _mean, rows=self.block_rows)
+        both = self.fitted_posterior_.map_rows(X, _mean_and_std, columns=2,
+                                               rows=self.block_rows)
+        return both[:, 0], both[:, 1]
 
 
 def _noise_variance(fitted):
@@ -248,9 +251,16 @@ def _noise_variance(fitted):
     return params["scale"] ** 2 * params["dof"] / (params["dof"] - 2.0)
 
 
-def _mean_and_std(fitted, Xb):
+def _mean(fitted, Xb, rows):
+    """Predictive mean of y (the expected count for Poisson)."""
+    mean, var = fitted.latent(Xb, rows)
+    mean = mean[:, 0] + fitted.offset
+    return np.exp(mean + 0.5 * var[:, 0]) if fitted.likelihood == "poisson" else mean
+
+
+def _mean_and_std(fitted, Xb, rows):
     """Predictive mean of y and the standard deviation of a new observation."""
-    mean, var = fitted.latent(Xb)
+    mean, var = fitted.latent(Xb, rows)
     mean, var = mean[:, 0] + fitted.offset, var[:, 0]
     if fitted.likelihood == "poisson":
         rate = np.exp(mean + 0.5 * var)

@@ -67,7 +67,7 @@ def read_rows(path):
                 continue
             if len(row) != len(header):
                 raise StoreError(
-                    f"{path}: line {reader.line_num} has {len(row)} fields, "
+                    f"{path}:{reader.line_num}: {len(row)} fields, "
                     f"the header has {len(header)}"
                 )
             yield reader.line_num, row
