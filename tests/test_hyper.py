@@ -36,6 +36,10 @@ def _problem(likelihood_name, blur, seed=0, n=240, d=3, M=10):
     return X, y, lik, basis.means, blur_covariances(basis.covs, blur)
 
 
+# The gradient is checked on the Trainer (saspa_dask.fitting.trainer) because the
+# evidence at *fixed* sites, whose derivative the gradient is, has no estimator-level
+# route: an estimator always re-runs EP.
+
 def _evidence_at_fixed_sites(trainer, hyper, lik, sites):
     trainer.build(hyper, sites)
     return trainer.evidence(lik)

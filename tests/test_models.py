@@ -97,6 +97,8 @@ def test_waveform_one_vs_rest_against_sklearn(monkeypatch):
         calls.append(Xb.shape[0])
         return real(Xb, *args, **kw)
 
+    # No public route counts kernel evaluations: the count is the point of the test
+    # (one kernel block per row block, shared by the classes), so the kernel is wrapped.
     monkeypatch.setattr(ep_module, "blurred_cross_covariance", counting)
     clf = SASPAClassifier(n_bases=32, blur="spherical", random_state=0, block_rows=200,
                           optimize_hyperparameters=False).fit(Xs[train], y[train])

@@ -1,4 +1,6 @@
-"""Blurred basis points: ``Basis`` and K-means bases with shrunk cluster covariances.
+"""Blurred basis points: ``Basis``, and the shrinkage rule for cluster covariances.
+
+K-means itself (which finds the clusters) is :mod:`saspa_dask.engines.kmeans`.
 
 Shrinkage rule (documented contract)
 ------------------------------------
@@ -16,11 +18,9 @@ mean of a conjugate (inverse-Wishart-like) prior centred on the pooled spread.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
-__all__ = ["Basis", "kmeans_bases", "shrunk_covariances"]
+__all__ = ["Basis", "shrunk_covariances"]
 
 _VARIANCE_FLOOR = 1e-6
 _ABSOLUTE_FLOOR = 1e-12
@@ -101,69 +101,3 @@ def shrunk_covariances(counts, scatter, total_variance):
     D = np.diag(np.maximum(pooled, floor))
     n0 = scatter.shape[1] + 2.0
     return (scatter + n0 * D[None]) / (n + n0)
-
-
-def _kmeans_labels(X, n_bases, random_state):
-    """Cluster labels of every row.
-
-    Up to ``2 * max(10000, 20 M)`` rows this is scikit-learn's K-means run to
-    convergence.  Beyond, as in the distributed :func:`saspa_dask.distributed.kmeans`,
-    K-means runs to convergence on a row sample and then at most 10 Lloyd passes over
-    all rows polish it: a full run at N = 2e5, M = 256 took 10.7 s, most of it Lloyd
-    passes that moved the centres by less than the noise of the sample.
-    """
-    from sklearn.cluster import KMeans
-    from sklearn.utils import check_random_state
-
-    n_sample = max(10_000, 20 * n_bases)
-    with warnings.catch_warnings():
-        # Too few distinct points is handled (and reported) by the caller.
-        warnings.filterwarnings("ignore", message="Number of distinct clusters")
-        if X.shape[0] <= 2 * n_sample:
-            return KMeans(n_clusters=n_bases, n_init=1, random_state=random_state).fit(X).labels_
-        rng = np.random.default_rng(check_random_state(random_state).randint(2**31 - 1))
-        sample = X[np.sort(rng.choice(X.shape[0], size=n_sample, replace=False))]
-        start = KMeans(n_clusters=n_bases, n_init=1, random_state=random_state).fit(sample)
-        return KMeans(n_clusters=n_bases, init=start.cluster_centers_, n_init=1,
-                      max_iter=10).fit(X).labels_
-
-
-def kmeans_bases(X, n_bases, random_state=None):
-    """K-means bases on in-memory rows: cluster means and shrunk covariances.
-
-    Parameters
-    ----------
-    X : ndarray of shape (N, d)
-    n_bases : int
-    random_state : int, RandomState or None
-
-    Returns
-    -------
-    Basis
-        With at most ``n_bases`` points: clusters that came out empty or duplicated
-        (fewer distinct points than ``n_bases``) are dropped with a warning.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    labels = _kmeans_labels(X, n_bases, random_state)
-    order = np.argsort(labels, kind="stable")
-    bounds = np.searchsorted(labels[order], np.arange(n_bases + 1))
-    means, scatter, counts = [], [], []
-    for j in range(n_bases):
-        rows = X[order[bounds[j]:bounds[j + 1]]]
-        if rows.shape[0] == 0:
-            continue
-        mean = rows.mean(axis=0)
-        centred = rows - mean
-        means.append(mean)
-        scatter.append(centred.T @ centred)
-        counts.append(rows.shape[0])
-    means, scatter, counts = np.array(means), np.array(scatter), np.array(counts, float)
-    if counts.size < n_bases:
-        warnings.warn(
-            f"K-means found {counts.size} distinct clusters for n_bases={n_bases} "
-            "(too few distinct points); using those",
-            UserWarning,
-            stacklevel=2,
-        )
-    covs = shrunk_covariances(counts, scatter, X.var(axis=0))
-    return Basis(means, covs)

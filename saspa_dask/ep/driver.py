@@ -189,7 +189,7 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
     engine : EPEngine
         :class:`saspa_dask.engines.memory.InMemoryEngine` or
         :class:`saspa_dask.engines.dask_engine.DaskEngine`
-    likelihood : likelihood object (see :mod:`saspa_dask.likelihoods`)
+    likelihood : likelihood object (see :mod:`saspa_dask.core.likelihoods`)
     signal_variance : float
     settings : EPSettings
     callback : callable, optional

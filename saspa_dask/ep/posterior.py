@@ -53,9 +53,8 @@ class Posterior:
 
         Since P = I + A >= I, every singular value of R^{-1} is at most 1: forming it
         is well conditioned (unlike an inverse of a kernel matrix), and it turns the
-        per-row triangular solves into one GEMM, which OpenBLAS runs about 3x faster
-        than TRSM here (one core, 125,000 x 256: TRSM 14 GFLOP/s, GEMM 43 GFLOP/s;
-        GEMM with the transposed, Fortran-ordered view ran at 23 GFLOP/s).
+        per-row triangular solves into one GEMM, which OpenBLAS runs several times
+        faster than TRSM (``benchmarks/RESULTS.md``, "Design measurements").
         """
         inverse, info = lapack.dtrtri(self.chol, lower=1)
         if info != 0:

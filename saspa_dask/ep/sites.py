@@ -116,14 +116,13 @@ class Workspace:
     """Buffers reused across the row sub-blocks of one chunk task.
 
     Worker processes run with ``MALLOC_TRIM_THRESHOLD_`` set (LESSONS.md), which
-    makes every multi-megabyte temporary a fresh mmap with page faults: measured, a
-    sub-blocked chunk task went from 0.69 s to 1.18 s.  Reusing these buffers avoids
-    that.  ``A`` accumulates Phi^T diag(tau) Phi.
+    makes every multi-megabyte temporary a fresh mmap with page faults; reusing these
+    buffers avoids that.  ``A`` accumulates Phi^T diag(tau) Phi.
 
     Every product here goes through NumPy's BLAS, none through SciPy's: the two are
     separate OpenBLAS builds with separate thread pools, and alternating between them
-    with 2 threads each made the pools spin against each other (measured on 2 cores:
-    the marginals-plus-statistics loop ran at 19 GFLOP/s mixed, 52 GFLOP/s NumPy only).
+    made the pools spin against each other (the measured costs of both are in
+    ``benchmarks/RESULTS.md``, "Design measurements").
     """
 
     def __init__(self, n_bases, rows):

@@ -7,15 +7,13 @@ from numbers import Real
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
 
 from ..core.likelihoods import Logistic, Probit, Step
 from ..engines.chunks import is_lazy
 from .base import SASPABase
 from .docs import _CLASSIFIER_PARAMS_DOC, _SHARED_ATTRS_DOC
 from .registry import register
-from .validation import check_lazy_features, check_training_data
+from .validation import validate_training_input
 
 __all__ = ["SASPAClassifier"]
 
@@ -157,14 +155,8 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
         self : SASPAClassifier
         """
         self._reset()
-        if is_lazy(X) or is_lazy(y):
-            X, y, stats = check_training_data(X, y, classification=True)
-            self.n_features_in_ = X.shape[1]
-            classes, column_std = np.asarray(stats["classes"]), stats["std"]
-        else:
-            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-            check_classification_targets(y)
-            classes, column_std = np.unique(y), X.std(axis=0)
+        X, y, stats = validate_training_input(self, X, y, classification=True, reset=True)
+        classes, column_std = np.asarray(stats["classes"]), stats["std"]
         if classes.size < 2:
             raise ValueError(
                 f"SASPAClassifier needs samples of 2 classes; got 1 class ({classes[0]!r})")
@@ -209,14 +201,8 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
 
     def _new_rows(self, X, y):
         """Checked new rows and their EP targets: (X, targets, one-vs-rest labels)."""
-        if is_lazy(X) or is_lazy(y):
-            check_lazy_features(self, X)
-            X, y, stats = check_training_data(X, y, classification=True)
-            found = np.asarray(stats["classes"])
-        else:
-            X, y = validate_data(self, X, y, reset=False, dtype=np.float64)
-            found = np.unique(y)
-        unknown = np.setdiff1d(found, self.classes_)
+        X, y, stats = validate_training_input(self, X, y, classification=True, reset=False)
+        unknown = np.setdiff1d(np.asarray(stats["classes"]), self.classes_)
         if unknown.size:
             raise ValueError(f"labels {unknown.tolist()} are not among classes_ "
                              f"{self.classes_.tolist()}")

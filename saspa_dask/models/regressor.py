@@ -7,14 +7,12 @@ from numbers import Real
 import numpy as np
 from sklearn.base import RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import validate_data
 
 from ..core.likelihoods import Gaussian, Poisson, StudentT
-from ..engines.chunks import is_lazy
 from .base import SASPABase
 from .docs import _REGRESSOR_PARAMS_DOC, _SHARED_ATTRS_DOC
 from .registry import register
-from .validation import check_lazy_features, check_training_data
+from .validation import validate_training_input
 
 __all__ = ["SASPARegressor"]
 
@@ -140,17 +138,9 @@ class SASPARegressor(RegressorMixin, SASPABase):
         self : SASPARegressor
         """
         self._reset()
-        if is_lazy(X) or is_lazy(y):
-            X, y, stats = check_training_data(X, y, classification=False)
-            self.n_features_in_ = X.shape[1]
-            column_std, mean, spread = stats["std"], float(stats["mean"]), float(stats["var"])
-            y_min = float(stats["min"])
-            non_integer = int(stats["non_integer"])
-        else:
-            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
-                                 y_numeric=True)
-            column_std, mean, spread = X.std(axis=0), float(y.mean()), float(y.var())
-            y_min, non_integer = float(y.min()), int((y != np.round(y)).sum())
+        X, y, stats = validate_training_input(self, X, y, classification=False, reset=True)
+        column_std, mean, spread = stats["std"], float(stats["mean"]), float(stats["var"])
+        y_min, non_integer = float(stats["min"]), int(stats["non_integer"])
         damping = 1.0 if self.damping is None else self.damping
         if self.likelihood == "poisson":
             if y_min < 0 or non_integer:
@@ -206,11 +196,7 @@ class SASPARegressor(RegressorMixin, SASPABase):
 
     def _new_rows(self, X, y):
         """Checked new rows and their EP targets: (X, targets, None)."""
-        if is_lazy(X) or is_lazy(y):
-            check_lazy_features(self, X)
-            X, y, _ = check_training_data(X, y, classification=False)
-        else:
-            X, y = validate_data(self, X, y, reset=False, dtype=np.float64, y_numeric=True)
+        X, y, _ = validate_training_input(self, X, y, classification=False, reset=False)
         if self.likelihood == "poisson":
             return X, y, None
         return X, y - self.y_mean_, None

@@ -11,10 +11,13 @@ import dask
 import dask.array as da
 import numpy as np
 
-from ..engines.chunks import as_dask, row_chunked
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
+
+from ..engines.chunks import as_dask, is_lazy, row_chunked
 
 __all__ = ["check_init_sites", "check_lazy_features", "check_training_data",
-           "default_lengthscale", "resolve_lengthscale"]
+           "default_lengthscale", "resolve_lengthscale", "validate_training_input"]
 
 
 def default_lengthscale(column_std):
@@ -104,3 +107,30 @@ def check_training_data(X, y, classification):
     if not classification and stats["bad_y"]:
         raise ValueError(f"Input y contains NaN or infinity in {int(stats['bad_y'])} rows")
     return X, y, stats
+
+
+def validate_training_input(estimator, X, y, *, classification, reset):
+    """The one dispatch on the input type of training rows: ``(X, y, stats)``.
+
+    Dask and zarr input is validated chunk by chunk in one pass and stays lazy;
+    NumPy-like input goes through scikit-learn's ``validate_data``.  ``reset`` (fit)
+    sets ``n_features_in_`` (and ``feature_names_in_``); otherwise (new rows) the rows
+    are checked against them.  ``stats``: ``std`` of each input and, for
+    classification, the ``classes`` found; for regression ``mean``, ``var``, ``min``
+    and ``non_integer`` of y.
+    """
+    if is_lazy(X) or is_lazy(y):
+        if not reset:
+            check_lazy_features(estimator, X)
+        X, y, stats = check_training_data(X, y, classification)
+        if reset:
+            estimator.n_features_in_ = X.shape[1]
+        return X, y, stats
+    X, y = validate_data(estimator, X, y, reset=reset, dtype=np.float64,
+                         ensure_min_samples=2 if reset else 1, y_numeric=not classification)
+    if classification:
+        if reset:
+            check_classification_targets(y)
+        return X, y, {"std": X.std(axis=0), "classes": np.unique(y)}
+    return X, y, {"std": X.std(axis=0), "mean": float(y.mean()), "var": float(y.var()),
+                  "min": float(y.min()), "non_integer": int((y != np.round(y)).sum())}

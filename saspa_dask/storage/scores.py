@@ -18,7 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import dask
-import dask.array as da
 import numpy as np
 import zarr
 from dask import delayed
