@@ -63,3 +63,18 @@ def test_no_function_is_longer_than_80_lines():
                 if length > 80:
                     long.append(f"{path.relative_to(ROOT)}:{node.name} ({length})")
     assert long == []
+
+
+def test_both_engines_implement_the_protocol_the_driver_names():
+    import numpy as np
+
+    from saspa_dask.engines.dask_engine import DaskEngine
+    from saspa_dask.engines.memory import InMemoryEngine
+    from saspa_dask.ep import Block, EPEngine
+
+    engine = InMemoryEngine([Block(np.ones((3, 2)), np.zeros(3), np.ones(3))])
+    assert isinstance(engine, EPEngine)
+    members = {name for name in dir(EPEngine) if not name.startswith("_")}
+    assert {"parallel_pass", "sequential_pass", "commit", "statistics"} <= members
+    for name in members - {"is_cold", "n_rows", "blocks", "n_bases"}:
+        assert callable(getattr(DaskEngine, name)), name
