@@ -170,7 +170,7 @@ def twoclass_one(seed, bases_list, n_test, jobs):
 
 
 def twoclass(quick, jobs, bases_list):
-    n_sets, n_test = (4, 500) if quick else (20, 2000)
+    n_sets, n_test = (2, 500) if quick else (20, 2000)
     with ProcessPoolExecutor(jobs) as pool:
         runs = [r for part in pool.map(twoclass_one, range(n_sets), [bases_list] * n_sets,
                                        [n_test] * n_sets, [jobs] * n_sets) for r in part]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, replace
+from functools import partial
 
 import dask
 import numpy as np
@@ -140,10 +141,7 @@ class Trainer:
         """EP for every problem; returns the EPResults with sites as numpy arrays."""
         results = []
         for k, engine in enumerate(self._engines):
-            callback = None
-            if self.callback is not None:
-                def callback(record, k=k):
-                    self.callback({**record, "problem": k})
+            callback = None if self.callback is None else partial(self._tell, k)
             result = run_ep(engine, likelihood, self.hyper.signal_variance, self.settings,
                             callback=callback)
             if self.is_lazy:
@@ -153,6 +151,9 @@ class Trainer:
                 result.tau, result.nu = np.concatenate(result.tau), np.concatenate(result.nu)
             results.append(result)
         return results
+
+    def _tell(self, problem, record):
+        self.callback({**record, "problem": problem})
 
     def evidence(self, likelihood):
         """The summed log Z_EP of the current sites, without an EP sweep (the evidence

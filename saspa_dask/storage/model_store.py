@@ -334,9 +334,9 @@ def describe_model(path):
     report = _report(attrs)
     summary = {k: attrs.get(k) for k in ("estimator", "task", "n_features_in", "n_bases",
                                          "kernel", "likelihood", "classes", "versions")}
-    summary["blur"] = attrs["params"].get("blur") if attrs["format_version"] >= 3 else attrs.get("blur")
-    summary["ep"] = {"mode": attrs["params"].get("ep_mode") if attrs["format_version"] >= 3
-                     else attrs["ep"].get("mode"),
+    new = attrs["format_version"] >= 3
+    summary["blur"] = attrs["params"].get("blur") if new else attrs.get("blur")
+    summary["ep"] = {"mode": attrs["params"].get("ep_mode") if new else attrs["ep"].get("mode"),
                      "damping": report.get("damping_"), "n_sweeps": report["n_sweeps_"],
                      "converged": report["converged_"],
                      "n_invalid_cavities": report["n_invalid_cavities_"],

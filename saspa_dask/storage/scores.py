@@ -4,10 +4,11 @@ Score store layout: a zarr group with arrays ``mean`` and ``variance`` (latent) 
 for classification, ``proba`` (P(y = classes_[1])), all chunk-aligned with the input's
 row chunks, plus ``done`` (one flag per chunk).  A one-vs-rest multi-class model writes
 (N, n_classes) arrays (one column per class; ``proba`` normalised over the classes); a
-Poisson model also writes ``rate``, the expected count exp(mean + variance / 2).  A chunk task writes its rows, then its
-flag; the group's ``complete`` attribute is set only after every flag is.  zarr 3 does
-not store chunks equal to the fill value (``write_empty_chunks=False``), so "the chunk
-exists" would prove nothing: the flags are the record of what was written.
+Poisson model also writes ``rate``, the expected count exp(mean + variance / 2).  A
+chunk task writes its rows, then its flag; the group's ``complete`` attribute is set
+only after every flag is.  zarr 3 does not store chunks equal to the fill value
+(``write_empty_chunks=False``), so "the chunk exists" would prove nothing: the flags
+are the record of what was written.
 
 A rerun on an incomplete store checks that it belongs to the same model and input (by
 fingerprint and chunking) and computes only the chunks whose flag is not set.
