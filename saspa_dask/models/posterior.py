@@ -114,8 +114,9 @@ class FittedPosterior:
     def is_classifier(self):
         return self.classes is not None
 
-    @property
+    @cached_property
     def basis(self):
+        """The bases as a :class:`~saspa_dask.core.bases.Basis` (validated once)."""
         return Basis(self.means, self.covs)
 
     @cached_property
