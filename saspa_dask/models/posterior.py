@@ -27,7 +27,7 @@ from ..engines.chunks import as_dask, is_lazy
 from ..ep.posterior import Posterior, predict_latent
 from ..ep.whitening import make_block
 
-__all__ = ["FittedPosterior"]
+__all__ = ["FittedPosterior", "stacked", "unstacked"]
 
 # rows predicted at a time: the n x M whitened block of a whole chunk is never formed
 _PREDICT_ROWS = 16384
@@ -277,14 +277,6 @@ def _apply(Xb, func, posterior, rows):
     return func(posterior, Xb, rows)
 
 
-def split_columns(values, width):
-    """(left, right) halves of a (n, 2 width) NumPy or dask array, squeezed for 1."""
-    left, right = values[:, :width], values[:, width:]
-    if width == 1:
-        return left[:, 0], right[:, 0]
-    return left, right
-
-
 def stacked(arrays):
     """A list of per-problem arrays as one array (no leading axis for one problem)."""
     return arrays[0] if len(arrays) == 1 else np.stack(arrays)
@@ -294,5 +286,3 @@ def unstacked(array, n_problems):
     """The inverse of :func:`stacked`."""
     return [array] if n_problems == 1 else list(array)
 
-
-__all__ += ["split_columns", "stacked", "unstacked"]

@@ -35,11 +35,10 @@ FORMAT_VERSION = 3
 # _report_of_version_2); 1 had no multi-class and no hyperparameter trace
 _READABLE_VERSIONS = (2, 3)
 
-# the fitted posterior's arrays (a leading problem axis for one-vs-rest), the paper's
-# alpha and beta (for other tools), the per-row sites
+# the fitted posterior's arrays (a leading problem axis for one-vs-rest); beside them a
+# store holds the paper's alpha and beta (for other tools) and the per-row sites
 _POSTERIOR_ARRAYS = ("bases_means", "bases_covs", "lengthscale", "whitening",
                      "posterior_chol", "posterior_h", "posterior_mean")
-_MODEL_ARRAYS = _POSTERIOR_ARRAYS + ("alpha", "beta", "sites_tau", "sites_nu")
 # report attributes that are floats and may be NaN (stored as null)
 _FLOAT_REPORT = ("log_evidence_", "damping_", "blur_scale_")
 
