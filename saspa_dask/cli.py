@@ -426,6 +426,16 @@ def info(model, as_json):
                f"converged {ep['converged']}, invalid cavities {ep['n_invalid_cavities']}")
     click.echo(f"{'kernel':>17}: signal variance {summary['kernel']['signal_variance']:.4g}, "
                f"jitter {summary['kernel']['jitter']:.3g}")
+    hyper = summary["hyperparameters"]
+    if hyper["optimized"]:
+        info = hyper["info"]
+        line = f"learnt, {info.get('n_iterations')} iterations"
+        if "log_evidence_start" in info:  # not recorded by older versions
+            line += (f", log evidence {info['log_evidence_start']:.6g} -> "
+                     f"{info['log_evidence_end']:.6g}, stopped at the cap "
+                     f"{info['hit_iteration_cap']}, on a bound: "
+                     f"{', '.join(info['at_bounds']) or 'none'}")
+        click.echo(f"{'hyperparameters':>17}: {line}")
 
 
 if __name__ == "__main__":

@@ -200,3 +200,33 @@ def test_restarts_keep_the_start_with_the_highest_evidence(kind, winner):
     np.testing.assert_allclose(model.alpha_, singles[best].alpha_, rtol=1e-6,
                                atol=1e-6 * np.abs(singles[best].alpha_).max())
     assert {rec["start"] for rec in model.hyperparameter_trace_} == set(range(n_restarts + 1))
+
+
+def test_the_optimiser_reports_its_cap_bounds_and_evidence(tmp_path):
+    """A noise variance started 1000 times too large ends on its lower bound (3 decades
+    down); a single iteration stops at the cap.  Both are reported, with the evidence
+    before and after, on the estimator, in the store's summary and as job warnings."""
+    from saspa_dask.jobs.training import optimiser_warnings
+    from saspa_dask.storage import describe_model
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(300, 1))
+    y = np.sin(X[:, 0]) + 0.01 * rng.normal(size=300)
+    reg = SASPARegressor(n_bases=15, random_state=0, noise_variance=10.0,
+                         max_hyper_iter=50).fit(X, y)
+    info = reg.hyperparameter_info_
+    assert info["at_bounds"] == ["likelihood.noise_variance"] and not info["hit_iteration_cap"]
+    assert reg.noise_variance_ == pytest.approx(10.0 / 1000, rel=1e-9)
+    assert info["log_evidence_start"] == pytest.approx(reg.hyperparameter_trace_[0]["log_evidence"])
+    assert info["log_evidence_end"] == pytest.approx(reg.log_evidence_, rel=1e-9)
+    assert info["log_evidence_end"] > info["log_evidence_start"]
+    assert any("on a bound" in line and "noise_variance" in line
+               for line in optimiser_warnings(info))
+    clf = SASPAClassifier(n_bases=10, random_state=0, max_hyper_iter=1).fit(X, X[:, 0] > 0)
+    assert clf.hyperparameter_info_["hit_iteration_cap"]
+    assert clf.hyperparameter_info_["n_iterations"] == 1
+    assert any("cap of 1 iterations" in line
+               for line in optimiser_warnings(clf.hyperparameter_info_))
+    clf.save(tmp_path / "m.zarr")
+    assert describe_model(tmp_path / "m.zarr")["hyperparameters"]["info"][
+        "hit_iteration_cap"] is True

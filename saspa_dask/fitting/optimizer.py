@@ -44,7 +44,11 @@ def optimize(evaluate, start, *, max_iter=20, gtol=1e-5, callback=None):
         Per accepted iteration: ``iteration``, ``log_evidence``, ``hyperparameters``,
         ``n_evaluations`` so far, ``seconds``.
     info : dict
-        ``n_evaluations``, ``n_iterations``, ``message``, ``n_failed_evaluations``.
+        ``n_evaluations``, ``n_iterations``, ``message``, ``n_failed_evaluations``,
+        ``converged``; ``hit_iteration_cap`` (stopped by ``max_iter`` or its evaluation
+        budget), ``at_bounds`` (names of the learnt values that ended on a bound of
+        :meth:`Hyperparameters.bounds`), ``log_evidence_start`` and
+        ``log_evidence_end``.
     """
     objective = _Objective(evaluate, start)
     x0 = start.to_log()
@@ -69,8 +73,19 @@ def optimize(evaluate, start, *, max_iter=20, gtol=1e-5, callback=None):
                                "gtol": gtol, "ftol": 1e-9})
     info = {"n_evaluations": objective.evaluations, "n_iterations": int(result.nit),
             "n_failed_evaluations": objective.failed, "message": str(result.message),
-            "converged": bool(result.success)}
+            "converged": bool(result.success),
+            # scipy's status 1: the iteration or function-evaluation limit was reached
+            "hit_iteration_cap": bool(result.status == 1),
+            "at_bounds": _at_bounds(objective.best_hyper, start.bounds()),
+            "log_evidence_start": float(-f0), "log_evidence_end": float(objective.best_value)}
     return objective.best_hyper, objective.best_state, trace, info
+
+
+def _at_bounds(hyper, bounds, tol=1e-8):
+    """Names of the learnt values of ``hyper`` that lie on a bound (in log space)."""
+    x = hyper.to_log()
+    return [name for name, v, (lo, hi) in zip(hyper.names(), x, bounds)
+            if v <= lo + tol or v >= hi - tol]
 
 
 class _Objective:

@@ -20,7 +20,8 @@ from ..storage.model_store import load_model, save_model
 from .cluster import dask_client
 from .errors import JobError
 
-__all__ = ["LIKELIHOODS", "build_estimator", "retrain", "retraining_parameters", "train"]
+__all__ = ["LIKELIHOODS", "build_estimator", "optimiser_warnings", "retrain",
+           "retraining_parameters", "train"]
 
 LIKELIHOODS = {"classification": ("probit", "logistic", "step"),
                "regression": ("gaussian", "student_t", "poisson")}
@@ -197,6 +198,19 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     return {**result, "warm_started_rows": n_old if warm else 0}
 
 
+def optimiser_warnings(info):
+    """Lines warning that the evidence maximisation stopped at its iteration cap or
+    with learnt values on a bound (empty when neither, or when nothing was learnt)."""
+    lines = []
+    if info.get("hit_iteration_cap"):
+        lines.append(f"warning: the hyperparameter optimiser stopped at its cap of "
+                     f"{info['n_iterations']} iterations (raise --max-hyper-iter)")
+    if info.get("at_bounds"):
+        lines.append("warning: learnt hyperparameters ended on a bound (3 decades from "
+                     f"their start): {', '.join(info['at_bounds'])}")
+    return lines
+
+
 def _say(echo, message):
     if echo is not None:
         echo(message)
@@ -263,5 +277,7 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
     for level in getattr(model, "coarse_start_", []):
         _say(echo, f"coarse start: {level['rows']} rows, {level['sweeps']} sweeps, "
                    f"{level['seconds']:.1f}s")
+    for line in optimiser_warnings(model.hyperparameter_info_):
+        _say(echo, line)
     return {"model": model, "out": Path(out), "seconds": seconds,
             "converged": bool(model.converged_)}
