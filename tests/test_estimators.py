@@ -281,3 +281,22 @@ def test_numpy_and_dask_input_give_the_same_model(Estimator):
     out = lazy.predict_proba(X) if Estimator is SASPAClassifier else lazy.predict(X)
     ref = mem.predict_proba(X) if Estimator is SASPAClassifier else mem.predict(X)
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-8)
+
+
+def test_dask_prediction_ships_the_posterior_once():
+    """predict_proba on a 6-chunk dask array: one graph node holds the fitted posterior
+    (every chunk task refers to it), and no node holds the per-row sites."""
+    import pickle
+
+    import dask.array as da
+
+    from saspa_dask import FittedPosterior
+
+    X, y = _xor(n=300)
+    clf = SASPAClassifier(n_bases=6, random_state=0, optimize_hyperparameters=False).fit(X, y)
+    graph = dict(clf.predict_proba(da.from_array(X, chunks=50)).__dask_graph__())
+    holding = [k for k, v in graph.items()
+               if isinstance(getattr(v, "value", v), FittedPosterior)]
+    assert len(holding) == 1
+    sites = clf.sites_tau_.tobytes()
+    assert not any(sites in pickle.dumps(v) for v in graph.values())

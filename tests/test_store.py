@@ -249,3 +249,48 @@ def test_every_fitted_attribute_and_parameter_round_trips(tmp_path, case):
         _same(before[name], after[name], name)
     _same(model.get_params(), loaded.get_params(), "get_params()")
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_a_format_2_store_still_loads(tmp_path):
+    """A store as format 2 wrote it (the fit report in separate attributes, parameters as
+    plain JSON): its attributes are rewritten here by hand from the old writer's layout
+    (the arrays kept their names), and the loaded model predicts and reports the same."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(200, 2))
+    y = np.where(X[:, 0] > 0, "a", "b")
+    model = SASPAClassifier(n_bases=8, random_state=0, max_hyper_iter=3).fit(X, y)
+    model.save(tmp_path / "m.zarr")
+    group = zarr.open_group(str(tmp_path / "m.zarr"), mode="r+")
+    new = dict(group.attrs)
+    old = {k: new[k] for k in ("format", "estimator", "task", "n_features_in", "n_bases",
+                               "n_problems", "kernel", "likelihood", "classes",
+                               "classes_dtype", "y_mean", "versions", "complete")}
+    old.update(
+        format_version=2, params={**new["params"], "bases": None}, blur=model.blur,
+        ep={"mode": model.ep_mode, "damping": model.damping_, "max_sweeps": model.max_sweeps,
+            "tol": model.tol, "n_sweeps": model.n_sweeps_, "converged": model.converged_,
+            "n_invalid_cavities": model.n_invalid_cavities_,
+            "n_skipped_updates": model.n_skipped_updates_,
+            "n_damping_halvings": model.n_damping_halvings_,
+            "n_damping_reductions": model.n_damping_reductions_,
+            "n_anderson_steps": model.n_anderson_steps_,
+            "n_anderson_restarts": model.n_anderson_restarts_,
+            "coarse_start": model.coarse_start_},
+        log_evidence=model.log_evidence_, history=new["report"]["history_"],
+        hyperparameters={"optimized": True, "blur_scale": model.blur_scale_,
+                         "trace": new["report"]["hyperparameter_trace_"],
+                         "info": new["report"]["hyperparameter_info_"]},
+        data_fingerprint=None, timings=model.timings_, kmeans=model.kmeans_info_)
+    group.attrs.clear()
+    group.attrs.update(old)
+    loaded = load_model(tmp_path / "m.zarr")
+    np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
+    np.testing.assert_array_equal(loaded.classes_, model.classes_)
+    assert loaded.log_evidence_ == model.log_evidence_
+    assert loaded.n_sweeps_ == model.n_sweeps_ and loaded.history_ == new["report"]["history_"]
+    assert loaded.hyperparameter_info_ == new["report"]["hyperparameter_info_"]
+    assert loaded.kmeans_info_ == model.kmeans_info_ and loaded.timings_ == model.timings_
+    from saspa_dask.storage import describe_model
+
+    summary = describe_model(tmp_path / "m.zarr")
+    assert summary["n_training_rows"] == 200 and summary["ep"]["mode"] == "parallel"

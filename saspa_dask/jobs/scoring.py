@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 from ..storage import scores
-from ..storage.errors import StoreError
 from ..storage.model_store import load_model
 from .cluster import dask_client
-from .errors import JobError
+from .errors import reported
 
 __all__ = ["evaluate", "score"]
-
-
-def _load(model):
-    try:
-        return load_model(model)
-    except StoreError as err:
-        raise JobError(str(err)) from None
 
 
 def score(model, data, out, *, overwrite=False, client=None, scheduler=None, workers=2,
@@ -44,13 +36,11 @@ def score(model, data, out, *, overwrite=False, client=None, scheduler=None, wor
     dict
         ``chunks_total``, ``chunks_written`` (this run), ``rows``.
     """
-    fitted = _load(model)
+    with reported():
+        fitted = load_model(model)
     with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
-                     security=security, echo=echo):
-        try:
-            return scores.score(fitted, data, out, overwrite=overwrite)
-        except (StoreError, ValueError) as err:
-            raise JobError(str(err)) from None
+                     security=security, echo=echo), reported():
+        return scores.score(fitted, data, out, overwrite=overwrite)
 
 
 def evaluate(model, data, *, client=None, scheduler=None, workers=2, timeout=10,
@@ -63,10 +53,8 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=2, timeout=10,
         Classification: ``error``, ``nlp`` (mean negative log probability of the true
         label); regression: ``rmse``, ``mae``, ``nlpd``; always ``rows``.
     """
-    fitted = _load(model)
+    with reported():
+        fitted = load_model(model)
     with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
-                     security=security, echo=echo):
-        try:
-            return scores.evaluate(fitted, data)
-        except (StoreError, ValueError) as err:
-            raise JobError(str(err)) from None
+                     security=security, echo=echo), reported():
+        return scores.evaluate(fitted, data)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from ..storage.ingest import ingest as ingest_file
+from ..storage.ingestion import ingest as ingest_file
 from ..storage.atomic import resolve_model_path
-from ..storage.errors import StoreError
 from ..storage.model_store import describe_model
-from .errors import JobError
+from .errors import reported
 
 __all__ = ["describe", "ingest"]
 
@@ -15,20 +14,16 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
            overwrite=False):
     """Stream a CSV or ``.npy`` file into a chunked zarr data store.
 
-    See :func:`saspa_dask.storage.ingest.ingest` for the options; returns the store's
+    See :func:`saspa_dask.storage.ingestion.ingest` for the options; returns the store's
     attributes (columns, target, rows, preprocessing, fingerprint).
     """
-    try:
+    with reported():
         return ingest_file(source, out, target=target, chunk_rows=chunk_rows,
                            missing=missing, text=text, overwrite=overwrite)
-    except (StoreError, ValueError) as err:
-        raise JobError(str(err)) from None
 
 
 def describe(model):
     """A JSON-able summary of a model store (or ``latest`` pointer): estimator, task,
     rows, bases, kernel, likelihood, EP and optimiser diagnostics."""
-    try:
+    with reported():
         return describe_model(resolve_model_path(model))
-    except StoreError as err:
-        raise JobError(str(err)) from None

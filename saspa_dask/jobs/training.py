@@ -14,11 +14,10 @@ from pathlib import Path
 from ..models import SASPAClassifier, SASPARegressor
 from ..storage.atomic import resolve_model_path, write_latest
 from ..storage.data_store import open_data_store
-from ..storage.errors import StoreError
 from ..storage.fingerprint import fingerprint
 from ..storage.model_store import load_model, save_model
 from .cluster import dask_client
-from .errors import JobError
+from .errors import JobError, reported
 
 __all__ = ["LIKELIHOODS", "build_estimator", "optimiser_warnings", "retrain",
            "retraining_parameters", "train"]
@@ -171,7 +170,8 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
         As :func:`train`, plus ``warm_started_rows``.
     """
     old_path = resolve_model_path(model)
-    old = _load(old_path)
+    with reported():
+        old = load_model(old_path)
     if Path(out).resolve() == old_path.resolve():
         raise JobError("--out must differ from MODEL (the old model is kept)")
     X, y, attrs = _training_data(data, out, overwrite)
@@ -216,21 +216,12 @@ def _say(echo, message):
         echo(message)
 
 
-def _load(path):
-    try:
-        return load_model(path)
-    except StoreError as err:
-        raise JobError(str(err)) from None
-
-
 def _training_data(data, out, overwrite):
     """The data store to train on, after checking the destination is free."""
     if Path(out).exists() and not overwrite:
         raise JobError(f"{out} exists; pass --overwrite to replace it")
-    try:
+    with reported():
         return open_data_store(data)
-    except StoreError as err:
-        raise JobError(str(err)) from None
 
 
 def _warm_start_sites(old, X, y, new_rows, echo):
@@ -239,10 +230,8 @@ def _warm_start_sites(old, X, y, new_rows, echo):
     if X.shape[0] == n_old:
         return old.sites_tau_, old.sites_nu_
     start = time.perf_counter()
-    try:  # problems met on the new rows are warnings
+    with reported("appended rows: "):  # problems met on the new rows are warnings
         sites = old.warm_start_sites(X[n_old:], y[n_old:], new_rows=new_rows)
-    except ValueError as err:
-        raise JobError(f"appended rows: {err}") from None
     if new_rows != "empty":
         _say(echo, f"retrain: starting sites of {X.shape[0] - n_old} new rows ({new_rows}) "
                    f"{time.perf_counter() - start:.1f}s")
@@ -259,19 +248,15 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
         data_fingerprint = fingerprint(X, y)
         if callable(init_sites):  # computed on the cluster (reads the appended rows)
             init_sites = init_sites()
-        try:
+        with reported():
             model.fit(X, y, progress=progress, init_sites=init_sites)
-        except ValueError as err:
-            raise JobError(str(err)) from None
     seconds = time.perf_counter() - start
     model.data_fingerprint_ = data_fingerprint
     attributes = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
                   "target_classes": attrs.get("target_classes"), "train_seconds": seconds,
                   **(extra or {})}
-    try:
+    with reported():
         save_model(model, out, overwrite=overwrite, extra_attrs=attributes)
-    except StoreError as err:
-        raise JobError(str(err)) from None
     if latest:
         write_latest(latest, out)
     for level in getattr(model, "coarse_start_", []):

@@ -14,13 +14,14 @@ import os
 import sys
 import time
 import warnings
+from contextlib import nullcontext
 from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..core.bases import Basis
 from ..core.kernels import BLUR_FAMILIES, blur_covariances
@@ -55,26 +56,8 @@ def _print_hyper(record):
           file=sys.stderr, flush=True)
 
 
-class _WorkDir:
-    """The Dask inputs' site directory (removed afterwards); nothing in memory."""
-
-    def __init__(self, lazy, parent):
-        self.inner = WorkDir(parent) if lazy else None
-
-    def __enter__(self):
-        return None if self.inner is None else self.inner.__enter__()
-
-    def __exit__(self, *exc):
-        if self.inner is not None:
-            self.inner.__exit__(*exc)
-
-
 def _posterior_attribute(name, doc):
-    def get(self):
-        check_is_fitted(self, "fitted_posterior_")
-        return getattr(self.fitted_posterior_, name)
-
-    return property(get, doc=doc)
+    return property(lambda self: getattr(self._posterior(), name), doc=doc)
 
 
 class SASPABase(BaseEstimator):
@@ -112,7 +95,6 @@ class SASPABase(BaseEstimator):
         "n_anderson_steps_", "n_anderson_restarts_", "coarse_start_", "history_",
         "damping_", "blur_scale_", "hyperparameter_trace_", "hyperparameter_info_",
         "timings_", "kmeans_info_", "data_fingerprint_")
-    _SITE_ATTRIBUTES = ("sites_tau_", "sites_nu_")
 
     bases_ = property(lambda self: self._posterior().basis,
                       doc="Basis means and the blur covariances used.")
@@ -211,7 +193,8 @@ class SASPABase(BaseEstimator):
         n_problems = 1 if labels is None else len(labels)
         sites = check_init_sites(init_sites, X.shape[0], n_problems)
         start = time.perf_counter()
-        with _WorkDir(lazy, self.work_dir) as work_dir:
+        # Dask inputs keep their sites in a scratch store (removed afterwards)
+        with WorkDir(self.work_dir) if lazy else nullcontext() as work_dir:
             trainer = Trainer(X, targets, labels, basis.means, basis.covs, settings,
                               jitter=self.jitter, block_rows=self.block_rows, cache=self.cache,
                               work_dir=work_dir,
@@ -261,18 +244,19 @@ class SASPABase(BaseEstimator):
 
     # -- prediction ----------------------------------------------------------------
 
-    def _check_predict_input(self, X):
-        """The one dispatch on input type: lazy input is checked for its width and left
-        lazy, NumPy-like input is validated as scikit-learn does."""
-        from sklearn.utils.validation import validate_data
-
-        check_is_fitted(self, "fitted_posterior_")
+    def _predict(self, X, func, *, columns=None, dtype=np.float64):
+        """``func(fitted_posterior_, X_block, rows)`` over the rows of X, after the one
+        dispatch on input type: lazy input is checked for its width and stays lazy
+        (the result is a dask array), NumPy-like input is validated as scikit-learn
+        does.  Kernel blocks have ``block_rows`` rows."""
+        fitted = self._posterior()
         if is_lazy(X):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has {X.shape[-1]} features, but {type(self).__name__} "
                                  f"is expecting {self.n_features_in_} features as input")
-            return X
-        return validate_data(self, X, reset=False, dtype=np.float64)
+        else:
+            X = validate_data(self, X, reset=False, dtype=np.float64)
+        return fitted.map_rows(X, func, columns=columns, dtype=dtype, rows=self.block_rows)
 
     def predict_latent(self, X):
         """Latent predictive mean and variance of f at X.
@@ -290,10 +274,8 @@ class SASPABase(BaseEstimator):
             the data.  One column per class for a one-vs-rest multi-class model.
             Dask arrays, chunked like X's rows, for dask or zarr input.
         """
-        X = self._check_predict_input(X)
-        fitted = self.fitted_posterior_
-        K = fitted.n_problems
-        both = fitted.map_rows(X, _latent_columns, columns=2 * K, rows=self.block_rows)
+        K = self._posterior().n_problems
+        both = self._predict(X, _latent_columns, columns=2 * K)
         mean, var = both[:, :K], both[:, K:]
         if K == 1:
             return mean[:, 0], var[:, 0]
@@ -361,7 +343,7 @@ class SASPABase(BaseEstimator):
         self.n_skipped_updates_ += n_skipped
         self.history_ = [*self.history_, {"partial_fit_rows": int(X.shape[0]),
                                           "n_invalid": n_invalid, "n_skipped": n_skipped}]
-        self.fitted_posterior_ = _with_posteriors(self.fitted_posterior_, posteriors)
+        self.fitted_posterior_ = replace(self.fitted_posterior_, posteriors=tuple(posteriors))
         # the evidence needs every row's cavity; partial_fit does not revisit old rows
         self.log_evidence_ = float("nan")
         return self
@@ -387,6 +369,3 @@ def _latent_columns(fitted, Xb, rows):
     mean, var = fitted.latent(Xb, rows)
     return np.column_stack([mean + fitted.offset, var])
 
-
-def _with_posteriors(fitted, posteriors):
-    return replace(fitted, posteriors=tuple(posteriors))

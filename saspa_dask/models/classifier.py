@@ -231,10 +231,8 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
         -------
         ndarray of shape (n_samples,) or (n_samples, n_classes)
         """
-        X = self._check_predict_input(X)
-        K = self.fitted_posterior_.n_problems
-        return self.fitted_posterior_.map_rows(X, _margin, columns=None if K == 1 else K,
-                                              rows=self.block_rows)
+        K = self._posterior().n_problems
+        return self._predict(X, _margin, columns=None if K == 1 else K)
 
     def predict_proba(self, X):
         """Class probabilities, columns ordered as ``classes_``.
@@ -250,9 +248,7 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        X = self._check_predict_input(X)
-        return self.fitted_posterior_.map_rows(X, _proba, columns=len(self.classes_),
-                                              rows=self.block_rows)
+        return self._predict(X, _proba, columns=len(self.classes_))
 
     def predict(self, X):
         """Most probable label.
@@ -265,9 +261,7 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
         -------
         ndarray of shape (n_samples,)
         """
-        X = self._check_predict_input(X)
-        return self.fitted_posterior_.map_rows(X, _labels, dtype=self.classes_.dtype,
-                                              rows=self.block_rows)
+        return self._predict(X, _labels, dtype=self.classes_.dtype)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

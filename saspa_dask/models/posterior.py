@@ -201,12 +201,23 @@ class FittedPosterior:
         total = p.sum(axis=1, keepdims=True)
         return p / np.where(total > 0, total, 1.0)
 
+    def point_prediction(self, mean, var):
+        """The regressor's prediction of y from latent moments (offset not added): the
+        mean plus the offset, or for Poisson the expected count exp(mean + var / 2)
+        with the offset in the mean."""
+        if self.likelihood == "poisson":
+            return np.exp(mean + self.offset + 0.5 * var)
+        return mean + self.offset
+
     def outputs(self, X, names):
         """The named outputs at rows X: ``mean`` (offset added) and ``variance`` of
         the latent function, ``proba`` (classification; P(classes_[1]) for two
         classes, one normalised column per class otherwise), ``rate`` (Poisson:
         exp(mean + variance / 2)).  One column per problem, squeezed for one."""
-        mean, var = self.latent(X)
+        return self.outputs_at(*self.latent(X), names)
+
+    def outputs_at(self, mean, var, names):
+        """:meth:`outputs` from latent moments (offset not added) already computed."""
         values = {}
         if "mean" in names:
             values["mean"] = mean + self.offset
@@ -216,7 +227,7 @@ class FittedPosterior:
             p = self.class_probabilities(mean, var)
             values["proba"] = p[:, 1:] if p.shape[1] == 2 and self.n_problems == 1 else p
         if "rate" in names:
-            values["rate"] = np.exp(mean + self.offset + 0.5 * var)
+            values["rate"] = self.point_prediction(mean, var)
         if self.n_problems == 1:
             values = {k: v[:, 0] for k, v in values.items()}
         return values
@@ -225,13 +236,16 @@ class FittedPosterior:
         """log p(y_i | x_i) of each row: the true label's probability for a classifier
         (labels from ``classes``), the predictive density of y with the noise for a
         regressor."""
-        mean, var = self.latent(X)
+        return self.log_predictive_at(*self.latent(X), y)
+
+    def log_predictive_at(self, mean, var, y):
+        """:meth:`log_predictive` from latent moments (offset not added)."""
         if self.is_classifier:
             codes = self.class_codes(y)
-            p = self.class_probabilities(mean, var)
             if self.n_problems == 1:
                 sign = np.where(codes == 1, 1.0, -1.0)
                 return self.likelihood_object.log_predictive(sign, mean[:, 0], var[:, 0])
+            p = self.class_probabilities(mean, var)
             return np.log(np.maximum(p[np.arange(len(codes)), codes], 1e-300))
         y = np.asarray(y, dtype=np.float64)
         if self.likelihood == "poisson":  # the offset is inside the likelihood

@@ -220,11 +220,9 @@ class SASPARegressor(RegressorMixin, SASPABase):
             For poisson the expected count E[exp(f)] = exp(mean + var / 2).
         std : ndarray of shape (n_samples,), only if ``return_std``
         """
-        X = self._check_predict_input(X)
         if not return_std:
-            return self.fitted_posterior_.map_rows(X, _mean, rows=self.block_rows)
-        both = self.fitted_posterior_.map_rows(X, _mean_and_std, columns=2,
-                                               rows=self.block_rows)
+            return self._predict(X, _mean)
+        both = self._predict(X, _mean_and_std, columns=2)
         return both[:, 0], both[:, 1]
 
 
@@ -239,17 +237,14 @@ def _noise_variance(fitted):
 
 def _mean(fitted, Xb, rows):
     """Predictive mean of y (the expected count for Poisson)."""
-    mean, var = fitted.latent(Xb, rows)
-    mean = mean[:, 0] + fitted.offset
-    return np.exp(mean + 0.5 * var[:, 0]) if fitted.likelihood == "poisson" else mean
+    return fitted.point_prediction(*fitted.latent(Xb, rows))[:, 0]
 
 
 def _mean_and_std(fitted, Xb, rows):
     """Predictive mean of y and the standard deviation of a new observation."""
     mean, var = fitted.latent(Xb, rows)
-    mean, var = mean[:, 0] + fitted.offset, var[:, 0]
+    point, var = fitted.point_prediction(mean, var)[:, 0], var[:, 0]
     if fitted.likelihood == "poisson":
-        rate = np.exp(mean + 0.5 * var)
-        rate_var = (np.exp(var) - 1.0) * rate * rate
-        return np.column_stack([rate, np.sqrt(rate + rate_var)])
-    return np.column_stack([mean, np.sqrt(var + _noise_variance(fitted))])
+        rate_var = (np.exp(var) - 1.0) * point * point
+        return np.column_stack([point, np.sqrt(point + rate_var)])
+    return np.column_stack([point, np.sqrt(var + _noise_variance(fitted))])

@@ -1,7 +1,7 @@
 """Layer 6, storage: data stores, model stores, score stores, fingerprints, ingest.
 
 - :mod:`~saspa_dask.storage.csv_reader`: the one CSV reader;
-- :mod:`~saspa_dask.storage.ingest`: CSV / ``.npy`` into a chunked zarr data store;
+- :mod:`~saspa_dask.storage.ingestion`: CSV / ``.npy`` into a chunked zarr data store;
 - :mod:`~saspa_dask.storage.data_store`: opening data stores lazily;
 - :mod:`~saspa_dask.storage.fingerprint`: content fingerprints of data sets;
 - :mod:`~saspa_dask.storage.model_store`: fitted models as zarr groups (no pickle);
@@ -12,7 +12,7 @@
 
 from .data_store import open_data_store
 from .errors import StoreError
-from .ingest import ingest
+from .ingestion import ingest
 from .model_store import describe_model, load_model, save_model
 
 __all__ = ["StoreError", "describe_model", "ingest", "load_model", "open_data_store",

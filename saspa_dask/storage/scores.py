@@ -182,15 +182,15 @@ def score(model, data, out, *, overwrite=False, progress=None):
 
 def _evaluate_chunk(Xb, yb, fitted):
     """(rows, errors or squared residuals, sum of -log p, sum of |residual|)."""
-    Xb, yb = np.asarray(Xb, dtype=np.float64), np.asarray(yb)
-    log_p = fitted.log_predictive(Xb, yb)
+    yb = np.asarray(yb)
+    mean, var = fitted.latent(Xb)  # once: the kernel block is the cost
+    log_p = fitted.log_predictive_at(mean, var, yb)
     if fitted.is_classifier:
-        proba = fitted.class_probabilities(*fitted.latent(Xb))
+        proba = fitted.class_probabilities(mean, var)
         errors = float((proba.argmax(axis=1) != fitted.class_codes(yb)).sum())
         return np.array([len(yb), errors, -log_p.sum(), 0.0])
     # the point prediction only: a Gaussian model has no rate to compute
-    name = "rate" if fitted.likelihood == "poisson" else "mean"
-    resid = yb - fitted.outputs(Xb, [name])[name]
+    resid = yb - fitted.point_prediction(mean, var)[:, 0]
     return np.array([len(yb), float((resid**2).sum()), -log_p.sum(), float(np.abs(resid).sum())])
 
 
