@@ -15,10 +15,13 @@ that is factorised well conditioned (its eigenvalues are >= 1).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 __all__ = [
     "BLUR_FAMILIES",
+    "KernelGradient",
     "blur_covariances",
     "blurred_cross_covariance",
     "basis_covariance",
@@ -212,15 +215,39 @@ def basis_covariance(means, covs, lengthscale, signal_variance):
 
 
 # ----------------------------------------------------------------------------------
-# Derivatives with respect to log lengthscales and a log blur scale
+# Derivatives with respect to log lengthscales, a log blur scale and the bases
 # ----------------------------------------------------------------------------------
 #
 # For K = s2 |I + C~|^{-1/2} exp(-1/2 r~^T (I + C~)^{-1} r~) with C fixed in the
 # original coordinates, S = (I + C~)^{-1} and z = S r~:
 #   d log K / d log l_k = 1 - S_kk + z_k^2
 #   d log K / d log g   = -1/2 tr(S C~) + 1/2 z^T C~ z     (C -> g C, at g = 1)
+#   d log K / d a~      = z (for Kt, r~ = x~ - a~)
+#   d log K / d C~      = -1/2 S + 1/2 z z^T
 # A weighted sum over rows sum_i E_i dK_i needs only the weighted moments of r~:
-# sum_i E_i K_i z_k^2 = (S M2 S)_kk with M2 = sum_i E_i K_i r~_i r~_i^T.
+# sum_i E_i K_i z_k^2 = (S M2 S)_kk with M2 = sum_i E_i K_i r~_i r~_i^T.  The basis
+# gradients come back in the original coordinates: a~ = (a - centre) / l and
+# C~ = diag(1/l) C diag(1/l) give d/da = (d/da~) / l and d/dC_kl = (d/dC~_kl) / (l_k l_l).
+
+
+class KernelGradient(NamedTuple):
+    """A weighted sum of kernel derivatives, sum W dK / d theta.
+
+    ``lengthscale`` (d,) and ``blur_scale`` are with respect to their logs;
+    ``means`` (M, d) and ``covs`` (M, d, d) per basis, with respect to the means and
+    the blur covariances themselves (``covs[j]`` is the symmetric matrix gradient: the
+    derivative along a symmetric change dC_j is <covs[j], dC_j>)."""
+
+    lengthscale: np.ndarray
+    blur_scale: float
+    means: np.ndarray
+    covs: np.ndarray
+
+
+def _to_original(grad_means_s, grad_covs_s, lengthscale):
+    inv_l = 1.0 / lengthscale
+    return (grad_means_s * inv_l[None, :],
+            grad_covs_s * inv_l[None, :, None] * inv_l[None, None, :])
 
 
 def cross_moments(X, weights, means, lengthscale, full):
@@ -263,8 +290,9 @@ def cross_covariance_gradient(moments, means, covs, lengthscale):
 
     Returns
     -------
-    grad_log_lengthscale : ndarray of shape (d,)
-    grad_log_blur_scale : float
+    KernelGradient
+        With diagonal second moments (``full=False`` in :func:`cross_moments`) the
+        off-diagonal entries of ``covs`` are not available and are zero.
     """
     m0, m1, m2 = moments
     d = means.shape[1]
@@ -272,18 +300,25 @@ def cross_covariance_gradient(moments, means, covs, lengthscale):
     a = (means - centre) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     S = np.linalg.inv(np.eye(d)[None] + cs)  # d x d blur precisions, not kernel matrices
+    diagonal_moments = m2.ndim == 2
     # second moments of r~ = x~ - a~ about each basis
-    if m2.ndim == 2:
+    if diagonal_moments:
         m2 = m2[:, :, None] * np.eye(d)[None]
     r2 = (m2 - a[:, :, None] * m1[:, None, :] - m1[:, :, None] * a[:, None, :]
           + m0[:, None, None] * a[:, :, None] * a[:, None, :])
+    if diagonal_moments:
+        r2 = r2 * np.eye(d)[None]
     SrS = S @ r2 @ S
     diag_S = np.diagonal(S, axis1=1, axis2=2)
     grad_l = (m0[:, None] * (1.0 - diag_S) + np.diagonal(SrS, axis1=1, axis2=2)).sum(0)
     SC = S @ cs
     grad_g = (-0.5 * np.trace(SC, axis1=1, axis2=2) * m0
               + 0.5 * np.einsum("jkl,jlk->j", SrS, cs)).sum()
-    return grad_l, float(grad_g)
+    grad_a = np.einsum("jkl,jl->jk", S, m1 - m0[:, None] * a)
+    grad_c = -0.5 * m0[:, None, None] * S + 0.5 * SrS
+    if diagonal_moments:
+        grad_c = grad_c * np.eye(d)[None]
+    return KernelGradient(grad_l, float(grad_g), *_to_original(grad_a, grad_c, lengthscale))
 
 
 def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance):
@@ -291,12 +326,14 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
 
     Returns
     -------
-    grad_log_lengthscale : ndarray of shape (d,)
-    grad_log_blur_scale : float
+    KernelGradient
 
     Notes
     -----
     One row of bases at a time (as :func:`basis_covariance`): memory M d^2 floats.
+    Row i holds every term in a_i and C_i: the pairs (i, j) and (j, i) contribute
+    alike (hence the factor 2), and Kh(i, i), which has C_i twice and no a_i, fits
+    the same formula.
     """
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
@@ -304,6 +341,8 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
     eye = np.eye(d)
     grad_l = np.zeros(d)
     grad_g = 0.0
+    grad_a = np.empty((n_bases, d))
+    grad_c = np.empty((n_bases, d, d))
     for i in range(n_bases):
         C = cs[i][None] + cs  # (M, d, d)
         S = np.linalg.inv(eye[None] + C)
@@ -317,4 +356,7 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
         dg = (-0.5 * np.einsum("jkl,jlk->j", S, C)
               + 0.5 * np.einsum("jk,jkl,jl->j", z, C, z))
         grad_g += float(wk @ dg)
-    return grad_l, grad_g
+        grad_a[i] = -2.0 * wk @ z
+        grad_c[i] = (-np.einsum("j,jkl->kl", wk, S)
+                     + np.einsum("j,jk,jl->kl", wk, z, z))
+    return KernelGradient(grad_l, grad_g, *_to_original(grad_a, grad_c, lengthscale))

@@ -129,7 +129,9 @@ def assemble_gradient(summary, basis, hyper, L):
     -------
     dict
         ``lengthscale`` (d,), ``signal_variance``, ``blur_scale`` (if learnt) and one
-        entry per likelihood hyperparameter; each is d log Z_EP / d log(theta).
+        entry per likelihood hyperparameter, each d log Z_EP / d log(theta); with
+        learnt bases also ``means`` (M, d) and ``covs`` (M, d, d), the derivatives
+        with respect to the basis means and blur covariances themselves.
     """
     lengthscale, signal_variance = hyper.lengthscale, hyper.signal_variance
     S = _sym_lower(summary.A)
@@ -138,15 +140,17 @@ def assemble_gradient(summary, basis, hyper, L):
     left = solve_triangular(L, S, lower=True, trans="T")
     Ah = solve_triangular(L, left.T, lower=True, trans="T").T
     Ah = 0.5 * (Ah + Ah.T)
-    gl_t, gg_t = cross_covariance_gradient((summary.m0, summary.m1, summary.m2), basis.means,
-                                           basis.covs, lengthscale)
-    gl_h, gg_h = basis_covariance_gradient(Ah, basis.means, basis.covs, lengthscale,
-                                           signal_variance)
-    grad = {"lengthscale": gl_t - gl_h,
+    kt = cross_covariance_gradient((summary.m0, summary.m1, summary.m2), basis.means,
+                                   basis.covs, lengthscale)
+    kh = basis_covariance_gradient(Ah, basis.means, basis.covs, lengthscale, signal_variance)
+    grad = {"lengthscale": kt.lengthscale - kh.lengthscale,
             "signal_variance": float(summary.m0.sum() + signal_variance * summary.g_sum
                                      - np.trace(S))}
     if hyper.learn_blur_scale:
-        grad["blur_scale"] = gg_t - gg_h
+        grad["blur_scale"] = kt.blur_scale - kh.blur_scale
+    if hyper.bases is not None:
+        grad["means"] = kt.means - kh.means
+        grad["covs"] = kt.covs - kh.covs
     grad.update(summary.likelihood)
     return grad
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .basis_parameters import LearntBases
+
 __all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS"]
 
 # natural ranges of likelihood parameters (label noise below one half)
@@ -21,7 +23,11 @@ class Hyperparameters:
 
     The ARD lengthscales and the signal variance are always learnt; the likelihood's
     entries are those in ``likelihood`` (empty: none learnt); the blur scale (one
-    multiplier of the K-means blur covariances) only with ``learn_blur_scale``.
+    multiplier of the K-means blur covariances) only with ``learn_blur_scale``; the
+    basis means (and per-basis blur) when ``bases`` is set.  The vector of
+    :meth:`to_log` is: log lengthscales, log s2, [log blur scale], [the bases'
+    :meth:`~saspa_dask.fitting.basis_parameters.LearntBases.vector`], log likelihood
+    parameters.
 
     Examples
     --------
@@ -38,6 +44,7 @@ class Hyperparameters:
     likelihood: dict = field(default_factory=dict)
     blur_scale: float = 1.0
     learn_blur_scale: bool = False
+    bases: LearntBases | None = None
 
     def names(self):
         """Names of the learnt values, in the order of :meth:`to_log`."""
@@ -45,6 +52,8 @@ class Hyperparameters:
         names.append("signal_variance")
         if self.learn_blur_scale:
             names.append("blur_scale")
+        if self.bases is not None:
+            names += self.bases.names()
         return names + [f"likelihood.{k}" for k in self.likelihood]
 
     def to_log(self):
@@ -52,19 +61,27 @@ class Hyperparameters:
         values = [*self.lengthscale, self.signal_variance]
         if self.learn_blur_scale:
             values.append(self.blur_scale)
-        return np.log(np.array(values + list(self.likelihood.values()), dtype=np.float64))
+        head = np.log(np.array(values, dtype=np.float64))
+        tail = np.log(np.array(list(self.likelihood.values()), dtype=np.float64))
+        if self.bases is None:
+            return np.concatenate([head, tail])
+        return np.concatenate([head, self.bases.vector(), tail])
 
     def from_log(self, x):
         """A copy with the learnt values taken from a log-space vector."""
-        v = np.exp(np.asarray(x, dtype=np.float64))
+        x = np.asarray(x, dtype=np.float64)
         d = self.lengthscale.size
         pos = d + 1
         blur = self.blur_scale
         if self.learn_blur_scale:
-            blur, pos = float(v[pos]), pos + 1
-        lik = {k: float(val) for k, val in zip(self.likelihood, v[pos:])}
-        return replace(self, lengthscale=v[:d].copy(), signal_variance=float(v[d]),
-                       likelihood=lik, blur_scale=blur)
+            blur, pos = math.exp(x[pos]), pos + 1
+        bases = self.bases
+        if bases is not None:
+            n = bases.means.shape[0] * bases.width
+            bases, pos = bases.from_vector(x[pos:pos + n]), pos + n
+        lik = {k: math.exp(val) for k, val in zip(self.likelihood, x[pos:])}
+        return replace(self, lengthscale=np.exp(x[:d]), signal_variance=math.exp(x[d]),
+                       likelihood=lik, blur_scale=blur, bases=bases)
 
     def gradient_vector(self, grad):
         """A gradient dict (:func:`~saspa_dask.fitting.gradient.assemble_gradient`) as
@@ -72,6 +89,8 @@ class Hyperparameters:
         values = [*grad["lengthscale"], grad["signal_variance"]]
         if self.learn_blur_scale:
             values.append(grad["blur_scale"])
+        if self.bases is not None:
+            values += list(self.bases.gradient(grad["means"], grad["covs"]))
         return np.array(values + [grad[k] for k in self.likelihood], dtype=np.float64)
 
     def bounds(self):
@@ -80,6 +99,10 @@ class Hyperparameters:
         x0 = self.to_log()
         span = _DECADES * math.log(10.0)
         bounds = [(x - span, x + span) for x in x0]
+        if self.bases is not None:
+            start = self.lengthscale.size + 1 + int(self.learn_blur_scale)
+            box = self.bases.bounds()
+            bounds[start:start + len(box)] = box
         offset = x0.size - len(self.likelihood)
         for k, name in enumerate(self.likelihood):
             lo, hi = LIKELIHOOD_BOUNDS.get(name, (None, None))
@@ -89,6 +112,7 @@ class Hyperparameters:
         return bounds
 
     def as_dict(self):
+        """The scalar values (the bases, M d numbers or more, are left out)."""
         return {"lengthscale": [float(x) for x in self.lengthscale],
                 "signal_variance": float(self.signal_variance),
                 "blur_scale": float(self.blur_scale), "likelihood": dict(self.likelihood)}

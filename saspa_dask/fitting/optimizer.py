@@ -85,7 +85,7 @@ def _at_bounds(hyper, bounds, tol=1e-8):
     """Names of the learnt values of ``hyper`` that lie on a bound (in log space)."""
     x = hyper.to_log()
     return [name for name, v, (lo, hi) in zip(hyper.names(), x, bounds)
-            if v <= lo + tol or v >= hi - tol]
+            if (lo is not None and v <= lo + tol) or (hi is not None and v >= hi - tol)]
 
 
 class _Objective:

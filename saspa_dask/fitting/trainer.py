@@ -90,8 +90,11 @@ class Trainer:
     # -- building ------------------------------------------------------------------
 
     def whitening(self, hyper):
-        """(basis, L, jitter) at ``hyper``."""
-        basis = Basis(self.means, hyper.blur_scale * self.base_covs)
+        """(basis, L, jitter) at ``hyper`` (its learnt bases, if it has them)."""
+        if hyper.bases is not None:
+            basis = Basis(hyper.bases.means, hyper.blur_scale * hyper.bases.covs)
+        else:
+            basis = Basis(self.means, hyper.blur_scale * self.base_covs)
         Kh = basis_covariance(basis.means, basis.covs, hyper.lengthscale,
                               hyper.signal_variance)
         L, jitter = whiten(Kh, hyper.signal_variance, self.jitter)
@@ -171,9 +174,17 @@ class Trainer:
         for engine, result in zip(self._engines, results):
             summary = engine.reduce_chunks(gradient_chunk, result.posterior, likelihood, self.L,
                                            self.basis.means, self.hyper.lengthscale,
-                                           self.full_blur)
+                                           self._full_moments())
             total = summary if total is None else total.merge(summary)
         return assemble_gradient(total, self.basis, self.hyper, self.L)
+
+
+    def _full_moments(self):
+        """The gradient needs off-diagonal second moments: full blur covariances, in
+        use or being learnt."""
+        bases = self.hyper.bases
+        learning_full = bases is not None and bases.blur and bases.family == "full"
+        return self.full_blur or learning_full
 
 
 def _split(sites, blocks):

@@ -1,0 +1,190 @@
+"""Learnt bases: the basis means and per-basis blur as one unconstrained vector.
+
+The optimiser sees, per basis j (DESIGN.md section 2, "Gradients with respect to the
+bases"):
+
+- the mean a_j divided by the starting lengthscales (so that a unit step is about one
+  lengthscale, the same size as a unit step of a log lengthscale);
+- with ``blur=True``, the blur covariance C_j in a form that keeps it positive
+  definite: ``spherical`` log c_j (C_j = c_j I); ``diagonal`` log C_j,kk per input;
+  ``full`` the Cholesky factor R_j (C_j = R_j R_j^T) with its diagonal as logs.
+
+``delta`` bases have no blur to learn (they are SPGP's pseudo-inputs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..core.bases import Basis
+
+__all__ = ["LEARN_BASES", "LearntBases"]
+
+LEARN_BASES = ("means", "means+blur")
+
+# box for log blur variances, relative to the starting squared lengthscales: from a
+# blur far below the kernel's resolution (close to delta) to one far wider than it
+_BLUR_DECADES_BELOW, _BLUR_DECADES_ABOVE = 6.0, 3.0
+
+
+@dataclass(frozen=True)
+class LearntBases:
+    """Basis means and blur covariances that the evidence maximisation moves.
+
+    Parameters
+    ----------
+    means : ndarray of shape (M, d)
+    covs : ndarray of shape (M, d, d)
+        The blur covariances of family ``family``.
+    family : {"delta", "spherical", "diagonal", "full"}
+    blur : bool
+        The blur covariances are learnt too (not ``delta``).
+    scale : ndarray of shape (d,)
+        The means' unit in the vector (the starting lengthscales).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> b = LearntBases(np.zeros((2, 1)), np.ones((2, 1, 1)), "spherical", True,
+    ...                 np.array([2.0]))
+    >>> b.vector()
+    array([0., 0., 0., 0.])
+    >>> b.from_vector(np.array([1.0, 0.0, 0.5, np.log(4.0)])).covs[:, 0, 0]
+    array([1., 4.])
+    """
+
+    means: np.ndarray
+    covs: np.ndarray
+    family: str
+    blur: bool
+    scale: np.ndarray
+
+    def __post_init__(self):
+        if self.blur and self.family == "delta":
+            raise ValueError("blur='delta' has no blur covariances to learn; use "
+                             "learn_bases='means'")
+        if self.blur:
+            # a blur family's covariances must be positive definite to be learnt in
+            # log / Cholesky form: lift exact zeros (a constant input) a little
+            floor = 1e-12 * self.scale**2
+            diag = np.diagonal(self.covs, axis1=1, axis2=2)
+            if np.any(diag < floor):
+                covs = self.covs.copy()
+                idx = np.arange(self.scale.size)
+                covs[:, idx, idx] = np.maximum(diag, floor)
+                object.__setattr__(self, "covs", covs)
+
+    @property
+    def basis(self):
+        return Basis(self.means, self.covs)
+
+    # -- the vector ------------------------------------------------------------------
+
+    def _blur_vector(self):
+        covs, d = self.covs, self.means.shape[1]
+        if self.family == "spherical":
+            return np.log(covs[:, 0, 0])[:, None]
+        if self.family == "diagonal":
+            return np.log(np.diagonal(covs, axis1=1, axis2=2))
+        R = np.linalg.cholesky(covs)
+        idx = np.arange(d)
+        R[:, idx, idx] = np.log(R[:, idx, idx])
+        iu, ju = np.tril_indices(d)
+        return R[:, iu, ju]
+
+    def vector(self):
+        """The unconstrained vector: scaled means, then the blur parameters, per basis."""
+        parts = [self.means / self.scale]
+        if self.blur:
+            parts.append(self._blur_vector())
+        return np.concatenate(parts, axis=1).ravel()
+
+    @property
+    def width(self):
+        """Entries per basis in :meth:`vector`."""
+        d = self.means.shape[1]
+        if not self.blur:
+            return d
+        return d + {"spherical": 1, "diagonal": d, "full": d * (d + 1) // 2}[self.family]
+
+    def from_vector(self, v):
+        """A copy at the vector ``v``."""
+        M, d = self.means.shape
+        v = np.asarray(v, dtype=np.float64).reshape(M, self.width)
+        means = v[:, :d] * self.scale
+        if not self.blur:
+            return replace(self, means=means)
+        p = v[:, d:]
+        if self.family == "spherical":
+            covs = np.exp(p[:, 0])[:, None, None] * np.eye(d)[None]
+        elif self.family == "diagonal":
+            covs = np.zeros((M, d, d))
+            covs[:, np.arange(d), np.arange(d)] = np.exp(p)
+        else:
+            R = np.zeros((M, d, d))
+            iu, ju = np.tril_indices(d)
+            R[:, iu, ju] = p
+            idx = np.arange(d)
+            R[:, idx, idx] = np.exp(R[:, idx, idx])
+            covs = R @ np.swapaxes(R, 1, 2)
+        return replace(self, means=means, covs=covs)
+
+    def gradient(self, grad_means, grad_covs):
+        """The gradient with respect to :meth:`vector`, from the gradients with respect
+        to the means and the (symmetric-matrix) gradients with respect to the blur
+        covariances (:class:`~saspa_dask.core.kernels.KernelGradient`)."""
+        parts = [grad_means * self.scale]
+        if self.blur:
+            d = self.means.shape[1]
+            idx = np.arange(d)
+            diag_g = grad_covs[:, idx, idx]
+            if self.family == "spherical":
+                parts.append((self.covs[:, 0, 0] * diag_g.sum(axis=1))[:, None])
+            elif self.family == "diagonal":
+                parts.append(np.diagonal(self.covs, axis1=1, axis2=2) * diag_g)
+            else:
+                # C = R R^T: <G, dC> = 2 <G R, dR>; log diagonal: times R_kk
+                R = np.linalg.cholesky(self.covs)
+                gR = 2.0 * grad_covs @ R
+                gR[:, idx, idx] *= R[:, idx, idx]
+                iu, ju = np.tril_indices(d)
+                parts.append(gR[:, iu, ju])
+        return np.concatenate(parts, axis=1).ravel()
+
+    def bounds(self):
+        """(low, high) per entry of :meth:`vector`: means free, log blur variances in
+        a box around the starting lengthscales, Cholesky off-diagonals free."""
+        M, d = self.means.shape
+        rows = [(None, None)] * d
+        if self.blur:
+            l2 = np.log(self.scale**2)
+            ten = math.log(10.0)
+            lo, hi = l2 - _BLUR_DECADES_BELOW * ten, l2 + _BLUR_DECADES_ABOVE * ten
+            if self.family == "spherical":
+                rows.append((float(lo.min()), float(hi.max())))
+            elif self.family == "diagonal":
+                rows += [(float(a), float(b)) for a, b in zip(lo, hi)]
+            else:
+                iu, ju = np.tril_indices(d)
+                rows += [(float(lo[i] / 2), float(hi[i] / 2)) if i == j else (None, None)
+                         for i, j in zip(iu, ju)]
+        return rows * M
+
+    def names(self):
+        """Names of the entries of :meth:`vector`."""
+        M, d = self.means.shape
+        names = []
+        for j in range(M):
+            names += [f"bases.means[{j},{k}]" for k in range(d)]
+            if not self.blur:
+                continue
+            if self.family == "spherical":
+                names.append(f"bases.log_width[{j}]")
+            elif self.family == "diagonal":
+                names += [f"bases.log_variance[{j},{k}]" for k in range(d)]
+            else:
+                names += [f"bases.cholesky[{j},{a},{b}]" for a, b in zip(*np.tril_indices(d))]
+        return names
