@@ -245,6 +245,13 @@ class SweepReporter:
                    "the highest evidence is kept (n_restarts_optimizer).")
 @click.option("--learn-blur-scale", is_flag=True,
               help="Also learn a multiplier of the blur covariances.")
+@click.option("--learn-bases", default="none", show_default=True,
+              type=click.Choice(["none", "means", "means+blur"]),
+              help="Also learn the basis means (and each basis's blur) by the EP evidence; "
+                   "implies --optimize-hyperparameters.")
+@click.option("--hyper-subsample", default=20000, show_default=True, type=click.IntRange(1),
+              help="Learn hyperparameters and bases on a seeded uniform subsample of this "
+                   "many rows when the data has more, then run EP on all rows.")
 @click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1))
 @click.option("--tol", default=1e-6, show_default=True, type=float)
 @click.option("--lengthscale", type=float, help="One lengthscale for every input.")
@@ -430,6 +437,9 @@ def info(model, as_json):
     if hyper["optimized"]:
         info = hyper["info"]
         line = f"learnt, {info.get('n_iterations')} iterations"
+        if "n_rows_learnt" in info:  # not recorded by older versions
+            bases = info["learn_bases"] or "no"
+            line += f", on {info['n_rows_learnt']} rows, bases learnt: {bases}"
         if "log_evidence_start" in info:  # not recorded by older versions
             line += (f", log evidence {info['log_evidence_start']:.6g} -> "
                      f"{info['log_evidence_end']:.6g}, stopped at the cap "

@@ -60,6 +60,7 @@ STEP_OPTIONS = {
               "label_noise": (_NUM, False), "dof": (_NUM, False), "scale": (_NUM, False),
               "optimize_hyperparameters": (bool, False), "max_hyper_iter": (int, False),
               "hyper_restarts": (int, False), "learn_blur_scale": (bool, False),
+              "learn_bases": (str, False), "hyper_subsample": (int, False),
               "seed": (int, False), "cache": (str, False),
               "anderson_memory": (int, False), "coarse_start": (bool, False),
               "work_dir": (str, False), "overwrite": (bool, False), "latest": (str, False)},

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..fitting.basis_parameters import LEARN_BASES
 from ..models import SASPAClassifier, SASPARegressor
 from ..storage.atomic import resolve_model_path, write_latest
 from ..storage.data_store import open_data_store
@@ -34,9 +35,20 @@ def build_estimator(task="classification", *, likelihood=None, n_bases=64, blur=
                     lengthscale=None, signal_variance=None, noise_variance=None,
                     label_noise=0.01, dof=4.0, scale=None, seed=0, cache="memory",
                     work_dir=None, optimize_hyperparameters=False, max_hyper_iter=20,
-                    hyper_restarts=0, learn_blur_scale=False, coarse_start=True,
-                    anderson_memory=3):
-    """The estimator ``saspa train`` fits, from the command's options."""
+                    hyper_restarts=0, learn_blur_scale=False, learn_bases=None,
+                    hyper_subsample=20000, coarse_start=True, anderson_memory=3):
+    """The estimator ``saspa train`` fits, from the command's options.
+
+    ``learn_bases`` ("none", "means", "means+blur" or None) turns on the evidence
+    maximisation: the bases are learnt by it."""
+    learn_bases = None if learn_bases in (None, "none", False) else learn_bases
+    if learn_bases is not None and learn_bases not in LEARN_BASES:
+        raise JobError(f"learn_bases must be 'none' or one of {', '.join(LEARN_BASES)}, "
+                       f"got {learn_bases!r}")
+    if learn_bases == "means+blur" and blur == "delta":
+        raise JobError("--learn-bases means+blur needs a blur family with covariances; "
+                       "blur 'delta' has none (use --learn-bases means)")
+    optimize_hyperparameters = optimize_hyperparameters or learn_bases is not None
     if task not in LIKELIHOODS:
         raise JobError(f"task must be 'classification' or 'regression', got {task!r}")
     allowed = LIKELIHOODS[task]
@@ -49,7 +61,8 @@ def build_estimator(task="classification", *, likelihood=None, n_bases=64, blur=
                   work_dir=None if work_dir is None else str(work_dir),
                   optimize_hyperparameters=optimize_hyperparameters,
                   max_hyper_iter=max_hyper_iter, n_restarts_optimizer=hyper_restarts,
-                  learn_blur_scale=learn_blur_scale, coarse_start=coarse_start,
+                  learn_blur_scale=learn_blur_scale, learn_bases=learn_bases or False,
+                  hyper_subsample=hyper_subsample, coarse_start=coarse_start,
                   anderson_memory=anderson_memory, verbose=int(optimize_hyperparameters))
     if task == "classification":
         return SASPAClassifier(likelihood=likelihood or "probit", label_noise=label_noise,
@@ -121,7 +134,7 @@ def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None
     params = {**old.get_params(), "max_sweeps": max_sweeps, "cache": cache,
               "work_dir": None if work_dir is None else str(work_dir),
               "lengthscale": old.lengthscale_, "signal_variance": old.signal_variance_,
-              "optimize_hyperparameters": False, "verbose": 0}
+              "optimize_hyperparameters": False, "learn_bases": False, "verbose": 0}
     if tol is not None:
         params["tol"] = tol
     if anderson_memory is not None:
@@ -205,9 +218,10 @@ def optimiser_warnings(info):
     if info.get("hit_iteration_cap"):
         lines.append(f"warning: the hyperparameter optimiser stopped at its cap of "
                      f"{info['n_iterations']} iterations (raise --max-hyper-iter)")
-    if info.get("at_bounds"):
-        lines.append("warning: learnt hyperparameters ended on a bound (3 decades from "
-                     f"their start): {', '.join(info['at_bounds'])}")
+    names = info.get("at_bounds")
+    if names:
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        lines.append(f"warning: learnt values ended on a bound of their box: {shown}")
     return lines
 
 

@@ -20,7 +20,8 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, Options, StrOptions
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..core.bases import Basis
@@ -29,6 +30,7 @@ from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from ..engines.kmeans import kmeans
 from ..ep.driver import EPSettings
+from ..fitting.basis_parameters import LEARN_BASES, LearntBases
 from ..fitting.hyperparameters import Hyperparameters
 from ..fitting.trainer import Trainer
 from ..fitting.trainer import fit as fit_hyperparameters
@@ -83,6 +85,8 @@ class SASPABase(BaseEstimator):
         "max_hyper_iter": [Interval(Integral, 1, None, closed="left")],
         "n_restarts_optimizer": [Interval(Integral, 0, None, closed="left")],
         "learn_blur_scale": ["boolean"],
+        "learn_bases": [StrOptions(set(LEARN_BASES)), Options(bool, {False}), None],
+        "hyper_subsample": [Interval(Integral, 1, None, closed="left"), None],
         "dtc": ["boolean"],
         "coarse_start": ["boolean"],
         "anderson_memory": [Interval(Integral, 0, None, closed="left")],
@@ -169,22 +173,50 @@ class SASPABase(BaseEstimator):
                               "those", UserWarning, stacklevel=4)
         return Basis(basis.means, blur_covariances(basis.covs, self.blur))
 
+    def _start_hyperparameters(self, X, likelihood, signal_variance, column_std, basis):
+        """The optimiser's starting point; it says what is learnt."""
+        learn = self.learn_bases or False
+        if learn and not self.optimize_hyperparameters:
+            raise ValueError(f"learn_bases={learn!r} needs optimize_hyperparameters=True "
+                             "(the bases are learnt by the EP evidence)")
+        if learn == "means+blur" and self.learn_blur_scale:
+            raise ValueError("learn_blur_scale=True is redundant with "
+                             "learn_bases='means+blur' (each basis learns its own blur)")
+        lengthscale = resolve_lengthscale(self.lengthscale, X.shape[1], column_std)
+        bases = None
+        if learn:
+            bases = LearntBases(basis.means, basis.covs, self.blur, learn == "means+blur",
+                                lengthscale)
+        return Hyperparameters(
+            lengthscale, float(signal_variance),
+            likelihood.hyperparameters() if self.optimize_hyperparameters else {},
+            learn_blur_scale=bool(self.learn_blur_scale) and self.blur != "delta",
+            bases=bases)
+
+    def _learning_rows(self, n_samples):
+        """Sorted row indices of the seeded subsample the hyperparameters are learnt
+        on, or None for all rows."""
+        size = self.hyper_subsample
+        if not self.optimize_hyperparameters or size is None or n_samples <= size:
+            return None
+        rng = check_random_state(self.random_state)
+        return np.sort(rng.choice(n_samples, size=size, replace=False))
+
     def _fit_posterior(self, X, targets, likelihood, signal_variance, damping, column_std,
                        *, progress=None, init_sites=None, labels=None, offset=0.0,
                        classes=None):
         """Bases, whitening, EP (in memory or on Dask) and, if asked, evidence
         maximisation; sets ``fitted_posterior_`` and the fit report.
 
-        ``labels`` (one-vs-rest) makes one EP problem per class on shared blocks.
+        ``labels`` (one-vs-rest) makes one EP problem per class on shared blocks.  With
+        ``hyper_subsample`` rows fewer than the data, the evidence is maximised on that
+        subsample (in memory) and EP then runs on all rows at the learnt values.
         """
         lazy = is_lazy(X)
-        start_hyper = Hyperparameters(
-            resolve_lengthscale(self.lengthscale, X.shape[1], column_std),
-            float(signal_variance),
-            likelihood.hyperparameters() if self.optimize_hyperparameters else {},
-            learn_blur_scale=bool(self.learn_blur_scale) and self.blur != "delta")
         start = time.perf_counter()
         basis = self._resolve_bases(X, lazy)
+        start_hyper = self._start_hyperparameters(X, likelihood, signal_variance, column_std,
+                                                  basis)
         self.timings_ = {"bases": time.perf_counter() - start}
         self.damping_ = float(damping)
         settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol,
@@ -192,26 +224,47 @@ class SASPABase(BaseEstimator):
                               anderson_memory=int(self.anderson_memory))
         n_problems = 1 if labels is None else len(labels)
         sites = check_init_sites(init_sites, X.shape[0], n_problems)
-        start = time.perf_counter()
-        # Dask inputs keep their sites in a scratch store (removed afterwards)
-        with WorkDir(self.work_dir) if lazy else nullcontext() as work_dir:
-            trainer = Trainer(X, targets, labels, basis.means, basis.covs, settings,
-                              jitter=self.jitter, block_rows=self.block_rows, cache=self.cache,
-                              work_dir=work_dir,
-                              callback=progress or (_print_sweep if self.verbose else None),
-                              projected_only=bool(self.dtc))
-            outcome = fit_hyperparameters(
-                trainer, likelihood, start_hyper,
-                optimize_hyperparameters=bool(self.optimize_hyperparameters),
+
+        def trainer_for(X, targets, work_dir):
+            return Trainer(X, targets, labels, basis.means, basis.covs, settings,
+                           jitter=self.jitter, block_rows=self.block_rows, cache=self.cache,
+                           work_dir=work_dir,
+                           callback=progress or (_print_sweep if self.verbose else None),
+                           projected_only=bool(self.dtc))
+
+        def fit(trainer, hyper, sites, optimize):
+            return fit_hyperparameters(
+                trainer, likelihood, hyper, optimize_hyperparameters=optimize,
                 max_iter=self.max_hyper_iter, init_sites=sites,
                 n_restarts=int(self.n_restarts_optimizer),
                 callback=_print_hyper if self.verbose else None)
+
+        rows = self._learning_rows(X.shape[0])
+        learnt = None
+        start = time.perf_counter()
+        if rows is not None:
+            X_sub, y_sub = (np.asarray(a[rows].compute() if is_lazy(a) else a[rows])
+                            for a in (X, targets))
+            sub_sites = None if sites is None else [(t[rows], v[rows]) for t, v in sites]
+            learnt = fit(trainer_for(X_sub, y_sub, None), start_hyper, sub_sites, True)
+            start_hyper = learnt.hyper
+            self.timings_["hyperparameters"] = time.perf_counter() - start
+        # Dask inputs keep their sites in a scratch store (removed afterwards)
+        with WorkDir(self.work_dir) if lazy else nullcontext() as work_dir:
+            outcome = fit(trainer_for(X, targets, work_dir), start_hyper, sites,
+                          bool(self.optimize_hyperparameters) and learnt is None)
         self.timings_["ep"] = time.perf_counter() - start
+        if learnt is not None:
+            outcome.trace, outcome.info = learnt.trace, learnt.info
+        self._set_fitted(outcome, likelihood, offset, classes, X.shape[0], rows)
+        return self
+
+    def _set_fitted(self, outcome, likelihood, offset, classes, n_samples, rows):
         hyper = outcome.hyper
         if outcome.jitter > self.jitter * hyper.signal_variance * (1 + 1e-12):
             warnings.warn(f"basis covariance needed jitter {outcome.jitter:.3g} (asked "
                           f"{self.jitter * hyper.signal_variance:.3g}): bases nearly coincide",
-                          UserWarning, stacklevel=4)
+                          UserWarning, stacklevel=5)
         fitted_likelihood = likelihood.with_hyperparameters(hyper.likelihood)
         self.fitted_posterior_ = FittedPosterior(
             outcome.basis.means, outcome.basis.covs, hyper.lengthscale, hyper.signal_variance,
@@ -220,9 +273,12 @@ class SASPABase(BaseEstimator):
             classes=classes, feature_names=getattr(self, "feature_names_in_", None))
         self.blur_scale_ = hyper.blur_scale
         self.hyperparameter_trace_ = outcome.trace or []
-        self.hyperparameter_info_ = outcome.info or {}
+        info = dict(outcome.info or {})
+        if self.optimize_hyperparameters:
+            info.update(learn_bases=self.learn_bases or False,
+                        n_rows_learnt=int(n_samples if rows is None else rows.size))
+        self.hyperparameter_info_ = info
         self._set_report(outcome.results)
-        return self
 
     def _set_report(self, results):
         def total(name):

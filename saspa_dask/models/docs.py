@@ -53,6 +53,22 @@ _SHARED_PARAMS_DOC = """
         evidence has several maxima.  Each restart costs a whole maximisation.
     learn_blur_scale : bool, default=False
         Also learn one multiplier of the K-means blur covariances (not for delta).
+    learn_bases : {False, "means", "means+blur"}, default=False
+        Also learn the bases by the EP evidence, starting from K-means (or
+        ``bases``): ``"means"`` moves the basis means (SPGP's pseudo-inputs for delta
+        blur); ``"means+blur"`` also learns each basis's blur (a log-width for
+        spherical, a log-variance per input for diagonal, a Cholesky factor for full;
+        not for delta).  Needs ``optimize_hyperparameters=True``.  The gradient costs
+        the same pass as the lengthscales' (per-chunk moments of the inputs), but the
+        optimiser has M d (or more) extra values, so allow ``max_hyper_iter`` to grow.
+        With many bases per row the evidence can overfit; ``benchmarks/RESULTS.md``
+        has train and held-out NLPD side by side.
+    hyper_subsample : int or None, default=20000
+        With ``optimize_hyperparameters`` and more rows than this, the
+        hyperparameters (and bases) are learnt on a uniform subsample of this many
+        rows (drawn with ``random_state``, read chunk-wise), and EP then runs on all
+        rows at the learnt values.  ``hyperparameter_info_["n_rows_learnt"]`` says how
+        many rows were used.  None: always all rows.
     dtc : bool, default=False
         DTC-EP: the likelihood sees only the projection of f onto the bases (the
         residual variance s2 - k^T Kh^{-1} k is dropped in training; predictions keep

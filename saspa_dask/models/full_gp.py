@@ -38,6 +38,8 @@ class _FullGPMixin:
     cache = "memory"
     work_dir = None
     learn_blur_scale = False
+    learn_bases = False
+    hyper_subsample = None  # max_samples bounds the rows already
     dtc = False
     coarse_start = False  # one block up to 8192 rows: nothing to subsample
     anderson_memory = 0  # the reference method stays plain EP
