@@ -19,7 +19,7 @@ import numpy as np
 
 from . import jobs
 from ._version import __version__
-from .datasets import synthetic_two_class
+from .datasets import multiscale_regression, synthetic_two_class
 from .jobs import JobError
 from .models import SASPAClassifier
 from .pipelines import run_job
@@ -138,14 +138,26 @@ def _test_metrics(clf, X, y):
 @click.option("--rows", default=200_000, show_default=True)
 @click.option("--features", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
-def make_data(out, rows, features, seed):
-    """Write generated two-class data (inputs then a 0/1 label column) to OUT.npy."""
-    X, y = synthetic_two_class(rows, features, seed)
+@click.option("--kind", default="two-class", show_default=True,
+              type=click.Choice(["two-class", "multiscale-regression"]),
+              help="two-class: two Gaussian classes with full covariances (0/1 label); "
+                   "multiscale-regression: structure at several length scales, inputs 7 "
+                   "and beyond irrelevant, noise std 0.1 of the signal's (needs "
+                   "--features >= 8).")
+def make_data(out, rows, features, seed, kind):
+    """Write generated data (inputs, then the label or target column) to OUT.npy."""
+    if kind == "two-class":
+        X, y = synthetic_two_class(rows, features, seed)
+    elif features < 8:
+        raise click.UsageError("multiscale-regression needs --features >= 8")
+    else:
+        X, y, _ = multiscale_regression(rows, features, seed)
     path = Path(out)
     tmp = path.with_name(f".{path.name}.partial.npy")
     np.save(tmp, np.column_stack([X, y]))
     tmp.replace(path)
-    click.echo(f"wrote {rows} x {features} inputs + label to {path}")
+    click.echo(f"wrote {rows} x {features} inputs + {'label' if kind == 'two-class' else 'target'}"
+               f" to {path}")
 
 
 @main.command("ingest")

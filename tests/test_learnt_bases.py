@@ -267,3 +267,22 @@ def test_cli_learns_bases_on_a_subsample_and_says_so(tmp_path):
                  "regression", "--blur", "delta", "--learn-bases", "means+blur")
     assert res.returncode != 0 and "blur 'delta' has none" in res.stderr
     assert not (tmp_path / "n.zarr").exists()
+
+
+def test_make_data_multiscale_regression(tmp_path):
+    """The generated regression rows: noise std 0.1 of the signal's, the signal as
+    written here, and the last input irrelevant."""
+    out = tmp_path / "r.npy"
+    res = _saspa("make-data", str(out), "--rows", "50000", "--kind", "multiscale-regression",
+                 "--seed", "3")
+    assert res.returncode == 0, res.stderr
+    table = np.load(out)
+    X, y = table[:, :8], table[:, 8]
+    assert X.min() >= -2.0 and X.max() <= 2.0
+    f = (np.sin(0.5 * X[:, 0]) + 0.25 * X[:, 1] + 0.6 * np.sin(2 * X[:, 2] + X[:, 3])
+         + 0.3 * np.sin(5 * X[:, 4]) * np.cos(4 * X[:, 5]) + 0.5 * np.exp(-2 * X[:, 6] ** 2))
+    assert np.std(y - f) / np.std(f) == pytest.approx(0.1, rel=0.02)
+    assert abs(np.corrcoef(X[:, 7], y - f)[0, 1]) < 0.02
+    res = _saspa("make-data", str(tmp_path / "s.npy"), "--kind", "multiscale-regression",
+                 "--features", "4")
+    assert res.returncode != 0 and "--features >= 8" in res.stderr
