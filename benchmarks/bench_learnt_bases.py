@@ -26,7 +26,10 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from common import DATASETS, RESULTS, add_outdir_option, machine, versions
+import common
+from bench_peers import svgp_model
+from bench_train import matmul_rate
+from common import DATASETS, add_outdir_option, machine, use_outdir, versions
 
 SETS = ("ailerons", "house_16h", "cpu_act", "california_housing")
 
@@ -88,27 +91,9 @@ def svgp(Xtr, ytr, Xte, yte, centres, budgets, batch=256, lr=0.01):
     import torch
 
     torch.set_num_threads(2)
-    torch.manual_seed(0)
-    d = Xtr.shape[1]
-
-    class SVGP(gpytorch.models.ApproximateGP):
-        def __init__(self, inducing):
-            dist = gpytorch.variational.CholeskyVariationalDistribution(inducing.size(0))
-            strategy = gpytorch.variational.VariationalStrategy(
-                self, inducing, dist, learn_inducing_locations=True)
-            super().__init__(strategy)
-            self.mean_module = gpytorch.means.ConstantMean()
-            self.covar_module = gpytorch.kernels.ScaleKernel(
-                gpytorch.kernels.RBFKernel(ard_num_dims=d))
-
-        def forward(self, x):
-            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
-                                                             self.covar_module(x))
-
     X = torch.tensor(Xtr, dtype=torch.float32)
     y = torch.tensor(ytr, dtype=torch.float32)
-    model = SVGP(torch.tensor(centres, dtype=torch.float32))
-    likelihood = gpytorch.likelihoods.GaussianLikelihood()
+    model, likelihood = svgp_model(centres, Xtr.shape[1], regression=True)
     model.train()
     likelihood.train()
     optimizer = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=lr)
@@ -140,15 +125,6 @@ def svgp(Xtr, ytr, Xte, yte, centres, budgets, batch=256, lr=0.01):
     return out
 
 
-def matmul_gflops(n=2000):
-    A = np.random.default_rng(0).normal(size=(n, n))
-    A @ A
-    t0 = time.perf_counter()
-    for _ in range(3):
-        A @ A
-    return 3 * 2 * n**3 / (time.perf_counter() - t0) / 1e9
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", default=list(SETS))
@@ -160,10 +136,11 @@ def main():
                         help="also learn each basis's blur (means+blur)")
     add_outdir_option(parser)
     args = parser.parse_args()
+    use_outdir(args)
     from saspa_dask import kmeans_bases
 
     report = {"machine": machine(), "versions": versions("torch", "gpytorch"),
-              "matmul_gflops": matmul_gflops(), "args": vars(args), "runs": []}
+              "matmul_gflops": matmul_rate() / 1e9, "args": vars(args), "runs": []}
     print(f"float64 matmul: {report['matmul_gflops']:.1f} GFLOP/s", flush=True)
     for name in args.sets:
         X, y = load_regression(name)
@@ -181,9 +158,8 @@ def main():
                 run["svgp"] = svgp(Xtr, ytr, Xte, yte, centres, [t, 5 * t])
                 report["runs"].append(run)
                 print(json.dumps(run), flush=True)
-    outdir = RESULTS if args.outdir is None else __import__("pathlib").Path(args.outdir) / "results"
-    outdir.mkdir(parents=True, exist_ok=True)
-    (outdir / "learnt_bases.json").write_text(json.dumps(report, indent=1))
+    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    (common.RESULTS / "learnt_bases.json").write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -90,7 +90,9 @@ def fit_logistic(Xtr, ytr, Xte, M, centres):
     return model.predict_proba(Xte)[:, 1], {}
 
 
-def _svgp(Xtr, centres, d):
+def svgp_model(centres, d, regression=False):
+    """GPyTorch's SVGP (ARD RBF, constant mean, inducing inputs learnt from
+    ``centres``) and its likelihood: Bernoulli (probit) or, for regression, Gaussian."""
     import gpytorch
     import torch
 
@@ -110,6 +112,8 @@ def _svgp(Xtr, centres, d):
 
     torch.manual_seed(0)
     model = SVGP(torch.tensor(centres, dtype=torch.float32))
+    if regression:
+        return model, gpytorch.likelihoods.GaussianLikelihood()
     return model, gpytorch.likelihoods.BernoulliLikelihood()
 
 
@@ -122,7 +126,7 @@ def train_svgp(Xtr, ytr, centres, epochs, batch, lr=0.01, checkpoints=None):
     torch.set_num_threads(2)
     X = torch.tensor(Xtr, dtype=torch.float32)
     y = torch.tensor(ytr, dtype=torch.float32)
-    model, likelihood = _svgp(X, centres, X.shape[1])
+    model, likelihood = svgp_model(centres, X.shape[1])
     model.train()
     likelihood.train()
     optimizer = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=lr)

@@ -19,8 +19,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..core.bases import Basis
-
 __all__ = ["LEARN_BASES", "LearntBases"]
 
 LEARN_BASES = ("means", "means+blur")
@@ -76,10 +74,6 @@ class LearntBases:
                 idx = np.arange(self.scale.size)
                 covs[:, idx, idx] = np.maximum(diag, floor)
                 object.__setattr__(self, "covs", covs)
-
-    @property
-    def basis(self):
-        return Basis(self.means, self.covs)
 
     # -- the vector ------------------------------------------------------------------
 

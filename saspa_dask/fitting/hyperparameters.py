@@ -46,6 +46,11 @@ class Hyperparameters:
     learn_blur_scale: bool = False
     bases: LearntBases | None = None
 
+    def _bases_offset(self):
+        """Where the bases' entries (or, without them, the likelihood's) start in
+        :meth:`to_log`."""
+        return self.lengthscale.size + 1 + int(self.learn_blur_scale)
+
     def names(self):
         """Names of the learnt values, in the order of :meth:`to_log`."""
         names = [f"lengthscale[{k}]" for k in range(self.lengthscale.size)]
@@ -63,18 +68,15 @@ class Hyperparameters:
             values.append(self.blur_scale)
         head = np.log(np.array(values, dtype=np.float64))
         tail = np.log(np.array(list(self.likelihood.values()), dtype=np.float64))
-        if self.bases is None:
-            return np.concatenate([head, tail])
-        return np.concatenate([head, self.bases.vector(), tail])
+        middle = [] if self.bases is None else [self.bases.vector()]
+        return np.concatenate([head, *middle, tail])
 
     def from_log(self, x):
         """A copy with the learnt values taken from a log-space vector."""
         x = np.asarray(x, dtype=np.float64)
         d = self.lengthscale.size
-        pos = d + 1
-        blur = self.blur_scale
-        if self.learn_blur_scale:
-            blur, pos = math.exp(x[pos]), pos + 1
+        blur = math.exp(x[d + 1]) if self.learn_blur_scale else self.blur_scale
+        pos = self._bases_offset()
         bases = self.bases
         if bases is not None:
             n = bases.means.shape[0] * bases.width
@@ -100,7 +102,7 @@ class Hyperparameters:
         span = _DECADES * math.log(10.0)
         bounds = [(x - span, x + span) for x in x0]
         if self.bases is not None:
-            start = self.lengthscale.size + 1 + int(self.learn_blur_scale)
+            start = self._bases_offset()
             box = self.bases.bounds()
             bounds[start:start + len(box)] = box
         offset = x0.size - len(self.likelihood)

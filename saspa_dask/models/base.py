@@ -18,6 +18,7 @@ from contextlib import nullcontext
 from dataclasses import replace
 from numbers import Integral, Real
 
+import dask
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, Options, StrOptions
@@ -243,8 +244,9 @@ class SASPABase(BaseEstimator):
         learnt = None
         start = time.perf_counter()
         if rows is not None:
-            X_sub, y_sub = (np.asarray(a[rows].compute() if is_lazy(a) else a[rows])
-                            for a in (X, targets))
+            # one pass over the chunks for both (lazy inputs); NumPy indexes in memory
+            X_sub, y_sub = dask.compute(X[rows], targets[rows]) if lazy else (X[rows],
+                                                                                targets[rows])
             sub_sites = None if sites is None else [(t[rows], v[rows]) for t, v in sites]
             learnt = fit(trainer_for(X_sub, y_sub, None), start_hyper, sub_sites, True)
             start_hyper = learnt.hyper
