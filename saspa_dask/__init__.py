@@ -17,23 +17,34 @@ below it (checked by import-linter in CI)::
 """
 
 from ._version import __version__
-from .core.bases import Basis
-from .engines.kmeans import kmeans_bases
-from .ep.driver import EPConvergenceWarning
-from .models import (FittedPosterior, FullGPClassifier, FullGPRegressor, SASPAClassifier,
-                     SASPARegressor)
-from .storage import StoreError, load_model
 
-__all__ = [
-    "Basis",
-    "EPConvergenceWarning",
-    "FittedPosterior",
-    "FullGPClassifier",
-    "FullGPRegressor",
-    "StoreError",
-    "load_model",
-    "SASPAClassifier",
-    "SASPARegressor",
-    "kmeans_bases",
-    "__version__",
-]
+# The public names load on first use (PEP 562), so ``saspa --help`` and other light
+# entry points do not import NumPy, SciPy, Dask and scikit-learn.
+_PUBLIC = {
+    "Basis": ".core.bases",
+    "EPConvergenceWarning": ".ep.driver",
+    "FittedPosterior": ".models",
+    "FullGPClassifier": ".models",
+    "FullGPRegressor": ".models",
+    "SASPAClassifier": ".models",
+    "SASPARegressor": ".models",
+    "StoreError": ".storage",
+    "kmeans_bases": ".engines.kmeans",
+    "load_model": ".storage",
+}
+
+__all__ = [*_PUBLIC, "__version__"]
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        import importlib
+
+        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

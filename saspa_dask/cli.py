@@ -4,39 +4,66 @@ Every command parses its options, calls the job function of the same name and pr
 what it returns; ``saspa run JOB.toml`` (:mod:`saspa_dask.pipelines`) calls the same
 functions.  Commands that use a cluster connect to ``--scheduler tcp://HOST:PORT`` or,
 without it, start an embedded ``LocalCluster`` of ``--workers`` processes.
+
+The numerical modules are imported inside the commands, so ``--help`` answers at once.
+Exit codes: 0 success; 1 a clear error (one line naming the problem); 2 a usage error;
+3 EP did not converge; 130 interrupted by Ctrl-C (SIGINT), 143 by SIGTERM.  An
+interrupted job removes its temporary stores and leaves every existing store as it was.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import signal
 import sys
 import time
 from pathlib import Path
 
 import click
-import numpy as np
 
-from . import jobs
 from ._version import __version__
-from .datasets import multiscale_regression, synthetic_two_class
-from .jobs import JobError
-from .models import SASPAClassifier
-from .pipelines import run_job
-from .storage.csv_reader import read_rows, target_index
-from .storage.errors import StoreError
 
 
 def _job_errors(command):
-    """A job's errors (bad options, stores, an unreachable cluster) as one clear line."""
+    """A job's errors (bad options, stores, an unreachable cluster) as one clear line;
+    SIGINT and SIGTERM unwind the job (its cleanup runs) and end in one line and exit
+    130 / 143."""
     @functools.wraps(command)
     def run(*args, **kwargs):
+        from .jobs.errors import Interrupted, JobError
+        from .storage.errors import StoreError
+
+        def interrupt(signum, frame):
+            _quiet_shutdown()
+            raise Interrupted(signal.Signals(signum).name, signum)
+
+        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT,
+                                                                   signal.SIGTERM)}
         try:
             return command(*args, **kwargs)
         except (JobError, StoreError) as err:
             raise click.ClickException(str(err)) from None
+        except KeyboardInterrupt as err:
+            name, code = ((err.signal_name, err.exit_code) if isinstance(err, Interrupted)
+                          else ("SIGINT", 130))
+            click.echo(f"saspa: interrupted ({name}); temporary stores removed, existing "
+                       "stores left as they were", err=True)
+            sys.exit(code)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     return run
+
+
+def _quiet_shutdown():
+    """While an interrupted job unwinds, Dask's client and the event loop log the
+    cancelled work (tracebacks of AllExit, closed comms): not the user's concern."""
+    import logging
+
+    for name in ("asyncio", "distributed", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _echo(message):
@@ -46,6 +73,10 @@ def _echo(message):
 def read_csv(path, target):
     """A small numeric CSV with a header, whole (``saspa demo``); ``target`` names the
     label column (default: the last)."""
+    import numpy as np
+
+    from .storage.csv_reader import read_rows, target_index
+
     rows = read_rows(path)
     _, header = next(rows)
     column = target_index(header, target, path)
@@ -73,20 +104,28 @@ def main():
 @click.option("--features", default=8, show_default=True, help="Generated inputs.")
 @click.option("--bases", "n_bases", default=64, show_default=True, help="Basis points M.")
 @click.option("--blur", default="full", show_default=True,
-              type=click.Choice(["delta", "spherical", "diagonal", "full"]))
+              type=click.Choice(["delta", "spherical", "diagonal", "full"]),
+              help="Basis blur: delta (FITC/SPGP), spherical, diagonal or full (SASPA-full).")
 @click.option("--likelihood", default="probit", show_default=True,
-              type=click.Choice(["probit", "step"]))
+              type=click.Choice(["probit", "step"]), help="Classification likelihood.")
 @click.option("--ep-mode", default="parallel", show_default=True,
-              type=click.Choice(["parallel", "sequential"]))
+              type=click.Choice(["parallel", "sequential"]),
+              help="Parallel (all sites per sweep) or sequential EP updates.")
 @click.option("--optimize-hyperparameters/--fixed-hyperparameters", default=False,
               show_default=True, help="Maximise the EP evidence over the hyperparameters.")
-@click.option("--test-fraction", default=0.3, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--test-fraction", default=0.3, show_default=True,
+              help="Share of the rows held out for the reported test metrics.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the split and K-means.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_job_errors
 def demo(csv_path, target, rows, features, n_bases, blur, likelihood, ep_mode,
          optimize_hyperparameters, test_fraction, seed, as_json):
     """Fit SASPA in memory on generated (or CSV) data and report test error."""
+    import numpy as np
+
+    from .datasets import synthetic_two_class
+    from .models import SASPAClassifier
+
     if csv_path:
         X, y = read_csv(csv_path, target)
         source = csv_path
@@ -126,6 +165,8 @@ def demo(csv_path, target, rows, features, n_bases, blur, likelihood, ep_mode,
 def _test_metrics(clf, X, y):
     """Test error and NLP: the mean -log probability of each row's own class (any
     number of classes)."""
+    import numpy as np
+
     proba = clf.predict_proba(X)
     codes = np.searchsorted(clf.classes_, y)
     p_true = proba[np.arange(len(y)), codes]
@@ -135,9 +176,9 @@ def _test_metrics(clf, X, y):
 
 @main.command("make-data")
 @click.argument("out", type=click.Path(dir_okay=False))
-@click.option("--rows", default=200_000, show_default=True)
-@click.option("--features", default=8, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--rows", default=200_000, show_default=True, help="Rows to generate.")
+@click.option("--features", default=8, show_default=True, help="Input columns.")
+@click.option("--seed", default=0, show_default=True, help="Generator seed.")
 @click.option("--kind", default="two-class", show_default=True,
               type=click.Choice(["two-class", "multiscale-regression"]),
               help="two-class: two Gaussian classes with full covariances (0/1 label); "
@@ -146,6 +187,10 @@ def _test_metrics(clf, X, y):
                    "--features >= 8).")
 def make_data(out, rows, features, seed, kind):
     """Write generated data (inputs, then the label or target column) to OUT.npy."""
+    import numpy as np
+
+    from .datasets import multiscale_regression, synthetic_two_class
+
     if kind == "two-class":
         X, y = synthetic_two_class(rows, features, seed)
     elif features < 8:
@@ -163,22 +208,67 @@ def make_data(out, rows, features, seed, kind):
 @main.command("ingest")
 @click.argument("source", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", required=True, type=click.Path(), help="Data store to create.")
-@click.option("--target", help="Target column name or index (default: the last column).")
-@click.option("--chunk-rows", default=65536, show_default=True, type=click.IntRange(1))
+@click.option("--target", help="Target column: its name (an exact name wins), else its index "
+              "(default: the last column).")
+@click.option("--chunk-rows", default=65536, show_default=True, type=click.IntRange(1),
+              help="Rows per zarr chunk (one task per chunk on the cluster).")
 @click.option("--missing", default="error", show_default=True,
-              type=click.Choice(["error", "drop-rows"]))
+              type=click.Choice(["error", "drop-rows"]),
+              help="Missing or non-finite values: an error naming the columns, or drop "
+                   "the rows holding them.")
 @click.option("--text", default="error", show_default=True,
-              type=click.Choice(["error", "onehot", "drop"]))
+              type=click.Choice(["error", "onehot", "drop"]),
+              help="Text input columns: an error naming them, one-hot encode, or drop.")
+@click.option("--like", "like", type=click.Path(exists=True, file_okay=False),
+              help="Encode SOURCE exactly as this data store was encoded (same columns, "
+                   "categories, target labels, missing-value rule): new data to score or "
+                   "evaluate with a model trained on it.")
+@click.option("--unknown", default="error", show_default=True,
+              type=click.Choice(["error", "ignore"]),
+              help="With --like: a category the --like store never saw is an error, or "
+                   "(ignore) all zeros.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store.")
 @_job_errors
-def ingest_command(source, out, target, chunk_rows, missing, text, overwrite):
-    """Stream a CSV or .npy file into a chunked zarr data store."""
+def ingest_command(source, out, target, chunk_rows, missing, text, like, unknown, overwrite):
+    """Stream a CSV, Parquet or .npy file into a chunked zarr data store."""
+    from . import jobs
+
+    if like and (target or missing != "error" or text != "error"):
+        raise click.UsageError("--like takes the target, --missing and --text from the "
+                               "--like store; do not give them too")
     start = time.perf_counter()
     attrs = jobs.ingest(source, out, target=target, chunk_rows=chunk_rows, missing=missing,
-                        text=text, overwrite=overwrite)
+                        text=text, overwrite=overwrite, like=like, unknown=unknown)
+    for note in attrs.get("notes", []):
+        _echo(f"note: {note}")
+    target_text = (f"target {attrs['target']!r}" if attrs.get("has_target", True)
+                   else "no target column (data to score)")
     click.echo(f"ingested {attrs['n_rows']} rows x {len(attrs['columns'])} inputs into {out} "
-               f"({time.perf_counter() - start:.1f}s; target {attrs['target']!r}, "
-               f"{attrs['preprocessing'].get('rows_dropped_for_missing', 0)} rows dropped)")
+               f"({time.perf_counter() - start:.1f}s; {target_text}, "
+               f"{attrs['preprocessing'].get('rows_dropped_for_missing', 0)} rows dropped"
+               f"{', encoded like ' + str(like) if like else ''})")
+
+
+@main.command("split")
+@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.option("--test-fraction", default=0.2, show_default=True,
+              type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Probability that a row goes to the test store.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the row assignment.")
+@click.option("--train-out", type=click.Path(),
+              help="Training store to write (default: STORE-train.zarr beside STORE).")
+@click.option("--test-out", type=click.Path(),
+              help="Test store to write (default: STORE-test.zarr beside STORE).")
+@click.option("--overwrite", is_flag=True, help="Replace existing stores.")
+@_job_errors
+def split_command(store, test_fraction, seed, train_out, test_out, overwrite):
+    """Split a data store into a training and a test store (chunk-wise, seeded)."""
+    from . import jobs
+
+    result = jobs.split(store, train_out, test_out, test_fraction=test_fraction, seed=seed,
+                        overwrite=overwrite)
+    click.echo(f"split {store}: {result['train_rows']} training rows -> {result['train']}, "
+               f"{result['test_rows']} test rows -> {result['test']} (seed {seed})")
 
 
 def tls_options(command):
@@ -192,6 +282,8 @@ def tls_options(command):
 
 
 def _cluster(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
+    from . import jobs
+
     return dict(scheduler=scheduler, workers=workers, timeout=timeout,
                 security=jobs.tls_security(tls_ca_file, tls_cert, tls_key), echo=_echo)
 
@@ -199,29 +291,44 @@ def _cluster(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
 class SweepReporter:
     """Per-sweep progress: a tqdm bar on a terminal, one log line a sweep otherwise.
 
-    Shown per sweep: the undamped site change, the log evidence of the posterior the
-    sweep started from (parallel mode; '-' in sequential mode, where it is computed
-    once at the end), invalid cavities and seconds.
+    Shown per sweep: the undamped site change against the tolerance it must reach,
+    invalid cavities, seconds, and for one-vs-rest which class's problem it is.  The
+    bar counts sweeps without a total (EP stops when the change is below ``tol``, not
+    at ``--max-sweeps``).  No evidence is shown per sweep: EP's evidence means
+    something only at a fixed point (at the sites of an unfinished sweep it is not a
+    bound of anything, and can be large and positive); the final line gives it.
     """
 
-    def __init__(self, max_sweeps, stream=None):
+    def __init__(self, tol, stream=None):
         self.stream = stream or sys.stderr
+        self.tol = tol
         self.bar = None
-        if self.stream.isatty():
-            from tqdm import tqdm
+        self.problem = None
+        self.interactive = self.stream.isatty()
 
-            self.bar = tqdm(total=max_sweeps, desc="EP sweeps", unit="sweep", file=self.stream)
+    def _open(self, problem):
+        from tqdm import tqdm
+
+        if self.bar is not None:
+            self.bar.close()
+        desc = "EP sweeps" if problem is None else f"EP sweeps, {problem}"
+        self.bar = tqdm(total=None, desc=desc, unit="sweep", file=self.stream)
+        self.problem = problem
 
     def __call__(self, record):
-        evidence = record.get("log_evidence_start")
-        evidence = "-" if evidence is None else f"{evidence:.6g}"
-        if self.bar is not None:
+        problem = record.get("problem") if record.get("n_problems", 1) > 1 else None
+        if problem is not None:  # one-vs-rest: one EP problem per class, in turn
+            problem = f"class {problem + 1} of {record.get('n_problems', '?')}"
+        where = "" if problem is None else f"{problem}  "
+        if self.interactive:
+            if self.bar is None or problem != self.problem:
+                self._open(problem)
             self.bar.update(1)
-            self.bar.set_postfix(change=f"{record['change']:.2e}", evidence=evidence,
+            self.bar.set_postfix(change=f"{record['change']:.2e}", tol=f"{self.tol:.0e}",
                                  invalid=record["n_invalid"])
         else:
-            click.echo(f"sweep {record['sweep']:4d}  change {record['change']:.3e}  "
-                       f"evidence {evidence}  invalid {record['n_invalid']}  "
+            click.echo(f"{where}sweep {record['sweep']:4d}  change {record['change']:.3e} "
+                       f"(tol {self.tol:.0e})  invalid {record['n_invalid']}  "
                        f"{record['seconds']:.2f}s", file=self.stream)
 
     def close(self):
@@ -232,18 +339,25 @@ class SweepReporter:
 @main.command("train")
 @click.argument("data", type=click.Path())
 @click.option("--out", required=True, type=click.Path(), help="Model store to write.")
-@click.option("--task", default="classification", show_default=True,
-              type=click.Choice(["classification", "regression"]))
-@click.option("--bases", "n_bases", default=64, show_default=True, type=click.IntRange(1))
+@click.option("--task", type=click.Choice(["classification", "regression"]),
+              help="Default: inferred from the target and printed (text labels, or at most "
+                   "20 distinct integer values: classification; otherwise regression).")
+@click.option("--max-classes", default=100, show_default=True, type=click.IntRange(2),
+              help="Refuse a classification with more classes (each is an EP problem).")
+@click.option("--bases", "n_bases", default=64, show_default=True, type=click.IntRange(1),
+              help="Basis points M (cost O(N M^2) a sweep).")
 @click.option("--blur", default="full", show_default=True,
-              type=click.Choice(["delta", "spherical", "diagonal", "full"]))
+              type=click.Choice(["delta", "spherical", "diagonal", "full"]),
+              help="Basis blur: delta (FITC/SPGP), spherical (multiscale), diagonal or "
+                   "full (SASPA-full, the K-means cluster covariances).")
 @click.option("--likelihood",
               type=click.Choice(["probit", "logistic", "step", "gaussian", "student_t",
                                  "poisson"]),
               help="Classification: probit (default), logistic or step.  Regression: "
                    "gaussian (default), student_t (robust) or poisson (counts).")
 @click.option("--ep-mode", default="parallel", show_default=True,
-              type=click.Choice(["parallel", "sequential"]))
+              type=click.Choice(["parallel", "sequential"]),
+              help="Parallel (all sites per sweep, on the cluster) or sequential EP.")
 @click.option("--damping", type=float, help="Site damping in (0, 1] (default: by likelihood).")
 @click.option("--optimize-hyperparameters/--fixed-hyperparameters", default=False,
               show_default=True,
@@ -264,10 +378,14 @@ class SweepReporter:
 @click.option("--hyper-subsample", default=20000, show_default=True, type=click.IntRange(1),
               help="Learn hyperparameters and bases on a seeded uniform subsample of this "
                    "many rows when the data has more, then run EP on all rows.")
-@click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1))
-@click.option("--tol", default=1e-6, show_default=True, type=float)
-@click.option("--lengthscale", type=float, help="One lengthscale for every input.")
-@click.option("--signal-variance", type=float)
+@click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1),
+              help="Most EP sweeps (exit code 3 if EP has not converged by then).")
+@click.option("--tol", default=1e-6, show_default=True, type=float,
+              help="EP stops when the largest site change is below this.")
+@click.option("--lengthscale", type=float,
+              help="One starting lengthscale for every input (default: from the data).")
+@click.option("--signal-variance", type=float,
+              help="Starting signal variance (default: from the targets).")
 @click.option("--noise-variance", type=float, help="Regression noise variance.")
 @click.option("--label-noise", default=0.01, show_default=True, type=float,
               help="Step likelihood label noise.")
@@ -301,7 +419,9 @@ def train(data, out, overwrite, latest, scheduler, workers, timeout, tls_ca_file
 
     Classification with more than two classes is one-vs-rest on shared bases.
     """
-    reporter = SweepReporter(options["max_sweeps"])
+    from . import jobs
+
+    reporter = SweepReporter(options["tol"])
     try:
         result = jobs.train(data, out, overwrite=overwrite, latest=latest, progress=reporter,
                             **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
@@ -333,14 +453,19 @@ def _report_model(result):
               help="Start the appended rows' sites from one EP update against the old "
                    "posterior (update), one assumed-density-filtering pass (adf, "
                    "sequential), or zero (empty).")
-@click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1))
-@click.option("--tol", type=float, help="Default: the old model's.")
+@click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1),
+              help="Most EP sweeps (exit code 3 if EP has not converged by then).")
+@click.option("--tol", type=float, help="EP tolerance (default: the old model's).")
 @click.option("--cache", default="memory", show_default=True,
-              type=click.Choice(["memory", "none"]))
-@click.option("--work-dir", type=click.Path())
+              type=click.Choice(["memory", "none"]),
+              help="Keep whitened chunk blocks in worker memory between sweeps.")
+@click.option("--work-dir", type=click.Path(),
+              help="Directory for site arrays during training (default: beside --out).")
 @click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1))
-@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1))
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
+              help="Workers of the embedded LocalCluster (without --scheduler).")
+@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1),
+              help="Seconds to wait for --scheduler.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model.")
@@ -357,7 +482,9 @@ def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_s
     assumed-density-filtering pass, empty for zero sites).  The new model is written
     aside and renamed into place; MODEL is never touched.
     """
-    reporter = SweepReporter(max_sweeps)
+    from . import jobs
+
+    reporter = SweepReporter(tol if tol is not None else 1e-6)
     try:
         result = jobs.retrain(model_path, data, out, refit_bases=refit_bases,
                               new_rows=new_rows, max_sweeps=max_sweeps, tol=tol,
@@ -371,50 +498,74 @@ def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_s
     _report_model(result)
 
 
+_CLUSTER_HELP = {"workers": "Workers of the embedded LocalCluster (without --scheduler).",
+                 "timeout": "Seconds to wait for --scheduler."}
+
+
 @main.command("score")
 @click.argument("model_path", metavar="MODEL", type=click.Path())
 @click.argument("data", type=click.Path())
-@click.option("--out", required=True, type=click.Path(), help="Score store to write.")
+@click.option("--out", required=True, type=click.Path(),
+              help="Score store to write (zarr), or the CSV / Parquet file with --format.")
+@click.option("--format", "fmt", default="zarr", show_default=True,
+              type=click.Choice(["zarr", "csv", "parquet"]),
+              help="zarr: a resumable score store; csv or parquet: one file (Parquet needs "
+                   "pyarrow).")
 @click.option("--overwrite", is_flag=True, help="Replace a complete or foreign store.")
 @click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1))
-@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1))
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
+              help=_CLUSTER_HELP["workers"])
+@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1),
+              help=_CLUSTER_HELP["timeout"])
 @tls_options
 @_job_errors
-def score_command(model_path, data, out, overwrite, scheduler, workers, timeout, tls_ca_file,
-                  tls_cert, tls_key):
-    """Score DATA's X with MODEL into a zarr store (mean, variance[, proba]).
+def score_command(model_path, data, out, fmt, overwrite, scheduler, workers, timeout,
+                  tls_ca_file, tls_cert, tls_key):
+    """Score DATA's X with MODEL (mean, variance[, proba, label | rate]).
 
-    Resumable: rerunning after an interruption writes only the missing chunks.
+    DATA's columns are matched to the model's by name (reordered when needed).  The
+    zarr store is resumable: rerunning after an interruption writes only the missing
+    chunks; it records which class each proba column is.
     """
+    from . import jobs
+
     start = time.perf_counter()
-    result = jobs.score(model_path, data, out, overwrite=overwrite,
+    result = jobs.score(model_path, data, out, overwrite=overwrite, format=fmt,
                         **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key))
-    click.echo(f"scores: {out}  {result['rows']} rows, {result['chunks_written']} of "
-               f"{result['chunks_total']} chunks written this run, "
-               f"{time.perf_counter() - start:.1f}s")
+    click.echo(f"scores of {data}: {out} ({fmt})  {result['rows']} rows, "
+               f"{result['chunks_written']} of {result['chunks_total']} chunks written this "
+               f"run, {result['columns']}, {time.perf_counter() - start:.1f}s")
 
 
 @main.command("evaluate")
 @click.argument("model_path", metavar="MODEL", type=click.Path())
 @click.argument("data", type=click.Path())
 @click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1))
-@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
+              help=_CLUSTER_HELP["workers"])
+@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1),
+              help=_CLUSTER_HELP["timeout"])
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @tls_options
 @_job_errors
 def evaluate_command(model_path, data, scheduler, workers, timeout, as_json, tls_ca_file,
                      tls_cert, tls_key):
-    """Error and NLP (classification) or RMSE, MAE and NLPD (regression) on DATA."""
+    """Error and NLP (classification) or RMSE, MAE and NLPD (regression) on DATA.
+
+    The metrics are of the rows of DATA (say a held-out store from ``saspa split``);
+    its columns are matched to the model's by name.
+    """
+    from . import jobs
+
     metrics = jobs.evaluate(model_path, data,
                             **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
                                        tls_key))
     if as_json:
         click.echo(json.dumps(metrics))
     else:
-        click.echo("  ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
-                             for k, v in metrics.items()))
+        click.echo(f"on {metrics['data']} ({metrics['rows']} rows, {metrics['columns']}): "
+                   + "  ".join(f"{k} {v:.6g}" for k, v in metrics.items()
+                               if k not in ("data", "rows", "columns")))
 
 
 @main.command("run")
@@ -424,6 +575,8 @@ def evaluate_command(model_path, data, scheduler, workers, timeout, as_json, tls
 @_job_errors
 def run_command(job, force):
     """Run a declarative job file (TOML): ingest / train / retrain / score / evaluate."""
+    from .pipelines import run_job
+
     run_job(job, force=force, echo=_echo, out=click.echo)
 
 
@@ -433,13 +586,26 @@ def run_command(job, force):
 @_job_errors
 def info(model, as_json):
     """Describe a model store."""
+    from . import jobs
+
     summary = jobs.describe(model)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
     for key in ("estimator", "task", "n_training_rows", "n_features_in", "n_bases", "blur",
-                "likelihood", "log_evidence", "classes", "data_fingerprint"):
+                "likelihood", "log_evidence", "columns", "target", "class_labels",
+                "data_fingerprint"):
         click.echo(f"{key:>17}: {summary[key]}")
+    if summary["lengthscale"] is not None:
+        click.echo(f"{'lengthscales':>17}: "
+                   + ", ".join(f"{v:.4g}" for v in summary["lengthscale"]))
+    seconds = summary["train_seconds"]
+    click.echo(f"{'training time':>17}: "
+               + ("not recorded" if seconds is None else f"{seconds:.1f}s"))
+    km = summary["kmeans"]
+    click.echo(f"{'k-means':>17}: " + ("not run (bases given)" if km is None else
+                                       f"converged {km['converged']}, {km['n_iter']} "
+                                       "iterations"))
     ep = summary["ep"]
     click.echo(f"{'ep':>17}: {ep['mode']}, damping {ep['damping']}, {ep['n_sweeps']} sweeps, "
                f"converged {ep['converged']}, invalid cavities {ep['n_invalid_cavities']}")
@@ -458,6 +624,8 @@ def info(model, as_json):
                      f"{info['hit_iteration_cap']}, on a bound: "
                      f"{', '.join(info['at_bounds']) or 'none'}")
         click.echo(f"{'hyperparameters':>17}: {line}")
+    else:
+        click.echo(f"{'hyperparameters':>17}: fixed (not learnt)")
 
 
 if __name__ == "__main__":

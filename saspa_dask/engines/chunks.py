@@ -13,7 +13,7 @@ import zarr
 from dask import delayed
 
 __all__ = ["as_dask", "chunk_bounds", "is_lazy", "persist_balanced", "row_chunked",
-           "seed_from", "tree_reduce"]
+           "seed_from", "spread_rows", "tree_reduce"]
 
 
 def is_lazy(X):
@@ -28,6 +28,17 @@ def as_dask(X):
     if isinstance(X, da.Array):
         return X
     return da.from_array(np.asarray(X))
+
+
+def spread_rows(n_workers, *arrays):
+    """The arrays (row-chunked alike) cut into ``n_workers`` row chunks when they are
+    one chunk: one task per chunk, so a small store would keep one worker busy and the
+    others idle.  Arrays of several chunks, or too few rows, are returned as they are."""
+    first = arrays[0]
+    if n_workers < 2 or len(first.chunks[0]) > 1 or first.shape[0] < 2 * n_workers:
+        return arrays
+    rows = -(-first.shape[0] // n_workers)
+    return tuple(a.rechunk({0: rows}) for a in arrays)
 
 
 def seed_from(random_state):

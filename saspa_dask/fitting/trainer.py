@@ -69,7 +69,7 @@ class Trainer:
     cache : {"memory", "none"}, work_dir : Path or None
         Dask inputs only (see :class:`saspa_dask.engines.dask_engine.DaskEngine`).
     callback : callable, optional
-        Called with every EP sweep record (plus ``problem``).
+        Called with every EP sweep record (plus ``problem`` and ``n_problems``).
     projected_only : bool
         DTC-EP: the likelihood sees the projection only (no residual variance).
     """
@@ -156,7 +156,7 @@ class Trainer:
         return results
 
     def _tell(self, problem, record):
-        self.callback({**record, "problem": problem})
+        self.callback({**record, "problem": problem, "n_problems": self.n_problems})
 
     def evidence(self, likelihood):
         """The summed log Z_EP of the current sites, without an EP sweep (the evidence

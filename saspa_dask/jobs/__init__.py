@@ -5,18 +5,19 @@ same options as the command-line tool and where to run (``client``, or ``schedul
 or an embedded cluster of ``workers``); the ``saspa`` commands and ``saspa run`` job
 files are thin layers over them.
 
-- :mod:`~saspa_dask.jobs.stores`: ingest, describe;
+- :mod:`~saspa_dask.jobs.stores`: ingest, split, describe;
 - :mod:`~saspa_dask.jobs.training`: train, retrain (and the retraining rules);
 - :mod:`~saspa_dask.jobs.scoring`: score, evaluate;
 - :mod:`~saspa_dask.jobs.cluster`: Dask clients, TLS;
-- :mod:`~saspa_dask.jobs.errors`: :class:`JobError`.
+- :mod:`~saspa_dask.jobs.task`: which task a target calls for;
+- :mod:`~saspa_dask.jobs.errors`: :class:`JobError`, interrupts.
 """
 
 from .cluster import dask_client, tls_security
 from .errors import JobError
 from .scoring import evaluate, score
-from .stores import describe, ingest
+from .stores import describe, ingest, split
 from .training import retrain, train
 
 __all__ = ["JobError", "dask_client", "describe", "evaluate", "ingest", "retrain", "score",
-           "tls_security", "train"]
+           "split", "tls_security", "train"]

@@ -9,10 +9,12 @@ afterwards).  ``security`` (TLS) comes from :func:`tls_security`.
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 
 from .errors import JobError
 
-__all__ = ["dask_client", "dashboard_link", "tls_security"]
+__all__ = ["dask_client", "dashboard_link", "n_workers", "tls_security"]
 
 
 def tls_security(ca_file=None, cert=None, key=None):
@@ -52,24 +54,72 @@ def dask_client(client=None, *, scheduler=None, workers=2, timeout=10, security=
     else:
         # Work stealing would move a chunk's cached whitened block to an idle worker,
         # costing more than it saves; the blocks are spread evenly instead.
-        with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        with dask.config.set({"distributed.scheduler.work-stealing": False}), \
+                _workers_ignore_ctrl_c():
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0")
+                                   host="127.0.0.1", dashboard_address="127.0.0.1:0")
         client = Client(cluster)
     try:
         if echo is not None:
             where = scheduler or f"embedded LocalCluster, {workers} workers"
             echo(f"dask: {where}; dashboard: {dashboard_link(client)}")
         yield client
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (jobs.errors.Interrupted)
+        if cluster is not None:
+            _stop_workers_now(cluster)
+        raise
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
 
 
+@contextlib.contextmanager
+def _workers_ignore_ctrl_c():
+    """Start worker processes with SIGINT ignored (inherited through exec; Python then
+    installs no KeyboardInterrupt handler): Ctrl-C reaches the whole process group, and
+    the workers would print their tracebacks before the client shuts them down."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop_workers_now(cluster):
+    """Kill an embedded cluster's worker processes at once: a graceful close would
+    have each log the tasks it cancels, after the user asked to stop."""
+    import os
+
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        process = getattr(getattr(nanny, "process", None), "process", None)
+        pid = getattr(process, "pid", None)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def n_workers(client):
+    """How many workers the client's cluster has now."""
+    return len(client.scheduler_info().get("workers", {}))
+
+
 def dashboard_link(client):
+    """The scheduler's dashboard address, or why there is none (a scheduler started
+    with ``--no-dashboard`` serves none: no link that returns 404)."""
     try:
         import bokeh  # noqa: F401  (the dashboard needs it)
     except ImportError:
         return "unavailable (pip install 'saspa-dask[dashboard]')"
+    try:
+        services = client.scheduler_info().get("services", {})
+    except Exception:  # an old or unusual scheduler: say nothing rather than guess
+        services = {}
+    if "dashboard" not in services:
+        return "none (the scheduler serves no dashboard)"
     return client.dashboard_link

@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import contextlib
 
-__all__ = ["JobError", "reported"]
+__all__ = ["Interrupted", "JobError", "reported"]
 
 
 class JobError(ValueError):
     """A job cannot run as asked: a bad option, an unreachable cluster, an invalid job
     file, a destination that exists ..."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A job stopped by a signal (SIGINT or SIGTERM).  It unwinds like Ctrl-C, so every
+    ``finally`` and cleanup handler runs: stores being written aside are removed, the
+    scratch site stores too, and nothing is moved into place.
+
+    Attributes
+    ----------
+    signal_name : str
+    exit_code : int
+        128 + the signal number, as shells report a process ended by that signal.
+    """
+
+    def __init__(self, signal_name, signal_number):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+        self.exit_code = 128 + int(signal_number)
 
 
 @contextlib.contextmanager

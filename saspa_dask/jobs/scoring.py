@@ -2,16 +2,42 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from ..storage import scores
-from ..storage.model_store import load_model
-from .cluster import dask_client
-from .errors import reported
+from ..storage.atomic import resolve_model_path
+from ..storage.export import EXPORT_FORMATS, export_scores
+from ..storage.model_store import load_model, read_model_attrs
+from ..storage.data_store import input_arrays
+from .cluster import dask_client, n_workers
+from .errors import JobError, reported
 
 __all__ = ["evaluate", "score"]
 
 
-def score(model, data, out, *, overwrite=False, client=None, scheduler=None, workers=2,
-          timeout=10, security=None, echo=None):
+def _load(model):
+    """The fitted posterior, the model's column names and its classes' original labels
+    (from the model store: what the training store recorded)."""
+    with reported():
+        path = resolve_model_path(model)
+        estimator = load_model(path)
+        _, attrs = read_model_attrs(path)
+    fitted = estimator.fitted_posterior_
+    columns = (list(fitted.feature_names) if fitted.feature_names is not None
+               else attrs.get("data_columns"))
+    return fitted, columns, attrs.get("target_classes"), path
+
+
+def _check_not_an_input(out, *inputs):
+    target = Path(out).resolve()
+    for what, path in inputs:
+        if target == Path(path).resolve():
+            raise JobError(f"--out {out} is the {what}; refusing to overwrite an input")
+
+
+def score(model, data, out, *, overwrite=False, format="zarr", client=None, scheduler=None,
+          workers=2, timeout=10, security=None, echo=None):
     """Score a data store's X with a model into a zarr score store, resumably.
 
     Writes ``mean`` and ``variance`` of the latent function, ``proba`` for a
@@ -25,22 +51,40 @@ def score(model, data, out, *, overwrite=False, client=None, scheduler=None, wor
     data : str or Path
         Data store with ``X``.
     out : str or Path
-        Score store.
+        Score store (``format="zarr"``), or the CSV / Parquet file to write.
     overwrite : bool
-        Replace a complete or foreign store at ``out``.
+        Replace a complete or foreign store (or an existing file) at ``out``.
+    format : {"zarr", "csv", "parquet"}
+        With csv or parquet the zarr score store is written beside ``out`` (hidden,
+        resumable), exported chunk by chunk, then removed.
     client, scheduler, workers, timeout, security, echo
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
 
     Returns
     -------
     dict
-        ``chunks_total``, ``chunks_written`` (this run), ``rows``.
+        ``chunks_total``, ``chunks_written`` (this run), ``rows``, ``columns`` (how
+        the data's columns were matched to the model's).
     """
-    with reported():
-        fitted = load_model(model)
+    if format not in ("zarr", *EXPORT_FORMATS):
+        raise JobError(f"format must be zarr, csv or parquet, got {format!r}")
+    fitted, columns, class_labels, model_path = _load(model)
+    _check_not_an_input(out, ("data store", data), ("model", model_path), ("model", model))
+    if format != "zarr" and Path(out).exists() and not overwrite:
+        raise JobError(f"{out} exists; pass --overwrite to replace it")
+    store = out if format == "zarr" else Path(out).with_name(f".{Path(out).name}.scores.zarr")
+    with reported():  # the data's columns checked before any cluster starts
+        input_arrays(data, columns)
     with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
-                     security=security, echo=echo), reported():
-        return scores.score(fitted, data, out, overwrite=overwrite)
+                     security=security, echo=echo) as running, reported():
+        result = scores.score(fitted, data, store, overwrite=overwrite and format == "zarr",
+                              columns=columns, class_labels=class_labels,
+                              n_workers=n_workers(running))
+    if format != "zarr":
+        with reported():
+            export_scores(store, out, format)
+        shutil.rmtree(store, ignore_errors=True)
+    return result
 
 
 def evaluate(model, data, *, client=None, scheduler=None, workers=2, timeout=10,
@@ -51,10 +95,14 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=2, timeout=10,
     -------
     dict
         Classification: ``error``, ``nlp`` (mean negative log probability of the true
-        label); regression: ``rmse``, ``mae``, ``nlpd``; always ``rows``.
+        label); regression: ``rmse``, ``mae``, ``nlpd``; always ``rows``, ``data``
+        (the store evaluated on) and ``columns`` (how its columns were matched).
     """
-    with reported():
-        fitted = load_model(model)
+    fitted, columns, _, _ = _load(model)
+    with reported():  # the data's columns checked before any cluster starts
+        input_arrays(data, columns)
     with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
-                     security=security, echo=echo), reported():
-        return scores.evaluate(fitted, data)
+                     security=security, echo=echo) as running, reported():
+        metrics = scores.evaluate(fitted, data, columns=columns,
+                                  n_workers=n_workers(running))
+    return {"data": str(data), **metrics}

@@ -1,25 +1,51 @@
-"""Store jobs: ``ingest`` a file into a data store, ``describe`` a model store."""
+"""Store jobs: ``ingest`` a file into a data store, ``split`` one into training and
+test stores, ``describe`` a model store."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from ..storage.ingestion import ingest as ingest_file
 from ..storage.atomic import resolve_model_path
 from ..storage.model_store import describe_model
+from ..storage.split import split_store
 from .errors import reported
 
-__all__ = ["describe", "ingest"]
+__all__ = ["describe", "ingest", "split"]
 
 
 def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
-           overwrite=False):
-    """Stream a CSV or ``.npy`` file into a chunked zarr data store.
+           overwrite=False, like=None, unknown="error"):
+    """Stream a CSV, Parquet or ``.npy`` file into a chunked zarr data store.
 
-    See :func:`saspa_dask.storage.ingestion.ingest` for the options; returns the store's
-    attributes (columns, target, rows, preprocessing, fingerprint).
+    ``like=TRAIN_STORE`` encodes the file as TRAIN_STORE was encoded (same columns,
+    categories, target labels and missing-value rule; ``unknown="ignore"`` encodes an
+    unseen category as all zeros).  See :func:`saspa_dask.storage.ingestion.ingest`
+    for the options; returns the store's attributes (columns, target, rows,
+    preprocessing, fingerprint, notes).
     """
     with reported():
         return ingest_file(source, out, target=target, chunk_rows=chunk_rows,
-                           missing=missing, text=text, overwrite=overwrite)
+                           missing=missing, text=text, overwrite=overwrite, like=like,
+                           unknown=unknown)
+
+
+def split(store, train_out=None, test_out=None, *, test_fraction=0.2, seed=0,
+          overwrite=False):
+    """Split a data store into a training and a test store, chunk by chunk, seeded.
+
+    Defaults: ``STORE-train.zarr`` and ``STORE-test.zarr`` beside ``STORE.zarr``.
+    Returns ``train``, ``test`` (paths), ``train_rows``, ``test_rows``.
+    See :func:`saspa_dask.storage.split.split_store`.
+    """
+    base = Path(store)
+    stem = base.name[:-5] if base.name.endswith(".zarr") else base.name
+    train_out = Path(train_out) if train_out else base.with_name(f"{stem}-train.zarr")
+    test_out = Path(test_out) if test_out else base.with_name(f"{stem}-test.zarr")
+    with reported():
+        counts = split_store(store, train_out, test_out, test_fraction=test_fraction,
+                             seed=seed, overwrite=overwrite)
+    return {"train": train_out, "test": test_out, **counts}
 
 
 def describe(model):

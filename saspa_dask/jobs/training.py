@@ -8,17 +8,26 @@ what carries over from the old model.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
+from ..engines.chunks import spread_rows
 from ..fitting.basis_parameters import LEARN_BASES
 from ..models import SASPAClassifier, SASPARegressor
 from ..storage.atomic import resolve_model_path, write_latest
+from ..storage.columns import match_columns
 from ..storage.data_store import open_data_store
 from ..storage.fingerprint import fingerprint
 from ..storage.model_store import load_model, save_model
-from .cluster import dask_client
+from .cluster import dask_client, n_workers
 from .errors import JobError, reported
+from .task import DEFAULT_MAX_CLASSES, choose_task, summarise_target
 
 __all__ = ["LIKELIHOODS", "build_estimator", "optimiser_warnings", "retrain",
            "retraining_parameters", "train"]
@@ -71,9 +80,9 @@ def build_estimator(task="classification", *, likelihood=None, n_bases=64, blur=
                           dof=dof, scale=scale, **common)
 
 
-def train(data, out, *, task="classification", overwrite=False, latest=None, client=None,
-          scheduler=None, workers=2, timeout=10, security=None, progress=None, echo=None,
-          **options):
+def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=False,
+          latest=None, client=None, scheduler=None, workers=2, timeout=10, security=None,
+          progress=None, echo=None, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Parameters
@@ -82,8 +91,12 @@ def train(data, out, *, task="classification", overwrite=False, latest=None, cli
         Data store (``saspa ingest``) with ``X`` and ``y``.
     out : str or Path
         Model store to write (written aside, renamed into place).
-    task : {"classification", "regression"}
-        More than two classes are one-vs-rest on shared bases.
+    task : {"classification", "regression"}, optional
+        More than two classes are one-vs-rest on shared bases.  Default: inferred from
+        the target (:mod:`saspa_dask.jobs.task`: text labels, or at most 20 distinct
+        integer values, are classification), and said through ``echo``.
+    max_classes : int, default=100
+        A classification with more distinct target values is refused.
     overwrite : bool
         Replace an existing store at ``out``.
     latest : str or Path, optional
@@ -119,8 +132,13 @@ def train(data, out, *, task="classification", overwrite=False, latest=None, cli
     """
     if options.get("work_dir") is None:
         options["work_dir"] = Path(out).resolve().parent
-    model = build_estimator(task, **options)
+    build_estimator(task or "classification", **options)  # bad options fail first
     X, y, attrs = _training_data(data, out, overwrite)
+    with reported(f"{data}: "):
+        task, reason = choose_task(summarise_target(y, attrs.get("target_classes")), task,
+                                   max_classes)
+    _say(echo, reason)
+    model = build_estimator(task, **options)
     return _fit_and_save(model, X, y, attrs, data, out, overwrite=overwrite, latest=latest,
                          cluster=dict(client=client, scheduler=scheduler, workers=workers,
                                       timeout=timeout, security=security),
@@ -188,6 +206,10 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     if Path(out).resolve() == old_path.resolve():
         raise JobError("--out must differ from MODEL (the old model is kept)")
     X, y, attrs = _training_data(data, out, overwrite)
+    with reported():
+        match = match_columns(_column_names(old), attrs.get("columns"), str(data),
+                              n_store=X.shape[1])
+    X = match.apply(X)
     n_old, n_new = old.sites_tau_.shape[-1], X.shape[0]
     if n_new < n_old:
         raise JobError(f"{data} has {n_new} rows but the model was trained on {n_old}: "
@@ -225,6 +247,43 @@ def optimiser_warnings(info):
     return lines
 
 
+@contextlib.contextmanager
+def scratch_directory(model):
+    """A folder of the job's own for the model's scratch site stores, inside its
+    ``work_dir``, removed after the cluster is closed: on an interrupt, tasks still
+    running on the workers could otherwise write into a site store after the model
+    removed it, leaving a ``saspa-sites-*`` folder behind."""
+    parent = Path(model.work_dir) if model.work_dir else None
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=".saspa-job-", dir=parent))
+    model.set_params(work_dir=str(folder))
+    try:
+        yield folder
+    finally:
+        model.set_params(work_dir=None if parent is None else str(parent))
+        for _ in range(3):  # a cancelled task may still be finishing a write
+            shutil.rmtree(folder, ignore_errors=True)
+            if not folder.exists():
+                break
+            time.sleep(0.5)
+
+
+def _column_names(model):
+    names = getattr(model, "feature_names_in_", None)
+    return None if names is None else [str(c) for c in names]
+
+
+def _name_columns(model, columns):
+    """Record a data store's column names as the model's feature names (scoring and
+    retraining then match columns by name)."""
+    if columns is None or getattr(model, "feature_names_in_", None) is not None:
+        return
+    names = np.array([str(c) for c in columns], dtype=object)
+    model.feature_names_in_ = names
+    model.fitted_posterior_ = replace(model.fitted_posterior_, feature_names=names)
+
+
 def _say(echo, message):
     if echo is not None:
         echo(message)
@@ -232,6 +291,8 @@ def _say(echo, message):
 
 def _training_data(data, out, overwrite):
     """The data store to train on, after checking the destination is free."""
+    if Path(out).resolve() == Path(data).resolve():
+        raise JobError(f"--out {out} is the data store; refusing to overwrite an input")
     if Path(out).exists() and not overwrite:
         raise JobError(f"{out} exists; pass --overwrite to replace it")
     with reported():
@@ -256,17 +317,20 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
                   echo, init_sites=None, extra=None):
     """Fit on the cluster, write the model aside and rename it, update ``latest``."""
     start = time.perf_counter()
-    with dask_client(**cluster, echo=echo):
+    with scratch_directory(model), dask_client(**cluster, echo=echo) as client:
         _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs, "
                    f"{len(X.chunks[0])} chunks)")
-        data_fingerprint = fingerprint(X, y)
+        data_fingerprint = fingerprint(X, y)  # on the store's own chunks, as ingest did
+        X, y = spread_rows(n_workers(client), X, y)
         if callable(init_sites):  # computed on the cluster (reads the appended rows)
             init_sites = init_sites()
         with reported():
             model.fit(X, y, progress=progress, init_sites=init_sites)
     seconds = time.perf_counter() - start
     model.data_fingerprint_ = data_fingerprint
+    _name_columns(model, attrs.get("columns"))
     attributes = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
+                  "target": attrs.get("target"),
                   "target_classes": attrs.get("target_classes"), "train_seconds": seconds,
                   **(extra or {})}
     with reported():

@@ -45,8 +45,14 @@ __all__ = ["SASPABase"]
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 
 
+# fits of at least this many rows say what they are doing (phase lines on stderr) even
+# at verbose=0; verbose=False silences them
+LOUD_ROWS = 50_000
+
+
 def _print_sweep(record):
-    print(f"[saspa] sweep {record['sweep']:3d}  change {record['change']:.3e}  "
+    problem = f"problem {record['problem'] + 1}  " if "problem" in record else ""
+    print(f"[saspa] {problem}sweep {record['sweep']:3d}  change {record['change']:.3e}  "
           f"invalid {record['n_invalid']}  {record['seconds']:.3f}s", file=sys.stderr,
           flush=True)
 
@@ -214,11 +220,19 @@ class SASPABase(BaseEstimator):
         subsample (in memory) and EP then runs on all rows at the learnt values.
         """
         lazy = is_lazy(X)
+        say = self._phase_printer(X.shape[0])
         start = time.perf_counter()
+        say(f"{type(self).__name__}: {X.shape[0]} rows x {X.shape[1]} inputs"
+            f"{', one-vs-rest over ' + str(len(labels)) + ' classes' if labels else ''}; "
+            + ("bases given" if self.bases is not None else
+               f"K-means for {self.n_bases} bases"))
         basis = self._resolve_bases(X, lazy)
         start_hyper = self._start_hyperparameters(X, likelihood, signal_variance, column_std,
                                                   basis)
         self.timings_ = {"bases": time.perf_counter() - start}
+        km = getattr(self, "kmeans_info_", None)
+        say(f"bases ready ({self.timings_['bases']:.1f}s"
+            + (f", K-means converged {km.get('converged')}" if km else "") + ")")
         self.damping_ = float(damping)
         settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol,
                               coarse_start=bool(self.coarse_start),
@@ -248,9 +262,14 @@ class SASPABase(BaseEstimator):
             X_sub, y_sub = dask.compute(X[rows], targets[rows]) if lazy else (X[rows],
                                                                                 targets[rows])
             sub_sites = None if sites is None else [(t[rows], v[rows]) for t, v in sites]
+            say(f"learning hyperparameters{' and bases' if self.learn_bases else ''} on a "
+                f"subsample of {rows.size} rows (at most {self.max_hyper_iter} iterations)")
             learnt = fit(trainer_for(X_sub, y_sub, None), start_hyper, sub_sites, True)
             start_hyper = learnt.hyper
             self.timings_["hyperparameters"] = time.perf_counter() - start
+        say(f"EP on {X.shape[0]} rows"
+            + (", learning hyperparameters" if self.optimize_hyperparameters and learnt is None
+               else ""))
         # Dask inputs keep their sites in a scratch store (removed afterwards)
         with WorkDir(self.work_dir) if lazy else nullcontext() as work_dir:
             outcome = fit(trainer_for(X, targets, work_dir), start_hyper, sites,
@@ -259,7 +278,20 @@ class SASPABase(BaseEstimator):
         if learnt is not None:
             outcome.trace, outcome.info = learnt.trace, learnt.info
         self._set_fitted(outcome, likelihood, offset, classes, X.shape[0], rows)
+        say(f"done: {self.n_sweeps_} sweeps, converged {self.converged_}, "
+            f"{time.perf_counter() - start + self.timings_['bases']:.1f}s")
         return self
+
+    def _phase_printer(self, n_samples):
+        """Prints a phase line to stderr when ``verbose`` is on, or for fits of at
+        least ``LOUD_ROWS`` rows unless ``verbose=False``."""
+        loud = bool(self.verbose) or (self.verbose is not False and n_samples >= LOUD_ROWS)
+
+        def say(message):
+            if loud:
+                print(f"[saspa] {message}", file=sys.stderr, flush=True)
+
+        return say
 
     def _set_fitted(self, outcome, likelihood, offset, classes, n_samples, rows):
         hyper = outcome.hyper

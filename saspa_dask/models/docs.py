@@ -30,8 +30,11 @@ _SHARED_PARAMS_DOC = """
         point.
     random_state : int, RandomState or None, default=None
         Seed of K-means.
-    verbose : int, default=0
-        If > 0, print one line per EP sweep to standard error.
+    verbose : int or bool, default=0
+        If > 0, print what the fit is doing (K-means, hyperparameter learning, EP)
+        and one line per EP sweep and optimiser iteration to standard error.  At 0, a
+        fit of 50,000 rows or more still prints its phase lines (a long fit is never
+        silent); ``verbose=False`` silences those too.
     cache : {"memory", "none"}, default="memory"
         Dask inputs only: keep each chunk's whitened block (N M floats over the
         cluster) in worker memory between sweeps, or rebuild it in every sweep.

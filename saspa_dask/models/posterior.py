@@ -212,7 +212,8 @@ class FittedPosterior:
     def outputs(self, X, names):
         """The named outputs at rows X: ``mean`` (offset added) and ``variance`` of
         the latent function, ``proba`` (classification; P(classes_[1]) for two
-        classes, one normalised column per class otherwise), ``rate`` (Poisson:
+        classes, one normalised column per class otherwise), ``label`` (the most
+        probable class, :meth:`predicted_labels`), ``rate`` (Poisson:
         exp(mean + variance / 2)).  One column per problem, squeezed for one."""
         return self.outputs_at(*self.latent(X), names)
 
@@ -230,7 +231,18 @@ class FittedPosterior:
             values["rate"] = self.point_prediction(mean, var)
         if self.n_problems == 1:
             values = {k: v[:, 0] for k, v in values.items()}
+        if "label" in names:  # one column whatever the number of problems
+            values["label"] = self.predicted_labels(mean, var)
         return values
+
+    def predicted_labels(self, mean, var):
+        """The most probable class of each row, as a float: the class label itself
+        when the classes are numbers (a data store's ``y`` encoding), else its index
+        into ``classes``."""
+        best = self.class_probabilities(mean, var).argmax(axis=1)
+        if np.issubdtype(self.classes.dtype, np.number):
+            return self.classes[best].astype(np.float64)
+        return best.astype(np.float64)
 
     def log_predictive(self, X, y):
         """log p(y_i | x_i) of each row: the true label's probability for a classifier

@@ -1,24 +1,34 @@
-"""The one CSV reader: header, field counts, missing values, text columns, targets.
+"""The one table reader: header, field counts, missing values, text columns, targets.
 
-Ingest streams a CSV in two passes through it (a survey, then the encoding); the
-``saspa demo`` command reads a small CSV whole through the same functions.
+Ingest streams a CSV (or a Parquet file, through ``pyarrow``, as the same rows of text
+fields) in two passes through it (a survey, then the encoding); the ``saspa demo``
+command reads a small CSV whole through the same functions.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 
 from .errors import StoreError
 
-__all__ = ["MISSING_TOKENS", "encode_row", "feature_names", "plan_columns", "read_rows",
-           "survey_csv", "target_index"]
+__all__ = ["MISSING_TOKENS", "PARQUET_SUFFIXES", "encode_row", "feature_names",
+           "plan_columns", "read_rows", "survey_csv", "target_index"]
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
 
 MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "?"})
 _MAX_CATEGORIES = 1000
 
 
 def _is_missing(token):
-    return token.strip().lower() in MISSING_TOKENS
+    """Missing: an empty or NA-like token, or a number that is not finite (``inf``,
+    ``1e309``): one rule with the ``.npy`` reader, which calls NaN and inf missing."""
+    token = token.strip().lower()
+    if token in MISSING_TOKENS:
+        return True
+    value = _as_float(token)
+    return value is not None and not math.isfinite(value)
 
 
 def _as_float(token):
@@ -37,6 +47,9 @@ class _ColumnSurvey:
         self.missing = [0] * len(header)
         self.categories = [dict() for _ in header]
         self.numeric_seen = [0] * len(header)
+        # distinct numeric tokens (capped): a target mixing "0", "1" and "unknown" is
+        # encoded with all of them as labels
+        self.numeric_tokens = [set() for _ in header]
 
     def add(self, row):
         self.n_rows += 1
@@ -45,18 +58,37 @@ class _ColumnSurvey:
                 self.missing[j] += 1
             elif _as_float(token) is not None:
                 self.numeric_seen[j] += 1
+                tokens = self.numeric_tokens[j]
+                if len(tokens) <= _MAX_CATEGORIES:
+                    tokens.add(token.strip())
             else:
                 cats = self.categories[j]
                 if len(cats) <= _MAX_CATEGORIES:
                     cats.setdefault(token.strip(), len(cats))
+
+    def labels(self, j):
+        """Sorted labels of a target column that holds text (numeric tokens among them
+        kept as text), or None for a numeric target."""
+        if not self.categories[j]:
+            return None
+        if len(self.numeric_tokens[j]) > _MAX_CATEGORIES:
+            raise StoreError(f"target column {self.header[j]!r} mixes text labels with "
+                             f"over {_MAX_CATEGORIES} distinct numbers")
+        return sorted(set(self.categories[j]) | self.numeric_tokens[j])
 
     def text_columns(self):
         return [j for j, cats in enumerate(self.categories) if cats]
 
 
 def read_rows(path):
-    """Yield (line number, fields) of a CSV after its header; checks field counts."""
-    with open(path, newline="") as handle:
+    """Yield (line number, fields) of a CSV after its header (the header first, as
+    line 1); checks field counts.  A Parquet file gives its rows as text fields (row
+    numbers for line numbers)."""
+    if str(path).lower().endswith(PARQUET_SUFFIXES):
+        yield from _parquet_rows(path)
+        return
+    # utf-8-sig: a byte-order mark is not part of the first column's name
+    with open(path, newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if not header:
@@ -71,6 +103,36 @@ def read_rows(path):
                     f"the header has {len(header)}"
                 )
             yield reader.line_num, row
+
+
+def _parquet_text(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)  # round-trips exactly through float()
+    return str(value)
+
+
+def _parquet_rows(path, batch_rows=65536):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise StoreError(f"{path}: reading Parquet needs pyarrow: pip install "
+                         "'saspa-dask[parquet]'") from None
+    try:
+        handle = pq.ParquetFile(str(path))
+    except Exception as err:  # pyarrow raises its own types for corrupt files
+        raise StoreError(f"{path}: not a readable Parquet file ({err})") from None
+    header = [str(name) for name in handle.schema_arrow.names]
+    if not header:
+        raise StoreError(f"{path}: no columns")
+    yield 1, header
+    line = 1
+    for batch in handle.iter_batches(batch_size=batch_rows):
+        columns = [[_parquet_text(v) for v in column.to_pylist()] for column in batch.columns]
+        for row in zip(*columns):
+            line += 1
+            yield line, list(row)
 
 
 def survey_csv(path):
@@ -136,7 +198,11 @@ def feature_names(header, plan):
 
 
 def encode_row(row, plan, target_index, target_classes):
-    """One CSV row -> (features, target) or None if it has a missing value."""
+    """One CSV row -> (features, target) or None if it has a missing value.
+
+    A one-hot value not among its column's categories (possible only when they come
+    from another store: ``ingest --like --unknown ignore``) is all zeros; a row without
+    a target column (``target_index`` None) has target NaN."""
     out = []
     for j, kind, cats in plan:
         token = row[j]
@@ -146,8 +212,12 @@ def encode_row(row, plan, target_index, target_classes):
             out.append(float(token))
         else:
             hot = [0.0] * len(cats)
-            hot[cats.index(token.strip())] = 1.0
+            position = cats.index(token.strip()) if token.strip() in cats else None
+            if position is not None:
+                hot[position] = 1.0
             out.extend(hot)
+    if target_index is None:
+        return out, float("nan")
     token = row[target_index]
     if _is_missing(token):
         return None
@@ -155,15 +225,27 @@ def encode_row(row, plan, target_index, target_classes):
     return out, float(value)
 
 
-def target_index(header, target, path):
+def target_index(header, target, path, notes=None):
+    """The target column's index: an exact column name first, else an integer index
+    (negative from the end), else the last column.  When ``target`` is both a column's
+    name and a valid index of another column, the name wins and ``notes`` (a list) is
+    told so.  Duplicate column names are an error."""
+    duplicates = sorted({name for name in header if header.count(name) > 1})
+    if duplicates:
+        raise StoreError(f"{path}: duplicate column names {duplicates}")
     if target is None:
         return len(header) - 1
-    if isinstance(target, int) or (isinstance(target, str) and target.lstrip("-").isdigit()):
-        index = int(target)
-        if not -len(header) <= index < len(header):
-            raise StoreError(f"{path}: target column {index} out of range ({len(header)} columns)")
-        return index % len(header)
-    if target not in header:
-        raise StoreError(f"{path}: no column {target!r} (columns: {', '.join(header)})")
-    return header.index(target)
-
+    text = str(target)
+    is_index = text.lstrip("-").isdigit() and -len(header) <= int(text) < len(header)
+    if text in header:
+        index = header.index(text)
+        if is_index and int(text) % len(header) != index and notes is not None:
+            notes.append(f"--target {text}: the column named {text!r} (index {index}) was "
+                         f"used, not the column at index {text}")
+        return index
+    if text.lstrip("-").isdigit():
+        if not is_index:
+            raise StoreError(f"{path}: target column {text} out of range "
+                             f"({len(header)} columns)")
+        return int(text) % len(header)
+    raise StoreError(f"{path}: no column {text!r} (columns: {', '.join(header)})")

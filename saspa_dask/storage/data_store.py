@@ -12,6 +12,7 @@ import dask.array as da
 import numpy as np
 import zarr
 
+from .columns import match_columns
 from .errors import StoreError
 
 __all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_data_complete", "input_arrays",
@@ -66,18 +67,29 @@ def open_data_store(path):
     return X.astype(np.float64), y, attrs
 
 
-def input_arrays(path):
-    """X (and y if present) of a data store, as row-chunked dask arrays."""
+def input_arrays(path, columns=None, n_features=None):
+    """X (and y if present) of a data store, as row-chunked dask arrays, with X's
+    columns in the order of ``columns`` (a model's column names, matched by name:
+    :func:`~saspa_dask.storage.columns.match_columns`).
+
+    Returns
+    -------
+    X, y, match
+        ``y`` is None when the store has none; ``match`` says how the columns were
+        matched.
+    """
     group = open_group(path, "data store")
-    check_data_complete(path, dict(group.attrs))
+    attrs = dict(group.attrs)
+    check_data_complete(path, attrs)
     if "X" not in set(group.array_keys()):
         raise StoreError(f"{path}: no array 'X' to score")
     Xz = group["X"]
     if Xz.ndim != 2:
         raise StoreError(f"{path}: X must be 2-D, got shape {Xz.shape}")
+    match = match_columns(columns, attrs.get("columns"), str(path), n_store=Xz.shape[1])
     rows = Xz.chunks[0]
     X = da.from_zarr(str(path), component="X").rechunk({0: rows, 1: -1})
     y = None
     if "y" in set(group.array_keys()) and group["y"].shape == (Xz.shape[0],):
         y = da.from_zarr(str(path), component="y").rechunk({0: rows})
-    return X, y
+    return match.apply(X), y, match

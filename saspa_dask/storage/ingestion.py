@@ -1,9 +1,11 @@
-"""Ingest: stream a CSV or ``.npy`` file into a chunked zarr data store.
+"""Ingest: stream a CSV, Parquet or ``.npy`` file into a chunked zarr data store.
 
-Data store: a group with ``X`` (N x d float64, row chunks), ``y`` (N), attributes
-``format = "saspa-data"``, ``format_version``, ``columns``, ``target``, ``preprocessing``,
-``fingerprint`` and ``complete``.  The file is never held in memory: a CSV is read in
-two passes (survey, then encode), a ``.npy`` file memory-mapped.
+Data store: a group with ``X`` (N x d float64, row chunks), ``y`` (N; absent when a
+``like`` ingest finds no target column), attributes ``format = "saspa-data"``,
+``format_version``, ``columns``, ``target``, ``target_classes``, ``preprocessing``,
+``fingerprint`` and ``complete``.  The file is never held in memory: a CSV or Parquet
+file is read in two passes (survey, then encode), a ``.npy`` file memory-mapped.
+``like=STORE`` encodes a new file exactly as STORE was (:mod:`~saspa_dask.storage.encoding`).
 """
 
 from __future__ import annotations
@@ -15,76 +17,25 @@ import numpy as np
 import zarr
 
 from .atomic import aside, check_destination, move_into_place
+from .chunk_writer import ChunkWriter
 from .csv_reader import (encode_row, feature_names, plan_columns, read_rows, survey_csv,
                          target_index)
-from .data_store import DATA_FORMAT, FORMAT_VERSION
+from .data_store import DATA_FORMAT, FORMAT_VERSION, open_group
+from .encoding import UNKNOWN_POLICIES, like_encoding, plan_like
 from .errors import StoreError
-from .fingerprint import Fingerprint
 
 __all__ = ["ingest"]
 
 
-class _ChunkWriter:
-    """Appends rows to X and y, writing only whole chunks (writes stay chunk-aligned)."""
-
-    def __init__(self, group, n_features, chunk_rows):
-        self.X = group.create_array("X", shape=(0, n_features), chunks=(chunk_rows, n_features),
-                                    dtype="f8", fill_value=np.nan)
-        self.y = group.create_array("y", shape=(0,), chunks=(chunk_rows,), dtype="f8",
-                                    fill_value=np.nan)
-        self.chunk_rows = chunk_rows
-        self.rows, self.targets = [], []  # single rows (CSV)
-        self.pending_X = np.empty((0, n_features))
-        self.pending_y = np.empty(0)
-        self.n = 0
-        self.hasher = Fingerprint(n_features, chunk_rows)
-
-    def add(self, features, target):
-        self.rows.append(features)
-        self.targets.append(target)
-        if len(self.rows) == self.chunk_rows:
-            self._flush_rows()
-
-    def _flush_rows(self):
-        rows, targets = self.rows, self.targets
-        self.rows, self.targets = [], []
-        self.add_block(np.array(rows, dtype=np.float64), np.array(targets, dtype=np.float64))
-
-    def add_block(self, X, y):
-        X = np.concatenate([self.pending_X, X])
-        y = np.concatenate([self.pending_y, y])
-        full = (len(y) // self.chunk_rows) * self.chunk_rows
-        for start in range(0, full, self.chunk_rows):
-            self._write(X[start:start + self.chunk_rows], y[start:start + self.chunk_rows])
-        self.pending_X, self.pending_y = X[full:], y[full:]
-
-    def flush(self):
-        """Write what is left (the last, partial chunk)."""
-        if self.rows:
-            self._flush_rows()
-        if len(self.pending_y):
-            self._write(self.pending_X, self.pending_y)
-            self.pending_X, self.pending_y = self.pending_X[:0], self.pending_y[:0]
-
-    def _write(self, X, y):
-        start, stop = self.n, self.n + len(y)
-        self.X.resize((stop, self.X.shape[1]))
-        self.y.resize((stop,))
-        self.X[start:stop] = X
-        self.y[start:stop] = y
-        self.hasher.add(X, y)
-        self.n = stop
-
-
-
 def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
-           overwrite=False):
-    """Stream a CSV or ``.npy`` file into a zarr data store.
+           overwrite=False, like=None, unknown="error"):
+    """Stream a CSV, Parquet or ``.npy`` file into a zarr data store.
 
     Parameters
     ----------
     source : str or Path
-        ``.csv`` with a header row, or ``.npy`` holding a 2-D numeric array.
+        ``.csv`` with a header row, ``.parquet`` (needs ``pyarrow``), or ``.npy``
+        holding a 2-D real array.
     out : str or Path
         Destination directory (a zarr v3 group).
     target : str or int, optional
@@ -101,11 +52,21 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
         A text *target* is always encoded as 0, 1, ... with its labels recorded.
     overwrite : bool
         Replace an existing store at ``out``.
+    like : str or Path, optional
+        A data store written by ingest (the training data): encode ``source`` exactly
+        as it was encoded (same columns in the same order, same categories, same
+        target labels and codes, same missing-value rule).  ``target``, ``missing``
+        and ``text`` are then taken from it; a source without the target column gives
+        a store without ``y`` (data to score).
+    unknown : {"error", "ignore"}
+        With ``like``: a category the like store never saw is an error naming it, or
+        (``"ignore"``) encoded as all zeros.
 
     Returns
     -------
     dict
-        The store's attributes.
+        The store's attributes; ``notes`` lists anything the caller should be told
+        (a target name that is also another column's index).
     """
     source = Path(source)
     if not source.is_file():
@@ -116,16 +77,28 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
         raise ValueError(f"text must be 'error', 'onehot' or 'drop', got {text!r}")
     if int(chunk_rows) < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
+    if unknown not in UNKNOWN_POLICIES:
+        raise ValueError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")
+    if Path(out).resolve() == source.resolve():
+        raise StoreError(f"{out} is the source file; refusing to overwrite an input")
+    encoding = None
+    if like is not None:
+        if Path(like).resolve() == Path(out).resolve():
+            raise StoreError(f"{out} is the --like store; refusing to overwrite an input")
+        encoding = like_encoding(dict(open_group(like, "data store").attrs), like)
     check_destination(out, overwrite)
     tmp = aside(out)
     try:
         group = zarr.open_group(str(tmp), mode="w")
         if source.suffix.lower() == ".npy":
-            attrs = _ingest_npy(source, group, target, int(chunk_rows), missing)
+            attrs = _ingest_npy(source, group, target, int(chunk_rows), missing, encoding)
         else:
-            attrs = _ingest_csv(source, group, target, int(chunk_rows), missing, text)
+            attrs = _ingest_table(source, group, target, int(chunk_rows), missing, text,
+                                  encoding, unknown)
         attrs.update(format=DATA_FORMAT, format_version=FORMAT_VERSION,
                      source=str(source), chunk_rows=int(chunk_rows), complete=True)
+        if like is not None:
+            attrs["like"] = str(Path(like).resolve())
         group.attrs.update(attrs)
         move_into_place(tmp, out, overwrite)
     except BaseException:
@@ -135,14 +108,21 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
 
 
 
-def _ingest_csv(path, group, target, chunk_rows, missing, text):
+def _ingest_table(path, group, target, chunk_rows, missing, text, encoding, unknown):
+    """A CSV or Parquet table: survey, plan the columns (or follow ``encoding``), encode."""
     survey = survey_csv(path)
     header = survey.header
-    t = target_index(header, target, path)
-    plan = plan_columns(survey, t, missing, text, path)
-    target_classes = sorted(survey.categories[t]) if survey.categories[t] else None
+    notes = []
+    if encoding is None:
+        t = target_index(header, target, path, notes)
+        plan = plan_columns(survey, t, missing, text, path)
+        target_classes = survey.labels(t)
+    else:
+        plan, t = plan_like(encoding, survey, path, unknown)
+        target_classes = encoding["target_classes"]
+        missing, text = encoding["missing"], "as --like"
     names = feature_names(header, plan)
-    writer = _ChunkWriter(group, len(names), chunk_rows)
+    writer = ChunkWriter(group, len(names), chunk_rows, with_target=t is not None)
     dropped = 0
     rows = read_rows(path)
     next(rows)
@@ -155,31 +135,42 @@ def _ingest_csv(path, group, target, chunk_rows, missing, text):
     writer.flush()
     if writer.n == 0:
         raise StoreError(f"{path}: every row has a missing value")
+    onehot = {header[j]: cats for j, kind, cats in plan if kind == "onehot"}
     preprocessing = {
         "missing": missing,
         "rows_dropped_for_missing": dropped,
         "text": text,
-        "onehot": {header[j]: cats for j, kind, cats in plan if kind == "onehot"},
-        "dropped_text_columns": [header[j] for j in survey.text_columns()
-                                 if j != t and all(j != p[0] for p in plan)],
+        "onehot": onehot,
+        "dropped_text_columns": (encoding["dropped"] if encoding is not None else
+                                 [header[j] for j in survey.text_columns()
+                                  if j != t and all(j != p[0] for p in plan)]),
     }
-    return {"columns": names, "target": header[t], "target_classes": target_classes,
-            "n_rows": writer.n, "preprocessing": preprocessing,
-            "fingerprint": writer.hasher.hexdigest(writer.n)}
+    if encoding is not None:
+        preprocessing["unknown_categories"] = unknown
+    target_name = header[t] if t is not None else (encoding or {}).get("target")
+    return {"columns": names, "target": target_name, "target_classes": target_classes,
+            "has_target": t is not None, "n_rows": writer.n, "preprocessing": preprocessing,
+            "notes": notes, "fingerprint": writer.hasher.hexdigest(writer.n)}
 
 
-def _ingest_npy(path, group, target, chunk_rows, missing):
+def _ingest_npy(path, group, target, chunk_rows, missing, encoding=None):
     try:
         data = np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as err:
+    except (ValueError, OSError, EOFError) as err:
         raise StoreError(f"{path}: not a numeric .npy array ({err})") from None
     if data.ndim != 2 or data.shape[1] < 2:
         raise StoreError(f"{path}: need a 2-D array with at least 2 columns, got {data.shape}")
     if data.shape[0] == 0:
         raise StoreError(f"{path}: no rows")
-    if not np.issubdtype(data.dtype, np.number):
-        raise StoreError(f"{path}: dtype {data.dtype} is not numeric")
+    if not np.issubdtype(data.dtype, np.number) or np.issubdtype(data.dtype,
+                                                                   np.complexfloating):
+        raise StoreError(f"{path}: dtype {data.dtype} is not a real number type")
     header = [f"x{j}" for j in range(data.shape[1])]
+    if encoding is not None:
+        if encoding["columns"] != [h for h in header if h != encoding["target"]]:
+            raise StoreError(f"{path}: columns {header} do not match {encoding['like']}'s "
+                             f"{encoding['columns']} plus target {encoding['target']!r}")
+        target, missing = encoding["target"], encoding["missing"]
     t = target_index(header, target, path)
     keep = [j for j in range(data.shape[1]) if j != t]
     n_missing = 0
@@ -189,7 +180,7 @@ def _ingest_npy(path, group, target, chunk_rows, missing):
     if n_missing and missing == "error":
         raise StoreError(f"{path}: {n_missing} rows hold NaN or inf; "
                          "use missing='drop-rows' (--missing drop-rows)")
-    writer = _ChunkWriter(group, len(keep), chunk_rows)
+    writer = ChunkWriter(group, len(keep), chunk_rows)
     for start in range(0, data.shape[0], chunk_rows):
         block = np.asarray(data[start:start + chunk_rows], dtype=np.float64)
         block = block[np.isfinite(block).all(axis=1)]

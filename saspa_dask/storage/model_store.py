@@ -327,6 +327,20 @@ def load_model(path):
     return model
 
 
+def _class_labels(attrs):
+    """The original label of each class: the training store's text labels when the
+    model's classes are their codes, else the classes themselves."""
+    classes, labels = attrs.get("classes"), attrs.get("target_classes")
+    if classes is None:
+        return None
+    if labels is None:
+        return [str(c) for c in classes]
+    try:
+        return [str(labels[int(c)]) for c in classes]
+    except (IndexError, TypeError, ValueError):
+        return [str(c) for c in classes]
+
+
 def describe_model(path):
     """A JSON-able summary of a model store (for ``saspa info``)."""
     group, attrs = read_model_attrs(path)
@@ -349,6 +363,14 @@ def describe_model(path):
         "info": report.get("hyperparameter_info_", {})}
     # the rows axis is the last one: one-vs-rest sites have a leading class axis
     summary["n_training_rows"] = int(group["sites_tau"].shape[-1])
+    summary["columns"] = attrs.get("feature_names") or attrs.get("data_columns")
+    summary["target"] = attrs.get("target")
+    summary["class_labels"] = _class_labels(attrs)
+    summary["lengthscale"] = attrs["kernel"].get("lengthscale")
+    summary["train_seconds"] = attrs.get("train_seconds")
+    kmeans = report.get("kmeans_info_")
+    summary["kmeans"] = None if not kmeans else {
+        k: kmeans.get(k) for k in ("converged", "n_iter", "inertia")}
     summary["sweeps"] = [{k: r.get(k) for k in ("sweep", "change", "log_evidence", "seconds")}
                          for r in report.get("history_", [])]
     return json.loads(json.dumps(summary, default=str))

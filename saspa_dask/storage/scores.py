@@ -23,7 +23,7 @@ import numpy as np
 import zarr
 from dask import delayed
 
-from ..engines.chunks import chunk_bounds
+from ..engines.chunks import chunk_bounds, spread_rows
 from .data_store import input_arrays
 from .errors import StoreError
 from .fingerprint import chunk_digest, combine_digests
@@ -63,7 +63,7 @@ def check_scoring_input(fitted, X):
 def _outputs(fitted):
     names = ["mean", "variance"]
     if fitted.is_classifier:
-        names.append("proba")
+        names += ["proba", "label"]
     elif fitted.likelihood == "poisson":
         names.append("rate")
     return names
@@ -126,7 +126,9 @@ def _create(path, fitted, X, attrs):
     K = fitted.n_problems
     shape, chunks = ((X.shape[0],), (rows,)) if K == 1 else ((X.shape[0], K), (rows, K))
     for name in _outputs(fitted):
-        group.create_array(name, shape=shape, chunks=chunks, dtype="f8", fill_value=np.nan)
+        one = name == "label" or K == 1
+        group.create_array(name, shape=(X.shape[0],) if one else shape,
+                           chunks=(rows,) if one else chunks, dtype="f8", fill_value=np.nan)
     # one zarr chunk per flag: tasks never write into the same chunk file
     group.create_array("done", shape=(len(X.chunks[0]),), chunks=(1,), dtype="u1",
                        fill_value=0)
@@ -134,7 +136,31 @@ def _create(path, fitted, X, attrs):
     return group
 
 
-def score(model, data, out, *, overwrite=False, progress=None):
+def _model_columns(fitted, columns):
+    if columns is not None:
+        return list(columns)
+    return None if fitted.feature_names is None else list(fitted.feature_names)
+
+
+def class_metadata(fitted, class_labels=None):
+    """What a classifier's score store records about its classes: ``class_labels``
+    (the original label of each of the model's classes: the training store's text
+    labels, or the classes themselves) and ``proba_columns`` (the class each column of
+    ``proba`` is the probability of)."""
+    if not fitted.is_classifier:
+        return {}
+    labels = ([str(c) for c in fitted.classes] if class_labels is None
+              else [str(class_labels[int(c)]) for c in fitted.classes])
+    columns = labels[1:] if len(labels) == 2 and fitted.n_problems == 1 else labels
+    return {"classes": [c.item() if hasattr(c, "item") else c for c in fitted.classes],
+            "class_labels": labels, "proba_columns": columns,
+            "label_encoding": ("the class itself (as in the data store's y)"
+                               if np.issubdtype(fitted.classes.dtype, np.number)
+                               else "the index into classes")}
+
+
+def score(model, data, out, *, overwrite=False, progress=None, columns=None,
+          class_labels=None, n_workers=1):
     """Score a data store's X into a zarr score store, resumably.
 
     Parameters
@@ -148,22 +174,33 @@ def score(model, data, out, *, overwrite=False, progress=None):
         Replace an existing (complete or foreign) store.
     progress : callable, optional
         Called with the number of chunks written so far after each wave.
+    columns : list of str, optional
+        The model's column names (default: the posterior's ``feature_names``); the
+        store's columns are matched to them by name
+        (:func:`~saspa_dask.storage.columns.match_columns`).
+    class_labels : list, optional
+        The original labels of the training store's class codes, recorded in the score
+        store (:func:`class_metadata`).
+    n_workers : int
+        A store of one chunk is scored in this many row chunks (one task each).
 
     Returns
     -------
     dict
-        ``chunks_total``, ``chunks_written`` (this run), ``rows``.
+        ``chunks_total``, ``chunks_written`` (this run), ``rows``, ``columns`` (how
+        the columns were matched).
     """
     fitted = getattr(model, "fitted_posterior_", model)
-    X, _ = input_arrays(data)
+    X, _, match = input_arrays(data, _model_columns(fitted, columns))
+    (X,) = spread_rows(n_workers, X)
     input_fingerprint = check_scoring_input(fitted, X)
     expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
                 "input_fingerprint": input_fingerprint, "chunk_rows": int(X.chunks[0][0]),
-                "n_rows": int(X.shape[0])}
+                "n_rows": int(X.shape[0]), "outputs": _outputs(fitted)}
     group = _open_existing(out, expected, overwrite)
     if group is None:
         group = _create(out, fitted, X, {**expected, "input": str(Path(data).resolve()),
-                                         "outputs": _outputs(fitted)})
+                                         **class_metadata(fitted, class_labels)})
     done = _read_done(group)
     shared = delayed(fitted, pure=True)  # shipped once: no per-row state in it
     blocks = X.to_delayed().ravel()
@@ -177,7 +214,8 @@ def score(model, data, out, *, overwrite=False, progress=None):
     if not written.all():
         raise RuntimeError(f"{out}: {int((written == 0).sum())} chunks were not written")
     group.attrs["complete"] = True
-    return {"chunks_total": len(blocks), "chunks_written": len(todo), "rows": int(X.shape[0])}
+    return {"chunks_total": len(blocks), "chunks_written": len(todo), "rows": int(X.shape[0]),
+            "columns": match.describe()}
 
 
 def _evaluate_chunk(Xb, yb, fitted):
@@ -194,7 +232,7 @@ def _evaluate_chunk(Xb, yb, fitted):
     return np.array([len(yb), float((resid**2).sum()), -log_p.sum(), float(np.abs(resid).sum())])
 
 
-def evaluate(model, data):
+def evaluate(model, data, *, columns=None, n_workers=1):
     """Test metrics of a model on a data store with X and y, computed chunk by chunk.
 
     Returns
@@ -202,17 +240,23 @@ def evaluate(model, data):
     dict
         Classification: ``error`` (rate), ``nlp`` (mean negative log probability of
         the true label).  Regression: ``rmse``, ``mae``, ``nlpd`` (mean negative log
-        predictive density of y, noise included).  Always ``rows``.
+        predictive density of y, noise included).  Always ``rows`` and ``columns``
+        (how the store's columns were matched to the model's, by name when both
+        record them; ``columns=`` as for :func:`score`).
     """
     fitted = getattr(model, "fitted_posterior_", model)
-    X, y = input_arrays(data)
+    X, y, match = input_arrays(data, _model_columns(fitted, columns))
     if y is None:
         raise StoreError(f"{data}: evaluation needs an array 'y' with one value per row")
+    X, y = spread_rows(n_workers, X, y)
     check_scoring_input(fitted, X)
     shared = delayed(fitted, pure=True)
     parts = [delayed(_evaluate_chunk)(xb, yb, shared)
              for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
     n, a, nlp, c = np.sum(dask.compute(*parts), axis=0)
     if fitted.is_classifier:
-        return {"rows": int(n), "error": a / n, "nlp": nlp / n}
-    return {"rows": int(n), "rmse": float(np.sqrt(a / n)), "mae": c / n, "nlpd": nlp / n}
+        metrics = {"rows": int(n), "error": a / n, "nlp": nlp / n}
+    else:
+        metrics = {"rows": int(n), "rmse": float(np.sqrt(a / n)), "mae": c / n,
+                   "nlpd": nlp / n}
+    return {**metrics, "columns": match.describe()}

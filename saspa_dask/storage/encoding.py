@@ -1,0 +1,123 @@
+"""A data store's encoding, reapplied to new data (``saspa ingest NEW --like STORE``).
+
+A store written by ingest records how its file was encoded: its input columns (numeric
+ones by name, one-hot ones as ``name=category``), the target column and its text labels
+(``target_classes``), and the missing-value rule.  :func:`plan_like` turns that record
+into a column plan for a new table, so the new store has the same columns in the same
+order, the same categories and the same label codes: a test split that lacks a rare
+category still gets its all-zero column.  Anything the record cannot encode is an
+error naming it: a column missing from the new table or not in the old one, a category
+not seen before (all zeros instead with ``unknown="ignore"``), a target label not seen
+before.
+"""
+
+from __future__ import annotations
+
+from .data_store import DATA_FORMAT
+from .errors import StoreError
+
+__all__ = ["UNKNOWN_POLICIES", "like_encoding", "plan_like"]
+
+UNKNOWN_POLICIES = ("error", "ignore")
+
+
+def like_encoding(group_attrs, like):
+    """The encoding record of the store ``like`` (its attributes), checked."""
+    if group_attrs.get("format") != DATA_FORMAT or not group_attrs.get("columns"):
+        raise StoreError(f"{like}: not a data store written by saspa ingest (no recorded "
+                         "columns to copy)")
+    pre = group_attrs.get("preprocessing") or {}
+    return {"columns": list(group_attrs["columns"]), "target": group_attrs.get("target"),
+            "target_classes": group_attrs.get("target_classes"),
+            "missing": pre.get("missing", "error"), "onehot": pre.get("onehot") or {},
+            "dropped": list(pre.get("dropped_text_columns") or []), "like": str(like)}
+
+
+def _origins(encoding):
+    """Each input column of the old store as (source column, kind, categories), in
+    order, one entry per source column."""
+    onehot_names = {f"{name}={cat}": name for name, cats in encoding["onehot"].items()
+                    for cat in cats}
+    plan, seen = [], set()
+    for column in encoding["columns"]:
+        source = onehot_names.get(column, column)
+        if source in seen:
+            continue
+        seen.add(source)
+        if source in encoding["onehot"]:
+            plan.append((source, "onehot", list(encoding["onehot"][source])))
+        else:
+            plan.append((source, "numeric", None))
+    return plan
+
+
+def plan_like(encoding, survey, path, unknown="error"):
+    """The column plan (as :func:`~saspa_dask.storage.csv_reader.plan_columns` gives)
+    and target index for a surveyed table, following ``encoding``.
+
+    Returns
+    -------
+    plan : list of (column index, kind, categories)
+    target : int or None
+        None when the table has no target column (data to score).
+
+    Raises
+    ------
+    StoreError
+        Missing or extra columns, text in a numeric column, unseen categories (unless
+        ``unknown="ignore"``), unseen target labels, missing values under the error
+        rule.
+    """
+    if unknown not in UNKNOWN_POLICIES:
+        raise ValueError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")
+    header = survey.header
+    position = {name: j for j, name in enumerate(header)}
+    origins = _origins(encoding)
+    missing_cols = [name for name, _, _ in origins if name not in position]
+    target = position.get(encoding["target"])
+    used = {name for name, _, _ in origins} | {encoding["target"]} | set(encoding["dropped"])
+    extra = [name for name in header if name not in used]
+    if missing_cols or extra:
+        raise StoreError(f"{path}: columns differ from {encoding['like']}'s: "
+                         f"missing {missing_cols}, not in it {extra}")
+    problems, plan = [], []
+    for name, kind, cats in origins:
+        j = position[name]
+        seen = survey.categories[j]
+        if kind == "numeric" and seen:
+            problems.append(f"column {name!r} is numeric in {encoding['like']} but holds "
+                            f"text here (e.g. {next(iter(seen))!r})")
+        elif kind == "onehot":
+            new = sorted(set(seen) - set(cats))
+            if new and unknown == "error":
+                problems.append(f"column {name!r} has categories not seen in "
+                                f"{encoding['like']}: {new[:10]}; use --unknown ignore "
+                                "to encode them as all zeros")
+        if survey.missing[j] and encoding["missing"] == "error":
+            problems.append(f"column {name!r} has {survey.missing[j]} missing values")
+        plan.append((j, kind, cats))
+    if target is not None:
+        problems += _target_problems(encoding, survey, target)
+    if problems:
+        raise StoreError(f"{path}: " + "; ".join(problems))
+    return plan, target
+
+
+def _target_problems(encoding, survey, target):
+    labels, seen = encoding["target_classes"], survey.categories[target]
+    if labels is None and seen:
+        return [f"target {encoding['target']!r} is numeric in {encoding['like']} but "
+                f"holds text here (e.g. {next(iter(seen))!r})"]
+    if labels is not None:
+        if survey.numeric_seen[target]:
+            labels_as_text = set(labels)
+            if not all(isinstance(v, str) for v in labels_as_text):
+                return [f"target {encoding['target']!r}: labels do not match"]
+        new = sorted(set(seen) - set(labels))
+        if new:
+            return [f"target {encoding['target']!r} has labels not seen in "
+                    f"{encoding['like']}: {new[:10]}"]
+    if survey.missing[target] and encoding["missing"] == "error":
+        return [f"target column {encoding['target']!r} has {survey.missing[target]} "
+                "missing values"]
+    return []

@@ -1,0 +1,109 @@
+"""Holding data out: split a data store into a training and a test store, seeded.
+
+Each row goes to the test store with probability ``test_fraction``, decided chunk by
+chunk from a generator seeded with ``(seed, chunk index)``: the same seed gives the
+same split whatever the machine, and the store is read one chunk at a time.  Both
+stores keep the source's columns, target, labels and encoding record (so ``ingest
+--like`` and column matching work on them), keep its chunk size, and record the split
+(source, fraction, seed, which part) and their own fingerprints.  Both are written
+aside and moved into place only when complete.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from .atomic import aside, check_destination, move_into_place
+from .chunk_writer import ChunkWriter
+from .data_store import check_data_complete, open_group
+from .errors import StoreError
+
+__all__ = ["split_store"]
+
+# attributes of the source that describe its columns and encoding: both parts keep them
+_KEPT = ("format", "format_version", "columns", "target", "target_classes", "has_target",
+         "preprocessing", "source", "like")
+
+
+def _test_mask(seed, index, n):
+    return np.random.default_rng([int(seed), int(index)]).random(n)
+
+
+def split_store(store, train_out, test_out, *, test_fraction=0.2, seed=0, overwrite=False):
+    """Split a data store into ``train_out`` and ``test_out``.
+
+    Parameters
+    ----------
+    store : str or Path
+        A data store with ``X`` and ``y``.
+    train_out, test_out : str or Path
+        The two stores to write.
+    test_fraction : float
+        Probability in (0, 1) that a row goes to the test store.
+    seed : int
+    overwrite : bool
+        Replace existing stores at the destinations.
+
+    Returns
+    -------
+    dict
+        ``train_rows``, ``test_rows``.
+
+    Raises
+    ------
+    StoreError
+        A missing or incomplete store, a destination that is the source or each other,
+        a part that would be empty.
+    """
+    if not 0.0 < float(test_fraction) < 1.0:
+        raise StoreError(f"test fraction must be in (0, 1), got {test_fraction}")
+    source = Path(store).resolve()
+    outs = [Path(train_out).resolve(), Path(test_out).resolve()]
+    if source in outs or outs[0] == outs[1]:
+        raise StoreError("the training store, the test store and the source must be three "
+                         "different paths")
+    group = open_group(store, "data store")
+    attrs = dict(group.attrs)
+    check_data_complete(store, attrs)
+    if not {"X", "y"} <= set(group.array_keys()):
+        raise StoreError(f"{store}: a data store to split needs arrays 'X' and 'y'")
+    for out in (train_out, test_out):
+        check_destination(out, overwrite)
+    tmps = [aside(train_out), aside(test_out)]
+    try:
+        counts = _write_parts(group, attrs, tmps, float(test_fraction), int(seed), store)
+        for tmp, out in zip(tmps, (train_out, test_out)):
+            move_into_place(tmp, out, overwrite)
+    except BaseException:
+        for tmp in tmps:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"train_rows": counts[0], "test_rows": counts[1]}
+
+
+def _write_parts(group, attrs, tmps, test_fraction, seed, store):
+    X, y = group["X"], group["y"]
+    rows = int(X.chunks[0])
+    parts = [zarr.open_group(str(tmp), mode="w") for tmp in tmps]
+    writers = [ChunkWriter(part, X.shape[1], rows) for part in parts]
+    for index, start in enumerate(range(0, X.shape[0], rows)):
+        Xb, yb = np.asarray(X[start:start + rows]), np.asarray(y[start:start + rows])
+        test = _test_mask(seed, index, len(yb)) < test_fraction
+        writers[0].add_block(Xb[~test], yb[~test])
+        writers[1].add_block(Xb[test], yb[test])
+    for name, writer, part in zip(("train", "test"), writers, parts):
+        writer.flush()
+        if writer.n == 0:
+            raise StoreError(f"{store}: the {name} part would be empty "
+                             f"({X.shape[0]} rows, test fraction {test_fraction})")
+        part.attrs.update({**{k: attrs[k] for k in _KEPT if k in attrs},
+                           "n_rows": writer.n, "chunk_rows": rows,
+                           "split": {"source": str(Path(store).resolve()), "part": name,
+                                     "test_fraction": test_fraction, "seed": seed},
+                           "fingerprint": writer.hasher.hexdigest(writer.n),
+                           "complete": True})
+    return writers[0].n, writers[1].n
