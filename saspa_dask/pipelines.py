@@ -1,6 +1,7 @@
 """Declarative jobs: ``saspa run JOB.toml``.
 
-A job is a list of steps (``ingest``, ``train``, ``retrain``, ``score``, ``evaluate``)
+A job is a list of steps (``ingest``, ``split``, ``train``, ``retrain``, ``score``,
+``evaluate``)
 run in order, each the job function of the same name (:mod:`saspa_dask.jobs`, what the
 CLI command of that name calls) with the step's keys as its options.
 Relative paths are relative to the job file.  ``{date}`` and ``{timestamp}`` in an
@@ -51,8 +52,12 @@ _NUM = (int, float)
 STEP_OPTIONS = {
     "ingest": {"source": (str, True), "out": (str, True), "target": ((str, int), False),
                "chunk_rows": (int, False), "missing": (str, False), "text": (str, False),
-               "overwrite": (bool, False)},
+               "like": (str, False), "unknown": (str, False), "overwrite": (bool, False)},
+    "split": {"store": (str, True), "train_out": (str, False), "test_out": (str, False),
+              "test_fraction": (_NUM, False), "seed": (int, False),
+              "overwrite": (bool, False)},
     "train": {"data": (str, True), "out": (str, True), "task": (str, False),
+              "max_classes": (int, False),
               "bases": (int, False), "blur": (str, False), "likelihood": (str, False),
               "ep_mode": (str, False), "damping": (_NUM, False), "max_sweeps": (int, False),
               "tol": (_NUM, False), "lengthscale": (_NUM, False),
@@ -71,14 +76,15 @@ STEP_OPTIONS = {
                 "tol": (_NUM, False), "cache": (str, False), "work_dir": (str, False),
                 "overwrite": (bool, False), "latest": (str, False)},
     "score": {"model": (str, True), "data": (str, True), "out": (str, True),
-              "overwrite": (bool, False)},
+              "format": (str, False), "overwrite": (bool, False)},
     "evaluate": {"model": (str, True), "data": (str, True)},
 }
-_POSITIONAL = {"ingest": ["source"], "train": ["data"], "retrain": ["model", "data"],
+_POSITIONAL = {"ingest": ["source"], "split": ["store"], "train": ["data"], "retrain": ["model", "data"],
                "score": ["model", "data"], "evaluate": ["model", "data"]}
 # step keys whose job-function argument has another name
 _RENAMED = {"bases": "n_bases"}
-_PATH_KEYS = {"source", "out", "data", "model", "work_dir", "latest"}
+_PATH_KEYS = {"source", "out", "data", "model", "work_dir", "latest", "store", "like",
+              "train_out", "test_out"}
 _CLUSTER_KEYS = {"scheduler": (str, False), "workers": (int, False), "timeout": (int, False),
                  "tls_ca_file": (str, False), "tls_cert": (str, False),
                  "tls_key": (str, False)}
@@ -170,7 +176,8 @@ def _state_of(path):
 
 
 def _signature(kind, settings, template):
-    inputs = [settings[k] for k in ("source", "data", "model") if k in settings]
+    inputs = [settings[k] for k in ("source", "data", "model", "store", "like")
+              if k in settings]
     payload = {"kind": kind, "step": template, "inputs": [_state_of(p) for p in inputs]}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -192,6 +199,11 @@ def _run_step(kind, settings, cluster, echo, out):
         attrs = jobs.ingest(options.pop("source"), options.pop("out"), **options)
         out(f"ingested {attrs['n_rows']} rows x {len(attrs['columns'])} inputs")
         return
+    if kind == "split":
+        result = jobs.split(options.pop("store"), **options)
+        out(f"split: {result['train_rows']} training rows -> {result['train']}, "
+            f"{result['test_rows']} test rows -> {result['test']}")
+        return
     where = {**cluster, "echo": echo}
     if kind in ("train", "retrain"):
         run = jobs.train if kind == "train" else jobs.retrain
@@ -206,11 +218,12 @@ def _run_step(kind, settings, cluster, echo, out):
         result = jobs.score(options.pop("model"), options.pop("data"), options.pop("out"),
                             **options, **where)
         out(f"scores: {result['rows']} rows, {result['chunks_written']} of "
-            f"{result['chunks_total']} chunks written")
+            f"{result['chunks_total']} chunks written, {result['columns']}")
     else:
         metrics = jobs.evaluate(options.pop("model"), options.pop("data"), **where)
-        out("  ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
-                      for k, v in metrics.items()))
+        out(f"on {metrics['data']} ({metrics['rows']} rows, {metrics['columns']}): "
+            + "  ".join(f"{k} {v:.6g}" for k, v in metrics.items()
+                        if k not in ("data", "rows", "columns")))
 
 
 def _cluster_options(cluster):

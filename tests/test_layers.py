@@ -40,10 +40,19 @@ def test_every_module_names_its_concept():
     assert missing == []
 
 
+# The command line imports the numerical layers inside its commands, so that
+# ``saspa --help`` answers without loading NumPy, Dask and scikit-learn (issue 15);
+# import-linter (test_layer_contract_holds) still sees those imports and checks their layers.
+_LAZY_BY_DESIGN = {"saspa_dask/cli.py"}
+
+
 def test_no_function_local_import_of_the_package():
-    """A function-local import of another saspa_dask module would hide a cycle."""
+    """A function-local import of another saspa_dask module would hide a cycle (except
+    in the command line, where it keeps --help fast)."""
     found = []
     for path in _modules():
+        if str(path.relative_to(ROOT)) in _LAZY_BY_DESIGN:
+            continue
         for func in ast.walk(ast.parse(path.read_text())):
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue

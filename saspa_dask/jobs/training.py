@@ -72,7 +72,7 @@ def build_estimator(task="classification", *, likelihood=None, n_bases=64, blur=
                   max_hyper_iter=max_hyper_iter, n_restarts_optimizer=hyper_restarts,
                   learn_blur_scale=learn_blur_scale, learn_bases=learn_bases or False,
                   hyper_subsample=hyper_subsample, coarse_start=coarse_start,
-                  anderson_memory=anderson_memory, verbose=int(optimize_hyperparameters))
+                  anderson_memory=anderson_memory, verbose=1)
     if task == "classification":
         return SASPAClassifier(likelihood=likelihood or "probit", label_noise=label_noise,
                                **common)
