@@ -6,7 +6,8 @@ functions.  Commands that use a cluster connect to ``--scheduler tcp://HOST:PORT
 without it, start an embedded ``LocalCluster`` of ``--workers`` processes.
 
 The numerical modules are imported inside the commands, so ``--help`` answers at once.
-Exit codes: 0 success; 1 a clear error (one line naming the problem); 2 a usage error;
+Exit codes: 0 success; 1 a clear error (one line naming the problem, an OS error with
+its path, or an unexpected error: ``SASPA_DEBUG=1`` shows its traceback); 2 a usage error;
 3 EP did not converge; 130 interrupted by Ctrl-C (SIGINT), 143 by SIGTERM.  An
 interrupted job removes its temporary stores and leaves every existing store as it was.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import signal
 import sys
 import time
@@ -44,12 +46,23 @@ def _job_errors(command):
             return command(*args, **kwargs)
         except (JobError, StoreError) as err:
             raise click.ClickException(str(err)) from None
+        except OSError as err:  # read-only output, disk full, a missing directory ...
+            where = f"{err.filename}: " if err.filename else ""
+            raise click.ClickException(f"{where}{err.strerror or err}") from None
         except KeyboardInterrupt as err:
             name, code = ((err.signal_name, err.exit_code) if isinstance(err, Interrupted)
                           else ("SIGINT", 130))
             click.echo(f"saspa: interrupted ({name}); temporary stores removed, existing "
                        "stores left as they were", err=True)
             sys.exit(code)
+        except (click.ClickException, click.exceptions.Exit, SystemExit):
+            raise
+        except Exception as err:  # noqa: BLE001 - the last line of defence: one line
+            if os.environ.get("SASPA_DEBUG"):
+                raise
+            raise click.ClickException(
+                f"unexpected {type(err).__name__}: {err} (run again with SASPA_DEBUG=1 for "
+                "the traceback, and please report it)") from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -36,6 +36,8 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
+import string
 import tomllib
 import uuid
 from pathlib import Path
@@ -47,6 +49,7 @@ __all__ = ["JobError", "load_job", "run_job", "STEP_OPTIONS"]
 
 
 _NUM = (int, float)
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 # Per step kind: key -> (type or tuple of types, required).  Keys are CLI options
 # with dashes as underscores; "model" and "data"/"source" are positional arguments.
 STEP_OPTIONS = {
@@ -129,6 +132,10 @@ def load_job(path):
                        "steps": (list, True)}, str(path))
     job = doc.get("job", {})
     _check_table(job, {"name": (str, False)}, f"{path} [job]")
+    name = job.get("name", path.stem)
+    if not _NAME.fullmatch(name):
+        raise JobError(f"{path} [job]: name {name!r} must be letters, digits, '.', '_' or "
+                       "'-', not starting with '.' (it names the state file beside the job)")
     cluster = doc.get("cluster", {})
     _check_table(cluster, _CLUSTER_KEYS, f"{path} [cluster]")
     if "scheduler" in cluster and "workers" in cluster:
@@ -146,7 +153,26 @@ def load_job(path):
             raise JobError(f"{where}: unknown kind {kind!r}; one of {', '.join(STEP_OPTIONS)}")
         _check_table({k: v for k, v in step.items() if k != "kind"}, STEP_OPTIONS[kind],
                      f"{where} ({kind})")
-    return {"name": job.get("name", path.stem)}, cluster, steps
+        _check_templates(step, f"{where} ({kind})")
+    return {"name": name}, cluster, steps
+
+
+def _check_templates(step, where):
+    """``{date}`` and ``{timestamp}`` are the only templates, and only in ``out``."""
+    for key, value in step.items():
+        if not isinstance(value, str) or key == "kind":
+            continue
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+        except ValueError as err:
+            raise JobError(f"{where}: {key} = {value!r}: {err} (write {{{{ and }}}} for "
+                           "literal braces)") from None
+        if fields and key != "out":
+            raise JobError(f"{where}: {key}: templates are allowed in out only")
+        unknown = sorted(set(fields) - {"date", "timestamp"})
+        if unknown:
+            raise JobError(f"{where}: {key}: unknown template key(s) {unknown}; use {{date}} "
+                           "or {timestamp}")
 
 
 def _resolve(step, base, now):
@@ -268,7 +294,7 @@ def run_job(path, *, force=False, echo=print, out=print):
         echo(f"job {job['name']}: step {i}/{len(steps)}: saspa {_command_line(kind, settings)}")
         try:
             _run_step(kind, settings, options, echo, out)
-        except JobError as err:
+        except (ValueError, OSError) as err:  # JobError, StoreError, a file system error
             raise JobError(f"job {path} failed: step {i} ({kind}): {err}") from None
     # Inputs as the job left them (it may move `latest` or rewrite a store it reads):
     # the next run is a no-op while they stay so.

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zarr
 
 from saspa_dask import load_model
 from saspa_dask.datasets import synthetic_two_class
@@ -38,9 +39,24 @@ def test_example_jobs_run_and_rerun_is_a_no_op(project):
     jobs = project / "pipelines"
     res = _run(jobs / "first_training.toml")
     assert res.returncode == 0, res.stderr
-    assert "step 4/4: saspa evaluate" in res.stderr and "error" in res.stdout
+    assert "step 5/5: saspa evaluate" in res.stderr
     first = resolve_model_path(project / "work" / "models" / "latest")
     assert first.exists() and (project / "work" / "scores.zarr").exists()
+    # the printed metrics are of the held-out part, and are what the model gives there
+    test_part = project / "work" / "test-part.zarr"
+    line = [ln for ln in res.stdout.splitlines() if ln.startswith("on ")][-1]
+    assert line.startswith(f"on {test_part} (")
+    printed = dict(zip(line.split(": ", 1)[1].split()[::2],
+                       map(float, line.split(": ", 1)[1].split()[1::2])))
+    store = zarr.open_group(str(test_part), mode="r")
+    X, y = store["X"][...], store["y"][...]
+    train_rows = zarr.open_group(str(project / "work" / "train-part.zarr"), mode="r")["y"]
+    assert len(y) + train_rows.shape[0] == 6_000 and 900 < len(y) < 1500
+    model = load_model(first)
+    assert printed["error"] == pytest.approx(np.mean(model.predict(X) != y), abs=1e-6)
+    p_true = model.predict_proba(X)[np.arange(len(y)), y.astype(int)]
+    assert printed["nlp"] == pytest.approx(-np.mean(np.log(p_true)), rel=1e-5)
+    assert printed["error"] < 0.1
 
     res = _run(jobs / "first_training.toml")
     assert res.returncode == 0 and "nothing to do" in res.stderr

@@ -9,6 +9,7 @@ afterwards).  ``security`` (TLS) comes from :func:`tls_security`.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 
@@ -46,12 +47,12 @@ def dask_client(client=None, *, scheduler=None, workers=2, timeout=10, security=
 
     cluster = None
     if scheduler:
-        try:
-            client = Client(scheduler, timeout=timeout, security=security)
-        except Exception as err:  # refused, TLS handshake or configuration, time-out
-            raise JobError(f"cannot reach the Dask scheduler at {scheduler} within "
-                           f"{timeout}s ({type(err).__name__}: {err})") from None
+        client = _connect(Client, scheduler, timeout, security)
     else:
+        limit = max_workers()
+        if not 1 <= int(workers) <= limit:
+            raise JobError(f"--workers {workers}: an embedded cluster runs on this machine; "
+                           f"use 1 to {limit} (4 per core), or --scheduler for a cluster")
         # Work stealing would move a chunk's cached whitened block to an idle worker,
         # costing more than it saves; the blocks are spread evenly instead.
         with dask.config.set({"distributed.scheduler.work-stealing": False}), \
@@ -72,6 +73,35 @@ def dask_client(client=None, *, scheduler=None, workers=2, timeout=10, security=
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def max_workers():
+    """The most worker processes an embedded cluster may start: 4 per core."""
+    return 4 * (os.cpu_count() or 1)
+
+
+def _connect(client_class, scheduler, timeout, security):
+    """A client connected within ``timeout`` seconds, whatever the address does: one
+    that accepts TCP and never speaks would hold distributed's handshake for minutes,
+    so the connection is made in a thread that is given up after the deadline."""
+    box = {}
+
+    def connect():
+        try:
+            box["client"] = client_class(scheduler, timeout=timeout, security=security)
+        except Exception as err:  # refused, TLS handshake or configuration, time-out
+            box["error"] = err
+
+    thread = threading.Thread(target=connect, daemon=True, name="saspa-connect")
+    thread.start()
+    thread.join(timeout + 2)
+    if "client" in box:
+        return box["client"]
+    err = box.get("error")
+    reason = (f"{type(err).__name__}: {err}" if err is not None
+              else "no answer: the address accepts connections but does not speak Dask")
+    raise JobError(f"cannot reach the Dask scheduler at {scheduler} within {timeout}s "
+                   f"({reason})")
 
 
 @contextlib.contextmanager

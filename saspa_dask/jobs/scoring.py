@@ -12,6 +12,7 @@ from ..storage.model_store import load_model, read_model_attrs
 from ..storage.data_store import input_arrays
 from .cluster import dask_client, n_workers
 from .errors import JobError, reported
+from .paths import absolute
 
 __all__ = ["evaluate", "score"]
 
@@ -68,6 +69,7 @@ def score(model, data, out, *, overwrite=False, format="zarr", client=None, sche
     """
     if format not in ("zarr", *EXPORT_FORMATS):
         raise JobError(f"format must be zarr, csv or parquet, got {format!r}")
+    model, data, out = absolute(model), absolute(data), absolute(out)
     fitted, columns, class_labels, model_path = _load(model)
     _check_not_an_input(out, ("data store", data), ("model", model_path), ("model", model))
     if format != "zarr" and Path(out).exists() and not overwrite:
@@ -98,11 +100,12 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=2, timeout=10,
         label); regression: ``rmse``, ``mae``, ``nlpd``; always ``rows``, ``data``
         (the store evaluated on) and ``columns`` (how its columns were matched).
     """
-    fitted, columns, _, _ = _load(model)
+    shown, data = data, absolute(data)
+    fitted, columns, _, _ = _load(absolute(model))
     with reported():  # the data's columns checked before any cluster starts
         input_arrays(data, columns)
     with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
                      security=security, echo=echo) as running, reported():
         metrics = scores.evaluate(fitted, data, columns=columns,
                                   n_workers=n_workers(running))
-    return {"data": str(data), **metrics}
+    return {"data": str(shown), **metrics}

@@ -10,6 +10,7 @@ from ..storage.atomic import resolve_model_path
 from ..storage.model_store import describe_model
 from ..storage.split import split_store
 from .errors import reported
+from .paths import absolute
 
 __all__ = ["describe", "ingest", "split"]
 
@@ -24,6 +25,7 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     for the options; returns the store's attributes (columns, target, rows,
     preprocessing, fingerprint, notes).
     """
+    source, out, like = absolute(source), absolute(out), absolute(like)
     with reported():
         return ingest_file(source, out, target=target, chunk_rows=chunk_rows,
                            missing=missing, text=text, overwrite=overwrite, like=like,

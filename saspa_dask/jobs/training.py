@@ -9,7 +9,9 @@ what carries over from the old model.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import socket
 import tempfile
 import time
 from dataclasses import replace
@@ -27,6 +29,7 @@ from ..storage.fingerprint import fingerprint
 from ..storage.model_store import load_model, save_model
 from .cluster import dask_client, n_workers
 from .errors import JobError, reported
+from .paths import absolute
 from .task import DEFAULT_MAX_CLASSES, choose_task, summarise_target
 
 __all__ = ["LIKELIHOODS", "build_estimator", "optimiser_warnings", "retrain",
@@ -130,8 +133,8 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     >>> result["converged"], jobs.describe(d / "model.zarr")["n_training_rows"]
     (True, 2000)
     """
-    if options.get("work_dir") is None:
-        options["work_dir"] = Path(out).resolve().parent
+    data, out, latest = absolute(data), absolute(out), absolute(latest)
+    options["work_dir"] = absolute(options.get("work_dir")) or out.parent
     build_estimator(task or "classification", **options)  # bad options fail first
     X, y, attrs = _training_data(data, out, overwrite)
     with reported(f"{data}: "):
@@ -200,8 +203,10 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     dict
         As :func:`train`, plus ``warm_started_rows``.
     """
-    old_path = resolve_model_path(model)
+    data, out, latest = absolute(data), absolute(out), absolute(latest)
+    work_dir = absolute(work_dir)
     with reported():
+        old_path = resolve_model_path(absolute(model))
         old = load_model(old_path)
     if Path(out).resolve() == old_path.resolve():
         raise JobError("--out must differ from MODEL (the old model is kept)")
@@ -226,7 +231,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
         type(old)(**params), X, y, attrs, data, out, overwrite=overwrite, latest=latest,
         cluster=dict(client=client, scheduler=scheduler, workers=workers, timeout=timeout,
                      security=security),
-        progress=progress, echo=echo, init_sites=init_sites,
+        progress=progress, echo=echo, init_sites=init_sites, reordered=match.reordered,
         extra={"retrained_from": str(old_path.resolve()),
                "warm_started_rows": n_old if warm else 0,
                "new_rows_start": new_rows if warm else "empty"})
@@ -253,20 +258,47 @@ def scratch_directory(model):
     ``work_dir``, removed after the cluster is closed: on an interrupt, tasks still
     running on the workers could otherwise write into a site store after the model
     removed it, leaving a ``saspa-sites-*`` folder behind."""
-    parent = Path(model.work_dir) if model.work_dir else None
-    if parent is not None:
-        parent.mkdir(parents=True, exist_ok=True)
+    parent = Path(model.work_dir) if model.work_dir else Path(tempfile.gettempdir())
+    parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_scratch(parent)
     folder = Path(tempfile.mkdtemp(prefix=".saspa-job-", dir=parent))
+    (folder / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
     model.set_params(work_dir=str(folder))
     try:
         yield folder
     finally:
-        model.set_params(work_dir=None if parent is None else str(parent))
+        model.set_params(work_dir=str(parent))
         for _ in range(3):  # a cancelled task may still be finishing a write
             shutil.rmtree(folder, ignore_errors=True)
             if not folder.exists():
                 break
             time.sleep(0.5)
+
+
+def remove_stale_scratch(parent):
+    """Remove scratch folders that jobs killed with SIGKILL (or a lost machine) left in
+    ``parent``: a ``.saspa-job-*`` folder whose owner process, on this host, is gone.
+    Folders of other hosts, or of live processes, are left alone."""
+    host = socket.gethostname()
+    for folder in parent.glob(".saspa-job-*"):
+        try:
+            owner_host, pid = (folder / "owner").read_text().split()
+            pid = int(pid)
+        except (OSError, ValueError):
+            continue
+        if owner_host != host or _alive(pid):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _column_names(model):
@@ -314,13 +346,19 @@ def _warm_start_sites(old, X, y, new_rows, echo):
 
 
 def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, progress,
-                  echo, init_sites=None, extra=None):
+                  echo, init_sites=None, extra=None, reordered=False):
     """Fit on the cluster, write the model aside and rename it, update ``latest``."""
     start = time.perf_counter()
     with scratch_directory(model), dask_client(**cluster, echo=echo) as client:
         _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs, "
                    f"{len(X.chunks[0])} chunks)")
         data_fingerprint = fingerprint(X, y)  # on the store's own chunks, as ingest did
+        recorded = attrs.get("fingerprint")
+        if recorded is not None and not reordered and \
+                recorded != data_fingerprint:
+            raise JobError(f"{data}: its content differs from the fingerprint recorded when "
+                           "it was written (a chunk was changed or replaced since); "
+                           "ingest it again")
         X, y = spread_rows(n_workers(client), X, y)
         if callable(init_sites):  # computed on the cluster (reads the appended rows)
             init_sites = init_sites()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from .errors import StoreError
 
-__all__ = ["aside", "check_destination", "move_into_place", "resolve_model_path",
-           "write_latest"]
+__all__ = ["aside", "check_destination", "move_into_place", "recover_swap",
+           "resolve_model_path", "write_latest"]
 
 
 def aside(path):
@@ -23,14 +23,26 @@ def aside(path):
     return path.with_name(f".{path.name}.partial-{uuid.uuid4().hex[:8]}")
 
 
+def _replaced(path):
+    """Where an existing store waits while its replacement is renamed in."""
+    return path.with_name(f".{path.name}.replaced-{uuid.uuid4().hex[:8]}")
+
+
 def move_into_place(tmp, path, overwrite):
-    """Rename a finished store into place; an existing one is replaced only if asked."""
+    """Rename a finished store into place; an existing one is replaced only if asked.
+
+    Replacing a directory takes two renames (old store aside, new one in).  A crash
+    between them leaves nothing at ``path`` and the old store under
+    ``.NAME.replaced-*``: :func:`recover_swap`, run whenever a store is opened or
+    written, moves it back.
+    """
     path = Path(path)
+    recover_swap(path)
     if path.exists():
         if not overwrite:
             shutil.rmtree(tmp, ignore_errors=True)
             raise StoreError(f"{path} exists; pass overwrite to replace it")
-        old = aside(path)
+        old = _replaced(path)
         os.replace(path, old)
         os.replace(tmp, path)
         shutil.rmtree(old, ignore_errors=True)
@@ -38,7 +50,24 @@ def move_into_place(tmp, path, overwrite):
         os.replace(tmp, path)
 
 
+def recover_swap(path):
+    """Undo a replacement that a crash cut between its two renames: with nothing at
+    ``path`` and an old store waiting beside it, move the old store back."""
+    path = Path(path)
+    if path.exists() or not path.parent.is_dir():
+        return False
+    waiting = sorted(path.parent.glob(f".{path.name}.replaced-*"),
+                     key=lambda p: p.stat().st_mtime)
+    if not waiting:
+        return False
+    os.replace(waiting[-1], path)
+    for stale in waiting[:-1]:
+        shutil.rmtree(stale, ignore_errors=True)
+    return True
+
+
 def check_destination(path, overwrite):
+    recover_swap(Path(path))
     if Path(path).exists() and not overwrite:
         raise StoreError(f"{path} exists; pass overwrite to replace it")
 
@@ -60,11 +89,37 @@ def write_latest(pointer, model_path):
     os.replace(tmp, pointer)
 
 
+# a pointer holds one path on one line; anything larger is not a pointer
+_POINTER_BYTES = 4096
+
+
 def resolve_model_path(path):
-    """A model store path, following a ``latest`` pointer file if given one."""
+    """A model store path, following a ``latest`` pointer file if given one.
+
+    Only a small one-line text file is read as a pointer; any other file is refused
+    without showing its contents (a model path is not a way to print a file).
+    """
     path = Path(path)
-    if path.is_file():
-        target = Path(path.read_text().strip())
-        return target if target.is_absolute() else path.parent / target
-    return path
+    recover_swap(path)
+    if not path.is_file():
+        return path
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(_POINTER_BYTES + 1)
+    except OSError as err:
+        raise StoreError(f"{path}: cannot be read ({err.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    lines = None if text is None else text.strip().splitlines()
+    if len(raw) > _POINTER_BYTES or not lines or len(lines) != 1 or "\0" in text:
+        raise StoreError(f"{path}: a file, but not a model pointer (one line naming a "
+                         "model store); a model is a store directory")
+    target = Path(lines[0].strip())
+    target = target if target.is_absolute() else path.parent / target
+    recover_swap(target)
+    if not target.is_dir():  # its line is not shown: the file may be anything
+        raise StoreError(f"{path}: a pointer to a model store that does not exist")
+    return target
 

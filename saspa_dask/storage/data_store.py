@@ -12,10 +12,12 @@ import dask.array as da
 import numpy as np
 import zarr
 
+from .atomic import recover_swap
 from .columns import match_columns
 from .errors import StoreError
 
-__all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_data_complete", "input_arrays",
+__all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_data_complete",
+           "input_arrays",
            "open_data_store", "open_group"]
 
 DATA_FORMAT = "saspa-data"
@@ -25,12 +27,25 @@ FORMAT_VERSION = 2
 def open_group(path, what, mode="r"):
     """Open a zarr group, or raise a StoreError naming ``what`` is missing or wrong."""
     path = Path(path)
+    recover_swap(path)
     if not path.exists():
         raise StoreError(f"{path}: no such {what}")
     try:
         return zarr.open_group(str(path), mode=mode)
     except Exception as err:  # zarr raises several types for non-groups
         raise StoreError(f"{path}: not a zarr group ({type(err).__name__}: {err})") from None
+
+
+def check_chunks(path, array, name):
+    """Every chunk of ``array`` is stored.  zarr reads a missing chunk as the fill
+    value (zeros, for most writers), so a lost chunk file would be read as rows of
+    zeros; ingest never leaves one missing (its fill value is NaN, which it never
+    writes)."""
+    missing = array.nchunks - array.nchunks_initialized
+    if missing:
+        raise StoreError(f"{path}: {missing} of {array.nchunks} chunks of {name!r} are "
+                         "missing (lost or deleted files); zarr would read them as "
+                         f"{array.fill_value!r}, so nothing is read")
 
 
 def check_data_complete(path, attrs):
@@ -59,6 +74,8 @@ def open_data_store(path):
         raise StoreError(f"{path}: X must be (N, d) and y (N,); got {Xz.shape} and {yz.shape}")
     if Xz.shape[0] == 0:
         raise StoreError(f"{path}: no rows")
+    check_chunks(path, Xz, "X")
+    check_chunks(path, yz, "y")
     X = da.from_zarr(str(path), component="X")
     y = da.from_zarr(str(path), component="y")
     rows = Xz.chunks[0]
@@ -87,9 +104,11 @@ def input_arrays(path, columns=None, n_features=None):
     if Xz.ndim != 2:
         raise StoreError(f"{path}: X must be 2-D, got shape {Xz.shape}")
     match = match_columns(columns, attrs.get("columns"), str(path), n_store=Xz.shape[1])
+    check_chunks(path, Xz, "X")
     rows = Xz.chunks[0]
     X = da.from_zarr(str(path), component="X").rechunk({0: rows, 1: -1})
     y = None
     if "y" in set(group.array_keys()) and group["y"].shape == (Xz.shape[0],):
+        check_chunks(path, group["y"], "y")
         y = da.from_zarr(str(path), component="y").rechunk({0: rows})
     return match.apply(X), y, match

@@ -192,8 +192,64 @@ set_model_writer(save_model)
 # -- loading -----------------------------------------------------------------------
 
 
+def _number(value, key, path, *, low=None, positive=False, integer=False):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok and integer:
+        ok = float(value) == int(value)
+    if ok:
+        value = float(value)
+        ok = np.isfinite(value) and (low is None or value >= low) and \
+            (not positive or value > 0)
+    if not ok:
+        need = ("a positive integer" if integer else "a finite number > 0" if positive
+                else f"a finite number >= {low}" if low is not None else "a finite number")
+        raise StoreError(f"{path}: attribute {key!r} must be {need}, got {value!r}")
+    return int(value) if integer else value
+
+
+def _check_attrs(attrs, path):
+    """Every attribute the loader uses: present, of its type, finite, in range; a
+    tampered or truncated store is a StoreError naming the key."""
+    def need(key, kind, where=attrs, name=None):
+        name = name or key
+        if key not in where:
+            raise StoreError(f"{path}: attribute {name!r} is missing")
+        if not isinstance(where[key], kind):
+            raise StoreError(f"{path}: attribute {name!r} has the wrong type "
+                             f"({type(where[key]).__name__})")
+        return where[key]
+
+    need("estimator", str)
+    need("params", dict)
+    for key in ("n_bases", "n_features_in"):
+        _number(need(key, (int, float)), key, path, positive=True, integer=True)
+    _number(attrs.get("n_problems", 1), "n_problems", path, positive=True, integer=True)
+    kernel = need("kernel", dict)
+    _number(need("signal_variance", (int, float), kernel, "kernel.signal_variance"),
+            "kernel.signal_variance", path, positive=True)
+    _number(need("jitter", (int, float), kernel, "kernel.jitter"), "kernel.jitter", path,
+            low=0.0)
+    likelihood = need("likelihood", dict)
+    need("name", str, likelihood, "likelihood.name")
+    for key, value in likelihood.items():
+        if key != "name":
+            _number(value, f"likelihood.{key}", path)
+    if attrs.get("y_mean") is not None:
+        _number(attrs["y_mean"], "y_mean", path)
+    if attrs.get("classes") is not None:
+        need("classes", list)
+        need("classes_dtype", str)
+    names = attrs.get("feature_names")
+    if names is not None and (not isinstance(names, list)
+                              or not all(isinstance(n, str) for n in names)):
+        raise StoreError(f"{path}: attribute 'feature_names' must be a list of strings")
+    if attrs["format_version"] >= 3:
+        need("report", dict)
+
+
 def read_model_attrs(path):
-    """Attributes of a model store, checked for format, version and completeness."""
+    """Attributes of a model store, checked for format, version, completeness and (each
+    attribute the loader uses) type, finiteness and range."""
     path = Path(path)
     group = open_group(path, "model store")
     attrs = dict(group.attrs)
@@ -204,6 +260,7 @@ def read_model_attrs(path):
                          f"this saspa_dask reads versions {list(_READABLE_VERSIONS)}")
     if not attrs.get("complete"):
         raise StoreError(f"{path}: model store is incomplete (a save did not finish)")
+    _check_attrs(attrs, path)
     return group, attrs
 
 
@@ -298,6 +355,17 @@ def load_model(path):
         Missing, foreign, incomplete, truncated or inconsistent store.
     """
     path = resolve_model_path(path)
+    try:
+        return _load(path)
+    except StoreError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        # a tampered store that passed the attribute checks some other way
+        raise StoreError(f"{path}: not a valid model store ({type(err).__name__}: "
+                         f"{err})") from None
+
+
+def _load(path):
     group, attrs = read_model_attrs(path)
     cls = estimator_class(attrs.get("estimator"))
     if cls is None:

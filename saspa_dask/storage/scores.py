@@ -33,13 +33,14 @@ __all__ = ["score", "evaluate", "check_scoring_input"]
 SCORES_FORMAT = "saspa-scores"
 
 
-def _chunk_check(Xb):
+def _chunk_check(Xb, yb=None):
     finite = np.isfinite(Xb).all(axis=1)
-    return int((~finite).sum()), chunk_digest(Xb, np.zeros(0))
+    return int((~finite).sum()), chunk_digest(Xb, np.zeros(0) if yb is None else yb)
 
 
-def check_scoring_input(fitted, X):
-    """Feature count, dtype and NaN rows of X, in one pass; returns X's fingerprint.
+def check_scoring_input(fitted, X, y=None):
+    """Feature count, dtype and NaN rows of X, in one pass; returns the fingerprint of
+    X (and y, when given: then it is the data store's content fingerprint).
 
     ``fitted`` is a :class:`~saspa_dask.models.posterior.FittedPosterior`.
 
@@ -53,11 +54,25 @@ def check_scoring_input(fitted, X):
                          f"{fitted.n_features}")
     if not np.issubdtype(X.dtype, np.number):
         raise ValueError(f"input X has dtype {X.dtype}, not a number type")
-    results = dask.compute(*[delayed(_chunk_check)(b) for b in X.to_delayed().ravel()])
+    blocks = X.to_delayed().ravel()
+    targets = [None] * len(blocks) if y is None else y.to_delayed().ravel()
+    results = dask.compute(*[delayed(_chunk_check)(b, t) for b, t in zip(blocks, targets)])
     bad = sum(r[0] for r in results)
     if bad:
         raise ValueError(f"input X has {bad} rows with NaN or infinity; nothing was written")
     return combine_digests([r[1] for r in results], X.shape[0], X.shape[1], X.chunks[0][0])
+
+
+def verify_fingerprint(path, computed, match, y):
+    """The content fingerprint recorded at ingest, checked against the data as read:
+    a chunk replaced, truncated or rewritten since is refused."""
+    recorded = zarr.open_group(str(path), mode="r").attrs.get("fingerprint")
+    if recorded is None or y is None or match.reordered:
+        return  # nothing recorded, or not comparable (no y; columns reordered)
+    if computed != recorded:
+        raise StoreError(f"{path}: its content differs from the fingerprint recorded when "
+                         "it was written (a chunk was changed or replaced since); "
+                         "ingest it again")
 
 
 def _outputs(fitted):
@@ -191,7 +206,8 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
         the columns were matched).
     """
     fitted = getattr(model, "fitted_posterior_", model)
-    X, _, match = input_arrays(data, _model_columns(fitted, columns))
+    X, y, match = input_arrays(data, _model_columns(fitted, columns))
+    verify_fingerprint(data, check_scoring_input(fitted, X, y), match, y)
     (X,) = spread_rows(n_workers, X)
     input_fingerprint = check_scoring_input(fitted, X)
     expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
@@ -219,8 +235,14 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
 
 
 def _evaluate_chunk(Xb, yb, fitted):
-    """(rows, errors or squared residuals, sum of -log p, sum of |residual|)."""
+    """(rows, errors or squared residuals, sum of -log p, sum of |residual|).
+
+    Targets that are not finite, and labels that are not the model's classes, are an
+    error naming them (never counted as some class, never a NaN metric)."""
     yb = np.asarray(yb)
+    if np.issubdtype(yb.dtype, np.number) and not np.all(np.isfinite(yb)):
+        raise ValueError(f"y holds {int((~np.isfinite(yb)).sum())} NaN or infinite "
+                         "targets; nothing to evaluate them against")
     mean, var = fitted.latent(Xb)  # once: the kernel block is the cost
     log_p = fitted.log_predictive_at(mean, var, yb)
     if fitted.is_classifier:
@@ -248,6 +270,7 @@ def evaluate(model, data, *, columns=None, n_workers=1):
     X, y, match = input_arrays(data, _model_columns(fitted, columns))
     if y is None:
         raise StoreError(f"{data}: evaluation needs an array 'y' with one value per row")
+    verify_fingerprint(data, check_scoring_input(fitted, X, y), match, y)
     X, y = spread_rows(n_workers, X, y)
     check_scoring_input(fitted, X)
     shared = delayed(fitted, pure=True)
