@@ -352,7 +352,8 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
     with scratch_directory(model), dask_client(**cluster, echo=echo) as client:
         _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs, "
                    f"{len(X.chunks[0])} chunks)")
-        data_fingerprint = fingerprint(X, y)  # on the store's own chunks, as ingest did
+        # on the store's own chunks, as ingest did
+        data_fingerprint = fingerprint(X, y, attrs.get("chunk_rows"))
         recorded = attrs.get("fingerprint")
         if recorded is not None and not reordered and \
                 recorded != data_fingerprint:

@@ -45,9 +45,11 @@ def combine_digests(digests, n_rows, n_features, chunk_rows):
     return h.hexdigest()
 
 
-def fingerprint(X, y):
-    """Content fingerprint of a (row-chunked) dask data set, as ``ingest`` records it."""
+def fingerprint(X, y, chunk_rows=None):
+    """Content fingerprint of a (row-chunked) dask data set, as ``ingest`` records it
+    (``chunk_rows``: the store's chunk size, which a store smaller than one chunk does
+    not show in ``X.chunks``)."""
     digests = [delayed(chunk_digest)(xb, yb)
                for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
     digests = dask.compute(*digests)
-    return combine_digests(digests, X.shape[0], X.shape[1], X.chunks[0][0])
+    return combine_digests(digests, X.shape[0], X.shape[1], chunk_rows or X.chunks[0][0])

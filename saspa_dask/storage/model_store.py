@@ -17,9 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import zarr
+from sklearn.base import is_classifier
 
 from .._version import __version__
 from ..core.bases import Basis
+from ..core.kernels import basis_covariance
 from ..ep.posterior import Posterior
 from ..models.posterior import FittedPosterior, stacked, unstacked
 from ..models.registry import estimator_class, set_model_writer
@@ -291,6 +293,7 @@ def _read_posterior(group, attrs, path):
                              f"expected {shape}")
         if not np.all(np.isfinite(arrays[name])):
             raise StoreError(f"{path}: array {name!r} holds NaN or inf (truncated write?)")
+    _check_whitening(arrays, attrs["kernel"], path)
     fields = [unstacked(arrays[f"posterior_{f}"], K) for f in ("chol", "h", "mean")]
     kernel, likelihood = attrs["kernel"], dict(attrs["likelihood"])
     name = likelihood.pop("name")
@@ -310,6 +313,37 @@ def _read_posterior(group, attrs, path):
         raise StoreError(f"{path}: likelihood {name!r} with parameters {likelihood} is "
                          f"invalid ({err})") from None
     return fitted
+
+
+def _check_classes(cls, fitted, path):
+    """A classifier has its classes, one problem for two, one per class for more; a
+    regressor has none."""
+    if not is_classifier(cls()):
+        if fitted.classes is not None:
+            raise StoreError(f"{path}: a {cls.__name__} store with classes")
+        return
+    K = fitted.n_problems
+    n = None if fitted.classes is None else len(fitted.classes)
+    if n is None or n < 2 or (K == 1 and n != 2) or (K > 1 and n != K) or \
+            len(set(fitted.classes.tolist())) != n:
+        raise StoreError(f"{path}: attribute 'classes' does not fit a {cls.__name__} with "
+                         f"{K} EP problem(s) (got {n if n is not None else 'none'})")
+
+
+def _check_whitening(arrays, kernel, path):
+    """The stored factor L must be the Cholesky factor of the basis covariance that the
+    stored bases, lengthscales, signal variance and jitter give: a store whose kernel
+    attributes were changed after saving would otherwise predict nonsense."""
+    s2, jitter = float(kernel["signal_variance"]), float(kernel["jitter"])
+    with np.errstate(all="ignore"):
+        Kh = basis_covariance(arrays["bases_means"], arrays["bases_covs"],
+                              arrays["lengthscale"], s2)
+        L = arrays["whitening"]
+        gap = np.abs(L @ L.T - Kh - jitter * np.eye(L.shape[0]))
+    if not np.all(np.isfinite(Kh)) or not np.all(gap <= 1e-8 * s2):
+        raise StoreError(f"{path}: the stored whitening factor does not match the stored "
+                         "kernel (signal variance, jitter, lengthscales or bases changed "
+                         "after saving?)")
 
 
 def _report_of_version_2(attrs):
@@ -371,6 +405,7 @@ def _load(path):
     if cls is None:
         raise StoreError(f"{path}: unknown estimator {attrs.get('estimator')!r}")
     fitted = _read_posterior(group, attrs, path)
+    _check_classes(cls, fitted, path)
     params = _decode_params(attrs["params"], group, path)
     valid = cls().get_params(deep=False)
     model = cls(**{k: v for k, v in params.items() if k in valid})

@@ -38,7 +38,7 @@ def _chunk_check(Xb, yb=None):
     return int((~finite).sum()), chunk_digest(Xb, np.zeros(0) if yb is None else yb)
 
 
-def check_scoring_input(fitted, X, y=None):
+def check_scoring_input(fitted, X, y=None, chunk_rows=None):
     """Feature count, dtype and NaN rows of X, in one pass; returns the fingerprint of
     X (and y, when given: then it is the data store's content fingerprint).
 
@@ -60,15 +60,22 @@ def check_scoring_input(fitted, X, y=None):
     bad = sum(r[0] for r in results)
     if bad:
         raise ValueError(f"input X has {bad} rows with NaN or infinity; nothing was written")
-    return combine_digests([r[1] for r in results], X.shape[0], X.shape[1], X.chunks[0][0])
+    return combine_digests([r[1] for r in results], X.shape[0], X.shape[1],
+                           chunk_rows or X.chunks[0][0])
 
 
-def verify_fingerprint(path, computed, match, y):
-    """The content fingerprint recorded at ingest, checked against the data as read:
-    a chunk replaced, truncated or rewritten since is refused."""
-    recorded = zarr.open_group(str(path), mode="r").attrs.get("fingerprint")
+def verify_fingerprint(path, fitted, X, y, match):
+    """The content fingerprint recorded at ingest, checked against the data as read (in
+    the same pass as the input checks): a chunk replaced, truncated or rewritten since
+    is refused."""
+    attrs = zarr.open_group(str(path), mode="r").attrs
+    recorded = attrs.get("fingerprint")
     if recorded is None or y is None or match.reordered:
-        return  # nothing recorded, or not comparable (no y; columns reordered)
+        # nothing recorded, or not comparable (no y; columns reordered): check only
+        check_scoring_input(fitted, X)
+        return
+    # the fingerprint is over the store's chunk size (the first chunk may be shorter)
+    computed = check_scoring_input(fitted, X, y, chunk_rows=attrs.get("chunk_rows"))
     if computed != recorded:
         raise StoreError(f"{path}: its content differs from the fingerprint recorded when "
                          "it was written (a chunk was changed or replaced since); "
@@ -207,7 +214,7 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     """
     fitted = getattr(model, "fitted_posterior_", model)
     X, y, match = input_arrays(data, _model_columns(fitted, columns))
-    verify_fingerprint(data, check_scoring_input(fitted, X, y), match, y)
+    verify_fingerprint(data, fitted, X, y, match)
     (X,) = spread_rows(n_workers, X)
     input_fingerprint = check_scoring_input(fitted, X)
     expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
@@ -234,15 +241,29 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
             "columns": match.describe()}
 
 
-def _evaluate_chunk(Xb, yb, fitted):
-    """(rows, errors or squared residuals, sum of -log p, sum of |residual|).
-
-    Targets that are not finite, and labels that are not the model's classes, are an
-    error naming them (never counted as some class, never a NaN metric)."""
-    yb = np.asarray(yb)
+def _target_problem(yb, fitted):
+    """What makes a chunk's targets unusable for evaluation, or None: targets that are
+    not finite, labels that are not the model's classes (never counted as some class,
+    never a NaN metric).  Reported by the task, raised on the client: an exception in
+    a task would also be logged, traceback and all, by the worker."""
     if np.issubdtype(yb.dtype, np.number) and not np.all(np.isfinite(yb)):
-        raise ValueError(f"y holds {int((~np.isfinite(yb)).sum())} NaN or infinite "
-                         "targets; nothing to evaluate them against")
+        return (f"y holds {int((~np.isfinite(yb)).sum())} NaN or infinite targets; "
+                "nothing to evaluate them against")
+    if fitted.is_classifier:
+        try:
+            fitted.class_codes(yb)
+        except ValueError as err:
+            return str(err)
+    return None
+
+
+def _evaluate_chunk(Xb, yb, fitted):
+    """(rows, errors or squared residuals, sum of -log p, sum of |residual|), or the
+    problem with the chunk's targets (:func:`_target_problem`)."""
+    yb = np.asarray(yb)
+    problem = _target_problem(yb, fitted)
+    if problem is not None:
+        return problem
     mean, var = fitted.latent(Xb)  # once: the kernel block is the cost
     log_p = fitted.log_predictive_at(mean, var, yb)
     if fitted.is_classifier:
@@ -270,13 +291,17 @@ def evaluate(model, data, *, columns=None, n_workers=1):
     X, y, match = input_arrays(data, _model_columns(fitted, columns))
     if y is None:
         raise StoreError(f"{data}: evaluation needs an array 'y' with one value per row")
-    verify_fingerprint(data, check_scoring_input(fitted, X, y), match, y)
+    verify_fingerprint(data, fitted, X, y, match)
     X, y = spread_rows(n_workers, X, y)
     check_scoring_input(fitted, X)
     shared = delayed(fitted, pure=True)
     parts = [delayed(_evaluate_chunk)(xb, yb, shared)
              for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
-    n, a, nlp, c = np.sum(dask.compute(*parts), axis=0)
+    results = dask.compute(*parts)
+    problems = sorted({r for r in results if isinstance(r, str)})
+    if problems:
+        raise StoreError(f"{data}: " + "; ".join(problems[:3]))
+    n, a, nlp, c = np.sum(results, axis=0)
     if fitted.is_classifier:
         metrics = {"rows": int(n), "error": a / n, "nlp": nlp / n}
     else:
