@@ -65,7 +65,8 @@ def dask_client(client=None, *, scheduler=None, workers=2, timeout=10, security=
             where = scheduler or f"embedded LocalCluster, {workers} workers"
             echo(f"dask: {where}; dashboard: {dashboard_link(client)}")
         yield client
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (jobs.errors.Interrupted)
+    except BaseException:  # an error, Ctrl-C or SIGTERM (jobs.errors.Interrupted)
+        # the job is over: workers stopped first cannot log a lost scheduler
         if cluster is not None:
             _stop_workers_now(cluster)
         raise
@@ -121,7 +122,8 @@ def _workers_ignore_ctrl_c():
 
 def _stop_workers_now(cluster):
     """Kill an embedded cluster's worker processes at once: a graceful close would
-    have each log the tasks it cancels, after the user asked to stop."""
+    have each log the tasks it cancels (or its lost heartbeat) after the job failed or
+    the user asked to stop."""
     import os
 
     for nanny in list(getattr(cluster, "workers", {}).values()):

@@ -252,7 +252,7 @@ class SASPABase(BaseEstimator):
                 trainer, likelihood, hyper, optimize_hyperparameters=optimize,
                 max_iter=self.max_hyper_iter, init_sites=sites,
                 n_restarts=int(self.n_restarts_optimizer),
-                callback=_print_hyper if self.verbose else None)
+                callback=_print_hyper if say.loud else None)
 
         rows = self._learning_rows(X.shape[0])
         learnt = None
@@ -291,6 +291,7 @@ class SASPABase(BaseEstimator):
             if loud:
                 print(f"[saspa] {message}", file=sys.stderr, flush=True)
 
+        say.loud = loud  # optimiser iterations are reported with the phases
         return say
 
     def _set_fitted(self, outcome, likelihood, offset, classes, n_samples, rows):
