@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import zarr
 
-from saspa_dask import SASPAClassifier, SASPARegressor, load_model
+from saspa_dask import SASPARegressor, load_model
 from saspa_dask.storage import StoreError, ingest
 
 BIN = Path(sys.executable).parent

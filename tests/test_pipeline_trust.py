@@ -499,3 +499,54 @@ def test_outputs_may_not_overwrite_inputs(trained):
         assert res.returncode == 1 and "refusing to overwrite an input" in res.stderr
     assert load_model(d / "m.zarr") is not None
     assert zarr.open_group(str(d / "train.zarr"), mode="r").attrs["complete"]
+
+
+def test_long_python_fits_are_not_silent(capfd):
+    """A fit of 50,000 rows or more prints its phases even at verbose=0 (a default
+    200,000-row fit must not sit silent for minutes); verbose=False silences it."""
+    from saspa_dask import SASPAClassifier
+    from saspa_dask.datasets import synthetic_two_class
+
+    X, y = synthetic_two_class(50_000, 3, seed=0)
+    SASPAClassifier(n_bases=8, optimize_hyperparameters=False, random_state=0).fit(X, y)
+    err = capfd.readouterr().err
+    for phase in ("[saspa] SASPAClassifier: 50000 rows x 3 inputs; K-means for 8 bases",
+                  "[saspa] bases ready", "[saspa] EP on 50000 rows", "[saspa] done:"):
+        assert phase in err, err
+    SASPAClassifier(n_bases=8, optimize_hyperparameters=False, random_state=0,
+                    verbose=False).fit(X, y)
+    assert "[saspa]" not in capfd.readouterr().err
+    SASPAClassifier(n_bases=8, optimize_hyperparameters=False,
+                    random_state=0).fit(X[:2000], y[:2000])
+    assert "[saspa]" not in capfd.readouterr().err  # small fits stay quiet at verbose=0
+
+
+def test_one_chunk_store_trains_on_both_workers(tmp_path):
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(3000, 2))
+    np.save(tmp_path / "d.npy", np.column_stack([X, X[:, 0] > 0]))
+    assert _saspa("ingest", tmp_path / "d.npy", "--out", tmp_path / "d.zarr").returncode == 0
+    assert zarr.open_group(str(tmp_path / "d.zarr"), mode="r")["X"].nchunks == 1
+    res = _saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--bases", 8)
+    assert res.returncode == 0, res.stderr
+    assert "data: 2 chunks (one task each) over 2 workers" in res.stderr
+    # and the model records the store's fingerprint, not the spread chunks'
+    model = load_model(tmp_path / "m.zarr")
+    assert model.data_fingerprint_ == zarr.open_group(str(tmp_path / "d.zarr"),
+                                                      mode="r").attrs["fingerprint"]
+
+
+def test_parquet_export_equals_the_score_store(trained, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    d = trained
+    res = _saspa("score", d / "m.zarr", d / "train.zarr", "--out", tmp_path / "s.zarr",
+                 "--workers", 1)
+    assert res.returncode == 0, res.stderr
+    res = _saspa("score", d / "m.zarr", d / "train.zarr", "--out", tmp_path / "s.parquet",
+                 "--format", "parquet", "--workers", 1)
+    assert res.returncode == 0, res.stderr
+    table = pq.read_table(tmp_path / "s.parquet")
+    store = zarr.open_group(str(tmp_path / "s.zarr"), mode="r")
+    assert table.column_names == ["mean", "variance"]
+    np.testing.assert_array_equal(table.column("mean").to_numpy(), store["mean"][...])
+    np.testing.assert_array_equal(table.column("variance").to_numpy(), store["variance"][...])

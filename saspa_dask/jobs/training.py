@@ -350,8 +350,8 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
     """Fit on the cluster, write the model aside and rename it, update ``latest``."""
     start = time.perf_counter()
     with scratch_directory(model), dask_client(**cluster, echo=echo) as client:
-        _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs, "
-                   f"{len(X.chunks[0])} chunks)")
+        _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs); checking its "
+                   "fingerprint")
         # on the store's own chunks, as ingest did
         data_fingerprint = fingerprint(X, y, attrs.get("chunk_rows"))
         recorded = attrs.get("fingerprint")
@@ -360,7 +360,9 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
             raise JobError(f"{data}: its content differs from the fingerprint recorded when "
                            "it was written (a chunk was changed or replaced since); "
                            "ingest it again")
-        X, y = spread_rows(n_workers(client), X, y)
+        workers = n_workers(client)
+        X, y = spread_rows(workers, X, y)
+        _say(echo, f"data: {len(X.chunks[0])} chunks (one task each) over {workers} workers")
         if callable(init_sites):  # computed on the cluster (reads the appended rows)
             init_sites = init_sites()
         with reported():

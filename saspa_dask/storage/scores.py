@@ -67,19 +67,20 @@ def check_scoring_input(fitted, X, y=None, chunk_rows=None):
 def verify_fingerprint(path, fitted, X, y, match):
     """The content fingerprint recorded at ingest, checked against the data as read (in
     the same pass as the input checks): a chunk replaced, truncated or rewritten since
-    is refused."""
+    is refused.  Returns the fingerprint of what was read (it names the input of a
+    score store)."""
     attrs = zarr.open_group(str(path), mode="r").attrs
     recorded = attrs.get("fingerprint")
     if recorded is None or y is None or match.reordered:
         # nothing recorded, or not comparable (no y; columns reordered): check only
-        check_scoring_input(fitted, X)
-        return
+        return check_scoring_input(fitted, X)
     # the fingerprint is over the store's chunk size (the first chunk may be shorter)
     computed = check_scoring_input(fitted, X, y, chunk_rows=attrs.get("chunk_rows"))
     if computed != recorded:
         raise StoreError(f"{path}: its content differs from the fingerprint recorded when "
                          "it was written (a chunk was changed or replaced since); "
                          "ingest it again")
+    return computed
 
 
 def _outputs(fitted):
@@ -214,9 +215,8 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     """
     fitted = getattr(model, "fitted_posterior_", model)
     X, y, match = input_arrays(data, _model_columns(fitted, columns))
-    verify_fingerprint(data, fitted, X, y, match)
+    input_fingerprint = verify_fingerprint(data, fitted, X, y, match)  # the one check pass
     (X,) = spread_rows(n_workers, X)
-    input_fingerprint = check_scoring_input(fitted, X)
     expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
                 "input_fingerprint": input_fingerprint, "chunk_rows": int(X.chunks[0][0]),
                 "n_rows": int(X.shape[0]), "outputs": _outputs(fitted)}
