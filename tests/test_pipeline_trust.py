@@ -240,6 +240,47 @@ def test_split_is_seeded_chunkwise_and_exact(tmp_path):
     assert res.returncode == 1 and "different paths" in res.stderr
 
 
+def test_split_is_stable_when_rows_are_appended(tmp_path):
+    """Split again after the source grew: old rows keep their part and order, new rows
+    come after them (what a nightly retrain on the training part needs)."""
+    rng = np.random.default_rng(8)
+    data = np.column_stack([np.arange(2600.0), rng.normal(size=2600), rng.integers(0, 2, 2600)])
+    for name, rows in (("small", 2000), ("grown", 2600)):
+        np.save(tmp_path / f"{name}.npy", data[:rows])
+        assert _saspa("ingest", tmp_path / f"{name}.npy", "--out", tmp_path / f"{name}.zarr",
+                      "--chunk-rows", 700).returncode == 0
+        assert _saspa("split", tmp_path / f"{name}.zarr", "--seed", 4).returncode == 0
+    for part in ("train", "test"):
+        old = zarr.open_group(str(tmp_path / f"small-{part}.zarr"), mode="r")["X"][:, 0]
+        new = zarr.open_group(str(tmp_path / f"grown-{part}.zarr"), mode="r")["X"][:, 0]
+        np.testing.assert_array_equal(new[:len(old)], old)
+        assert np.all(new[len(old):] >= 2000)
+
+
+def test_retrain_refuses_rows_that_are_not_the_old_ones(trained, tmp_path):
+    d = trained
+    X, y = _regression_table(3000, 0)
+    order = np.random.default_rng(1).permutation(3000)
+    _write_csv(tmp_path / "shuffled.csv", ["lat", "lon", "rooms", "value"],
+               np.column_stack([X, y])[order].tolist())
+    assert _saspa("ingest", tmp_path / "shuffled.csv", "--out", tmp_path / "s.zarr"
+                  ).returncode == 0
+    res = _saspa("retrain", d / "m.zarr", tmp_path / "s.zarr", "--out", tmp_path / "m2.zarr",
+                 "--workers", 1)
+    assert res.returncode == 1 and "differs from the row the model was trained on" in res.stderr
+    assert not (tmp_path / "m2.zarr").exists()
+    # the same rows with more appended: accepted
+    X2, y2 = _regression_table(200, 5)
+    _write_csv(tmp_path / "grown.csv", ["lat", "lon", "rooms", "value"],
+               np.column_stack([np.vstack([X, X2]), np.concatenate([y, y2])]).tolist())
+    assert _saspa("ingest", tmp_path / "grown.csv", "--out", tmp_path / "g.zarr",
+                  "--chunk-rows", 1000).returncode == 0
+    res = _saspa("retrain", d / "m.zarr", tmp_path / "g.zarr", "--out", tmp_path / "m3.zarr",
+                 "--workers", 1)
+    assert res.returncode == 0, res.stderr
+    assert "3000 old rows warm-started, 200 new rows" in res.stderr
+
+
 # -- 4. the task ------------------------------------------------------------------------
 
 

@@ -61,16 +61,24 @@ def test_example_jobs_run_and_rerun_is_a_no_op(project):
     res = _run(jobs / "first_training.toml")
     assert res.returncode == 0 and "nothing to do" in res.stderr
 
-    # the source grows: the nightly job retrains warm into a new version
-    X, y = synthetic_two_class(6_600, 4, seed=1)
-    np.save(project / "demo.npy", np.column_stack([X, y]))
+    # the source grows: the nightly job splits it again (the old training rows stay
+    # first in the training part) and retrains warm into a new version
+    n_old = train_rows.shape[0]
+    X, y = synthetic_two_class(6_000, 4, seed=1)
+    X_new, y_new = synthetic_two_class(600, 4, seed=2)  # appended: the old rows stay first
+    np.save(project / "demo.npy", np.column_stack([np.vstack([X, X_new]),
+                                                   np.concatenate([y, y_new])]))
     res = _run(jobs / "nightly_retrain.toml")
     assert res.returncode == 0, res.stderr
-    assert "6000 old rows warm-started, 600 new rows (update)" in res.stderr
-    assert "starting sites of 600 new rows (update)" in res.stderr
+    grown = zarr.open_group(str(project / "work" / "train-part.zarr"), mode="r")
+    n_new = grown["y"].shape[0] - n_old
+    assert 0 < n_new < 600
+    assert f"{n_old} old rows warm-started, {n_new} new rows (update)" in res.stderr
+    assert f"starting sites of {n_new} new rows (update)" in res.stderr
     second = resolve_model_path(project / "work" / "models" / "latest")
     assert second != first and first.exists()
-    assert load_model(second).sites_tau_.shape == (6_600,)
+    assert load_model(second).sites_tau_.shape == (n_old + n_new,)
+    assert [ln for ln in res.stdout.splitlines() if ln.startswith("on ")]
     res = _run(jobs / "nightly_retrain.toml")
     assert "nothing to do" in res.stderr
     res = _run(jobs / "score_only.toml")

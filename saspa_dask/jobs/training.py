@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import dask
 import numpy as np
 
 from ..engines.chunks import spread_rows
@@ -26,7 +27,7 @@ from ..storage.atomic import resolve_model_path, write_latest
 from ..storage.columns import match_columns
 from ..storage.data_store import open_data_store
 from ..storage.fingerprint import fingerprint
-from ..storage.model_store import load_model, save_model
+from ..storage.model_store import load_model, read_model_attrs, save_model
 from .cluster import dask_client, n_workers
 from .errors import JobError, reported
 from .paths import absolute
@@ -219,6 +220,9 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     if n_new < n_old:
         raise JobError(f"{data} has {n_new} rows but the model was trained on {n_old}: "
                        "retraining expects the old rows first, with new rows appended")
+    with reported():
+        _, old_attrs = read_model_attrs(old_path)
+    check_row_probes(old_attrs.get("row_probes"), X, y, data)
     params = retraining_parameters(old, max_sweeps=max_sweeps, tol=tol,
                                    anderson_memory=anderson_memory, cache=cache,
                                    work_dir=work_dir or Path(out).resolve().parent,
@@ -273,6 +277,37 @@ def scratch_directory(model):
             if not folder.exists():
                 break
             time.sleep(0.5)
+
+
+# rows of the training data a model keeps, to check that a retraining store starts with
+# them (its sites belong to those rows)
+_N_PROBES = 32
+
+
+def row_probes(X, y):
+    """A few training rows (first, last and evenly spaced), kept in the model store."""
+    n = X.shape[0]
+    index = np.unique(np.linspace(0, n - 1, min(_N_PROBES, n)).round().astype(int))
+    Xp, yp = dask.compute(X[index], y[index])
+    return {"index": index.tolist(), "X": np.asarray(Xp).tolist(),
+            "y": np.asarray(yp).tolist()}
+
+
+def check_row_probes(probes, X, y, data):
+    """The retraining data's first rows are the rows the model was trained on: the old
+    sites are row by row, so a store whose rows were reordered, filtered or split
+    differently would warm-start every row from another row's site."""
+    if not probes:
+        return  # a model from before row probes: only the row count was checked
+    index = np.asarray(probes["index"], dtype=int)
+    Xp, yp = dask.compute(X[index], y[index])
+    differ = ~(np.all(np.asarray(Xp) == np.asarray(probes["X"]), axis=1)
+               & (np.asarray(yp) == np.asarray(probes["y"])))
+    if differ.any():
+        raise JobError(f"{data}: row {int(index[differ][0])} differs from the row the model "
+                       f"was trained on ({int(differ.sum())} of {len(index)} checked rows "
+                       "differ); retraining expects the old rows first, unchanged, with new "
+                       "rows appended")
 
 
 def remove_stale_scratch(parent):
@@ -360,6 +395,7 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
             raise JobError(f"{data}: its content differs from the fingerprint recorded when "
                            "it was written (a chunk was changed or replaced since); "
                            "ingest it again")
+        probes = row_probes(X, y)
         workers = n_workers(client)
         X, y = spread_rows(workers, X, y)
         _say(echo, f"data: {len(X.chunks[0])} chunks (one task each) over {workers} workers")
@@ -371,6 +407,7 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
     model.data_fingerprint_ = data_fingerprint
     _name_columns(model, attrs.get("columns"))
     attributes = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
+                  "row_probes": probes,
                   "target": attrs.get("target"),
                   "target_classes": attrs.get("target_classes"), "train_seconds": seconds,
                   **(extra or {})}

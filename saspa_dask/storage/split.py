@@ -7,6 +7,12 @@ stores keep the source's columns, target, labels and encoding record (so ``inges
 --like`` and column matching work on them), keep its chunk size, and record the split
 (source, fraction, seed, which part) and their own fingerprints.  Both are written
 aside and moved into place only when complete.
+
+Splitting is stable under appending: a row's draw depends only on its chunk and its
+place in it, so when rows are appended to the source (its last chunk filled up, new
+chunks added) and it is split again with the same seed, every old row goes to the same
+part, in the same order, and the new rows come after them.  A nightly retrain on the
+grown training part therefore finds the old training rows first, as ``retrain`` needs.
 """
 
 from __future__ import annotations
