@@ -175,6 +175,8 @@ def main():
                 for learn in learns:
                     run[f"saspa_{learn or 'kmeans'}"] = fit_saspa(
                         Xtr, ytr, Xte, yte, M, learn, args.max_hyper_iter)
+                    print(json.dumps({"set": name, "M": M, "learn": learn or "kmeans",
+                                      **run[f"saspa_{learn or 'kmeans'}"]}), flush=True)
                 t = run["saspa_means"]["seconds"]
                 centres = kmeans_bases(Xtr, M, random_state=0).means
                 run["svgp"] = svgp(Xtr, ytr, Xte, yte, centres, [t, 5 * t])

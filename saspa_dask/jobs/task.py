@@ -16,6 +16,8 @@ The distinct values are counted chunk by chunk, locally, before any cluster star
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import dask
 import numpy as np
 from dask import delayed
@@ -31,16 +33,17 @@ DEFAULT_MAX_CLASSES = 100
 _KEEP = 1001
 
 
+@dataclass(frozen=True)
 class TargetSummary:
-    """Distinct values (up to ``_KEEP``), whether all are integers, and non-finite
-    count of a target."""
+    """Distinct values (up to ``_KEEP``; ``capped`` when there are more), whether all
+    are integers, the count of non-finite values, and the text labels recorded at
+    ingest (if any)."""
 
-    def __init__(self, values, n_distinct_capped, all_integer, n_nonfinite, text_labels):
-        self.values = values
-        self.capped = n_distinct_capped
-        self.all_integer = all_integer
-        self.n_nonfinite = n_nonfinite
-        self.text_labels = text_labels
+    values: np.ndarray
+    capped: bool
+    all_integer: bool
+    n_nonfinite: int
+    text_labels: list | None
 
     @property
     def n_distinct(self):
