@@ -284,14 +284,22 @@ def split_command(store, test_fraction, seed, train_out, test_out, overwrite):
                f"{result['test_rows']} test rows -> {result['test']} (seed {seed})")
 
 
-def tls_options(command):
-    """--tls-ca-file / --tls-cert / --tls-key for commands that connect to a scheduler."""
+def cluster_options(command):
+    """Where a command runs: --scheduler (or an embedded cluster of --workers),
+    --timeout, and --tls-ca-file / --tls-cert / --tls-key for a tls:// scheduler."""
     for name, text in (("--tls-key", "Client private key (PEM) for a tls:// scheduler."),
                        ("--tls-cert", "Client certificate (PEM) for a tls:// scheduler."),
                        ("--tls-ca-file", "CA certificate(s) (PEM) for a tls:// scheduler.")):
         command = click.option(name, type=click.Path(exists=True, dir_okay=False),
                                help=text)(command)
-    return command
+    command = click.option("--timeout", default=10, show_default=True,
+                           type=click.IntRange(1),
+                           help="Seconds to wait for --scheduler.")(command)
+    command = click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
+                           help="Workers of the embedded LocalCluster (without "
+                                "--scheduler).")(command)
+    return click.option("--scheduler",
+                        help="Address of a running Dask scheduler, tcp://HOST:PORT.")(command)
 
 
 def _cluster(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
@@ -411,11 +419,6 @@ class SweepReporter:
               help="Keep whitened chunk blocks in worker memory between sweeps.")
 @click.option("--work-dir", type=click.Path(),
               help="Directory for site arrays during training (default: beside --out).")
-@click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
-              help="Workers of the embedded LocalCluster (without --scheduler).")
-@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1),
-              help="Seconds to wait for --scheduler.")
 @click.option("--coarse-start/--cold-start", default=True, show_default=True,
               help="Start parallel EP from EP on every 10th chunk (recursively), scaled to "
                    "all rows; the fixed point is the same.")
@@ -424,7 +427,7 @@ class SweepReporter:
 @click.option("--overwrite", is_flag=True, help="Replace an existing model store.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model (e.g. models/latest).")
-@tls_options
+@cluster_options
 @_job_errors
 def train(data, out, overwrite, latest, scheduler, workers, timeout, tls_ca_file, tls_cert,
           tls_key, **options):
@@ -474,15 +477,10 @@ def _report_model(result):
               help="Keep whitened chunk blocks in worker memory between sweeps.")
 @click.option("--work-dir", type=click.Path(),
               help="Directory for site arrays during training (default: beside --out).")
-@click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
-              help="Workers of the embedded LocalCluster (without --scheduler).")
-@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1),
-              help="Seconds to wait for --scheduler.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model.")
-@tls_options
+@cluster_options
 @_job_errors
 def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_sweeps, tol,
             cache, work_dir, scheduler, workers, timeout, overwrite, latest, tls_ca_file,
@@ -511,10 +509,6 @@ def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_s
     _report_model(result)
 
 
-_CLUSTER_HELP = {"workers": "Workers of the embedded LocalCluster (without --scheduler).",
-                 "timeout": "Seconds to wait for --scheduler."}
-
-
 @main.command("score")
 @click.argument("model_path", metavar="MODEL", type=click.Path())
 @click.argument("data", type=click.Path())
@@ -525,12 +519,7 @@ _CLUSTER_HELP = {"workers": "Workers of the embedded LocalCluster (without --sch
               help="zarr: a resumable score store; csv or parquet: one file (Parquet needs "
                    "pyarrow).")
 @click.option("--overwrite", is_flag=True, help="Replace a complete or foreign store.")
-@click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
-              help=_CLUSTER_HELP["workers"])
-@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1),
-              help=_CLUSTER_HELP["timeout"])
-@tls_options
+@cluster_options
 @_job_errors
 def score_command(model_path, data, out, fmt, overwrite, scheduler, workers, timeout,
                   tls_ca_file, tls_cert, tls_key):
@@ -553,13 +542,8 @@ def score_command(model_path, data, out, fmt, overwrite, scheduler, workers, tim
 @main.command("evaluate")
 @click.argument("model_path", metavar="MODEL", type=click.Path())
 @click.argument("data", type=click.Path())
-@click.option("--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT.")
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
-              help=_CLUSTER_HELP["workers"])
-@click.option("--timeout", default=10, show_default=True, type=click.IntRange(1),
-              help=_CLUSTER_HELP["timeout"])
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
-@tls_options
+@cluster_options
 @_job_errors
 def evaluate_command(model_path, data, scheduler, workers, timeout, as_json, tls_ca_file,
                      tls_cert, tls_key):
@@ -576,9 +560,7 @@ def evaluate_command(model_path, data, scheduler, workers, timeout, as_json, tls
     if as_json:
         click.echo(json.dumps(metrics))
     else:
-        click.echo(f"on {metrics['data']} ({metrics['rows']} rows, {metrics['columns']}): "
-                   + "  ".join(f"{k} {v:.6g}" for k, v in metrics.items()
-                               if k not in ("data", "rows", "columns")))
+        click.echo(jobs.metrics_line(metrics))
 
 
 @main.command("run")

@@ -247,9 +247,7 @@ def _run_step(kind, settings, cluster, echo, out):
             f"{result['chunks_total']} chunks written, {result['columns']}")
     else:
         metrics = jobs.evaluate(options.pop("model"), options.pop("data"), **where)
-        out(f"on {metrics['data']} ({metrics['rows']} rows, {metrics['columns']}): "
-            + "  ".join(f"{k} {v:.6g}" for k, v in metrics.items()
-                        if k not in ("data", "rows", "columns")))
+        out(jobs.metrics_line(metrics))
 
 
 def _cluster_options(cluster):

@@ -15,9 +15,9 @@ files are thin layers over them.
 
 from .cluster import dask_client, tls_security
 from .errors import JobError
-from .scoring import evaluate, score
+from .scoring import evaluate, metrics_line, score
 from .stores import describe, ingest, split
 from .training import retrain, train
 
-__all__ = ["JobError", "dask_client", "describe", "evaluate", "ingest", "retrain", "score",
-           "split", "tls_security", "train"]
+__all__ = ["JobError", "dask_client", "describe", "evaluate", "ingest", "metrics_line",
+           "retrain", "score", "split", "tls_security", "train"]

@@ -124,8 +124,6 @@ def _stop_workers_now(cluster):
     """Kill an embedded cluster's worker processes at once: a graceful close would
     have each log the tasks it cancels (or its lost heartbeat) after the job failed or
     the user asked to stop."""
-    import os
-
     for nanny in list(getattr(cluster, "workers", {}).values()):
         process = getattr(getattr(nanny, "process", None), "process", None)
         pid = getattr(process, "pid", None)

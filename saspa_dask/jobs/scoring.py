@@ -6,15 +6,15 @@ import shutil
 from pathlib import Path
 
 from ..storage import scores
-from ..storage.atomic import resolve_model_path
+from ..storage.atomic import check_not_an_input, resolve_model_path
 from ..storage.export import EXPORT_FORMATS, export_scores
-from ..storage.model_store import load_model, read_model_attrs
+from ..storage.model_store import load_model_and_attrs
 from ..storage.data_store import input_arrays
 from .cluster import dask_client, n_workers
 from .errors import JobError, reported
 from .paths import absolute
 
-__all__ = ["evaluate", "score"]
+__all__ = ["evaluate", "metrics_line", "score"]
 
 
 def _load(model):
@@ -22,19 +22,11 @@ def _load(model):
     (from the model store: what the training store recorded)."""
     with reported():
         path = resolve_model_path(model)
-        estimator = load_model(path)
-        _, attrs = read_model_attrs(path)
+        estimator, attrs = load_model_and_attrs(path)
     fitted = estimator.fitted_posterior_
     columns = (list(fitted.feature_names) if fitted.feature_names is not None
                else attrs.get("data_columns"))
     return fitted, columns, attrs.get("target_classes"), path
-
-
-def _check_not_an_input(out, *inputs):
-    target = Path(out).resolve()
-    for what, path in inputs:
-        if target == Path(path).resolve():
-            raise JobError(f"--out {out} is the {what}; refusing to overwrite an input")
 
 
 def score(model, data, out, *, overwrite=False, format="zarr", client=None, scheduler=None,
@@ -71,17 +63,19 @@ def score(model, data, out, *, overwrite=False, format="zarr", client=None, sche
         raise JobError(f"format must be zarr, csv or parquet, got {format!r}")
     model, data, out = absolute(model), absolute(data), absolute(out)
     fitted, columns, class_labels, model_path = _load(model)
-    _check_not_an_input(out, ("data store", data), ("model", model_path), ("model", model))
+    with reported():
+        check_not_an_input(out, {"data store": data, "model": model_path,
+                                 "model pointer": model})
     if format != "zarr" and Path(out).exists() and not overwrite:
         raise JobError(f"{out} exists; pass --overwrite to replace it")
     store = out if format == "zarr" else Path(out).with_name(f".{Path(out).name}.scores.zarr")
     with reported():  # the data's columns checked before any cluster starts
-        input_arrays(data, columns)
+        inputs = input_arrays(data, columns)
     with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
                      security=security, echo=echo) as running, reported():
         result = scores.score(fitted, data, store, overwrite=overwrite and format == "zarr",
-                              columns=columns, class_labels=class_labels,
-                              n_workers=n_workers(running))
+                              class_labels=class_labels, n_workers=n_workers(running),
+                              inputs=inputs)
     if format != "zarr":
         with reported():
             export_scores(store, out, format)
@@ -103,9 +97,16 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=2, timeout=10,
     shown, data = data, absolute(data)
     fitted, columns, _, _ = _load(absolute(model))
     with reported():  # the data's columns checked before any cluster starts
-        input_arrays(data, columns)
+        inputs = input_arrays(data, columns)
     with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
                      security=security, echo=echo) as running, reported():
-        metrics = scores.evaluate(fitted, data, columns=columns,
-                                  n_workers=n_workers(running))
+        metrics = scores.evaluate(fitted, data, n_workers=n_workers(running), inputs=inputs)
     return {"data": str(shown), **metrics}
+
+
+def metrics_line(metrics):
+    """:func:`evaluate`'s result as the one line ``saspa evaluate`` and ``saspa run``
+    print: which store (and rows) the metrics are of, then the metrics."""
+    values = "  ".join(f"{k} {v:.6g}" for k, v in metrics.items()
+                       if k not in ("data", "rows", "columns"))
+    return f"on {metrics['data']} ({metrics['rows']} rows, {metrics['columns']}): {values}"

@@ -17,17 +17,16 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import dask
 import numpy as np
 
 from ..engines.chunks import spread_rows
 from ..fitting.basis_parameters import LEARN_BASES
 from ..models import SASPAClassifier, SASPARegressor
-from ..storage.atomic import resolve_model_path, write_latest
+from ..storage.atomic import check_not_an_input, resolve_model_path, write_latest
 from ..storage.columns import match_columns
 from ..storage.data_store import open_data_store
-from ..storage.fingerprint import fingerprint
-from ..storage.model_store import load_model, read_model_attrs, save_model
+from ..storage.fingerprint import check_recorded, fingerprint_and_rows
+from ..storage.model_store import load_model_and_attrs, save_model
 from .cluster import dask_client, n_workers
 from .errors import JobError, reported
 from .paths import absolute
@@ -208,7 +207,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     work_dir = absolute(work_dir)
     with reported():
         old_path = resolve_model_path(absolute(model))
-        old = load_model(old_path)
+        old, old_attrs = load_model_and_attrs(old_path)
     if Path(out).resolve() == old_path.resolve():
         raise JobError("--out must differ from MODEL (the old model is kept)")
     X, y, attrs = _training_data(data, out, overwrite)
@@ -220,9 +219,6 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     if n_new < n_old:
         raise JobError(f"{data} has {n_new} rows but the model was trained on {n_old}: "
                        "retraining expects the old rows first, with new rows appended")
-    with reported():
-        _, old_attrs = read_model_attrs(old_path)
-    check_row_probes(old_attrs.get("row_probes"), X, y, data)
     params = retraining_parameters(old, max_sweeps=max_sweeps, tol=tol,
                                    anderson_memory=anderson_memory, cache=cache,
                                    work_dir=work_dir or Path(out).resolve().parent,
@@ -236,6 +232,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
         cluster=dict(client=client, scheduler=scheduler, workers=workers, timeout=timeout,
                      security=security),
         progress=progress, echo=echo, init_sites=init_sites, reordered=match.reordered,
+        old_probes=old_attrs.get("row_probes"),
         extra={"retrained_from": str(old_path.resolve()),
                "warm_started_rows": n_old if warm else 0,
                "new_rows_start": new_rows if warm else "empty"})
@@ -284,25 +281,19 @@ def scratch_directory(model):
 _N_PROBES = 32
 
 
-def row_probes(X, y):
-    """A few training rows (first, last and evenly spaced), kept in the model store."""
-    n = X.shape[0]
-    index = np.unique(np.linspace(0, n - 1, min(_N_PROBES, n)).round().astype(int))
-    Xp, yp = dask.compute(X[index], y[index])
-    return {"index": index.tolist(), "X": np.asarray(Xp).tolist(),
-            "y": np.asarray(yp).tolist()}
+def probe_index(n_rows):
+    """The rows a model keeps (first, last and evenly spaced) to recognise its training
+    data when it is retrained."""
+    return np.unique(np.linspace(0, n_rows - 1, min(_N_PROBES, n_rows)).round().astype(int))
 
 
-def check_row_probes(probes, X, y, data):
-    """The retraining data's first rows are the rows the model was trained on: the old
-    sites are row by row, so a store whose rows were reordered, filtered or split
-    differently would warm-start every row from another row's site."""
-    if not probes:
-        return  # a model from before row probes: only the row count was checked
+def check_row_probes(probes, X_rows, y_rows, data):
+    """The retraining data's rows at the old probes' places are the rows the model was
+    trained on: the old sites are row by row, so a store whose rows were reordered,
+    filtered or split differently would warm-start every row from another row's site."""
     index = np.asarray(probes["index"], dtype=int)
-    Xp, yp = dask.compute(X[index], y[index])
-    differ = ~(np.all(np.asarray(Xp) == np.asarray(probes["X"]), axis=1)
-               & (np.asarray(yp) == np.asarray(probes["y"])))
+    differ = ~(np.all(X_rows == np.asarray(probes["X"]), axis=1)
+               & (y_rows == np.asarray(probes["y"])))
     if differ.any():
         raise JobError(f"{data}: row {int(index[differ][0])} differs from the row the model "
                        f"was trained on ({int(differ.sum())} of {len(index)} checked rows "
@@ -358,8 +349,8 @@ def _say(echo, message):
 
 def _training_data(data, out, overwrite):
     """The data store to train on, after checking the destination is free."""
-    if Path(out).resolve() == Path(data).resolve():
-        raise JobError(f"--out {out} is the data store; refusing to overwrite an input")
+    with reported():
+        check_not_an_input(out, {"data store": data})
     if Path(out).exists() and not overwrite:
         raise JobError(f"{out} exists; pass --overwrite to replace it")
     with reported():
@@ -380,22 +371,33 @@ def _warm_start_sites(old, X, y, new_rows, echo):
     return sites
 
 
+def _check_data(X, y, attrs, data, reordered, old_probes):
+    """One pass over the training data, on the store's own chunks: its fingerprint
+    (checked against the one recorded at ingest), the rows the new model keeps as probes
+    and, when retraining, the rows at the old model's probes (checked against them)."""
+    index = probe_index(X.shape[0])
+    old_index = np.zeros(0, dtype=int) if not old_probes else np.asarray(old_probes["index"])
+    computed, X_rows, y_rows = fingerprint_and_rows(
+        X, y, np.concatenate([index, old_index]).astype(int), attrs.get("chunk_rows"))
+    if not reordered:  # a reordered store is not the content that was fingerprinted
+        with reported():
+            check_recorded(data, attrs.get("fingerprint"), computed)
+    n = len(index)
+    if old_probes:
+        check_row_probes(old_probes, X_rows[n:], y_rows[n:], data)
+    return {"fingerprint": computed, "index": index.tolist(), "X": X_rows[:n].tolist(),
+            "y": y_rows[:n].tolist()}
+
+
 def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, progress,
-                  echo, init_sites=None, extra=None, reordered=False):
+                  echo, init_sites=None, extra=None, reordered=False, old_probes=None):
     """Fit on the cluster, write the model aside and rename it, update ``latest``."""
     start = time.perf_counter()
     with scratch_directory(model), dask_client(**cluster, echo=echo) as client:
         _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs); checking its "
                    "fingerprint")
-        # on the store's own chunks, as ingest did
-        data_fingerprint = fingerprint(X, y, attrs.get("chunk_rows"))
-        recorded = attrs.get("fingerprint")
-        if recorded is not None and not reordered and \
-                recorded != data_fingerprint:
-            raise JobError(f"{data}: its content differs from the fingerprint recorded when "
-                           "it was written (a chunk was changed or replaced since); "
-                           "ingest it again")
-        probes = row_probes(X, y)
+        probes = _check_data(X, y, attrs, data, reordered, old_probes)
+        data_fingerprint = probes.pop("fingerprint")
         workers = n_workers(client)
         X, y = spread_rows(workers, X, y)
         _say(echo, f"data: {len(X.chunks[0])} chunks (one task each) over {workers} workers")

@@ -279,7 +279,7 @@ class SASPABase(BaseEstimator):
             outcome.trace, outcome.info = learnt.trace, learnt.info
         self._set_fitted(outcome, likelihood, offset, classes, X.shape[0], rows)
         say(f"done: {self.n_sweeps_} sweeps, converged {self.converged_}, "
-            f"{time.perf_counter() - start + self.timings_['bases']:.1f}s")
+            f"{self.timings_['bases'] + self.timings_['ep']:.1f}s")
         return self
 
     def _phase_printer(self, n_samples):

@@ -224,22 +224,23 @@ class FittedPosterior:
             values["mean"] = mean + self.offset
         if "variance" in names:
             values["variance"] = var
+        # the class probabilities once, for proba and label alike
+        p = self.class_probabilities(mean, var) if {"proba", "label"} & set(names) else None
         if "proba" in names:
-            p = self.class_probabilities(mean, var)
             values["proba"] = p[:, 1:] if p.shape[1] == 2 and self.n_problems == 1 else p
         if "rate" in names:
             values["rate"] = self.point_prediction(mean, var)
         if self.n_problems == 1:
             values = {k: v[:, 0] for k, v in values.items()}
         if "label" in names:  # one column whatever the number of problems
-            values["label"] = self.predicted_labels(mean, var)
+            values["label"] = self.predicted_labels(p)
         return values
 
-    def predicted_labels(self, mean, var):
-        """The most probable class of each row, as a float: the class label itself
-        when the classes are numbers (a data store's ``y`` encoding), else its index
-        into ``classes``."""
-        best = self.class_probabilities(mean, var).argmax(axis=1)
+    def predicted_labels(self, proba):
+        """The most probable class of each row (``proba``: :meth:`class_probabilities`),
+        as a float: the class label itself when the classes are numbers (a data store's
+        ``y`` encoding), else its index into ``classes``."""
+        best = proba.argmax(axis=1)
         if np.issubdtype(self.classes.dtype, np.number):
             return self.classes[best].astype(np.float64)
         return best.astype(np.float64)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from .errors import StoreError
 
-__all__ = ["aside", "check_destination", "move_into_place", "recover_swap",
-           "resolve_model_path", "write_latest"]
+__all__ = ["aside", "check_destination", "check_not_an_input", "move_into_place",
+           "recover_swap", "resolve_model_path", "write_latest"]
 
 
 def aside(path):
@@ -64,6 +64,16 @@ def recover_swap(path):
     for stale in waiting[:-1]:
         shutil.rmtree(stale, ignore_errors=True)
     return True
+
+
+def check_not_an_input(out, inputs):
+    """Refuse an output that resolves to one of the command's inputs: overwriting it
+    would delete the input before anything is written (``inputs`` maps what each input
+    is, for the message, to its path; None entries are skipped)."""
+    target = Path(out).resolve()
+    for what, path in inputs.items():
+        if path is not None and target == Path(path).resolve():
+            raise StoreError(f"--out {out} is the {what}; refusing to overwrite an input")
 
 
 def check_destination(path, overwrite):

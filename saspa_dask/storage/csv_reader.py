@@ -21,60 +21,64 @@ MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "?"})
 _MAX_CATEGORIES = 1000
 
 
-def _is_missing(token):
-    """Missing: an empty or NA-like token, or a number that is not finite (``inf``,
-    ``1e309``): one rule with the ``.npy`` reader, which calls NaN and inf missing."""
-    token = token.strip().lower()
-    if token in MISSING_TOKENS:
-        return True
-    value = _as_float(token)
-    return value is not None and not math.isfinite(value)
+_MISSING, _NUMBER, _TEXT = "missing", "number", "text"
 
 
-def _as_float(token):
+def _parse(token):
+    """What one field is, read once: ``(_MISSING, None)`` for an empty or NA-like token
+    or a number that is not finite (``inf``, ``1e309``: one rule with the ``.npy``
+    reader, which calls NaN and inf missing), ``(_NUMBER, value)``, or
+    ``(_TEXT, stripped token)``."""
+    stripped = token.strip()
+    if stripped.lower() in MISSING_TOKENS:
+        return _MISSING, None
     try:
-        return float(token)
+        value = float(stripped)
     except ValueError:
-        return None
+        return _TEXT, stripped
+    return (_NUMBER, value) if math.isfinite(value) else (_MISSING, None)
 
 
 class _ColumnSurvey:
-    """First pass over a CSV: counts, missing values and text values per column."""
+    """First pass over a table: counts, missing values and text values per column, and
+    every distinct token of the target column (``target``, an index or None)."""
 
-    def __init__(self, header):
+    def __init__(self, header, target=None):
         self.header = header
+        self.target = target
         self.n_rows = 0
         self.missing = [0] * len(header)
         self.categories = [dict() for _ in header]
-        self.numeric_seen = [0] * len(header)
-        # distinct numeric tokens (capped): a target mixing "0", "1" and "unknown" is
-        # encoded with all of them as labels
-        self.numeric_tokens = [set() for _ in header]
+        # distinct numeric tokens of the target (capped): a target mixing "0", "1" and
+        # "unknown" is encoded with all of them as labels
+        self.target_numbers = set()
 
     def add(self, row):
         self.n_rows += 1
         for j, token in enumerate(row):
-            if _is_missing(token):
+            kind, value = _parse(token)
+            if kind is _MISSING:
                 self.missing[j] += 1
-            elif _as_float(token) is not None:
-                self.numeric_seen[j] += 1
-                tokens = self.numeric_tokens[j]
-                if len(tokens) <= _MAX_CATEGORIES:
-                    tokens.add(token.strip())
-            else:
+            elif kind is _TEXT:
                 cats = self.categories[j]
                 if len(cats) <= _MAX_CATEGORIES:
-                    cats.setdefault(token.strip(), len(cats))
+                    cats.setdefault(value, len(cats))
+            elif j == self.target and len(self.target_numbers) <= _MAX_CATEGORIES:
+                self.target_numbers.add(token.strip())
 
-    def labels(self, j):
+    def target_tokens(self):
+        """Every distinct token of the target column, text and numbers alike."""
+        if len(self.target_numbers) > _MAX_CATEGORIES:
+            raise StoreError(f"target column {self.header[self.target]!r} mixes text labels "
+                             f"with over {_MAX_CATEGORIES} distinct numbers")
+        return set(self.categories[self.target]) | self.target_numbers
+
+    def labels(self):
         """Sorted labels of a target column that holds text (numeric tokens among them
         kept as text), or None for a numeric target."""
-        if not self.categories[j]:
+        if not self.categories[self.target]:
             return None
-        if len(self.numeric_tokens[j]) > _MAX_CATEGORIES:
-            raise StoreError(f"target column {self.header[j]!r} mixes text labels with "
-                             f"over {_MAX_CATEGORIES} distinct numbers")
-        return sorted(set(self.categories[j]) | self.numeric_tokens[j])
+        return sorted(self.target_tokens())
 
     def text_columns(self):
         return [j for j, cats in enumerate(self.categories) if cats]
@@ -135,10 +139,12 @@ def _parquet_rows(path, batch_rows=65536):
             yield line, list(row)
 
 
-def survey_csv(path):
+def survey_csv(path, target_of=None):
+    """The first pass over a table; ``target_of(header)`` names the target column's
+    index (or None: no target column)."""
     rows = read_rows(path)
     _, header = next(rows)
-    survey = _ColumnSurvey(header)
+    survey = _ColumnSurvey(header, None if target_of is None else target_of(header))
     for _, row in rows:
         survey.add(row)
     if survey.n_rows == 0:
@@ -197,32 +203,33 @@ def feature_names(header, plan):
     return names
 
 
-def encode_row(row, plan, target_index, target_classes):
-    """One CSV row -> (features, target) or None if it has a missing value.
+def encode_row(row, plan, target_index, target_codes):
+    """One table row -> (features, target) or None if it has a missing value.
 
-    A one-hot value not among its column's categories (possible only when they come
-    from another store: ``ingest --like --unknown ignore``) is all zeros; a row without
-    a target column (``target_index`` None) has target NaN."""
+    ``plan`` holds (column, kind, categories) with categories as a dict of category ->
+    position; ``target_codes`` maps a text target's labels to their codes (None for a
+    numeric target).  A one-hot value not among its column's categories (possible only
+    when they come from another store: ``ingest --like --unknown ignore``) is all
+    zeros; a row without a target column (``target_index`` None) has target NaN."""
     out = []
     for j, kind, cats in plan:
-        token = row[j]
-        if _is_missing(token):
+        what, value = _parse(row[j])
+        if what is _MISSING:
             return None
         if kind == "numeric":
-            out.append(float(token))
+            out.append(value)
         else:
             hot = [0.0] * len(cats)
-            position = cats.index(token.strip()) if token.strip() in cats else None
+            position = cats.get(row[j].strip())
             if position is not None:
                 hot[position] = 1.0
             out.extend(hot)
     if target_index is None:
         return out, float("nan")
-    token = row[target_index]
-    if _is_missing(token):
+    what, value = _parse(row[target_index])
+    if what is _MISSING:
         return None
-    value = _as_float(token) if target_classes is None else target_classes.index(token.strip())
-    return out, float(value)
+    return out, float(value if target_codes is None else target_codes[row[target_index].strip()])
 
 
 def target_index(header, target, path, notes=None):

@@ -84,7 +84,7 @@ def open_data_store(path):
     return X.astype(np.float64), y, attrs
 
 
-def input_arrays(path, columns=None, n_features=None):
+def input_arrays(path, columns=None):
     """X (and y if present) of a data store, as row-chunked dask arrays, with X's
     columns in the order of ``columns`` (a model's column names, matched by name:
     :func:`~saspa_dask.storage.columns.match_columns`).

@@ -74,7 +74,7 @@ def plan_like(encoding, survey, path, unknown="error"):
     position = {name: j for j, name in enumerate(header)}
     origins = _origins(encoding)
     missing_cols = [name for name, _, _ in origins if name not in position]
-    target = position.get(encoding["target"])
+    target = survey.target  # the survey located it by the recorded name
     used = {name for name, _, _ in origins} | {encoding["target"]} | set(encoding["dropped"])
     extra = [name for name in header if name not in used]
     if missing_cols or extra:
@@ -109,11 +109,7 @@ def _target_problems(encoding, survey, target):
         return [f"target {encoding['target']!r} is numeric in {encoding['like']} but "
                 f"holds text here (e.g. {next(iter(seen))!r})"]
     if labels is not None:
-        if survey.numeric_seen[target]:
-            labels_as_text = set(labels)
-            if not all(isinstance(v, str) for v in labels_as_text):
-                return [f"target {encoding['target']!r}: labels do not match"]
-        new = sorted(set(seen) - set(labels))
+        new = sorted(survey.target_tokens() - set(labels))
         if new:
             return [f"target {encoding['target']!r} has labels not seen in "
                     f"{encoding['like']}: {new[:10]}"]

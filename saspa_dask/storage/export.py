@@ -51,13 +51,14 @@ def _block(group, arrays, start, stop):
 
 
 def _label_text(attrs, values):
+    """The original label of each predicted ``label`` value."""
     labels = attrs.get("class_labels")
-    classes = attrs.get("classes")
-    numeric = "the class itself" in attrs.get("label_encoding", "")
     if labels is None:
         return values
-    index = {float(c): i for i, c in enumerate(classes)} if numeric else None
-    return [labels[index[v]] if numeric else labels[int(v)] for v in values]
+    if attrs.get("label_values") == "classes":
+        index = {float(c): i for i, c in enumerate(attrs["classes"])}
+        return [labels[index[v]] for v in values]
+    return [labels[int(v)] for v in values]
 
 
 def export_scores(store, path, fmt):

@@ -12,7 +12,10 @@ import dask
 import numpy as np
 from dask import delayed
 
-__all__ = ["Fingerprint", "chunk_digest", "combine_digests", "fingerprint"]
+from .errors import StoreError
+
+__all__ = ["Fingerprint", "check_recorded", "chunk_digest", "combine_digests", "fingerprint",
+           "fingerprint_and_rows"]
 
 
 class Fingerprint:
@@ -49,7 +52,23 @@ def fingerprint(X, y, chunk_rows=None):
     """Content fingerprint of a (row-chunked) dask data set, as ``ingest`` records it
     (``chunk_rows``: the store's chunk size, which a store smaller than one chunk does
     not show in ``X.chunks``)."""
+    return fingerprint_and_rows(X, y, np.zeros(0, dtype=int), chunk_rows)[0]
+
+
+def fingerprint_and_rows(X, y, index, chunk_rows=None):
+    """:func:`fingerprint`, and the rows of X and y at ``index``, from one pass over the
+    chunks (one compute: a chunk both need is read once)."""
     digests = [delayed(chunk_digest)(xb, yb)
                for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
-    digests = dask.compute(*digests)
-    return combine_digests(digests, X.shape[0], X.shape[1], chunk_rows or X.chunks[0][0])
+    digests, X_rows, y_rows = dask.compute(digests, X[index], y[index])
+    return (combine_digests(digests, X.shape[0], X.shape[1], chunk_rows or X.chunks[0][0]),
+            np.asarray(X_rows), np.asarray(y_rows))
+
+
+def check_recorded(path, recorded, computed):
+    """A data store's content against the fingerprint recorded when it was written (None
+    recorded: nothing to check)."""
+    if recorded is not None and computed != recorded:
+        raise StoreError(f"{path}: its content differs from the fingerprint recorded when "
+                         "it was written (a chunk was changed or replaced since); "
+                         "ingest it again")

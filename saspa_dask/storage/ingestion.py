@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .atomic import aside, check_destination, move_into_place
+from .atomic import aside, check_destination, check_not_an_input, move_into_place
 from .chunk_writer import ChunkWriter
 from .csv_reader import (encode_row, feature_names, plan_columns, read_rows, survey_csv,
                          target_index)
@@ -79,12 +79,9 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
     if unknown not in UNKNOWN_POLICIES:
         raise ValueError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")
-    if Path(out).resolve() == source.resolve():
-        raise StoreError(f"{out} is the source file; refusing to overwrite an input")
+    check_not_an_input(out, {"source file": source, "--like store": like})
     encoding = None
     if like is not None:
-        if Path(like).resolve() == Path(out).resolve():
-            raise StoreError(f"{out} is the --like store; refusing to overwrite an input")
         encoding = like_encoding(dict(open_group(like, "data store").attrs), like)
     check_destination(out, overwrite)
     tmp = aside(out)
@@ -110,24 +107,31 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
 
 def _ingest_table(path, group, target, chunk_rows, missing, text, encoding, unknown):
     """A CSV or Parquet table: survey, plan the columns (or follow ``encoding``), encode."""
-    survey = survey_csv(path)
-    header = survey.header
     notes = []
     if encoding is None:
-        t = target_index(header, target, path, notes)
+        survey = survey_csv(path, lambda header: target_index(header, target, path, notes))
+        t = survey.target
         plan = plan_columns(survey, t, missing, text, path)
-        target_classes = survey.labels(t)
+        target_classes = survey.labels()
     else:
+        name = encoding["target"]
+        survey = survey_csv(path, lambda header: header.index(name) if name in header
+                            else None)
         plan, t = plan_like(encoding, survey, path, unknown)
         target_classes = encoding["target_classes"]
         missing, text = encoding["missing"], "as --like"
+    header = survey.header
     names = feature_names(header, plan)
     writer = ChunkWriter(group, len(names), chunk_rows, with_target=t is not None)
+    # categories and labels as positions, for the per-row lookups
+    positions = [(j, kind, None if cats is None else {c: i for i, c in enumerate(cats)})
+                 for j, kind, cats in plan]
+    codes = None if target_classes is None else {c: i for i, c in enumerate(target_classes)}
     dropped = 0
     rows = read_rows(path)
     next(rows)
     for _, row in rows:
-        encoded = encode_row(row, plan, t, target_classes)
+        encoded = encode_row(row, positions, t, codes)
         if encoded is None:
             dropped += 1
             continue

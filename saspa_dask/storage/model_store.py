@@ -29,7 +29,8 @@ from .atomic import aside, check_destination, move_into_place, resolve_model_pat
 from .data_store import open_group
 from .errors import StoreError
 
-__all__ = ["describe_model", "load_model", "read_model_attrs", "save_model"]
+__all__ = ["describe_model", "load_model", "load_model_and_attrs", "read_model_attrs",
+           "save_model"]
 
 MODEL_FORMAT = "saspa-model"
 FORMAT_VERSION = 3
@@ -388,6 +389,13 @@ def load_model(path):
     StoreError
         Missing, foreign, incomplete, truncated or inconsistent store.
     """
+    return load_model_and_attrs(path)[0]
+
+
+def load_model_and_attrs(path):
+    """:func:`load_model`, and the store's attributes it read (what the training job
+    recorded beside the model: data columns, target labels, row probes ...), from one
+    reading of the store."""
     path = resolve_model_path(path)
     try:
         return _load(path)
@@ -427,7 +435,7 @@ def _load(path):
         raise StoreError(f"{path}: site arrays have shape {sites[0].shape}, expected "
                          f"{fitted.n_problems} problem(s)")
     model.sites_tau_, model.sites_nu_ = sites
-    return model
+    return model, attrs
 
 
 def _class_labels(attrs):

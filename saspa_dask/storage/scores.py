@@ -26,7 +26,7 @@ from dask import delayed
 from ..engines.chunks import chunk_bounds, spread_rows
 from .data_store import input_arrays
 from .errors import StoreError
-from .fingerprint import chunk_digest, combine_digests
+from .fingerprint import check_recorded, chunk_digest, combine_digests
 
 __all__ = ["score", "evaluate", "check_scoring_input"]
 
@@ -76,10 +76,7 @@ def verify_fingerprint(path, fitted, X, y, match):
         return check_scoring_input(fitted, X)
     # the fingerprint is over the store's chunk size (the first chunk may be shorter)
     computed = check_scoring_input(fitted, X, y, chunk_rows=attrs.get("chunk_rows"))
-    if computed != recorded:
-        raise StoreError(f"{path}: its content differs from the fingerprint recorded when "
-                         "it was written (a chunk was changed or replaced since); "
-                         "ingest it again")
+    check_recorded(path, recorded, computed)
     return computed
 
 
@@ -177,13 +174,19 @@ def class_metadata(fitted, class_labels=None):
     columns = labels[1:] if len(labels) == 2 and fitted.n_problems == 1 else labels
     return {"classes": [c.item() if hasattr(c, "item") else c for c in fitted.classes],
             "class_labels": labels, "proba_columns": columns,
-            "label_encoding": ("the class itself (as in the data store's y)"
-                               if np.issubdtype(fitted.classes.dtype, np.number)
-                               else "the index into classes")}
+            # what the label array holds: the class itself (numbers, as in the data
+            # store's y) or its index into classes (classes that are not numbers)
+            "label_values": ("classes" if np.issubdtype(fitted.classes.dtype, np.number)
+                             else "indices")}
+
+
+def _opened(data, fitted, columns, inputs):
+    return inputs if inputs is not None else input_arrays(data, _model_columns(fitted,
+                                                                                columns))
 
 
 def score(model, data, out, *, overwrite=False, progress=None, columns=None,
-          class_labels=None, n_workers=1):
+          class_labels=None, n_workers=1, inputs=None):
     """Score a data store's X into a zarr score store, resumably.
 
     Parameters
@@ -206,6 +209,9 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
         store (:func:`class_metadata`).
     n_workers : int
         A store of one chunk is scored in this many row chunks (one task each).
+    inputs : tuple, optional
+        ``(X, y, match)`` as :func:`~saspa_dask.storage.data_store.input_arrays` gave
+        them for ``data`` and these columns (a caller that checked them already).
 
     Returns
     -------
@@ -214,7 +220,7 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
         the columns were matched).
     """
     fitted = getattr(model, "fitted_posterior_", model)
-    X, y, match = input_arrays(data, _model_columns(fitted, columns))
+    X, y, match = _opened(data, fitted, columns, inputs)
     input_fingerprint = verify_fingerprint(data, fitted, X, y, match)  # the one check pass
     (X,) = spread_rows(n_workers, X)
     expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
@@ -275,7 +281,7 @@ def _evaluate_chunk(Xb, yb, fitted):
     return np.array([len(yb), float((resid**2).sum()), -log_p.sum(), float(np.abs(resid).sum())])
 
 
-def evaluate(model, data, *, columns=None, n_workers=1):
+def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
     """Test metrics of a model on a data store with X and y, computed chunk by chunk.
 
     Returns
@@ -285,10 +291,10 @@ def evaluate(model, data, *, columns=None, n_workers=1):
         the true label).  Regression: ``rmse``, ``mae``, ``nlpd`` (mean negative log
         predictive density of y, noise included).  Always ``rows`` and ``columns``
         (how the store's columns were matched to the model's, by name when both
-        record them; ``columns=`` as for :func:`score`).
+        record them; ``columns=`` and ``inputs=`` as for :func:`score`).
     """
     fitted = getattr(model, "fitted_posterior_", model)
-    X, y, match = input_arrays(data, _model_columns(fitted, columns))
+    X, y, match = _opened(data, fitted, columns, inputs)
     if y is None:
         raise StoreError(f"{data}: evaluation needs an array 'y' with one value per row")
     verify_fingerprint(data, fitted, X, y, match)
