@@ -372,9 +372,10 @@ class SweepReporter:
               help="Basis blur: delta (FITC/SPGP), spherical (multiscale), diagonal or "
                    "full (SASPA-full, the K-means cluster covariances).")
 @click.option("--likelihood",
-              type=click.Choice(["probit", "logistic", "step", "gaussian", "student_t",
-                                 "poisson"]),
-              help="Classification: probit (default), logistic or step.  Regression: "
+              type=click.Choice(["probit", "logistic", "step", "noisy_probit", "gaussian",
+                                 "student_t", "poisson"]),
+              help="Classification: probit (default), logistic, step or noisy_probit "
+                   "(probit with label noise).  Regression: "
                    "gaussian (default), student_t (robust) or poisson (counts).")
 @click.option("--ep-mode", default="parallel", show_default=True,
               type=click.Choice(["parallel", "sequential"]),
@@ -409,7 +410,7 @@ class SweepReporter:
               help="Starting signal variance (default: from the targets).")
 @click.option("--noise-variance", type=float, help="Regression noise variance.")
 @click.option("--label-noise", default=0.01, show_default=True, type=float,
-              help="Step likelihood label noise.")
+              help="Label noise of the step and noisy_probit likelihoods.")
 @click.option("--dof", default=4.0, show_default=True, type=float,
               help="Student-t degrees of freedom.")
 @click.option("--scale", type=float, help="Student-t scale (default from the targets).")

@@ -10,7 +10,7 @@ from saspa_dask import kmeans_bases
 from saspa_dask.ep import EPSettings
 from saspa_dask.fitting.hyperparameters import Hyperparameters
 from saspa_dask.core.kernels import blur_covariances
-from saspa_dask.core.likelihoods import Gaussian, Probit, Step, StudentT
+from saspa_dask.core.likelihoods import Gaussian, NoisyProbit, Probit, Step, StudentT
 from saspa_dask.fitting.trainer import Trainer
 
 from scipy.stats import multivariate_normal
@@ -28,6 +28,8 @@ def _problem(likelihood_name, blur, seed=0, n=240, d=3, M=10):
         y, lik = np.sign(f + 0.3 * rng.normal(size=n)), Probit()
     elif likelihood_name == "step":
         y, lik = np.sign(f + 0.3 * rng.normal(size=n)), Step(0.05)
+    elif likelihood_name == "noisy_probit":
+        y, lik = np.sign(f + 0.3 * rng.normal(size=n)), NoisyProbit(0.05)
     else:
         y = f + 0.3 * rng.normal(size=n)
         y[:8] += 8.0  # gross outliers: negative site precisions
@@ -47,10 +49,11 @@ def _evidence_at_fixed_sites(trainer, hyper, lik, sites):
 
 @pytest.mark.parametrize("likelihood_name,blur,dtc", [
     ("gaussian", "full", False), ("probit", "spherical", False), ("step", "full", False),
-    ("student_t", "diagonal", False), ("gaussian", "delta", True), ("probit", "full", True)])
+    ("student_t", "diagonal", False), ("gaussian", "delta", True), ("probit", "full", True),
+    ("noisy_probit", "diagonal", False)])
 def test_gradient_matches_finite_differences(likelihood_name, blur, dtc):
     X, y, lik, means, covs = _problem(likelihood_name, blur)
-    damping = 0.5 if likelihood_name in ("step", "student_t") else 1.0
+    damping = 0.5 if likelihood_name in ("step", "student_t", "noisy_probit") else 1.0
     trainer = Trainer(X, y, None, means, covs, EPSettings("parallel", damping, 3000, 1e-12),
                       jitter=1e-8, block_rows=100, projected_only=dtc)
     h0 = Hyperparameters(np.array([1.3, 0.9, 1.7]), 1.4, lik.hyperparameters(), 0.7,
@@ -230,3 +233,24 @@ def test_the_optimiser_reports_its_cap_bounds_and_evidence(tmp_path):
     clf.save(tmp_path / "m.zarr")
     assert describe_model(tmp_path / "m.zarr")["hyperparameters"]["info"][
         "hit_iteration_cap"] is True
+
+
+def test_noisy_probit_learns_the_flip_rate():
+    """Labels from a clean, well-separated boundary with 15% of them flipped at random:
+    the learnt label noise of likelihood='noisy_probit' recovers the flip rate (the
+    known truth of the generator), and far from the boundary the predicted class
+    probability is the model's 1 - eps."""
+    rng = np.random.default_rng(3)
+    n, flip = 1500, 0.15
+    X = rng.uniform(-3, 3, size=(n, 1))
+    clean = np.where(X[:, 0] > 0, 1, -1)
+    y = np.where(rng.uniform(size=n) < flip, -clean, clean)
+    noisy = SASPAClassifier(n_bases=12, likelihood="noisy_probit", label_noise=0.05,
+                            random_state=0).fit(X, y)
+    assert noisy.label_noise_ == pytest.approx(flip, abs=0.03)
+    Xt = np.array([[-2.0], [2.0]])
+    p_noisy = noisy.predict_proba(Xt)[:, 1]
+    # the model's class probability far from the boundary is 1 - eps at most
+    np.testing.assert_allclose(p_noisy, [noisy.label_noise_, 1 - noisy.label_noise_],
+                               atol=0.02)
+    assert np.all(noisy.predict(Xt) == [-1, 1])

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import digamma, erfcx, gammaln, log_ndtr, ndtr
 
-__all__ = ["Gaussian", "Logistic", "Poisson", "Probit", "Quadrature", "Step", "StudentT",
-           "make_likelihood", "LIKELIHOODS"]
+__all__ = ["Gaussian", "Logistic", "NoisyProbit", "Poisson", "Probit", "Quadrature", "Step",
+           "StudentT", "make_likelihood", "LIKELIHOODS"]
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 # Cavity variances below this are treated as this: keeps z finite for the step
@@ -143,6 +143,10 @@ class Step:
             raise ValueError(f"label_noise must be in [0, 0.5), got {label_noise!r}")
         self.label_noise = float(label_noise)
 
+    def _smoothing_variance(self, v):
+        """Variance of the Gaussian the step is smoothed by: the cavity's alone."""
+        return np.maximum(v, _MIN_VARIANCE)
+
     def _log_z(self, z):
         eps = self.label_noise
         if eps == 0.0:
@@ -150,24 +154,26 @@ class Step:
         return np.logaddexp(np.log(eps), np.log1p(-2.0 * eps) + log_ndtr(z))
 
     def tilted(self, y, m, v):
-        """Return ``(log Z, a, c)`` for cavities N(m, v) and labels y = +-1."""
+        """Return ``(log Z, a, c)`` for cavities N(m, v) and labels y = +-1.
+
+        With s2 the smoothing variance and z = y m / sqrt(s2): Z = eps + (1 - 2 eps)
+        Phi(z), a = y g and c = g (y m / s2 + g), g = (1 - 2 eps) N(z) / (Z sqrt(s2)).
+        """
         eps = self.label_noise
-        v = np.maximum(v, _MIN_VARIANCE)
-        sv = np.sqrt(v)
-        z = y * m / sv
+        s2 = self._smoothing_variance(v)
+        s = np.sqrt(s2)
+        z = y * m / s
         log_z = self._log_z(z)
         if eps == 0.0:
-            # The probit case with no added variance: same tail-safe ratio.
+            # The probit case: the same tail-safe ratio.
             r = _inverse_mills(z)
-            return log_z, y * r / sv, _mills_curvature(z, r) / v
-        g = np.exp(np.log1p(-2.0 * eps) + _log_normal_pdf(z) - log_z) / sv
-        a = g * y
-        c = g * (y * m + v * g) / v
-        return log_z, a, c
+            return log_z, y * r / s, _mills_curvature(z, r) / s2
+        g = np.exp(np.log1p(-2.0 * eps) + _log_normal_pdf(z) - log_z) / s
+        return log_z, g * y, g * (y * m / s2 + g)
 
     def margin(self, mean, var):
         """Standardised margin z with P(y = +1) = eps + (1 - 2 eps) Phi(z)."""
-        return mean / np.sqrt(np.maximum(var, _MIN_VARIANCE))
+        return mean / np.sqrt(self._smoothing_variance(var))
 
     def proba(self, mean, var):
         """P(y = +1) under a latent N(mean, var)."""
@@ -184,17 +190,30 @@ class Step:
         return {"label_noise": self.label_noise} if self.label_noise > 0 else {}
 
     def with_hyperparameters(self, values):
-        return Step(values.get("label_noise", self.label_noise))
+        return type(self)(values.get("label_noise", self.label_noise))
 
     def log_z_gradient(self, y, m, v):
         """d log Z / d log(eps) per row: eps (1 - 2 Phi(z)) / Z."""
         if self.label_noise == 0.0:
             return {}
-        z = y * m / np.sqrt(np.maximum(v, _MIN_VARIANCE))
+        z = y * m / np.sqrt(self._smoothing_variance(v))
         eps = self.label_noise
         return {"label_noise": eps * (1.0 - 2.0 * ndtr(z)) * np.exp(-self._log_z(z))}
 
 
+class NoisyProbit(Step):
+    """Probit with label noise: p(y | f) = eps + (1 - 2 eps) Phi(y f).
+
+    The SASPA paper's eq. 3 with the probit in place of the step: a step smoothed by
+    unit-variance Gaussian latent noise, so its tilted moments are the step's with the
+    cavity variance v replaced by 1 + v.  With eps = 0 it is :class:`Probit`.  Like the
+    step with label noise it is not log-concave for eps > 0.
+    """
+
+    name = "noisy_probit"
+
+    def _smoothing_variance(self, v):
+        return 1.0 + v
 
 
 # ----------------------------------------------------------------------------------
@@ -353,8 +372,9 @@ class StudentT(Quadrature):
         return {"dof": d_dof, "scale": -1.0 + (nu + 1) * ratio}
 
 
-LIKELIHOODS = {"gaussian": Gaussian, "probit": Probit, "step": Step, "logistic": Logistic,
-               "poisson": Poisson, "student_t": StudentT}
+LIKELIHOODS = {"gaussian": Gaussian, "probit": Probit, "step": Step,
+               "noisy_probit": NoisyProbit, "logistic": Logistic, "poisson": Poisson,
+               "student_t": StudentT}
 
 
 def make_likelihood(name, **params):
@@ -362,17 +382,17 @@ def make_likelihood(name, **params):
 
     Parameters
     ----------
-    name : {"gaussian", "probit", "step", "logistic", "poisson", "student_t"}
+    name : {"gaussian", "probit", "step", "noisy_probit", "logistic", "poisson", "student_t"}
     **params
-        ``noise_variance`` for gaussian, ``label_noise`` for step, ``dof`` and
+        ``noise_variance`` for gaussian, ``label_noise`` for step and noisy_probit, ``dof`` and
         ``scale`` for student_t, optionally ``n_points`` for the quadrature ones.
     """
     if name not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {sorted(LIKELIHOODS)}, got {name!r}")
     if name == "gaussian":
         return Gaussian(params["noise_variance"])
-    if name == "step":
-        return Step(params["label_noise"])
+    if name in ("step", "noisy_probit"):
+        return LIKELIHOODS[name](params["label_noise"])
     if name == "student_t":
         return StudentT(params["dof"], params["scale"], int(params.get("n_points", 256)))
     if name == "poisson":

@@ -35,7 +35,7 @@ from .task import DEFAULT_MAX_CLASSES, choose_task, summarise_target
 __all__ = ["LIKELIHOODS", "build_estimator", "optimiser_warnings", "retrain",
            "retraining_parameters", "train"]
 
-LIKELIHOODS = {"classification": ("probit", "logistic", "step"),
+LIKELIHOODS = {"classification": ("probit", "logistic", "step", "noisy_probit"),
                "regression": ("gaussian", "student_t", "poisson")}
 # the old model's fitted likelihood values a retrained model starts from (and keeps)
 _CARRIED_LIKELIHOOD = (("noise_variance_", "noise_variance"), ("label_noise_", "label_noise"),

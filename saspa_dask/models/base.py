@@ -144,10 +144,14 @@ class SASPABase(BaseEstimator):
         """The paper's beta: latent variance = s2 - k^T beta_ k."""
         return self._posterior().alpha_beta[1]
 
-    def _likelihood_parameter(self, likelihood, name):
+    def _likelihood_parameter(self, likelihoods, name):
+        """A fitted likelihood parameter, defined only for ``likelihoods`` (a name or a
+        tuple of names)."""
         fitted = self._posterior()
-        if fitted.likelihood != likelihood:
-            raise AttributeError(f"{name}_ is defined for likelihood={likelihood!r} only")
+        if isinstance(likelihoods, str):
+            likelihoods = (likelihoods,)
+        if fitted.likelihood not in likelihoods:
+            raise AttributeError(f"{name}_ is defined for likelihood in {likelihoods} only")
         return float(fitted.likelihood_params[name])
 
     def __sklearn_tags__(self):

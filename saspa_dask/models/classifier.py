@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..core.likelihoods import Logistic, Probit, Step
+from ..core.likelihoods import Logistic, NoisyProbit, Probit, Step
 from ..engines.chunks import is_lazy
 from .base import SASPABase
 from .docs import _CLASSIFIER_PARAMS_DOC, _SHARED_ATTRS_DOC
@@ -56,18 +56,20 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
     hyperparameter learning maximises.
 
     Parameters
-    ----------{_CLASSIFIER_PARAMS_DOC}    likelihood : {{"probit", "logistic", "step"}}, default="probit"
-        ``step`` is the step function with label noise ``label_noise``; ``logistic``
-        uses Gauss-Hermite quadrature (256 points) for its tilted moments.
+    ----------{_CLASSIFIER_PARAMS_DOC}    likelihood : {{"probit", "logistic", "step", "noisy_probit"}}, default="probit"
+        ``step`` is the step function with label noise ``label_noise``,
+        eps + (1 - 2 eps) H(y f); ``noisy_probit`` the probit with label noise,
+        eps + (1 - 2 eps) Phi(y f); ``logistic`` uses Gauss-Hermite quadrature
+        (256 points) for its tilted moments.
     label_noise : float in [0, 0.5), default=0.01
-        Label flip probability of the step likelihood (learnt with the other
-        hyperparameters when ``optimize_hyperparameters``).
+        Label flip probability eps of the step and noisy-probit likelihoods (learnt
+        with the other hyperparameters when ``optimize_hyperparameters``).
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
         Labels; for two classes ``classes_[1]`` is the positive class.{_SHARED_ATTRS_DOC}    label_noise_ : float
-        (step likelihood only)
+        (step and noisy-probit likelihoods only)
 
     Examples
     --------
@@ -83,7 +85,7 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
 
     _parameter_constraints: dict = {
         **SASPABase._parameter_constraints,
-        "likelihood": [StrOptions({"probit", "logistic", "step"})],
+        "likelihood": [StrOptions({"probit", "logistic", "step", "noisy_probit"})],
         "label_noise": [Interval(Real, 0, 0.5, closed="left")],
     }
 
@@ -123,14 +125,17 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
 
     classes_ = property(lambda self: self._posterior().classes,
                         doc="Labels; for two classes classes_[1] is the positive class.")
-    label_noise_ = property(lambda self: self._likelihood_parameter("step", "label_noise"),
-                            doc="Fitted label noise (step likelihood only).")
+    label_noise_ = property(
+        lambda self: self._likelihood_parameter(("step", "noisy_probit"), "label_noise"),
+        doc="Fitted label noise (step and noisy-probit likelihoods only).")
 
     def _likelihood(self):
         if self.likelihood == "probit":
             return Probit()
         if self.likelihood == "logistic":
             return Logistic()
+        if self.likelihood == "noisy_probit":
+            return NoisyProbit(self.label_noise)
         return Step(self.label_noise)
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -165,7 +170,9 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
         s2 = 1.0 if self.signal_variance is None else self.signal_variance
         damping = self.damping
         if damping is None:
-            damping = 0.8 if self.likelihood == "step" else 1.0
+            # label noise makes the likelihood non-log-concave: negative site
+            # precisions, which undamped parallel EP can oscillate on
+            damping = 0.8 if self.likelihood in ("step", "noisy_probit") else 1.0
         targets, labels = _ep_targets(y, classes)
         return self._fit_posterior(X, targets, self._likelihood(), s2, damping, column_std,
                                    progress=progress, init_sites=init_sites, labels=labels,

@@ -106,7 +106,7 @@ class FullGPClassifier(_FullGPMixin, SASPAClassifier):
 
     Parameters
     ----------
-    likelihood : {{"probit", "logistic", "step"}}, default="probit"
+    likelihood : {{"probit", "logistic", "step", "noisy_probit"}}, default="probit"
     label_noise : float in [0, 0.5), default=0.01
 {_FULL_PARAMS_DOC}
     Attributes
