@@ -6,9 +6,12 @@ from numbers import Real
 
 import numpy as np
 from sklearn.base import RegressorMixin, _fit_context
+from sklearn.utils.validation import validate_data
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..core.likelihoods import Gaussian, Poisson, StudentT
+from ..engines.chunks import is_lazy
+from .augmented import augmented_latent
 from .base import SASPABase
 from .docs import _REGRESSOR_PARAMS_DOC, _SHARED_ATTRS_DOC
 from .registry import register
@@ -172,8 +175,11 @@ class SASPARegressor(RegressorMixin, SASPABase):
                 likelihood = StudentT(self.dof, scale)
                 if self.damping is None:
                     damping = 0.5  # not log-concave: undamped EP can oscillate
-        return self._fit_posterior(X, targets, likelihood, s2, damping, column_std,
-                                   progress=progress, init_sites=init_sites, offset=offset)
+        self._fit_posterior(X, targets, likelihood, s2, damping, column_std,
+                            progress=progress, init_sites=init_sites, offset=offset)
+        # references, not copies: what augmented prediction reads back chunk by chunk
+        self._training_rows = [(X, y)]
+        return self
 
     def partial_fit(self, X, y):
         """Add rows by one assumed-density-filtering pass, without revisiting old rows.
@@ -194,7 +200,13 @@ class SASPARegressor(RegressorMixin, SASPABase):
         """
         if not hasattr(self, "fitted_posterior_"):
             return self.fit(X, y)
-        return self._partial_fit_rows(X, y)
+        self._partial_fit_rows(X, y)
+        rows = getattr(self, "_training_rows", None)
+        if rows is not None:
+            X_new, y_new, _ = validate_training_input(self, X, y, classification=False,
+                                                      reset=False)
+            self._training_rows = [*rows, (X_new, y_new)]
+        return self
 
     def _new_rows(self, X, y):
         """Checked new rows and their EP targets: (X, targets, None)."""
@@ -203,7 +215,7 @@ class SASPARegressor(RegressorMixin, SASPABase):
             return X, y, None
         return X, y - self.y_mean_, None
 
-    def predict(self, X, return_std=False):
+    def predict(self, X, return_std=False, *, augment=False):
         """Predictive mean of y, and optionally its standard deviation.
 
         Parameters
@@ -215,6 +227,15 @@ class SASPARegressor(RegressorMixin, SASPABase):
             scale^2 dof / (dof - 2) for student_t (infinite for dof <= 2), and for
             poisson the count's, E[rate] + Var[rate]); ``predict_latent`` gives the
             latent one.
+        augment : bool or tuple (X_train, y_train), default=False
+            Augmented prediction (Gaussian likelihood only; Quiñonero-Candela &
+            Rasmussen): each test row joins the bases for its own prediction, so the
+            predictive variance no longer collapses to the bases' span away from
+            them.  ``True`` reads the training rows of ``fit`` and ``partial_fit``
+            again (NumPy, or chunk by chunk from the dask or zarr arrays they came
+            from); a tuple gives them, e.g. for a model loaded from a store.  Costs
+            O(N M) a test row for a DTC model (``dtc=True``) and O(N M^2) for FITC,
+            whose residual variances every test row changes.  Returns NumPy arrays.
 
         Returns
         -------
@@ -222,10 +243,42 @@ class SASPARegressor(RegressorMixin, SASPABase):
             For poisson the expected count E[exp(f)] = exp(mean + var / 2).
         std : ndarray of shape (n_samples,), only if ``return_std``
         """
+        if augment is not False:
+            mean, var = self._augmented_latent(X, augment)
+            mean = mean + self.y_mean_
+            return (mean, np.sqrt(var + self.noise_variance_)) if return_std else mean
         if not return_std:
             return self._predict(X, _mean)
         both = self._predict(X, _mean_and_std, columns=2)
         return both[:, 0], both[:, 1]
+
+    def _augmented_latent(self, X, augment):
+        """Latent mean (offset not added) and variance by augmented prediction."""
+        fitted = self._posterior()
+        if fitted.likelihood != "gaussian":
+            raise ValueError("augment=True needs the Gaussian likelihood; this model's is "
+                             f"{fitted.likelihood!r}")
+        if augment is True:
+            rows = getattr(self, "_training_rows", None)
+            if rows is None:
+                raise ValueError("augment=True needs the training rows, which this "
+                                 "estimator does not hold (a model loaded from a store): "
+                                 "pass augment=(X_train, y_train)")
+        else:
+            if not isinstance(augment, tuple) or len(augment) != 2:
+                raise ValueError("augment must be False, True or a tuple (X_train, "
+                                 f"y_train); got {type(augment).__name__}")
+            X_train, y_train, _ = validate_training_input(self, *augment,
+                                                          classification=False, reset=False)
+            rows = [(X_train, y_train)]
+        if not is_lazy(X):
+            X = validate_data(self, X, reset=False, dtype=np.float64)
+        elif X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[-1]} features, but {type(self).__name__} "
+                             f"is expecting {self.n_features_in_} features as input")
+        centred = [(Xt, yt - self.y_mean_) for Xt, yt in rows]
+        return augmented_latent(fitted, X, centred, self.noise_variance_, bool(self.dtc),
+                                self.block_rows)
 
 
 def _noise_variance(fitted):
