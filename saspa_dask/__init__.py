@@ -28,6 +28,8 @@ _PUBLIC = {
     "FullGPRegressor": ".models",
     "SASPAClassifier": ".models",
     "SASPARegressor": ".models",
+    "SparseOnlineGPClassifier": ".models",
+    "SparseOnlineGPRegressor": ".models",
     "StoreError": ".storage",
     "kmeans_bases": ".engines.kmeans",
     "load_model": ".storage",

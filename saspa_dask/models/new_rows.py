@@ -18,10 +18,10 @@ from ..ep.sites import parallel_chunk, sequential_chunk
 from ..ep.whitening import make_block, relabel_block
 from .posterior import stacked
 
-__all__ = ["adf_pass", "row_blocks", "update_pass"]
+__all__ = ["adf_pass", "row_blocks", "row_slices", "update_pass"]
 
 
-def _row_slices(X, targets):
+def row_slices(X, targets):
     """(X, targets) in pieces the driver can hold: dask and zarr inputs one row chunk
     at a time (each computed once), NumPy input whole."""
     if not is_lazy(X):
@@ -36,7 +36,7 @@ def _row_slices(X, targets):
 
 def row_blocks(fitted, X, targets, block_rows):
     """Whitened blocks of rows X (with their EP targets) under a fitted posterior."""
-    for X_part, t_part in _row_slices(X, targets):
+    for X_part, t_part in row_slices(X, targets):
         for start in range(0, X_part.shape[0], block_rows):
             stop = min(start + block_rows, X_part.shape[0])
             yield make_block(X_part[start:stop], t_part[start:stop], fitted.means,

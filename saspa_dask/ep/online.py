@@ -1,0 +1,162 @@
+"""Csató & Opper's sparse online GP in whitened form: one ADF pass, a growing basis set.
+
+The state is the whitened posterior N(mu, Sigma) over v = L^{-1} u, u the latent values
+at the basis vectors (delta bases at past inputs) and L L^T = K(B, B) + jitter, as in
+the rest of the engine.  A row x with whitened features phi = L^{-1} k(B, x) sees the
+projection phi^T v plus an independent residual of variance gamma = s2 - |phi|^2 (its
+novelty: zero when x lies in the span of the bases).  For each row, in order:
+
+1. **Grow.**  If gamma > ``novelty_threshold`` x s2, x joins the bases: L gains the row
+   [phi^T, delta] with delta^2 = gamma + jitter, v gains a coordinate with prior
+   N(0, 1), and the row's features become [phi; gamma / delta] (its residual drops to
+   the jitter's share).
+2. **Update.**  One assumed-density-filtering step: the tilted moments of the row's
+   likelihood against the current marginal N(phi^T mu, phi^T Sigma phi + gamma) give
+   a rank-one update of (mu, Sigma) along Sigma phi (``ep.sites.sequential_block``,
+   the engine's own sequential update with zero old sites).  This is Csató & Opper's
+   update with the residual kept in the marginal and the update projected onto the
+   bases.
+3. **Prune.**  Past ``max_bases`` the basis with the smallest Csató-Opper score
+   alpha_j^2 / (Q_jj + C_jj) is removed (alpha = L^{-T} mu, Q + C = L^{-T} Sigma
+   L^{-1}: the mean weight against the posterior spread at that basis).  The removal
+   is the update that minimises KL(old posterior || new) over processes on the
+   remaining bases: rotate the whitened coordinates so the basis is the last one
+   (refactorising K(B, B) with it moved last), then marginalise that coordinate out.
+   Its mean function is Csató & Opper's closed form (``tests/test_online.py``).
+
+With ``max_bases`` >= N and threshold 0 every row joins and the result is the exact
+ADF posterior of the full GP (up to the jitter).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import cholesky, solve_triangular
+
+from ..core.kernels import se_kernel
+from .sites import sequential_block
+from .whitening import Block
+
+__all__ = ["OnlineSparseGP"]
+
+# rows whose features are formed at once (and kept up to date as the bases change)
+_SUB_ROWS = 256
+
+
+class OnlineSparseGP:
+    """Sparse online GP state (see the module docstring).
+
+    Parameters
+    ----------
+    likelihood : likelihood object
+    lengthscale : ndarray of shape (d,)
+    signal_variance : float
+    jitter : float
+        Absolute jitter of the basis covariance.
+    novelty_threshold : float
+        A row joins the bases when its residual variance exceeds this times s2.
+    max_bases : int
+        Budget of basis vectors.
+    """
+
+    def __init__(self, likelihood, lengthscale, signal_variance, jitter, novelty_threshold,
+                 max_bases):
+        self.likelihood = likelihood
+        self.lengthscale = np.asarray(lengthscale, dtype=np.float64)
+        self.signal_variance = float(signal_variance)
+        self.jitter = float(jitter)
+        self.novelty_threshold = float(novelty_threshold)
+        self.max_bases = int(max_bases)
+        d = self.lengthscale.size
+        self.bases = np.zeros((0, d))
+        self.L = np.zeros((0, 0))
+        self.sigma = np.zeros((0, 0), order="F")
+        self.mean = np.zeros(0)
+        self.counts = {"rows": 0, "added": 0, "removed": 0, "invalid": 0, "skipped": 0}
+
+    # -- the pass --------------------------------------------------------------------
+
+    def add_rows(self, X, y):
+        """Process rows X (n, d) with EP targets y (n,) in order."""
+        X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        for start in range(0, X.shape[0], _SUB_ROWS):
+            rows = slice(start, start + _SUB_ROWS)
+            self._add_block(X[rows], y[rows])
+
+    def _add_block(self, X, y):
+        phi = self._features(X)
+        for i in range(X.shape[0]):
+            gamma = self.signal_variance - phi[i] @ phi[i]
+            if gamma > self.novelty_threshold * self.signal_variance:
+                phi = self._grow(X, i, phi, gamma)
+            self.counts["rows"] += 1
+            if self.bases.shape[0] == 0:
+                continue  # nothing to update yet (threshold near 1)
+            lam = max(self.signal_variance - phi[i] @ phi[i], 0.0)
+            block = Block(phi[i:i + 1], np.array([lam]), y[i:i + 1])
+            _, n_invalid, n_skipped = sequential_block(
+                block, np.zeros(1), np.zeros(1), self.sigma, self.mean, self.likelihood,
+                1.0, self.signal_variance)
+            self.counts["invalid"] += n_invalid
+            self.counts["skipped"] += n_skipped
+            if self.bases.shape[0] > self.max_bases:
+                phi = self._prune(phi)
+
+    def _features(self, X):
+        if self.bases.shape[0] == 0:
+            return np.zeros((X.shape[0], 0))
+        k = se_kernel(X, self.bases, self.lengthscale, self.signal_variance)
+        return solve_triangular(self.L, k.T, lower=True, check_finite=False).T
+
+    def _grow(self, X, i, phi, gamma):
+        """Row i of X joins the bases; the block's features gain its coordinate."""
+        m = self.bases.shape[0]
+        delta = np.sqrt(gamma + self.jitter)
+        L = np.zeros((m + 1, m + 1))
+        L[:m, :m], L[m, :m], L[m, m] = self.L, phi[i], delta
+        self.L = L
+        sigma = np.zeros((m + 1, m + 1), order="F")
+        sigma[:m, :m] = _symmetric(self.sigma)
+        sigma[m, m] = 1.0  # the new whitened coordinate's prior
+        self.sigma, self.mean = sigma, np.append(self.mean, 0.0)
+        self.bases = np.vstack([self.bases, X[i]])
+        k_new = se_kernel(X, X[i:i + 1], self.lengthscale, self.signal_variance)[:, 0]
+        self.counts["added"] += 1
+        return np.column_stack([phi, (k_new - phi @ phi[i]) / delta])
+
+    def scores(self):
+        """Csató-Opper scores alpha_j^2 / (Q_jj + C_jj) of the bases."""
+        alpha = solve_triangular(self.L, self.mean, lower=True, trans="T", check_finite=False)
+        # diag(L^{-T} Sigma L^{-1}) by two triangular solves
+        left = solve_triangular(self.L, _symmetric(self.sigma), lower=True, trans="T",
+                                check_finite=False)
+        spread = solve_triangular(self.L, left.T, lower=True, trans="T", check_finite=False)
+        return alpha * alpha / np.diag(spread)
+
+    def _prune(self, phi):
+        """Remove the lowest-scoring basis (KL-optimal); returns the block's features
+        in the new coordinates."""
+        j = int(np.argmin(self.scores()))
+        m = self.bases.shape[0]
+        order = np.r_[np.arange(j), np.arange(j + 1, m), j]
+        K = (self.L @ self.L.T)[np.ix_(order, order)]  # K(B, B) + jitter, j moved last
+        L_new = cholesky(K, lower=True, check_finite=False)
+        # v' = T v with T = L_new^{-1} P L orthogonal: the same posterior, rotated
+        T = solve_triangular(L_new, self.L[order], lower=True, check_finite=False)
+        mean, sigma = T @ self.mean, T @ _symmetric(self.sigma) @ T.T
+        self.L = np.ascontiguousarray(L_new[:-1, :-1])
+        self.mean = mean[:-1]
+        self.sigma = np.asfortranarray(sigma[:-1, :-1])
+        self.bases = self.bases[order[:-1]]
+        self.counts["removed"] += 1
+        return (phi @ T.T)[:, :-1]
+
+    def posterior_covariance(self):
+        """Sigma_v, symmetric."""
+        return _symmetric(self.sigma)
+
+
+def _symmetric(sigma):
+    """The full matrix from the upper triangle ``sequential_block`` maintains."""
+    upper = np.triu(sigma)
+    return upper + np.triu(upper, 1).T

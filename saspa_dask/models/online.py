@@ -1,0 +1,316 @@
+"""Csató & Opper's sparse online GP as scikit-learn estimators.
+
+One pass over the rows (NumPy in memory, dask and zarr one row chunk at a time), each
+row an ADF update projected onto a basis set that grows with the novel rows and is
+pruned to a budget (:mod:`saspa_dask.ep.online`).  Kernel and likelihood
+hyperparameters are fixed (given, or the SASPA estimators' data-driven starting
+values).  The fitted model is a SASPA posterior on delta bases, so predictions are
+the SASPA estimators' own, and ``bases_`` can start a SASPA fit
+(``SASPAClassifier(bases=online.bases_, blur="delta")``).
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_solve, cholesky
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
+
+from ..core.likelihoods import Gaussian, StudentT
+from ..ep.online import OnlineSparseGP
+from ..ep.posterior import Posterior
+from .classifier import SASPAClassifier, _ep_targets
+from .new_rows import row_slices
+from .posterior import FittedPosterior
+from .regressor import SASPARegressor
+from .validation import resolve_lengthscale, validate_training_input
+
+__all__ = ["SparseOnlineGPClassifier", "SparseOnlineGPRegressor"]
+
+
+class _OnlineMixin:
+    """The online pass and its fitted state, for a SASPA estimator's predictions."""
+
+    # fixed settings of the SASPA machinery the predictions read
+    blur = "delta"
+    bases = None
+    dtc = False
+
+    def _start(self, X, likelihood, signal_variance, column_std, offset, classes):
+        lengthscale = resolve_lengthscale(self.lengthscale, X.shape[1], column_std)
+        self._state = OnlineSparseGP(likelihood, lengthscale, signal_variance,
+                                     self.jitter * signal_variance, self.novelty_threshold,
+                                     self.max_bases)
+        self._offset, self._classes = offset, classes
+
+    def _run(self, X, targets):
+        """Stream rows through the state, then publish the fitted posterior."""
+        for X_part, t_part in row_slices(X, targets):
+            self._state.add_rows(X_part, t_part)
+        self._publish()
+        return self
+
+    def _publish(self):
+        state = self._state
+        if state.bases.shape[0] == 0:
+            raise ValueError(f"no row was novel enough to become a basis "
+                             f"(novelty_threshold={self.novelty_threshold}); lower it")
+        likelihood = state.likelihood
+        self.fitted_posterior_ = FittedPosterior(
+            state.bases, np.zeros((state.bases.shape[0],) + (state.bases.shape[1],) * 2),
+            state.lengthscale, state.signal_variance, state.jitter, state.L,
+            [_posterior_from_moments(state.mean, state.posterior_covariance())],
+            likelihood.name, likelihood.params(), offset=self._offset,
+            classes=self._classes, feature_names=getattr(self, "feature_names_in_", None))
+        counts = state.counts
+        self.n_rows_seen_ = counts["rows"]
+        self.n_bases_added_ = counts["added"]
+        self.n_bases_removed_ = counts["removed"]
+        self.n_invalid_cavities_ = counts["invalid"]
+        self.n_skipped_updates_ = counts["skipped"]
+        self.log_evidence_ = float("nan")  # one ADF pass has no EP evidence
+
+    # an online model's rows are not kept as sites: no warm start from it
+    @available_if(lambda self: False)
+    def warm_start_sites(self, *args, **kwargs):  # pragma: no cover - never available
+        raise AttributeError("warm_start_sites")
+
+
+def _posterior_from_moments(mean, sigma):
+    """The engine's Posterior (Cholesky factor of the precision) from (mu, Sigma).
+
+    Sigma <= I (the prior's covariance), so its inverse P >= I is formed from the
+    Cholesky factor of Sigma by triangular solves: well conditioned unless rows pinned
+    the function to far below the prior's spread, which the check reports.
+    """
+    m = len(mean)
+    try:
+        S = cholesky(0.5 * (sigma + sigma.T), lower=True, check_finite=False)
+    except LinAlgError:
+        raise FloatingPointError("the online posterior covariance lost positive "
+                                 "definiteness (round-off in the rank-one updates); "
+                                 "raise jitter or lower max_bases") from None
+    P = cho_solve((S, True), np.eye(m), check_finite=False)
+    return Posterior(cholesky(0.5 * (P + P.T), lower=True, check_finite=False), P @ mean,
+                     mean.copy())
+
+
+_ONLINE_CONSTRAINTS = {
+    "novelty_threshold": [Interval(Real, 0, 1, closed="left")],
+    "max_bases": [Interval(Integral, 1, None, closed="left")],
+}
+
+_ONLINE_PARAMS_DOC = """
+    max_bases : int, default=64
+        Budget of basis vectors: past it the lowest-scoring basis is removed by the
+        KL-optimal update.
+    novelty_threshold : float in [0, 1), default=1e-3
+        A row joins the bases when its residual variance s2 - |phi|^2 (the part of
+        its prior variance the bases do not explain) exceeds this times s2.
+    lengthscale : float or array-like of shape (n_features,), default=None
+        SE-ARD lengthscales (default: the column standard deviations).
+    signal_variance : float, default=None
+    jitter : float, default=1e-8
+        Jitter relative to the signal variance on the basis covariance.
+    block_rows : int, default=8192
+        Rows per kernel block when predicting.
+    verbose : int, default=0
+"""
+
+
+class SparseOnlineGPRegressor(_OnlineMixin, SASPARegressor):
+    __doc__ = f"""Csató & Opper's sparse online GP regression: one pass, a budget of bases.
+
+    Parameters
+    ----------
+    likelihood : {{"gaussian", "student_t"}}, default="gaussian"
+    noise_variance : float, default=None
+        Gaussian noise variance (default: a tenth of the target variance).
+    dof : float, default=4.0
+    scale : float, default=None
+{_ONLINE_PARAMS_DOC}
+    Attributes
+    ----------
+    bases_ : Basis
+        The basis vectors kept (delta bases), a start for a SASPA fit.
+    n_rows_seen_, n_bases_added_, n_bases_removed_ : int
+    n_invalid_cavities_, n_skipped_updates_ : int
+        Rows whose update was refused (counted, never hidden).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from saspa_dask import SparseOnlineGPRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, size=(500, 1))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=500)
+    >>> reg = SparseOnlineGPRegressor(max_bases=15, lengthscale=1.0).fit(X, y)
+    >>> bool(reg.bases_.n_bases <= 15 and reg.score(X, y) > 0.95)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **{k: SASPARegressor._parameter_constraints[k] for k in (
+            "noise_variance", "dof", "scale", "lengthscale", "signal_variance", "jitter",
+            "block_rows", "verbose")},
+        "likelihood": [StrOptions({"gaussian", "student_t"})],
+        **_ONLINE_CONSTRAINTS,
+    }
+
+    def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
+                 max_bases=64, novelty_threshold=1e-3, lengthscale=None,
+                 signal_variance=None, jitter=1e-8, block_rows=8192, verbose=0):
+        self.likelihood = likelihood
+        self.noise_variance = noise_variance
+        self.dof = dof
+        self.scale = scale
+        self.max_bases = max_bases
+        self.novelty_threshold = novelty_threshold
+        self.lengthscale = lengthscale
+        self.signal_variance = signal_variance
+        self.jitter = jitter
+        self.block_rows = block_rows
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """One online pass over the rows (in order).
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : SparseOnlineGPRegressor
+        """
+        self._reset()
+        X, y, stats = validate_training_input(self, X, y, classification=False, reset=True)
+        offset, spread = float(stats["mean"]), float(stats["var"]) or 1.0
+        s2 = spread if self.signal_variance is None else self.signal_variance
+        likelihood = self._likelihood_at(spread)
+        self._start(X, likelihood, s2, stats["std"], offset, None)
+        return self._run(X, y - offset)
+
+    def _likelihood_at(self, spread):
+        if self.likelihood == "gaussian":
+            return Gaussian(0.1 * spread if self.noise_variance is None
+                            else self.noise_variance)
+        return StudentT(self.dof, np.sqrt(0.1 * spread) if self.scale is None else self.scale)
+
+    def partial_fit(self, X, y):
+        """Continue the pass with more rows (``fit`` on an unfitted estimator).
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : SparseOnlineGPRegressor
+        """
+        if not hasattr(self, "fitted_posterior_"):
+            return self.fit(X, y)
+        X, y, _ = validate_training_input(self, X, y, classification=False, reset=False)
+        return self._run(X, y - self._offset)
+
+
+class SparseOnlineGPClassifier(_OnlineMixin, SASPAClassifier):
+    __doc__ = f"""Csató & Opper's sparse online GP classification (two classes).
+
+    Parameters
+    ----------
+    likelihood : {{"probit", "logistic", "step", "noisy_probit"}}, default="probit"
+    label_noise : float in [0, 0.5), default=0.01
+        Label flip probability of the step and noisy-probit likelihoods.
+{_ONLINE_PARAMS_DOC}
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+    bases_ : Basis
+        The basis vectors kept (delta bases), a start for a SASPA fit.
+    n_rows_seen_, n_bases_added_, n_bases_removed_ : int
+    n_invalid_cavities_, n_skipped_updates_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from saspa_dask import SparseOnlineGPClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 2))
+    >>> y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    >>> clf = SparseOnlineGPClassifier(max_bases=40, signal_variance=10.0).fit(X, y)
+    >>> bool(clf.score(X, y) > 0.9)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **{k: SASPAClassifier._parameter_constraints[k] for k in (
+            "likelihood", "label_noise", "lengthscale", "signal_variance", "jitter",
+            "block_rows", "verbose")},
+        **_ONLINE_CONSTRAINTS,
+    }
+
+    def __init__(self, *, likelihood="probit", label_noise=0.01, max_bases=64,
+                 novelty_threshold=1e-3, lengthscale=None, signal_variance=None,
+                 jitter=1e-8, block_rows=8192, verbose=0):
+        self.likelihood = likelihood
+        self.label_noise = label_noise
+        self.max_bases = max_bases
+        self.novelty_threshold = novelty_threshold
+        self.lengthscale = lengthscale
+        self.signal_variance = signal_variance
+        self.jitter = jitter
+        self.block_rows = block_rows
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """One online pass over the rows (in order).
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Two distinct labels.
+
+        Returns
+        -------
+        self : SparseOnlineGPClassifier
+        """
+        self._reset()
+        X, y, stats = validate_training_input(self, X, y, classification=True, reset=True)
+        classes = np.asarray(stats["classes"])
+        if classes.size != 2:
+            raise ValueError(f"{type(self).__name__} needs exactly 2 classes; got "
+                             f"{classes.size} ({classes.tolist()[:10]})")
+        s2 = 1.0 if self.signal_variance is None else self.signal_variance
+        self._start(X, self._likelihood(), s2, stats["std"], 0.0, classes)
+        return self._run(X, _ep_targets(y, classes)[0])
+
+    def partial_fit(self, X, y, classes=None):
+        """Continue the pass with more rows (``fit`` on an unfitted estimator).
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        classes : array-like of shape (2,), optional
+            Checked against ``classes_``.
+
+        Returns
+        -------
+        self : SparseOnlineGPClassifier
+        """
+        if not hasattr(self, "fitted_posterior_"):
+            self.fit(X, y)
+            self._check_classes(classes)
+            return self
+        self._check_classes(classes)
+        X, targets, _ = self._new_rows(X, y)
+        return self._run(X, targets)

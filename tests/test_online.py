@@ -1,0 +1,169 @@
+"""Csató & Opper's sparse online GP against independent references written here:
+the exact ADF posterior of the full GP (dense, row by row), Csató & Opper's closed-form
+removal (natural parameters with dense inverses), streaming equivalences."""
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+from scipy.stats import norm
+
+from saspa_dask import SASPAClassifier, SparseOnlineGPClassifier, SparseOnlineGPRegressor
+from saspa_dask.core.likelihoods import Gaussian, Probit
+from saspa_dask.ep.online import OnlineSparseGP
+
+from reference import se
+
+
+def _dense_adf(X, y, Xs, ls, s2, tilted):
+    """ADF on the full GP: one pass, the joint of all training and test latents."""
+    Z = np.vstack([X, Xs])
+    S = se(Z, Z, ls, s2)
+    m = np.zeros(len(Z))
+    for i in range(len(y)):
+        a, c = tilted(y[i], m[i], S[i, i])
+        col = S[:, i].copy()
+        m = m + a * col
+        S = S - c * np.outer(col, col)
+    n = len(y)
+    return m[n:], np.diag(S)[n:]
+
+
+def _gaussian_tilted(noise):
+    def tilted(y, m, v):
+        return (y - m) / (v + noise), 1.0 / (v + noise)
+    return tilted
+
+
+def _probit_tilted(y, m, v):
+    z = y * m / np.sqrt(1 + v)
+    r = norm.pdf(z) / norm.cdf(z)
+    return y * r / np.sqrt(1 + v), r * (z + r) / (1 + v)
+
+
+@pytest.mark.parametrize("kind", ["regression", "classification"])
+def test_unlimited_budget_equals_full_gp_adf(kind):
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-2, 2, size=(70, 2))
+    Xs = rng.uniform(-2.5, 2.5, size=(15, 2))
+    ls, s2 = np.array([0.9, 1.3]), 1.7
+    f = np.sin(2 * X[:, 0]) + X[:, 1]
+    if kind == "regression":
+        y, noise = f + 0.2 * rng.normal(size=70), 0.04
+        model = SparseOnlineGPRegressor(max_bases=100, novelty_threshold=0.0, lengthscale=ls,
+                                        signal_variance=s2, noise_variance=noise,
+                                        jitter=1e-12).fit(X, y)
+        mean, var = model.predict_latent(Xs)
+        ref = _dense_adf(X, y - y.mean(), Xs, ls, s2, _gaussian_tilted(noise))
+        mean = mean - y.mean()
+    else:
+        y = np.where(f + 0.3 * rng.normal(size=70) > 0, 1, -1)
+        model = SparseOnlineGPClassifier(max_bases=100, novelty_threshold=0.0,
+                                         lengthscale=ls, signal_variance=s2,
+                                         jitter=1e-12).fit(X, y)
+        mean, var = model.predict_latent(Xs)
+        ref = _dense_adf(X, y.astype(float), Xs, ls, s2, _probit_tilted)
+    assert model.bases_.n_bases == 70 and model.n_bases_removed_ == 0
+    np.testing.assert_allclose(mean, ref[0], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(var, ref[1], rtol=1e-6, atol=1e-7)
+
+
+def test_removal_is_csato_oppers_closed_form():
+    """Remove the lowest-scoring basis and compare the predictive mean and covariance
+    with Csató & Opper's update of (alpha, C) with Q = K_B^{-1} (dense, here)."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-3, 3, size=(40, 1))
+    y = np.where(np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=40) > 0, 1.0, -1.0)
+    ls, s2, jitter = np.array([0.7]), 2.0, 1e-10
+    state = OnlineSparseGP(Probit(), ls, s2, jitter, 0.05, 1000)
+    state.add_rows(X, y)
+    m = state.bases.shape[0]
+    assert 5 < m < 40
+    B = state.bases.copy()
+    K = se(B, B, ls, s2) + jitter * np.eye(m)
+    Q = np.linalg.inv(K)
+    L = np.linalg.cholesky(K)
+    Linv = np.linalg.inv(L)
+    sigma = state.posterior_covariance()
+    alpha = Linv.T @ state.mean
+    C = Linv.T @ (sigma - np.eye(m)) @ Linv
+    scores = alpha ** 2 / (np.diag(Q) + np.diag(C))
+    np.testing.assert_allclose(state.scores(), scores, rtol=1e-7)
+    i = int(np.argmin(scores))
+    r = np.delete(np.arange(m), i)
+    Qs, qs, Cs, cs, a_s = Q[r, i], Q[i, i], C[r, i], C[i, i], alpha[i]
+    alpha_new = alpha[r] - a_s * Qs / qs
+    C_new = (C[np.ix_(r, r)] + cs * np.outer(Qs, Qs) / qs ** 2
+             - (np.outer(Qs, Cs) + np.outer(Cs, Qs)) / qs)
+    Xs = np.linspace(-3.5, 3.5, 9)[:, None]
+    k = se(Xs, B[r], ls, s2)
+    want_mean = k @ alpha_new
+    want_cov = se(Xs, Xs, ls, s2) + k @ C_new @ k.T
+    state.max_bases = m - 1
+    state._prune(np.zeros((0, m)))
+    assert state.bases.shape[0] == m - 1 and not np.any(np.all(state.bases == B[i], axis=1))
+    phi = np.linalg.solve(state.L, se(state.bases, Xs, ls, s2)).T
+    got_mean = phi @ state.mean
+    got_cov = se(Xs, Xs, ls, s2) - phi @ phi.T + phi @ state.posterior_covariance() @ phi.T
+    np.testing.assert_allclose(got_mean, want_mean, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(got_cov, want_cov, rtol=1e-6, atol=1e-8)
+
+
+def test_budget_streaming_and_partial_fit(tmp_path):
+    """The budget holds; NumPy, dask and zarr input and a pass split by partial_fit give
+    the same model (the same rows in the same order)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 3))
+    y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=600)
+    # both parts centred: the offset (the mean of y) that fit fixes from the first
+    # part is then the whole pass's too
+    y[:250] -= y[:250].mean()
+    y[250:] -= y[250:].mean()
+    params = dict(max_bases=25, novelty_threshold=1e-2, lengthscale=1.0,
+                  signal_variance=1.0, noise_variance=0.02)
+    whole = SparseOnlineGPRegressor(**params).fit(X, y)
+    assert whole.bases_.n_bases == 25
+    assert whole.n_bases_added_ - whole.n_bases_removed_ == 25 and whole.n_rows_seen_ == 600
+    Xs = rng.normal(size=(30, 3))
+    want = whole.predict(Xs, return_std=True)
+    lazy = SparseOnlineGPRegressor(**params).fit(da.from_array(X, chunks=(128, 3)),
+                                                 da.from_array(y, chunks=128))
+    Xz = zarr.create_array(str(tmp_path / "X.zarr"), shape=X.shape, chunks=(100, 3),
+                           dtype="f8")
+    Xz[:] = X
+    yz = zarr.create_array(str(tmp_path / "y.zarr"), shape=y.shape, chunks=(100,),
+                           dtype="f8")
+    yz[:] = y
+    stored = SparseOnlineGPRegressor(**params).fit(Xz, yz)
+    split = SparseOnlineGPRegressor(**params).fit(X[:250], y[:250])
+    split.partial_fit(X[250:], y[250:])
+    for other in (lazy, stored, split):
+        np.testing.assert_allclose(other.predict(Xs, return_std=True), want, rtol=1e-10,
+                                   atol=1e-12)
+    assert split.n_rows_seen_ == 600 and split.bases_.n_bases == 25
+
+
+def test_online_bases_start_a_saspa_fit():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(800, 2))
+    y = (X[:, 0] ** 2 + X[:, 1] ** 2 < 1.4).astype(int)
+    online = SparseOnlineGPClassifier(max_bases=20, novelty_threshold=1e-2,
+                                      signal_variance=5.0).fit(X, y)
+    Xt = rng.normal(size=(2000, 2))
+    yt = (Xt[:, 0] ** 2 + Xt[:, 1] ** 2 < 1.4).astype(int)
+    assert online.score(Xt, yt) > 0.9
+    saspa = SASPAClassifier(bases=online.bases_, blur="delta", random_state=0).fit(X, y)
+    np.testing.assert_array_equal(saspa.bases_.means, online.bases_.means)
+    assert saspa.score(Xt, yt) > 0.93
+
+
+def test_online_errors_name_the_problem():
+    X = np.random.default_rng(5).normal(size=(30, 2))
+    with pytest.raises(ValueError, match="exactly 2 classes"):
+        SparseOnlineGPClassifier().fit(X, np.arange(30) % 3)
+    with pytest.raises(ValueError, match="novelty_threshold"):
+        SparseOnlineGPRegressor(novelty_threshold=1.0).fit(X, X[:, 0])
+    model = SparseOnlineGPClassifier().fit(X, (X[:, 0] > 0).astype(int))
+    with pytest.raises(ValueError, match="classes"):
+        model.partial_fit(X, (X[:, 0] > 0).astype(int), classes=[0, 2])
+    assert not hasattr(model, "warm_start_sites")
