@@ -8,6 +8,7 @@ from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from saspa_dask import (Basis, EPConvergenceWarning, FullGPClassifier, FullGPRegressor,
+                        SparseOnlineGPClassifier, SparseOnlineGPRegressor,
                         SASPAClassifier, SASPARegressor)
 from saspa_dask.core.kernels import BLUR_FAMILIES
 from sklearn.utils._param_validation import InvalidParameterError
@@ -24,7 +25,8 @@ def _expected_failures(estimator):
     [SASPAClassifier(n_bases=5, random_state=0), SASPARegressor(n_bases=5, random_state=0),
      # the full GP: API checks only (its learning is the tested SASPA code, test_exact)
      FullGPClassifier(optimize_hyperparameters=False),
-     FullGPRegressor(optimize_hyperparameters=False)],
+     FullGPRegressor(optimize_hyperparameters=False),
+     SparseOnlineGPClassifier(), SparseOnlineGPRegressor()],
     expected_failed_checks=_expected_failures,
 )
 def test_sklearn_compatible(estimator, check):

@@ -159,11 +159,35 @@ def test_online_bases_start_a_saspa_fit():
 
 def test_online_errors_name_the_problem():
     X = np.random.default_rng(5).normal(size=(30, 2))
-    with pytest.raises(ValueError, match="exactly 2 classes"):
-        SparseOnlineGPClassifier().fit(X, np.arange(30) % 3)
+    with pytest.raises(ValueError, match="2 classes"):
+        SparseOnlineGPClassifier().fit(X, np.zeros(30))
     with pytest.raises(ValueError, match="novelty_threshold"):
         SparseOnlineGPRegressor(novelty_threshold=1.0).fit(X, X[:, 0])
     model = SparseOnlineGPClassifier().fit(X, (X[:, 0] > 0).astype(int))
     with pytest.raises(ValueError, match="classes"):
         model.partial_fit(X, (X[:, 0] > 0).astype(int), classes=[0, 2])
     assert not hasattr(model, "warm_start_sites")
+
+
+def test_one_vs_rest_shares_the_bases():
+    """Three classes: one basis set, one posterior per class; each class's posterior
+    equals a binary online GP on "this class against the rest" when nothing is pruned
+    (the bases depend on the inputs only)."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(300, 2))
+    y = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5])
+    params = dict(max_bases=400, novelty_threshold=1e-2, lengthscale=1.0,
+                  signal_variance=4.0)
+    multi = SparseOnlineGPClassifier(**params).fit(X, y)
+    assert multi.classes_.tolist() == [0, 1, 2] and multi.n_bases_removed_ == 0
+    Xs = rng.normal(size=(20, 2))
+    mean, var = multi.predict_latent(Xs)
+    for k in range(3):
+        binary = SparseOnlineGPClassifier(**params).fit(X, (y == k).astype(int))
+        np.testing.assert_array_equal(binary.bases_.means, multi.bases_.means)
+        b_mean, b_var = binary.predict_latent(Xs)
+        np.testing.assert_allclose(mean[:, k], b_mean, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(var[:, k], b_var, rtol=1e-9, atol=1e-12)
+    assert multi.score(X, y) > 0.9
+    pruned = SparseOnlineGPClassifier(**{**params, "max_bases": 15}).fit(X, y)
+    assert pruned.bases_.n_bases == 15 and pruned.score(X, y) > 0.85

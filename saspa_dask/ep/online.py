@@ -26,6 +26,10 @@ novelty: zero when x lies in the span of the bases).  For each row, in order:
 
 With ``max_bases`` >= N and threshold 0 every row joins and the result is the exact
 ADF posterior of the full GP (up to the jitter).
+
+Several EP problems (one-vs-rest classes) share the bases: novelty depends on the
+inputs only, each problem keeps its own (mu, Sigma), and a basis is pruned when its
+largest score over the problems is the smallest.
 """
 
 from __future__ import annotations
@@ -57,10 +61,12 @@ class OnlineSparseGP:
         A row joins the bases when its residual variance exceeds this times s2.
     max_bases : int
         Budget of basis vectors.
+    n_problems : int, default=1
+        EP problems sharing the bases (targets get one column each).
     """
 
     def __init__(self, likelihood, lengthscale, signal_variance, jitter, novelty_threshold,
-                 max_bases):
+                 max_bases, n_problems=1):
         self.likelihood = likelihood
         self.lengthscale = np.asarray(lengthscale, dtype=np.float64)
         self.signal_variance = float(signal_variance)
@@ -70,15 +76,17 @@ class OnlineSparseGP:
         d = self.lengthscale.size
         self.bases = np.zeros((0, d))
         self.L = np.zeros((0, 0))
-        self.sigma = np.zeros((0, 0), order="F")
-        self.mean = np.zeros(0)
+        # per problem: Sigma_v (Fortran order, upper triangle maintained) and mu_v
+        self.sigmas = [np.zeros((0, 0), order="F") for _ in range(n_problems)]
+        self.means = [np.zeros(0) for _ in range(n_problems)]
         self.counts = {"rows": 0, "added": 0, "removed": 0, "invalid": 0, "skipped": 0}
 
     # -- the pass --------------------------------------------------------------------
 
     def add_rows(self, X, y):
-        """Process rows X (n, d) with EP targets y (n,) in order."""
+        """Process rows X (n, d) with EP targets y, (n,) or (n, n_problems), in order."""
         X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        y = y.reshape(len(y), -1)
         for start in range(0, X.shape[0], _SUB_ROWS):
             rows = slice(start, start + _SUB_ROWS)
             self._add_block(X[rows], y[rows])
@@ -92,13 +100,13 @@ class OnlineSparseGP:
             self.counts["rows"] += 1
             if self.bases.shape[0] == 0:
                 continue  # nothing to update yet (threshold near 1)
-            lam = max(self.signal_variance - phi[i] @ phi[i], 0.0)
-            block = Block(phi[i:i + 1], np.array([lam]), y[i:i + 1])
-            _, n_invalid, n_skipped = sequential_block(
-                block, np.zeros(1), np.zeros(1), self.sigma, self.mean, self.likelihood,
-                1.0, self.signal_variance)
-            self.counts["invalid"] += n_invalid
-            self.counts["skipped"] += n_skipped
+            lam = np.array([max(self.signal_variance - phi[i] @ phi[i], 0.0)])
+            for k, (sigma, mean) in enumerate(zip(self.sigmas, self.means)):
+                _, n_invalid, n_skipped = sequential_block(
+                    Block(phi[i:i + 1], lam, y[i, k:k + 1]), np.zeros(1), np.zeros(1),
+                    sigma, mean, self.likelihood, 1.0, self.signal_variance)
+                self.counts["invalid"] += n_invalid
+                self.counts["skipped"] += n_skipped
             if self.bases.shape[0] > self.max_bases:
                 phi = self._prune(phi)
 
@@ -115,23 +123,30 @@ class OnlineSparseGP:
         L = np.zeros((m + 1, m + 1))
         L[:m, :m], L[m, :m], L[m, m] = self.L, phi[i], delta
         self.L = L
-        sigma = np.zeros((m + 1, m + 1), order="F")
-        sigma[:m, :m] = _symmetric(self.sigma)
-        sigma[m, m] = 1.0  # the new whitened coordinate's prior
-        self.sigma, self.mean = sigma, np.append(self.mean, 0.0)
+        for k, sigma in enumerate(self.sigmas):
+            grown = np.zeros((m + 1, m + 1), order="F")
+            grown[:m, :m] = _symmetric(sigma)
+            grown[m, m] = 1.0  # the new whitened coordinate's prior
+            self.sigmas[k], self.means[k] = grown, np.append(self.means[k], 0.0)
         self.bases = np.vstack([self.bases, X[i]])
         k_new = se_kernel(X, X[i:i + 1], self.lengthscale, self.signal_variance)[:, 0]
         self.counts["added"] += 1
         return np.column_stack([phi, (k_new - phi @ phi[i]) / delta])
 
     def scores(self):
-        """Csató-Opper scores alpha_j^2 / (Q_jj + C_jj) of the bases."""
-        alpha = solve_triangular(self.L, self.mean, lower=True, trans="T", check_finite=False)
-        # diag(L^{-T} Sigma L^{-1}) by two triangular solves
-        left = solve_triangular(self.L, _symmetric(self.sigma), lower=True, trans="T",
-                                check_finite=False)
-        spread = solve_triangular(self.L, left.T, lower=True, trans="T", check_finite=False)
-        return alpha * alpha / np.diag(spread)
+        """Csató-Opper scores alpha_j^2 / (Q_jj + C_jj) of the bases, the largest over
+        the problems."""
+        best = None
+        for sigma, mean in zip(self.sigmas, self.means):
+            alpha = solve_triangular(self.L, mean, lower=True, trans="T", check_finite=False)
+            # diag(L^{-T} Sigma L^{-1}) by two triangular solves
+            left = solve_triangular(self.L, _symmetric(sigma), lower=True, trans="T",
+                                    check_finite=False)
+            spread = solve_triangular(self.L, left.T, lower=True, trans="T",
+                                      check_finite=False)
+            score = alpha * alpha / np.diag(spread)
+            best = score if best is None else np.maximum(best, score)
+        return best
 
     def _prune(self, phi):
         """Remove the lowest-scoring basis (KL-optimal); returns the block's features
@@ -143,17 +158,22 @@ class OnlineSparseGP:
         L_new = cholesky(K, lower=True, check_finite=False)
         # v' = T v with T = L_new^{-1} P L orthogonal: the same posterior, rotated
         T = solve_triangular(L_new, self.L[order], lower=True, check_finite=False)
-        mean, sigma = T @ self.mean, T @ _symmetric(self.sigma) @ T.T
+        for k, (sigma, mean) in enumerate(zip(self.sigmas, self.means)):
+            self.means[k] = (T @ mean)[:-1]
+            self.sigmas[k] = np.asfortranarray((T @ _symmetric(sigma) @ T.T)[:-1, :-1])
         self.L = np.ascontiguousarray(L_new[:-1, :-1])
-        self.mean = mean[:-1]
-        self.sigma = np.asfortranarray(sigma[:-1, :-1])
         self.bases = self.bases[order[:-1]]
         self.counts["removed"] += 1
         return (phi @ T.T)[:, :-1]
 
-    def posterior_covariance(self):
-        """Sigma_v, symmetric."""
-        return _symmetric(self.sigma)
+    def posterior_covariance(self, problem=0):
+        """Sigma_v of a problem, symmetric."""
+        return _symmetric(self.sigmas[problem])
+
+    @property
+    def mean(self):
+        """mu_v of a one-problem state."""
+        return self.means[0]
 
 
 def _symmetric(sigma):

@@ -39,11 +39,12 @@ class _OnlineMixin:
     bases = None
     dtc = False
 
-    def _start(self, X, likelihood, signal_variance, column_std, offset, classes):
+    def _start(self, X, likelihood, signal_variance, column_std, offset, classes,
+               n_problems=1):
         lengthscale = resolve_lengthscale(self.lengthscale, X.shape[1], column_std)
         self._state = OnlineSparseGP(likelihood, lengthscale, signal_variance,
                                      self.jitter * signal_variance, self.novelty_threshold,
-                                     self.max_bases)
+                                     self.max_bases, n_problems)
         self._offset, self._classes = offset, classes
 
     def _run(self, X, targets):
@@ -62,7 +63,8 @@ class _OnlineMixin:
         self.fitted_posterior_ = FittedPosterior(
             state.bases, np.zeros((state.bases.shape[0],) + (state.bases.shape[1],) * 2),
             state.lengthscale, state.signal_variance, state.jitter, state.L,
-            [_posterior_from_moments(state.mean, state.posterior_covariance())],
+            [_posterior_from_moments(mean, state.posterior_covariance(k))
+             for k, mean in enumerate(state.means)],
             likelihood.name, likelihood.params(), offset=self._offset,
             classes=self._classes, feature_names=getattr(self, "feature_names_in_", None))
         counts = state.counts
@@ -221,7 +223,11 @@ class SparseOnlineGPRegressor(_OnlineMixin, SASPARegressor):
 
 
 class SparseOnlineGPClassifier(_OnlineMixin, SASPAClassifier):
-    __doc__ = f"""Csató & Opper's sparse online GP classification (two classes).
+    __doc__ = f"""Csató & Opper's sparse online GP classification.
+
+    More than two classes are one-vs-rest problems sharing one basis set (novelty
+    depends on the inputs only; a basis is pruned when it matters least to every
+    class), with probabilities normalised as :class:`SASPAClassifier` does.
 
     Parameters
     ----------
@@ -231,7 +237,7 @@ class SparseOnlineGPClassifier(_OnlineMixin, SASPAClassifier):
 {_ONLINE_PARAMS_DOC}
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
+    classes_ : ndarray of shape (n_classes,)
     bases_ : Basis
         The basis vectors kept (delta bases), a start for a SASPA fit.
     n_rows_seen_, n_bases_added_, n_bases_removed_ : int
@@ -277,7 +283,7 @@ class SparseOnlineGPClassifier(_OnlineMixin, SASPAClassifier):
         ----------
         X : array-like, dask or zarr array of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
-            Two distinct labels.
+            At least two distinct labels.
 
         Returns
         -------
@@ -286,12 +292,13 @@ class SparseOnlineGPClassifier(_OnlineMixin, SASPAClassifier):
         self._reset()
         X, y, stats = validate_training_input(self, X, y, classification=True, reset=True)
         classes = np.asarray(stats["classes"])
-        if classes.size != 2:
-            raise ValueError(f"{type(self).__name__} needs exactly 2 classes; got "
-                             f"{classes.size} ({classes.tolist()[:10]})")
+        if classes.size < 2:
+            raise ValueError(f"{type(self).__name__} needs samples of 2 classes; got 1 "
+                             f"class ({classes[0]!r})")
         s2 = 1.0 if self.signal_variance is None else self.signal_variance
-        self._start(X, self._likelihood(), s2, stats["std"], 0.0, classes)
-        return self._run(X, _ep_targets(y, classes)[0])
+        n_problems = 1 if classes.size == 2 else classes.size
+        self._start(X, self._likelihood(), s2, stats["std"], 0.0, classes, n_problems)
+        return self._run(X, _problem_targets(*_ep_targets(y, classes)))
 
     def partial_fit(self, X, y, classes=None):
         """Continue the pass with more rows (``fit`` on an unfitted estimator).
@@ -312,5 +319,19 @@ class SparseOnlineGPClassifier(_OnlineMixin, SASPAClassifier):
             self._check_classes(classes)
             return self
         self._check_classes(classes)
-        X, targets, _ = self._new_rows(X, y)
-        return self._run(X, targets)
+        X, targets, labels = self._new_rows(X, y)
+        return self._run(X, _problem_targets(targets, labels))
+
+
+def _problem_targets(targets, labels):
+    """EP targets with one column per problem: +-1 for each one-vs-rest class."""
+    if labels is None:
+        return targets
+    if hasattr(targets, "map_blocks"):  # dask: one column per class, chunk by chunk
+        return targets.map_blocks(_one_vs_rest, len(labels), new_axis=1,
+                                  chunks=(targets.chunks[0], (len(labels),)))
+    return _one_vs_rest(targets, len(labels))
+
+
+def _one_vs_rest(codes, n_classes):
+    return np.where(np.asarray(codes)[:, None] == np.arange(n_classes), 1.0, -1.0)
