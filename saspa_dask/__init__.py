@@ -26,11 +26,13 @@ _PUBLIC = {
     "FittedPosterior": ".models",
     "FullGPClassifier": ".models",
     "FullGPRegressor": ".models",
+    "IVMClassifier": ".models",
     "SASPAClassifier": ".models",
     "SASPARegressor": ".models",
     "SparseOnlineGPClassifier": ".models",
     "SparseOnlineGPRegressor": ".models",
     "StoreError": ".storage",
+    "ivm_bases": ".engines.ivm",
     "kmeans_bases": ".engines.kmeans",
     "load_model": ".storage",
 }
