@@ -152,6 +152,8 @@ def main():
     parser.add_argument("--sets", nargs="+", default=list(SETS))
     parser.add_argument("--bases", nargs="+", type=int, default=[64, 256])
     parser.add_argument("--splits", type=int, default=3)
+    parser.add_argument("--first-split", type=int, default=0,
+                        help="seed of the first split (runs seeds first .. first+splits-1)")
     parser.add_argument("--train-rows", type=int, default=10_000)
     parser.add_argument("--max-hyper-iter", type=int, default=20,
                         help="SASPA's evidence iterations (the estimators' default: 20)")
@@ -175,7 +177,7 @@ def main():
     print(f"float64 matmul: {report['matmul_gflops']:.1f} GFLOP/s", flush=True)
     for name in args.sets:
         X, y = load_regression(name)
-        for seed in range(args.splits):
+        for seed in range(args.first_split, args.first_split + args.splits):
             Xtr, ytr, Xte, yte = split(X, y, seed, args.train_rows)
             if args.exact and seed < args.exact_splits:
                 exact = fit_exact(Xtr, ytr, Xte, yte, args.exact_warm_rows,

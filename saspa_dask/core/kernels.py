@@ -194,24 +194,35 @@ def basis_covariance(means, covs, lengthscale, signal_variance):
 
     Notes
     -----
-    Differences a_i - a_j are formed directly (no expansion), one row of bases at a
-    time, so memory stays at M d^2 floats.
+    Differences a_i - a_j are formed directly (no expansion), a block of rows of
+    bases at a time (:func:`_row_blocks`: about ``_PAIR_FLOATS`` floats of d x d
+    matrices), batched through LAPACK rather than one basis at a time in Python.
     """
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     n_bases, d = ms.shape
     eye = np.eye(d)
     out = np.empty((n_bases, n_bases))
-    for i in range(n_bases):
-        S = eye[None] + cs[i][None] + cs[i:]  # (M - i, d, d)
-        diff = ms[i][None] - ms[i:]
+    for rows in _row_blocks(n_bases, d):
+        S = eye + cs[rows, None] + cs[None]  # (b, M, d, d)
+        diff = ms[rows, None] - ms[None]
         chol = np.linalg.cholesky(S)
         z = np.linalg.solve(chol, diff[..., None])[..., 0]
-        logdet = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
-        row = signal_variance * np.exp(-0.5 * (logdet + (z * z).sum(axis=1)))
-        out[i, i:] = row
-        out[i:, i] = row
-    return out
+        logdet = 2.0 * np.log(np.diagonal(chol, axis1=-2, axis2=-1)).sum(axis=-1)
+        out[rows] = signal_variance * np.exp(-0.5 * (logdet + (z * z).sum(axis=-1)))
+    # (i, j) and (j, i) are computed apart: make it exactly symmetric
+    return 0.5 * (out + out.T)
+
+
+# pairs of bases are handled in blocks of rows holding about this many floats of
+# d x d matrices (32 MB)
+_PAIR_FLOATS = 4_000_000
+
+
+def _row_blocks(n_bases, d):
+    """Slices of basis rows whose (rows x M x d x d) pair arrays fit _PAIR_FLOATS."""
+    size = max(1, _PAIR_FLOATS // max(1, n_bases * d * d))
+    return [slice(i, min(i + size, n_bases)) for i in range(0, n_bases, size)]
 
 
 # ----------------------------------------------------------------------------------
@@ -330,10 +341,10 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
 
     Notes
     -----
-    One row of bases at a time (as :func:`basis_covariance`): memory M d^2 floats.
-    Row i holds every term in a_i and C_i: the pairs (i, j) and (j, i) contribute
-    alike (hence the factor 2), and Kh(i, i), which has C_i twice and no a_i, fits
-    the same formula.
+    A block of rows of bases at a time (as :func:`basis_covariance`).  Row i holds
+    every term in a_i and C_i: the pairs (i, j) and (j, i) contribute alike (hence
+    the factor 2), and Kh(i, i), which has C_i twice and no a_i, fits the same
+    formula.
     """
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
@@ -343,20 +354,21 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
     grad_g = 0.0
     grad_a = np.empty((n_bases, d))
     grad_c = np.empty((n_bases, d, d))
-    for i in range(n_bases):
-        C = cs[i][None] + cs  # (M, d, d)
-        S = np.linalg.inv(eye[None] + C)
-        r = ms[i][None] - ms
-        z = np.einsum("jkl,jl->jk", S, r)
-        _, logdet = np.linalg.slogdet(eye[None] + C)
-        k = signal_variance * np.exp(-0.5 * (logdet + np.einsum("jk,jk->j", r, z)))
-        wk = weights[i] * k
-        diag_S = np.diagonal(S, axis1=1, axis2=2)
-        grad_l += (wk[:, None] * (1.0 - diag_S + z * z)).sum(0)
-        dg = (-0.5 * np.einsum("jkl,jlk->j", S, C)
-              + 0.5 * np.einsum("jk,jkl,jl->j", z, C, z))
-        grad_g += float(wk @ dg)
-        grad_a[i] = -2.0 * wk @ z
-        grad_c[i] = (-np.einsum("j,jkl->kl", wk, S)
-                     + np.einsum("j,jk,jl->kl", wk, z, z))
+    for rows in _row_blocks(n_bases, d):
+        C = cs[rows, None] + cs[None]  # (b, M, d, d)
+        S = np.linalg.inv(eye + C)  # d x d blur precisions, not kernel matrices
+        r = ms[rows, None] - ms[None]
+        z = (S @ r[..., None])[..., 0]
+        _, logdet = np.linalg.slogdet(eye + C)
+        k = signal_variance * np.exp(-0.5 * (logdet + (r * z).sum(axis=-1)))
+        wk = weights[rows] * k  # (b, M)
+        diag_S = np.diagonal(S, axis1=-2, axis2=-1)
+        grad_l += np.einsum("bj,bjk->k", wk, 1.0 - diag_S + z * z)
+        dg = (-0.5 * np.einsum("bjkl,bjlk->bj", S, C)
+              + 0.5 * ((C @ z[..., None])[..., 0] * z).sum(axis=-1))
+        grad_g += float((wk * dg).sum())
+        grad_a[rows] = -2.0 * np.einsum("bj,bjk->bk", wk, z)
+        wz = wk[..., None] * z
+        grad_c[rows] = (-np.einsum("bj,bjkl->bkl", wk, S)
+                        + np.einsum("bjk,bjl->bkl", wz, z))
     return KernelGradient(grad_l, grad_g, *_to_original(grad_a, grad_c, lengthscale))
