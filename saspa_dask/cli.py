@@ -117,7 +117,7 @@ def main():
 @click.option("--features", default=8, show_default=True, help="Generated inputs.")
 @click.option("--bases", "n_bases", default=64, show_default=True, help="Basis points M.")
 @click.option("--blur", default="full", show_default=True,
-              type=click.Choice(["delta", "spherical", "diagonal", "full"]),
+              type=click.Choice(["delta", "spherical", "diagonal", "full", "fourier"]),
               help="Basis blur: delta (FITC/SPGP), spherical, diagonal or full (SASPA-full).")
 @click.option("--likelihood", default="probit", show_default=True,
               type=click.Choice(["probit", "step"]), help="Classification likelihood.")
@@ -368,9 +368,10 @@ class SweepReporter:
 @click.option("--bases", "n_bases", default=64, show_default=True, type=click.IntRange(1),
               help="Basis points M (cost O(N M^2) a sweep).")
 @click.option("--blur", default="full", show_default=True,
-              type=click.Choice(["delta", "spherical", "diagonal", "full"]),
+              type=click.Choice(["delta", "spherical", "diagonal", "full", "fourier"]),
               help="Basis blur: delta (FITC/SPGP), spherical (multiscale), diagonal or "
-                   "full (SASPA-full, the K-means cluster covariances).")
+                   "full (SASPA-full, the K-means cluster covariances), or fourier "
+                   "(frequency inducing features, FIFGP/TFIFGP).")
 @click.option("--likelihood",
               type=click.Choice(["probit", "logistic", "step", "noisy_probit", "gaussian",
                                  "student_t", "poisson"]),

@@ -29,12 +29,20 @@ _ABSOLUTE_FLOOR = 1e-12
 class Basis:
     """M blurred basis points, each a Gaussian N(means[j], covs[j]).
 
+    With ``frequencies`` (and ``phases``) the bases are frequency inducing features
+    instead (:mod:`saspa_dask.core.fourier`): feature j integrates f against the window
+    N(means[j], covs[j]) times cos(phases[j] + frequencies[j]^T (x - means[j])), and
+    every window must be the same diagonal covariance.
+
     Parameters
     ----------
     means : array-like of shape (M, d)
     covs : array-like of shape (M, d, d), optional
         Symmetric positive semi-definite covariances.  ``None`` means zeros (delta
         bases).  The estimator's ``blur`` maps them to the blur family in use.
+    frequencies : array-like of shape (M, d), optional
+    phases : array-like of shape (M,), optional
+        Default zeros when ``frequencies`` is given.
 
     Examples
     --------
@@ -45,7 +53,7 @@ class Basis:
     ((2, 3), (2, 3, 3))
     """
 
-    def __init__(self, means, covs=None):
+    def __init__(self, means, covs=None, frequencies=None, phases=None):
         means = np.array(means, dtype=np.float64, ndmin=2)
         if means.ndim != 2 or means.shape[0] == 0 or means.shape[1] == 0:
             raise ValueError(f"Basis means must have shape (M, d), got {means.shape}")
@@ -69,13 +77,46 @@ class Basis:
             raise ValueError("Basis covs must be positive semi-definite")
         self.means = means
         self.covs = covs
+        self.frequencies, self.phases = _fourier_parts(frequencies, phases, covs)
 
     @property
     def n_bases(self):
         return self.means.shape[0]
 
+    @property
+    def is_fourier(self):
+        """The bases are frequency inducing features."""
+        return self.frequencies is not None
+
+    @property
+    def window_variance(self):
+        """The features' shared window variances c^2 (d,), or None."""
+        return None if self.frequencies is None else np.diagonal(self.covs[0]).copy()
+
     def __repr__(self):
         return f"Basis(n_bases={self.means.shape[0]}, n_features={self.means.shape[1]})"
+
+
+def _fourier_parts(frequencies, phases, covs):
+    """Validated (frequencies, phases), or (None, None) for blurred bases."""
+    if frequencies is None:
+        if phases is not None:
+            raise ValueError("Basis phases need frequencies")
+        return None, None
+    n_bases, d = covs.shape[:2]
+    frequencies = np.array(frequencies, dtype=np.float64)
+    phases = np.zeros(n_bases) if phases is None else np.array(phases, dtype=np.float64)
+    if frequencies.shape != (n_bases, d) or phases.shape != (n_bases,):
+        raise ValueError(f"Basis frequencies must have shape {(n_bases, d)} and phases "
+                         f"{(n_bases,)}, got {frequencies.shape} and {phases.shape}")
+    if not (np.all(np.isfinite(frequencies)) and np.all(np.isfinite(phases))):
+        raise ValueError("Basis frequencies or phases contain NaN or inf")
+    window = covs[0]
+    if (np.any(window != np.diag(np.diagonal(window))) or np.any(covs != window)
+            or np.any(np.diagonal(window) <= 0)):
+        raise ValueError("frequency features need one shared diagonal window covariance "
+                         "with positive variances (the same covs[j] for every j)")
+    return frequencies, phases
 
 
 def shrunk_covariances(counts, scatter, total_variance):

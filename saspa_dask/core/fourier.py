@@ -32,9 +32,31 @@ quadrature of the defining integrals.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["fourier_cross_covariance", "fourier_feature_covariance"]
+__all__ = ["FourierGradient", "fourier_covariance_gradient", "fourier_cross_covariance",
+           "fourier_cross_gradient", "fourier_feature_covariance", "fourier_moments",
+           "fourier_parts"]
+
+
+def fourier_parts(X, centres, frequencies, phases, window_variance, lengthscale,
+                  signal_variance):
+    """Kt's envelope and phase, Kt = envelope cos(phase) (module docstring), for rows X
+    and features already centred alike (the caller subtracts one centre from both)."""
+    l2 = np.asarray(lengthscale, dtype=np.float64) ** 2
+    c2 = np.asarray(window_variance, dtype=np.float64)
+    S = l2 + c2
+    log_amp = 0.5 * np.log(l2 / S).sum() - 0.5 * (frequencies ** 2 * (l2 * c2 / S)).sum(1)
+    scaled = X / np.sqrt(S)
+    mu = centres / np.sqrt(S)
+    sq = ((scaled * scaled).sum(1)[:, None] + (mu * mu).sum(1)[None, :]
+          - 2.0 * scaled @ mu.T)
+    np.maximum(sq, 0.0, out=sq)
+    w = frequencies * (c2 / S)  # omega^T C S^{-1}
+    phase = phases[None, :] + X @ w.T - (w * centres).sum(1)[None, :]
+    return signal_variance * np.exp(log_amp[None, :] - 0.5 * sq), phase
 
 
 def fourier_cross_covariance(X, centres, frequencies, phases, window_variance, lengthscale,
@@ -56,19 +78,13 @@ def fourier_cross_covariance(X, centres, frequencies, phases, window_variance, l
     -------
     ndarray of shape (n, M)
     """
-    X = np.asarray(X, dtype=np.float64)
-    l2 = np.asarray(lengthscale, dtype=np.float64) ** 2
-    c2 = np.asarray(window_variance, dtype=np.float64)
-    S = l2 + c2
-    log_amp = 0.5 * np.log(l2 / S).sum() - 0.5 * (frequencies ** 2 * (l2 * c2 / S)).sum(1)
-    scaled = X / np.sqrt(S)
-    mu = centres / np.sqrt(S)
-    sq = ((scaled * scaled).sum(1)[:, None] + (mu * mu).sum(1)[None, :]
-          - 2.0 * scaled @ mu.T)
-    np.maximum(sq, 0.0, out=sq)
-    w = frequencies * (c2 / S)  # omega^T C S^{-1}
-    phase = phases[None, :] + X @ w.T - (w * centres).sum(1)[None, :]
-    return signal_variance * np.exp(log_amp[None, :] - 0.5 * sq) * np.cos(phase)
+    # centred on the features' centroid: the expanded square's round-off is then
+    # relative to the data's spread, not its offset
+    centre = centres.mean(axis=0)
+    envelope, phase = fourier_parts(np.asarray(X, dtype=np.float64) - centre,
+                                    centres - centre, frequencies, phases, window_variance,
+                                    lengthscale, signal_variance)
+    return envelope * np.cos(phase)
 
 
 def fourier_feature_covariance(centres, frequencies, phases, window_variance, lengthscale,
@@ -86,19 +102,125 @@ def fourier_feature_covariance(centres, frequencies, phases, window_variance, le
     -------
     ndarray of shape (M, M)
     """
-    l2 = np.asarray(lengthscale, dtype=np.float64) ** 2
-    c2 = np.asarray(window_variance, dtype=np.float64)
+    K = _pair_covariance(centres, frequencies, phases, centres, frequencies, phases,
+                         np.asarray(window_variance, dtype=np.float64),
+                         np.asarray(lengthscale, dtype=np.float64), signal_variance)
+    return 0.5 * (K + K.T)
+
+
+def _pair_covariance(ci, fi, pi, cj, fj, pj, window_variance, lengthscale, signal_variance):
+    """Kh between features (ci, fi, pi) (rows) and (cj, fj, pj) (columns); analytic in
+    every argument, so complex arguments give complex-step derivatives."""
+    l2 = lengthscale ** 2
+    c2 = window_variance
     P = l2 + 2.0 * c2
-    delta = centres[:, None, :] - centres[None, :, :]  # (M, M, d)
+    delta = ci[:, None, :] - cj[None, :, :]  # (Mi, Mj, d)
     envelope = (0.5 * signal_variance * np.sqrt(np.prod(l2 / P))
                 * np.exp(-0.5 * (delta * delta / P).sum(-1)))
-    own = 0.5 * (frequencies ** 2 * c2).sum(1)  # 1/2 omega^T C omega per feature
-    out = np.zeros(envelope.shape)
+    own_i = 0.5 * (fi ** 2 * c2).sum(1)  # 1/2 omega^T C omega per feature
+    own_j = 0.5 * (fj ** 2 * c2).sum(1)
+    out = 0.0
     for sign in (1.0, -1.0):
-        w = frequencies[:, None, :] - sign * frequencies[None, :, :]  # omega_i - s omega_j
-        exponent = -own[:, None] - own[None, :] + 0.5 * (w * w * c2 * c2 / P).sum(-1)
-        phase = (phases[:, None] + sign * phases[None, :]
-                 - (delta * c2 / P * w).sum(-1))
-        out += np.exp(exponent) * np.cos(phase)
-    K = envelope * out
-    return 0.5 * (K + K.T)
+        w = fi[:, None, :] - sign * fj[None, :, :]  # omega_i - s omega_j
+        exponent = -own_i[:, None] - own_j[None, :] + 0.5 * (w * w * c2 * c2 / P).sum(-1)
+        phase = pi[:, None] + sign * pj[None, :] - (delta * c2 / P * w).sum(-1)
+        out = out + np.exp(exponent) * np.cos(phase)
+    return envelope * out
+
+
+class FourierGradient(NamedTuple):
+    """A weighted sum of derivatives of Kt or Kh for frequency features: with respect
+    to the log lengthscales (d,), the centres (M, d), frequencies (M, d), phases (M,)
+    and the window variances c^2 themselves (d,)."""
+
+    lengthscale: np.ndarray
+    centres: np.ndarray
+    frequencies: np.ndarray
+    phases: np.ndarray
+    window: np.ndarray
+
+
+def fourier_moments(X, cos_weights, sin_weights):
+    """Per-feature moments of the (centred) rows for the Kt gradient.
+
+    ``cos_weights`` E_ij = W_ij Kt_ij and ``sin_weights`` W_ij envelope_ij
+    sin(phase_ij), with W the evidence's derivative with respect to Kt.  Returns
+    (m0, m1, m2, s0, s1): sum_i E_ij, sum_i E_ij x_i, sum_i E_ij x_i^2 (elementwise),
+    and the first two for the sine weights.
+    """
+    return (cos_weights.sum(0), cos_weights.T @ X, cos_weights.T @ (X * X),
+            sin_weights.sum(0), sin_weights.T @ X)
+
+
+def fourier_cross_gradient(moments, centres, frequencies, window_variance, lengthscale):
+    """sum_ij W_ij dKt_ij / d theta from :func:`fourier_moments` (summed over chunks),
+    with ``centres`` centred as the rows were.
+
+    With r = x - mu_j, S = l^2 + c^2 and rho = c^2 / S per input (Kt = envelope cos):
+    dKt/dmu = Kt r / S + env sin omega rho; dKt/domega = -Kt omega l^2 rho - env sin
+    rho r; dKt/dphi = -env sin; the window and lengthscale terms likewise, each a
+    moment of r of order at most two.
+    """
+    m0, m1, m2, s0, s1 = moments
+    l2 = lengthscale ** 2
+    c2 = window_variance
+    S = l2 + c2
+    rho = c2 / S
+    r1 = m1 - m0[:, None] * centres  # sum E r
+    r2 = m2 - 2.0 * centres * m1 + centres ** 2 * m0[:, None]  # sum E r^2
+    q1 = s1 - s0[:, None] * centres  # sum E_sin r
+    w2 = frequencies ** 2
+    g_centres = r1 / S + frequencies * rho * s0[:, None]
+    g_freq = -frequencies * l2 * rho * m0[:, None] - rho * q1
+    g_phase = -s0
+    g_window = (-0.5 * m0[:, None] / S + 0.5 * r2 / S ** 2 - 0.5 * w2 * l2 ** 2 / S ** 2
+                * m0[:, None] - frequencies * l2 / S ** 2 * q1).sum(0)
+    g_l2 = (0.5 * m0[:, None] * (1.0 / l2 - 1.0 / S) + 0.5 * r2 / S ** 2
+            - 0.5 * w2 * c2 ** 2 / S ** 2 * m0[:, None] + frequencies * c2 / S ** 2 * q1).sum(0)
+    return FourierGradient(2.0 * l2 * g_l2, g_centres, g_freq, g_phase, g_window)
+
+
+# complex step: the derivative of an analytic f is Im f(x + i h) / h, exact to
+# round-off for any tiny h (no cancellation)
+_STEP = 1e-30
+
+
+def fourier_covariance_gradient(weights, centres, frequencies, phases, window_variance,
+                                lengthscale, signal_variance):
+    """sum_ab W_ab dKh_ab / d theta for a symmetric weight matrix W, by complex steps.
+
+    Kh_ab depends on feature b's parameters through its second argument only (and on
+    a's through its first, symmetrically), so one complex evaluation per parameter
+    coordinate, all features stepped at once, gives every feature's derivative:
+    d/dtheta_b = 2 sum_a W_ab Im Kh(a, b + i h e) / h.  Global parameters step both
+    sides.  Cost: (2 d + 1) + 2 d evaluations of the M x M x d pair array.
+    """
+    args = (centres, frequencies, phases)
+    d = centres.shape[1]
+
+    def stepped_column(part, k):
+        stepped = [a.astype(complex) for a in args]
+        if part == 2:
+            stepped[2] = stepped[2] + 1j * _STEP
+        else:
+            stepped[part] = stepped[part].copy()
+            stepped[part][:, k] += 1j * _STEP
+        K = _pair_covariance(*args, *stepped, window_variance, lengthscale, signal_variance)
+        return 2.0 * (weights * K.imag / _STEP).sum(0)
+
+    g_centres = np.column_stack([stepped_column(0, k) for k in range(d)])
+    g_freq = np.column_stack([stepped_column(1, k) for k in range(d)])
+    g_phase = stepped_column(2, None)
+
+    def stepped_global(which, k):
+        c2, ls = window_variance.astype(complex), lengthscale.astype(complex)
+        if which == "window":
+            c2[k] += 1j * _STEP
+        else:  # log lengthscale: l -> l (1 + i h)
+            ls[k] += 1j * _STEP * lengthscale[k]
+        K = _pair_covariance(*args, *args, c2, ls, signal_variance)
+        return float((weights * K.imag / _STEP).sum())
+
+    g_window = np.array([stepped_global("window", k) for k in range(d)])
+    g_l = np.array([stepped_global("lengthscale", k) for k in range(d)])
+    return FourierGradient(g_l, g_centres, g_freq, g_phase, g_window)

@@ -19,7 +19,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .fourier import fourier_cross_covariance, fourier_feature_covariance
+
 __all__ = [
+    "BASIS_FAMILIES",
     "BLUR_FAMILIES",
     "KernelGradient",
     "blur_covariances",
@@ -29,6 +32,10 @@ __all__ = [
 ]
 
 BLUR_FAMILIES = ("delta", "spherical", "diagonal", "full")
+# what an estimator's ``blur`` accepts: the blur families and frequency features
+# (:mod:`saspa_dask.core.fourier`), whose shared window is ``blur_covariances(...,
+# "fourier")``
+BASIS_FAMILIES = BLUR_FAMILIES + ("fourier",)
 
 # Rows handled per matrix product when building Kt: bounds the temporary to
 # about _ROW_BLOCK * (d (d + 1) / 2 + d + 1) floats.
@@ -42,9 +49,11 @@ def blur_covariances(covs, family):
     ----------
     covs : ndarray of shape (M, d, d)
         Symmetric positive semi-definite covariances.
-    family : {"delta", "spherical", "diagonal", "full"}
+    family : {"delta", "spherical", "diagonal", "full", "fourier"}
         ``delta`` gives zeros (FITC / SPGP), ``spherical`` gives ``trace(C)/d * I``
-        (multiscale GP), ``diagonal`` keeps the diagonal, ``full`` keeps ``C``.
+        (multiscale GP), ``diagonal`` keeps the diagonal, ``full`` keeps ``C``;
+        ``fourier`` gives every basis the mean of the diagonals (frequency features'
+        shared window).
 
     Returns
     -------
@@ -57,7 +66,9 @@ def blur_covariances(covs, family):
     if family == "delta":
         return np.zeros_like(covs)
     diag = np.diagonal(covs, axis1=1, axis2=2)
-    if family == "spherical":
+    if family == "fourier":  # one window for every feature: the mean cluster spread
+        diag = np.repeat(diag.mean(axis=0, keepdims=True), n_bases, axis=0)
+    elif family == "spherical":
         diag = np.repeat(diag.mean(axis=1, keepdims=True), d, axis=1)
     elif family != "diagonal":
         raise ValueError(f"blur must be one of {BLUR_FAMILIES}, got {family!r}")
@@ -127,7 +138,8 @@ def _row_features(Xs, diagonal):
     return np.hstack([quad, Xs, np.ones((n, 1))])
 
 
-def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance):
+def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequencies=None,
+                             phases=None):
     """Kt(X, B): covariance between f(x) and each blurred basis.
 
     Parameters
@@ -138,6 +150,8 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance):
         Blur covariances (already mapped to the blur family).
     lengthscale : ndarray of shape (d,)
     signal_variance : float
+    frequencies, phases : ndarray of shape (M, d) and (M,), optional
+        Frequency inducing features instead (as :func:`basis_covariance`).
 
     Returns
     -------
@@ -149,6 +163,9 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance):
     expanded, so the inputs are first centred on the bases' centroid: the round-off of
     the expansion is then relative to the spread of the data, not to its offset.
     """
+    if frequencies is not None:
+        return fourier_cross_covariance(X, means, frequencies, phases, np.diagonal(covs[0]),
+                                        lengthscale, signal_variance)
     X = np.asarray(X, dtype=np.float64)
     centre = means.mean(axis=0)
     Xs = (X - centre) / lengthscale
@@ -177,7 +194,8 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance):
     return out
 
 
-def basis_covariance(means, covs, lengthscale, signal_variance):
+def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None,
+                     phases=None):
     """Kh(B, B): covariance between blurred bases i and j.
 
     Parameters
@@ -187,6 +205,9 @@ def basis_covariance(means, covs, lengthscale, signal_variance):
         Blur covariances (already mapped to the blur family).
     lengthscale : ndarray of shape (d,)
     signal_variance : float
+    frequencies, phases : ndarray of shape (M, d) and (M,), optional
+        Frequency inducing features instead (:mod:`saspa_dask.core.fourier`; the
+        window is ``covs[0]``'s diagonal).
 
     Returns
     -------
@@ -198,6 +219,9 @@ def basis_covariance(means, covs, lengthscale, signal_variance):
     bases at a time (:func:`_row_blocks`: about ``_PAIR_FLOATS`` floats of d x d
     matrices), batched through LAPACK rather than one basis at a time in Python.
     """
+    if frequencies is not None:
+        return fourier_feature_covariance(means, frequencies, phases,
+                                          np.diagonal(covs[0]), lengthscale, signal_variance)
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     n_bases, d = ms.shape

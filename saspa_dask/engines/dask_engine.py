@@ -178,9 +178,11 @@ class DaskEngine:
         L_d = delayed(L)
         y_parts = self.y.to_delayed().ravel()
 
+        fourier = [delayed(bases.frequencies), delayed(bases.phases)]
+
         def build(i):
             return delayed(make_block)(self._x_parts[i], y_parts[i], *args, signal_variance,
-                                       L_d, projected_only)
+                                       L_d, projected_only, *fourier)
 
         if cache == "memory":
             self._blocks = persist_balanced(build, len(self._x_parts))

@@ -94,11 +94,13 @@ def relabel_block(block, label):
                  block.projected_only)
 
 
-def make_block(X, y, means, covs, lengthscale, signal_variance, L, projected_only=False):
+def make_block(X, y, means, covs, lengthscale, signal_variance, L, projected_only=False,
+               frequencies=None, phases=None):
     """Whitened block for rows X: Kt (n x M), then phi = (L^{-1} Kt^T)^T and lam.
 
     With ``projected_only`` (DTC) the residual variances are checked, then set to 0:
-    the likelihood sees the projection phi^T v only.
+    the likelihood sees the projection phi^T v only.  ``frequencies`` and ``phases``
+    make the bases frequency inducing features (:mod:`saspa_dask.core.fourier`).
 
     Raises
     ------
@@ -106,7 +108,8 @@ def make_block(X, y, means, covs, lengthscale, signal_variance, L, projected_onl
         When a residual variance is negative beyond round-off: the bases and the
         kernel are inconsistent (this cannot happen for valid blur covariances).
     """
-    phi = blurred_cross_covariance(X, means, covs, lengthscale, signal_variance)
+    phi = blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequencies,
+                                   phases)
     if phi.size:
         # phi = (L^{-1} Kt^T)^T, solved in place on the F-ordered view Kt^T: no
         # M x n temporary and no copy (the rows stay C-ordered for the sweeps).

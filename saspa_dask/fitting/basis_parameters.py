@@ -19,7 +19,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["LEARN_BASES", "LearntBases"]
+from ..core.bases import Basis
+
+__all__ = ["LEARN_BASES", "LearntBases", "LearntFeatures"]
 
 LEARN_BASES = ("means", "means+blur")
 
@@ -75,6 +77,15 @@ class LearntBases:
                 covs[:, idx, idx] = np.maximum(diag, floor)
                 object.__setattr__(self, "covs", covs)
 
+    def basis(self, blur_scale=1.0):
+        """The bases as a :class:`~saspa_dask.core.bases.Basis`."""
+        return Basis(self.means, blur_scale * self.covs)
+
+    @property
+    def size(self):
+        """Entries of :meth:`vector`."""
+        return self.means.shape[0] * self.width
+
     # -- the vector ------------------------------------------------------------------
 
     def _blur_vector(self):
@@ -126,10 +137,12 @@ class LearntBases:
             covs = R @ np.swapaxes(R, 1, 2)
         return replace(self, means=means, covs=covs)
 
-    def gradient(self, grad_means, grad_covs):
-        """The gradient with respect to :meth:`vector`, from the gradients with respect
-        to the means and the (symmetric-matrix) gradients with respect to the blur
-        covariances (:class:`~saspa_dask.core.kernels.KernelGradient`)."""
+    def gradient(self, grad):
+        """The gradient with respect to :meth:`vector`, from the gradient dict's
+        ``means`` and ``covs``: the gradients with respect to the means and the
+        (symmetric-matrix) gradients with respect to the blur covariances
+        (:class:`~saspa_dask.core.kernels.KernelGradient`)."""
+        grad_means, grad_covs = grad["means"], grad["covs"]
         parts = [grad_means * self.scale]
         if self.blur:
             d = self.means.shape[1]
@@ -181,4 +194,96 @@ class LearntBases:
                 names += [f"bases.log_variance[{j},{k}]" for k in range(d)]
             else:
                 names += [f"bases.cholesky[{j},{a},{b}]" for a, b in zip(*np.tril_indices(d))]
+        return names
+
+
+@dataclass(frozen=True)
+class LearntFeatures:
+    """Frequency inducing features that the evidence maximisation moves.
+
+    Per feature j the vector holds the centre divided by the starting lengthscales,
+    the frequency times them (both O(1) per unit step, as a log lengthscale) and the
+    phase; with ``window=True`` the log window variances (d, shared by the features)
+    follow at the end.
+
+    Parameters
+    ----------
+    centres, frequencies : ndarray of shape (M, d)
+    phases : ndarray of shape (M,)
+    window_variance : ndarray of shape (d,)
+    window : bool
+        The window variances are learnt too (``learn_bases="means+blur"``).
+    scale : ndarray of shape (d,)
+    """
+
+    centres: np.ndarray
+    frequencies: np.ndarray
+    phases: np.ndarray
+    window_variance: np.ndarray
+    window: bool
+    scale: np.ndarray
+
+    family = "fourier"
+
+    @property
+    def means(self):
+        return self.centres
+
+    @property
+    def blur(self):
+        return self.window
+
+    def basis(self, blur_scale=1.0):
+        """The features as a :class:`~saspa_dask.core.bases.Basis`."""
+        M, d = self.centres.shape
+        covs = np.repeat(np.diag(blur_scale * self.window_variance)[None], M, axis=0)
+        return Basis(self.centres, covs, self.frequencies, self.phases)
+
+    @property
+    def size(self):
+        M, d = self.centres.shape
+        return M * (2 * d + 1) + (d if self.window else 0)
+
+    def vector(self):
+        per_feature = np.column_stack([self.centres / self.scale,
+                                       self.frequencies * self.scale, self.phases])
+        tail = [np.log(self.window_variance)] if self.window else []
+        return np.concatenate([per_feature.ravel(), *tail])
+
+    def from_vector(self, v):
+        M, d = self.centres.shape
+        v = np.asarray(v, dtype=np.float64)
+        per_feature = v[:M * (2 * d + 1)].reshape(M, 2 * d + 1)
+        window = np.exp(v[M * (2 * d + 1):]) if self.window else self.window_variance
+        return replace(self, centres=per_feature[:, :d] * self.scale,
+                       frequencies=per_feature[:, d:2 * d] / self.scale,
+                       phases=per_feature[:, 2 * d].copy(), window_variance=window)
+
+    def gradient(self, grad):
+        """The gradient with respect to :meth:`vector` from the gradient dict's
+        ``centres``, ``frequencies``, ``phases`` and ``window`` (d / d c^2) entries."""
+        per_feature = np.column_stack([grad["centres"] * self.scale,
+                                       grad["frequencies"] / self.scale, grad["phases"]])
+        tail = [grad["window"] * self.window_variance] if self.window else []
+        return np.concatenate([per_feature.ravel(), *tail])
+
+    def bounds(self):
+        M, d = self.centres.shape
+        rows = [(None, None)] * (M * (2 * d + 1))
+        if self.window:
+            l2 = np.log(self.scale**2)
+            ten = math.log(10.0)
+            rows += [(float(a - _BLUR_DECADES_BELOW * ten), float(a + _BLUR_DECADES_ABOVE * ten))
+                     for a in l2]
+        return rows
+
+    def names(self):
+        M, d = self.centres.shape
+        names = []
+        for j in range(M):
+            names += [f"features.centres[{j},{k}]" for k in range(d)]
+            names += [f"features.frequencies[{j},{k}]" for k in range(d)]
+            names.append(f"features.phases[{j}]")
+        if self.window:
+            names += [f"features.log_window[{k}]" for k in range(d)]
         return names

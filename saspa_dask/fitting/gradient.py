@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from ..core.fourier import (fourier_covariance_gradient, fourier_cross_gradient,
+                            fourier_moments, fourier_parts)
 from ..core.kernels import basis_covariance_gradient, cross_covariance_gradient, cross_moments
 from ..ep.sites import SUB_ROWS, cavities, evidence_site_terms
 
@@ -50,16 +52,22 @@ class GradientSummary:
     likelihood: dict
     evidence_terms: float
     n_invalid: int
+    # frequency features: the sine-weighted moments (None for blurred bases)
+    s0: np.ndarray | None = None
+    s1: np.ndarray | None = None
 
     def merge(self, other):
         return GradientSummary(
             self.m0 + other.m0, self.m1 + other.m1, self.m2 + other.m2, self.A + other.A,
             self.g_sum + other.g_sum,
             {k: self.likelihood[k] + other.likelihood[k] for k in self.likelihood},
-            self.evidence_terms + other.evidence_terms, self.n_invalid + other.n_invalid)
+            self.evidence_terms + other.evidence_terms, self.n_invalid + other.n_invalid,
+            None if self.s0 is None else self.s0 + other.s0,
+            None if self.s1 is None else self.s1 + other.s1)
 
 
-def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthscale, full):
+def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthscale, full,
+                   fourier=None):
     """Gradient sums of one row chunk at fixed sites (module docstring).
 
     Parameters
@@ -76,6 +84,8 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
     lengthscale : ndarray of shape (d,)
     full : bool
         Blur covariances are full (not diagonal).
+    fourier : tuple (frequencies, phases, window_variance, signal_variance), optional
+        The bases are frequency inducing features: their moments instead.
 
     Returns
     -------
@@ -103,11 +113,26 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
         lik = {k: float(v.sum()) for k, v in likelihood.log_z_gradient(y, mc, sc + lam).items()}
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = float(evidence_site_terms(log_z, m, s, mc, sc).sum())
-        part = GradientSummary(
-            *cross_moments(X[rows], E, means, lengthscale, full), G.T @ phi, float(g.sum()),
-            lik, terms, int((~valid).sum()))
+        if fourier is None:
+            moments, sines = cross_moments(X[rows], E, means, lengthscale, full), ()
+        else:
+            moments, sines = _fourier_moments(X[rows], Bt, E, means, lengthscale, fourier)
+        part = GradientSummary(*moments, G.T @ phi, float(g.sum()), lik, terms,
+                               int((~valid).sum()), *sines)
         summary = part if summary is None else summary.merge(part)
     return summary
+
+
+def _fourier_moments(X, Bt, E, means, lengthscale, fourier):
+    """((m0, m1, m2), (s0, s1)) of frequency features for rows X (centred as in
+    :func:`~saspa_dask.core.fourier.fourier_cross_covariance`)."""
+    frequencies, phases, window, signal_variance = fourier
+    centre = means.mean(axis=0)
+    Xc = np.asarray(X, dtype=np.float64) - centre
+    envelope, phase = fourier_parts(Xc, means - centre, frequencies, phases, window,
+                                    lengthscale, signal_variance)
+    m0, m1, m2, s0, s1 = fourier_moments(Xc, E, Bt * envelope * np.sin(phase))
+    return (m0, m1, m2), (s0, s1)
 
 
 def _sym_lower(A):
@@ -143,6 +168,8 @@ def assemble_gradient(summary, basis, hyper, L):
     left = solve_triangular(L, S, lower=True, trans="T")
     Ah = solve_triangular(L, left.T, lower=True, trans="T").T
     Ah = 0.5 * (Ah + Ah.T)
+    if basis.is_fourier:
+        return _assemble_fourier(summary, basis, hyper, S, Ah)
     kt = cross_covariance_gradient((summary.m0, summary.m1, summary.m2), basis.means,
                                    basis.covs, lengthscale)
     kh = basis_covariance_gradient(Ah, basis.means, basis.covs, lengthscale, signal_variance)
@@ -157,3 +184,26 @@ def assemble_gradient(summary, basis, hyper, L):
     grad.update(summary.likelihood)
     return grad
 
+
+
+def _assemble_fourier(summary, basis, hyper, S, Ah):
+    """:func:`assemble_gradient` for frequency inducing features."""
+    lengthscale, signal_variance = hyper.lengthscale, hyper.signal_variance
+    window = basis.window_variance
+    centres = basis.means - basis.means.mean(axis=0)
+    kt = fourier_cross_gradient((summary.m0, summary.m1, summary.m2, summary.s0, summary.s1),
+                                centres, basis.frequencies, window, lengthscale)
+    kh = fourier_covariance_gradient(Ah, basis.means, basis.frequencies, basis.phases, window,
+                                     lengthscale, signal_variance)
+    grad = {"lengthscale": kt.lengthscale - kh.lengthscale,
+            "signal_variance": float(summary.m0.sum() + signal_variance * summary.g_sum
+                                     - np.trace(S))}
+    d_window = kt.window - kh.window
+    if hyper.learn_blur_scale:  # the window scaled by g: d/dlog g = sum c^2 d/dc^2
+        grad["blur_scale"] = float((window * d_window).sum())
+    if hyper.bases is not None:
+        grad.update(centres=kt.centres - kh.centres,
+                    frequencies=kt.frequencies - kh.frequencies,
+                    phases=kt.phases - kh.phases, window=d_window)
+    grad.update(summary.likelihood)
+    return grad

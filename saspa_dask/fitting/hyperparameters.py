@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .basis_parameters import LearntBases
+from .basis_parameters import LearntBases, LearntFeatures
 
 __all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS"]
 
@@ -44,7 +44,7 @@ class Hyperparameters:
     likelihood: dict = field(default_factory=dict)
     blur_scale: float = 1.0
     learn_blur_scale: bool = False
-    bases: LearntBases | None = None
+    bases: LearntBases | LearntFeatures | None = None
 
     def _bases_offset(self):
         """Where the bases' entries (or, without them, the likelihood's) start in
@@ -79,7 +79,7 @@ class Hyperparameters:
         pos = self._bases_offset()
         bases = self.bases
         if bases is not None:
-            n = bases.means.shape[0] * bases.width
+            n = bases.size
             bases, pos = bases.from_vector(x[pos:pos + n]), pos + n
         lik = {k: math.exp(val) for k, val in zip(self.likelihood, x[pos:])}
         return replace(self, lengthscale=np.exp(x[:d]), signal_variance=math.exp(x[d]),
@@ -92,7 +92,7 @@ class Hyperparameters:
         if self.learn_blur_scale:
             values.append(grad["blur_scale"])
         if self.bases is not None:
-            values += list(self.bases.gradient(grad["means"], grad["covs"]))
+            values += list(self.bases.gradient(grad))
         return np.array(values + [grad[k] for k in self.likelihood], dtype=np.float64)
 
     def bounds(self):

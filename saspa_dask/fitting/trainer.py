@@ -72,12 +72,17 @@ class Trainer:
         Called with every EP sweep record (plus ``problem`` and ``n_problems``).
     projected_only : bool
         DTC-EP: the likelihood sees the projection only (no residual variance).
+    frequencies, phases : ndarray, optional
+        Frequency inducing features (fixed ones; learnt ones are in the
+        hyperparameters' ``bases``).
     """
 
     def __init__(self, X, y, labels, means, base_covs, settings, *, jitter, block_rows,
-                 cache="memory", work_dir=None, callback=None, projected_only=False):
+                 cache="memory", work_dir=None, callback=None, projected_only=False,
+                 frequencies=None, phases=None):
         self.X, self.y, self.labels = X, y, labels
         self.means, self.base_covs = means, base_covs
+        self.frequencies, self.phases = frequencies, phases
         self.settings, self.jitter = settings, jitter
         self.block_rows, self.cache, self.work_dir = block_rows, cache, work_dir
         self.callback = callback
@@ -92,11 +97,12 @@ class Trainer:
     def whitening(self, hyper):
         """(basis, L, jitter) at ``hyper`` (its learnt bases, if it has them)."""
         if hyper.bases is not None:
-            basis = Basis(hyper.bases.means, hyper.blur_scale * hyper.bases.covs)
+            basis = hyper.bases.basis(hyper.blur_scale)
         else:
-            basis = Basis(self.means, hyper.blur_scale * self.base_covs)
+            basis = Basis(self.means, hyper.blur_scale * self.base_covs, self.frequencies,
+                          self.phases)
         Kh = basis_covariance(basis.means, basis.covs, hyper.lengthscale,
-                              hyper.signal_variance)
+                              hyper.signal_variance, basis.frequencies, basis.phases)
         L, jitter = whiten(Kh, hyper.signal_variance, self.jitter)
         return basis, L, jitter
 
@@ -136,7 +142,7 @@ class Trainer:
             stop = start + self.block_rows
             yield make_block(self.X[start:stop], self.y[start:stop], self.basis.means,
                              self.basis.covs, hyper.lengthscale, hyper.signal_variance, self.L,
-                             self.projected_only)
+                             self.projected_only, self.basis.frequencies, self.basis.phases)
 
     # -- EP and the gradient ---------------------------------------------------------
 
@@ -174,10 +180,18 @@ class Trainer:
         for engine, result in zip(self._engines, results):
             summary = engine.reduce_chunks(gradient_chunk, result.posterior, likelihood, self.L,
                                            self.basis.means, self.hyper.lengthscale,
-                                           self._full_moments())
+                                           self._full_moments(), self._fourier())
             total = summary if total is None else total.merge(summary)
         return assemble_gradient(total, self.basis, self.hyper, self.L)
 
+
+    def _fourier(self):
+        """What the gradient chunks need of frequency features, or None."""
+        basis = self.basis
+        if not basis.is_fourier:
+            return None
+        return (basis.frequencies, basis.phases, basis.window_variance,
+                self.hyper.signal_variance)
 
     def _full_moments(self):
         """The gradient needs off-diagonal second moments: full blur covariances, in

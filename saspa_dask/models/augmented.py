@@ -54,8 +54,8 @@ def augmented_latent(fitted, X, training_rows, noise_variance, projected_only, b
         part = X[start:start + batch]
         part = np.asarray(part.compute() if hasattr(part, "compute") else part, float)
         phi_star = make_block(part, np.zeros(len(part)), fitted.means, fitted.covs,
-                              fitted.lengthscale, fitted.signal_variance,
-                              fitted.whitening).phi
+                              fitted.lengthscale, fitted.signal_variance, fitted.whitening,
+                              frequencies=fitted.frequencies, phases=fitted.phases).phi
         delta, t_extra = test_features(phi_star, fitted.signal_variance, fitted.jitter)
         parts = [_chunk_task(Xc, yc, fitted, part, phi_star, delta, noise_variance,
                              projected_only, block_rows, chunk_is_lazy)
@@ -105,7 +105,8 @@ def _chunk_sums(Xc, yc, fitted, X_test, phi_star, delta, noise_variance, project
         rows = slice(a, a + block_rows)
         block = make_block(Xc[rows], yc[rows], fitted.means, fitted.covs,
                            fitted.lengthscale, fitted.signal_variance, fitted.whitening,
-                           projected_only=projected_only)
+                           projected_only=projected_only, frequencies=fitted.frequencies,
+                           phases=fitted.phases)
         k_cross = se_kernel(Xc[rows], X_test, fitted.lengthscale, fitted.signal_variance)
         part = chunk_statistics(block.phi, block.lam, block.y, k_cross, phi_star, delta,
                                 noise_variance, projected_only)

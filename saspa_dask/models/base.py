@@ -26,12 +26,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..core.bases import Basis
-from ..core.kernels import BLUR_FAMILIES, blur_covariances
+from ..core.kernels import BASIS_FAMILIES, blur_covariances
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from ..engines.kmeans import kmeans
 from ..ep.driver import EPSettings
-from ..fitting.basis_parameters import LEARN_BASES, LearntBases
+from ..fitting.basis_parameters import LEARN_BASES, LearntBases, LearntFeatures
 from ..fitting.hyperparameters import Hyperparameters
 from ..fitting.trainer import Trainer
 from ..fitting.trainer import fit as fit_hyperparameters
@@ -74,7 +74,7 @@ class SASPABase(BaseEstimator):
 
     _parameter_constraints: dict = {
         "n_bases": [Interval(Integral, 1, None, closed="left")],
-        "blur": [StrOptions(set(BLUR_FAMILIES))],
+        "blur": [StrOptions(set(BASIS_FAMILIES))],
         "lengthscale": ["array-like", _POSITIVE, None],
         "signal_variance": [_POSITIVE, None],
         "ep_mode": [StrOptions({"parallel", "sequential"})],
@@ -166,8 +166,16 @@ class SASPABase(BaseEstimator):
         for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
             delattr(self, name)
 
-    def _resolve_bases(self, X, lazy):
+    def _resolve_bases(self, X, lazy, column_std=None):
         n_samples, d = X.shape
+        if self.bases is not None and self.bases.is_fourier:
+            if self.blur != "fourier":
+                raise ValueError("bases with frequencies are frequency features: use "
+                                 "blur='fourier'")
+            if self.bases.means.shape[1] != d:
+                raise ValueError(f"bases have {self.bases.means.shape[1]} features but X "
+                                 f"has {d}")
+            return self.bases
         if self.bases is not None:
             if self.bases.means.shape[1] != d:
                 raise ValueError(f"bases have {self.bases.means.shape[1]} features but X "
@@ -182,7 +190,15 @@ class SASPABase(BaseEstimator):
                 warnings.warn(f"K-means found {basis.n_bases} distinct clusters for "
                               f"n_bases={self.n_bases} (too few distinct points); using "
                               "those", UserWarning, stacklevel=4)
-        return Basis(basis.means, blur_covariances(basis.covs, self.blur))
+        covs = blur_covariances(basis.covs, self.blur)
+        if self.blur != "fourier":
+            return Basis(basis.means, covs)
+        # frequency features start as FIFGP does: frequencies drawn from the kernel's
+        # spectral density at the starting lengthscales, phases uniform
+        rng = check_random_state(self.random_state)
+        lengthscale = resolve_lengthscale(self.lengthscale, d, column_std)
+        frequencies = rng.normal(size=(basis.n_bases, d)) / lengthscale
+        return Basis(basis.means, covs, frequencies, rng.uniform(0, 2 * np.pi, basis.n_bases))
 
     def _start_hyperparameters(self, X, likelihood, signal_variance, column_std, basis):
         """The optimiser's starting point; it says what is learnt."""
@@ -195,7 +211,10 @@ class SASPABase(BaseEstimator):
                              "learn_bases='means+blur' (each basis learns its own blur)")
         lengthscale = resolve_lengthscale(self.lengthscale, X.shape[1], column_std)
         bases = None
-        if learn:
+        if learn and basis.is_fourier:
+            bases = LearntFeatures(basis.means, basis.frequencies, basis.phases,
+                                   basis.window_variance, learn == "means+blur", lengthscale)
+        elif learn:
             bases = LearntBases(basis.means, basis.covs, self.blur, learn == "means+blur",
                                 lengthscale)
         return Hyperparameters(
@@ -230,7 +249,7 @@ class SASPABase(BaseEstimator):
             f"{', one-vs-rest over ' + str(len(labels)) + ' classes' if labels else ''}; "
             + ("bases given" if self.bases is not None else
                f"K-means for {self.n_bases} bases"))
-        basis = self._resolve_bases(X, lazy)
+        basis = self._resolve_bases(X, lazy, column_std)
         start_hyper = self._start_hyperparameters(X, likelihood, signal_variance, column_std,
                                                   basis)
         self.timings_ = {"bases": time.perf_counter() - start}
@@ -246,6 +265,7 @@ class SASPABase(BaseEstimator):
 
         def trainer_for(X, targets, work_dir):
             return Trainer(X, targets, labels, basis.means, basis.covs, settings,
+                           frequencies=basis.frequencies, phases=basis.phases,
                            jitter=self.jitter, block_rows=self.block_rows, cache=self.cache,
                            work_dir=work_dir,
                            callback=progress or (_print_sweep if self.verbose else None),
@@ -309,7 +329,8 @@ class SASPABase(BaseEstimator):
             outcome.basis.means, outcome.basis.covs, hyper.lengthscale, hyper.signal_variance,
             outcome.jitter, outcome.L, [r.posterior for r in outcome.results],
             fitted_likelihood.name, fitted_likelihood.params(), offset=offset,
-            classes=classes, feature_names=getattr(self, "feature_names_in_", None))
+            classes=classes, feature_names=getattr(self, "feature_names_in_", None),
+            frequencies=outcome.basis.frequencies, phases=outcome.basis.phases)
         self.blur_scale_ = hyper.blur_scale
         self.hyperparameter_trace_ = outcome.trace or []
         info = dict(outcome.info or {})

@@ -41,7 +41,8 @@ def row_blocks(fitted, X, targets, block_rows):
             stop = min(start + block_rows, X_part.shape[0])
             yield make_block(X_part[start:stop], t_part[start:stop], fitted.means,
                              fitted.covs, fitted.lengthscale, fitted.signal_variance,
-                             fitted.whitening)
+                             fitted.whitening, frequencies=fitted.frequencies,
+                             phases=fitted.phases)
 
 
 def _problem_block(block, labels, k):

@@ -59,6 +59,8 @@ class FittedPosterior:
         binary model, and a one-vs-rest model has one problem per class.
     feature_names : ndarray of str, optional
         Names of the input columns, when they were known at fit time.
+    frequencies, phases : ndarray of shape (M, d) and (M,), optional
+        The bases are frequency inducing features (:mod:`saspa_dask.core.fourier`).
     """
 
     means: np.ndarray
@@ -73,6 +75,8 @@ class FittedPosterior:
     offset: float = 0.0
     classes: np.ndarray | None = None
     feature_names: np.ndarray | None = None
+    frequencies: np.ndarray | None = None
+    phases: np.ndarray | None = None
 
     def __post_init__(self):
         # one memory layout (C order, float64) for a fitted model and its saved copy:
@@ -83,6 +87,8 @@ class FittedPosterior:
 
         self.means, self.covs = c_array(self.means), c_array(self.covs)
         self.lengthscale, self.whitening = c_array(self.lengthscale), c_array(self.whitening)
+        if self.frequencies is not None:
+            self.frequencies, self.phases = c_array(self.frequencies), c_array(self.phases)
         self.posteriors = tuple(Posterior(c_array(p.chol), c_array(p.h), c_array(p.mean))
                                 for p in self.posteriors)
         M, d = np.shape(self.means)
@@ -117,7 +123,7 @@ class FittedPosterior:
     @cached_property
     def basis(self):
         """The bases as a :class:`~saspa_dask.core.bases.Basis` (validated once)."""
-        return Basis(self.means, self.covs)
+        return Basis(self.means, self.covs, self.frequencies, self.phases)
 
     @cached_property
     def likelihood_object(self):
@@ -149,6 +155,8 @@ class FittedPosterior:
         posteriors, likelihood, offset, classes); equal for a model and its saved copy."""
         h = hashlib.sha256()
         arrays = [self.means, self.covs, self.lengthscale, self.whitening]
+        if self.frequencies is not None:
+            arrays += [self.frequencies, self.phases]
         for post in self.posteriors:
             arrays += [post.chol, post.mean]
         for arr in arrays:
@@ -185,7 +193,8 @@ class FittedPosterior:
         for a in range(0, n, rows):
             part = slice(a, min(a + rows, n))
             block = make_block(X[part], np.zeros(part.stop - a), self.means, self.covs,
-                               self.lengthscale, self.signal_variance, self.whitening)
+                               self.lengthscale, self.signal_variance, self.whitening,
+                               frequencies=self.frequencies, phases=self.phases)
             # one kernel block serves every problem (one-vs-rest classes)
             for k, post in enumerate(self.posteriors):
                 mean[part, k], var[part, k] = predict_latent(block.phi, post,

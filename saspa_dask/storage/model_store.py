@@ -42,6 +42,8 @@ _READABLE_VERSIONS = (2, 3)
 # store holds the paper's alpha and beta (for other tools) and the per-row sites
 _POSTERIOR_ARRAYS = ("bases_means", "bases_covs", "lengthscale", "whitening",
                      "posterior_chol", "posterior_h", "posterior_mean")
+# frequency features' arrays (attribute ``fourier_features``)
+_FOURIER_ARRAYS = ("bases_frequencies", "bases_phases")
 # report attributes that are floats and may be NaN (stored as null)
 _FLOAT_REPORT = ("log_evidence_", "damping_", "blur_scale_")
 
@@ -82,7 +84,10 @@ def _encode_params(params):
     for name, value in params.items():
         if isinstance(value, Basis):
             arrays[f"param_{name}_means"], arrays[f"param_{name}_covs"] = value.means, value.covs
-            encoded[name] = {"__basis__": name}
+            encoded[name] = {"__basis__": name, "fourier": value.is_fourier}
+            if value.is_fourier:
+                arrays[f"param_{name}_frequencies"] = value.frequencies
+                arrays[f"param_{name}_phases"] = value.phases
         elif isinstance(value, np.ndarray):
             encoded[name] = {"__ndarray__": _jsonable(value), "dtype": value.dtype.str}
         elif isinstance(value, np.random.RandomState):
@@ -96,9 +101,13 @@ def _decode_params(encoded, group, path):
     params = {}
     for name, value in encoded.items():
         if isinstance(value, dict) and "__basis__" in value:
-            means, covs = (_read_array(group, f"param_{name}_{part}", path)
-                           for part in ("means", "covs"))
-            params[name] = Basis(means, covs)
+            parts = ("means", "covs") + (("frequencies", "phases") if value.get("fourier")
+                                         else ())
+            try:
+                params[name] = Basis(*(_read_array(group, f"param_{name}_{part}", path)
+                                       for part in parts))
+            except ValueError as err:
+                raise StoreError(f"{path}: parameter {name!r}: {err}") from None
         elif isinstance(value, dict) and "__ndarray__" in value:
             params[name] = np.array(value["__ndarray__"], dtype=np.dtype(value["dtype"]))
         else:
@@ -111,7 +120,9 @@ def _decode_params(encoded, group, path):
 
 def _posterior_arrays(fitted):
     alpha, beta = fitted.alpha_beta
-    return {"bases_means": fitted.means, "bases_covs": fitted.covs,
+    fourier = ({} if fitted.frequencies is None else
+               {"bases_frequencies": fitted.frequencies, "bases_phases": fitted.phases})
+    return {"bases_means": fitted.means, "bases_covs": fitted.covs, **fourier,
             "lengthscale": fitted.lengthscale, "whitening": fitted.whitening,
             "posterior_chol": stacked([p.chol for p in fitted.posteriors]),
             "posterior_h": stacked([p.h for p in fitted.posteriors]),
@@ -135,6 +146,7 @@ def _posterior_attrs(fitted):
         "y_mean": float(fitted.offset),
         "feature_names": (None if fitted.feature_names is None
                           else [str(c) for c in fitted.feature_names]),
+        "fourier_features": fitted.frequencies is not None,
     }
 
 
@@ -246,6 +258,9 @@ def _check_attrs(attrs, path):
     if names is not None and (not isinstance(names, list)
                               or not all(isinstance(n, str) for n in names)):
         raise StoreError(f"{path}: attribute 'feature_names' must be a list of strings")
+    if not isinstance(attrs.get("fourier_features", False), bool):
+        raise StoreError(f"{path}: attribute 'fourier_features' has the wrong type "
+                         f"({type(attrs['fourier_features']).__name__})")
     if attrs["format_version"] >= 3:
         need("report", dict)
 
@@ -277,8 +292,10 @@ def _read_array(group, name, path):
 
 def _read_posterior(group, attrs, path):
     """The stored :class:`FittedPosterior`, its arrays checked for shape and NaN."""
+    fourier = bool(attrs.get("fourier_features", False))
+    names = _POSTERIOR_ARRAYS + ("alpha", "beta")
     arrays = {name: _read_array(group, name, path)
-              for name in _POSTERIOR_ARRAYS + ("alpha", "beta")}
+              for name in names + (_FOURIER_ARRAYS if fourier else ())}
     M, d = attrs["n_bases"], attrs["n_features_in"]
     K = int(attrs.get("n_problems", 1))
     lead = () if K == 1 else (K,)
@@ -287,7 +304,8 @@ def _read_posterior(group, attrs, path):
     expected = {"bases_means": (M, d), "bases_covs": (M, d, d), "lengthscale": (d,),
                 "whitening": (M, M), "posterior_chol": lead + (M, M),
                 "posterior_h": lead + (M,), "posterior_mean": lead + (M,),
-                "alpha": lead + (M,), "beta": lead + (M, M)}
+                "alpha": lead + (M,), "beta": lead + (M, M),
+                **({"bases_frequencies": (M, d), "bases_phases": (M,)} if fourier else {})}
     for name, shape in expected.items():
         if arrays[name].shape != shape:
             raise StoreError(f"{path}: array {name!r} has shape {arrays[name].shape}, "
@@ -308,7 +326,9 @@ def _read_posterior(group, attrs, path):
             float(kernel["signal_variance"]), float(kernel["jitter"]), arrays["whitening"],
             [Posterior(*parts) for parts in zip(*fields)], name, likelihood,
             offset=float(attrs.get("y_mean") or 0.0), classes=classes,
-            feature_names=None if names is None else np.array(names, dtype=object))
+            feature_names=None if names is None else np.array(names, dtype=object),
+            frequencies=arrays.get("bases_frequencies"), phases=arrays.get("bases_phases"))
+        fitted.basis  # noqa: B018 - checks the features (one shared diagonal window)
         fitted.likelihood_object  # noqa: B018 - checks the likelihood parameters now
     except (KeyError, TypeError, ValueError) as err:
         raise StoreError(f"{path}: likelihood {name!r} with parameters {likelihood} is "
@@ -338,7 +358,8 @@ def _check_whitening(arrays, kernel, path):
     s2, jitter = float(kernel["signal_variance"]), float(kernel["jitter"])
     with np.errstate(all="ignore"):
         Kh = basis_covariance(arrays["bases_means"], arrays["bases_covs"],
-                              arrays["lengthscale"], s2)
+                              arrays["lengthscale"], s2, arrays.get("bases_frequencies"),
+                              arrays.get("bases_phases"))
         L = arrays["whitening"]
         gap = np.abs(L @ L.T - Kh - jitter * np.eye(L.shape[0]))
     if not np.all(np.isfinite(Kh)) or not np.all(gap <= 1e-8 * s2):
