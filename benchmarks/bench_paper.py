@@ -1,9 +1,13 @@
 """The SASPA paper's experiments, reproduced (issue 6).
 
-(a) circle  Regression toy: 100 points on a noisy circle, 4 K-means bases.  The full GP
+(a) circle  Regression toy: 100 points on a noisy circle, one output level per
+            quadrant (the paper's Figure 1), 4 K-means bases.  The full GP
             learns the hyperparameters; FITC (delta), SASPA-spherical and SASPA-full
             use the same ones.  Heat maps of predictive mean and standard deviation
             (figures/circle.png) and their RMS difference from the full GP's.
+(a') spgp1d SPGP's Figure 1 situation: 1-D regression, 10 pseudo-inputs kept at K-means,
+            learnt from K-means and learnt from a start bunched in one corner, against
+            the full GP (figures/spgp1d.png).
 (b) twoclass  20 random 2-D two-class problems (each class a Gaussian with its own
             full covariance), 200 training / 2000 test points.  The full-GP EP learns
             the hyperparameters; every sparse method uses them and the same K-means
@@ -39,6 +43,8 @@ from common import split, versions
 
 SPARSE = {"FITC-EP": dict(blur="delta"), "DTC-EP": dict(blur="delta", dtc=True),
           "SASPA-spherical": dict(blur="spherical"), "SASPA-full": dict(blur="full")}
+# methods that choose their own bases (one ADF pass with a budget; greedy selection)
+ONLINE_AND_IVM = ("Online (Csató-Opper)", "IVM")
 
 
 def _quiet():
@@ -64,7 +70,10 @@ def circle(quick):
     theta = rng.uniform(0, 2 * np.pi, 100)
     radius = 1.0 + 0.1 * rng.normal(size=100)
     X = np.column_stack([radius * np.cos(theta), radius * np.sin(theta)])
-    y = np.sin(theta) + 0.1 * rng.normal(size=100)
+    # the paper's Figure 1: one output level per quadrant of the circle (our reading:
+    # +1 in the first and third quadrants, -1 in the second and fourth), plus noise
+    quadrant = (theta // (np.pi / 2)).astype(int)
+    y = np.where(quadrant % 2 == 0, 1.0, -1.0) + 0.1 * rng.normal(size=100)
     full = FullGPRegressor().fit(X, y)
     hyper = dict(lengthscale=full.lengthscale_, signal_variance=full.signal_variance_,
                  noise_variance=full.noise_variance_, optimize_hyperparameters=False)
@@ -123,6 +132,78 @@ def _plot_circle(maps, X, basis, g, path):
 
 
 # ----------------------------------------------------------------------------------
+# (a') SPGP's Figure 1: pseudo-inputs learnt in 1-D
+# ----------------------------------------------------------------------------------
+
+
+def spgp1d(quick):
+    """SPGP (delta bases, Gaussian) in 1-D with M = 10 pseudo-inputs: K-means bases
+    kept fixed, learnt from K-means, and learnt from a start bunched in one corner;
+    the full GP for reference.  Evidence, test RMSE and NLPD, the pseudo-inputs."""
+    from scipy.stats import norm
+
+    from saspa_dask import Basis, FullGPRegressor, SASPARegressor
+
+    rng = np.random.default_rng(0)
+    n, M = 200, 10
+    X = np.sort(rng.uniform(-3, 3, n))[:, None]
+    f = lambda x: np.sin(2 * x) + 0.4 * np.cos(5 * x) * np.exp(-x ** 2 / 4)  # noqa: E731
+    y = f(X[:, 0]) + 0.2 * rng.normal(size=n)
+    Xt = rng.uniform(-3, 3, (300 if quick else 2000, 1))
+    yt = f(Xt[:, 0]) + 0.2 * rng.normal(size=len(Xt))
+    common_kw = dict(n_bases=M, blur="delta", random_state=0, max_hyper_iter=200)
+    models = {
+        "full GP": FullGPRegressor(max_hyper_iter=100),
+        "K-means pseudo-inputs, fixed": SASPARegressor(**common_kw),
+        "learnt from K-means": SASPARegressor(learn_bases="means", **common_kw),
+        "learnt from one corner": SASPARegressor(
+            learn_bases="means", bases=Basis(np.linspace(-3.0, -2.5, M)[:, None]),
+            **common_kw)}
+    rows, curves = [], {}
+    grid = np.linspace(-3.3, 3.3, 300)[:, None]
+    for name, model in models.items():
+        model.fit(X, y)
+        mean, var = model.predict_latent(Xt)
+        sd = np.sqrt(var + model.noise_variance_)
+        rows.append({"method": name, "log_evidence": float(model.log_evidence_),
+                     "test_rmse": float(np.sqrt(np.mean((mean - yt) ** 2))),
+                     "test_nlpd": float(-norm.logpdf(yt, mean, sd).mean()),
+                     "pseudo_inputs": (None if name == "full GP"
+                                       else sorted(model.bases_.means[:, 0].tolist()))})
+        gm, gv = model.predict_latent(grid)
+        curves[name] = (gm, np.sqrt(gv + model.noise_variance_),
+                        None if name == "full GP" else model.bases_.means[:, 0])
+    _plot_spgp1d(X, y, grid, curves, models, common.FIGURES / "spgp1d.png")
+    return {"n_train": n, "M": M, "rows": rows, "figure": "figures/spgp1d.png"}
+
+
+def _plot_spgp1d(X, y, grid, curves, models, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(4 * len(curves), 3.2), sharey=True)
+    for ax, (name, (mean, sd, pseudo)) in zip(axes, curves.items()):
+        ax.plot(X[:, 0], y, ".", ms=2, color="0.6")
+        ax.plot(grid[:, 0], mean, "b")
+        ax.fill_between(grid[:, 0], mean - 2 * sd, mean + 2 * sd, color="b", alpha=0.15)
+        if pseudo is not None:
+            ax.plot(pseudo, np.full_like(pseudo, y.min() - 0.4), "r+", ms=8,
+                    label="pseudo-inputs (end)")
+            start = models[name].bases
+            if start is not None:
+                ax.plot(start.means[:, 0], np.full(start.n_bases, y.min() - 0.7), "kx",
+                        ms=6, label="start")
+        ax.set_title(name, fontsize=9)
+    axes[-1].legend(fontsize=7)
+    fig.tight_layout()
+    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------
 # (b) synthetic two-class
 # ----------------------------------------------------------------------------------
 
@@ -146,7 +227,8 @@ def _bernoulli_kl(p, q):
 def twoclass_one(seed, bases_list, n_test, jobs):
     _limit_threads(jobs)
     _quiet()
-    from saspa_dask import FullGPClassifier, SASPAClassifier, kmeans_bases
+    from saspa_dask import (FullGPClassifier, IVMClassifier, SASPAClassifier,
+                            SparseOnlineGPClassifier, kmeans_bases)
 
     rng = np.random.default_rng(1000 + seed)
     X, y = _two_gaussians(rng, 200 + n_test)
@@ -166,6 +248,16 @@ def twoclass_one(seed, bases_list, n_test, jobs):
                          "error": error_and_nlp(q, yte)[0],
                          "kl": float(_bernoulli_kl(p_full, q).sum()),
                          "converged": bool(model.converged_)})
+        # the bases chosen by the method itself: Csató-Opper's one online pass (rows
+        # in their random order) with a budget of M, and IVM's M active rows
+        hyper = dict(lengthscale=full.lengthscale_, signal_variance=full.signal_variance_)
+        for name, model in (("Online (Csató-Opper)",
+                             SparseOnlineGPClassifier(max_bases=M, **hyper)),
+                            ("IVM", IVMClassifier(n_bases=M, **hyper))):
+            q = model.fit(Xtr, ytr).predict_proba(Xte)[:, 1]
+            rows.append({"seed": seed, "method": name, "M": M,
+                         "error": error_and_nlp(q, yte)[0],
+                         "kl": float(_bernoulli_kl(p_full, q).sum()), "converged": True})
     return rows
 
 
@@ -175,7 +267,7 @@ def twoclass(quick, jobs, bases_list):
         runs = [r for part in pool.map(twoclass_one, range(n_sets), [bases_list] * n_sets,
                                        [n_test] * n_sets, [jobs] * n_sets) for r in part]
     table = []
-    for name in ["full GP", *SPARSE]:
+    for name in ["full GP", *SPARSE, *ONLINE_AND_IVM]:
         for M in sorted({r["M"] for r in runs if r["method"] == name}):
             sel = [r for r in runs if r["method"] == name and r["M"] == M]
             err, kl = mean_se([r["error"] for r in sel]), mean_se([r["kl"] for r in sel])
@@ -206,7 +298,7 @@ def _plot_twoclass(table, path, n_sets):
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, key, label in ((axes[0], "error", "test error"),
                            (axes[1], "kl", "sum over test points of KL(p_full || q)")):
-        _errorbars_against_m(ax, table, SPARSE, key)
+        _errorbars_against_m(ax, table, [*SPARSE, *ONLINE_AND_IVM], key)
         if key == "error":
             full = [r for r in table if r["method"] == "full GP"][0]
             ax.axhline(full["error_mean"], color="k", ls=":", label="full-GP EP")
@@ -322,6 +414,12 @@ def _print_tables(report):
         for r in report["circle"]["rows"]:
             print(f"| {r['method']} | {r['rms_mean_diff']:.4f} | {r['rms_sd_diff']:.4f} | "
                   f"{r['log_evidence']:.2f} |")
+    if "spgp1d" in report:
+        print("\n| SPGP 1-D (M = 10) | log evidence | test RMSE | test NLPD |")
+        print("|---|---|---|---|")
+        for r in report["spgp1d"]["rows"]:
+            print(f"| {r['method']} | {r['log_evidence']:.2f} | {r['test_rmse']:.4f} | "
+                  f"{r['test_nlpd']:.4f} |")
     if "twoclass" in report:
         t = report["twoclass"]
         print(f"\n| two-class ({t['n_datasets']} sets) | M | test error | "
@@ -346,7 +444,8 @@ def _print_tables(report):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--only", choices=["circle", "twoclass", "uci"], action="append")
+    ap.add_argument("--only", choices=["circle", "spgp1d", "twoclass", "uci"],
+                    action="append")
     ap.add_argument("--quick", action="store_true", help="small version for CI")
     ap.add_argument("--jobs", type=int, default=2, help="processes (one BLAS thread each)")
     ap.add_argument("--twoclass-bases", default="4,8,16,32",
@@ -358,7 +457,7 @@ def main():
     common.add_outdir_option(ap)
     args = ap.parse_args()
     common.use_outdir(args)
-    parts = args.only or ["circle", "twoclass", "uci"]
+    parts = args.only or ["circle", "spgp1d", "twoclass", "uci"]
     report = {"machine": machine(), "versions": versions("matplotlib"),
               "command": " ".join(["python benchmarks/bench_paper.py", *sys.argv[1:]])}
     start = time.perf_counter()
@@ -366,6 +465,8 @@ def main():
         _quiet()
         if "circle" in parts:
             report["circle"] = circle(args.quick)
+        if "spgp1d" in parts:
+            report["spgp1d"] = spgp1d(args.quick)
         if "twoclass" in parts:
             bases = [4, 8] if args.quick else [int(m) for m in args.twoclass_bases.split(",")]
             report["twoclass"] = twoclass(args.quick, args.jobs, bases)
