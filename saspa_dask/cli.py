@@ -394,10 +394,11 @@ class SweepReporter:
                    "the highest evidence is kept (n_restarts_optimizer).")
 @click.option("--learn-blur-scale", is_flag=True,
               help="Also learn a multiplier of the blur covariances.")
-@click.option("--learn-bases", default="none", show_default=True,
-              type=click.Choice(["none", "means", "means+blur"]),
+@click.option("--learn-bases", default="auto", show_default=True,
+              type=click.Choice(["auto", "none", "means", "means+blur"]),
               help="Also learn the basis means (and each basis's blur) by the EP evidence; "
-                   "implies --optimize-hyperparameters.")
+                   "means and means+blur imply --optimize-hyperparameters; auto learns "
+                   "the means whenever the hyperparameters are learnt.")
 @click.option("--hyper-subsample", default=20000, show_default=True, type=click.IntRange(1),
               help="Learn hyperparameters and bases on a seeded uniform subsample of this "
                    "many rows when the data has more, then run EP on all rows.")

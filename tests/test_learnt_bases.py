@@ -161,7 +161,7 @@ def test_bunched_pseudo_inputs_spread_over_the_data_and_beat_kmeans():
     common = dict(blur="delta", lengthscale=1.0, signal_variance=1.0, noise_variance=0.1,
                   max_hyper_iter=200, random_state=0)
     learnt = SASPARegressor(M, bases=bunched, learn_bases="means", **common).fit(X, y)
-    kmeans = SASPARegressor(M, **common).fit(X, y)
+    kmeans = SASPARegressor(M, learn_bases=False, **common).fit(X, y)
     means = np.sort(learnt.bases_.means[:, 0])
     assert means[0] < -2.5 and means[-1] > 1.5  # spread over [-3, 3] from [-3, -2.5]
     # every row is within 1.5 lengthscales of a pseudo-input (kernel > 0.32 of s2):
@@ -224,6 +224,25 @@ def test_learnt_bases_are_stored_and_reported(tmp_path):
     assert back.get_params()["learn_bases"] == "means+blur"
     assert back.hyperparameter_info_["learn_bases"] == "means+blur"
     np.testing.assert_array_equal(back.predict_proba(X), clf.predict_proba(X))
+
+
+def test_auto_learns_kmeans_means_and_keeps_given_bases():
+    """learn_bases="auto" (the default): K-means bases move when the hyperparameters
+    are learnt; bases given by the user, or fixed hyperparameters, keep them."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=200)
+    learnt = SASPARegressor(5, random_state=0).fit(X, y)
+    assert learnt.get_params()["learn_bases"] == "auto"
+    assert learnt.hyperparameter_info_["learn_bases"] == "means"
+    start = kmeans_bases(X, 5, random_state=0).means
+    assert not np.allclose(np.sort(learnt.bases_.means, axis=0), np.sort(start, axis=0))
+    given = Basis(start)
+    kept = SASPARegressor(bases=given, blur="delta", random_state=0).fit(X, y)
+    assert kept.hyperparameter_info_["learn_bases"] is False
+    np.testing.assert_array_equal(kept.bases_.means, start)
+    fixed = SASPARegressor(5, optimize_hyperparameters=False, random_state=0).fit(X, y)
+    np.testing.assert_allclose(np.sort(fixed.bases_.means, axis=0), np.sort(start, axis=0))
 
 
 def test_bad_learn_bases_settings_are_refused_by_name():

@@ -52,8 +52,12 @@ def build_estimator(task="classification", *, likelihood=None, n_bases=64, blur=
     """The estimator ``saspa train`` fits, from the command's options.
 
     ``learn_bases`` ("none", "means", "means+blur" or None) turns on the evidence
-    maximisation: the bases are learnt by it."""
-    learn_bases = None if learn_bases in (None, "none", False) else learn_bases
+    maximisation: the bases are learnt by it.  "auto" learns the means when the
+    hyperparameters are learnt (the estimators' default) and turns nothing on."""
+    if learn_bases == "auto":
+        learn_bases, auto = None, True
+    else:
+        learn_bases, auto = None if learn_bases in (None, "none", False) else learn_bases, False
     if learn_bases is not None and learn_bases not in LEARN_BASES:
         raise JobError(f"learn_bases must be 'none' or one of {', '.join(LEARN_BASES)}, "
                        f"got {learn_bases!r}")
@@ -73,7 +77,8 @@ def build_estimator(task="classification", *, likelihood=None, n_bases=64, blur=
                   work_dir=None if work_dir is None else str(work_dir),
                   optimize_hyperparameters=optimize_hyperparameters,
                   max_hyper_iter=max_hyper_iter, n_restarts_optimizer=hyper_restarts,
-                  learn_blur_scale=learn_blur_scale, learn_bases=learn_bases or False,
+                  learn_blur_scale=learn_blur_scale,
+                  learn_bases="auto" if auto else (learn_bases or False),
                   hyper_subsample=hyper_subsample, coarse_start=coarse_start,
                   anderson_memory=anderson_memory, verbose=1)
     if task == "classification":

@@ -56,12 +56,17 @@ _SHARED_PARAMS_DOC = """
         evidence has several maxima.  Each restart costs a whole maximisation.
     learn_blur_scale : bool, default=False
         Also learn one multiplier of the K-means blur covariances (not for delta).
-    learn_bases : {False, "means", "means+blur"}, default=False
+    learn_bases : {"auto", False, "means", "means+blur"}, default="auto"
         Also learn the bases by the EP evidence, starting from K-means (or
         ``bases``): ``"means"`` moves the basis means (SPGP's pseudo-inputs for delta
-        blur); ``"means+blur"`` also learns each basis's blur (a log-width for
-        spherical, a log-variance per input for diagonal, a Cholesky factor for full;
-        not for delta).  Needs ``optimize_hyperparameters=True``.  The gradient costs
+        blur; centres, frequencies and phases for ``blur="fourier"``); ``"means+blur"``
+        also learns each basis's blur (a log-width for spherical, a log-variance per
+        input for diagonal, a Cholesky factor for full, the shared window for
+        fourier; not for delta).  Needs ``optimize_hyperparameters=True``.
+        ``"auto"`` is ``"means"`` when the hyperparameters are learnt and the bases
+        come from K-means, ``False`` otherwise (given ``bases`` stay where they are):
+        learnt means had the better held-out NLPD and RMSE in every measured
+        regression set and M, and on Ionosphere (``benchmarks/RESULTS.md``).  The gradient costs
         the same pass as the lengthscales' (per-chunk moments of the inputs), but the
         optimiser has M d (or more) extra values, so allow ``max_hyper_iter`` to grow.
         With many bases per row the evidence can overfit; ``benchmarks/RESULTS.md``

@@ -79,7 +79,7 @@ class SASPARegressor(RegressorMixin, SASPABase):
                  tol=1e-6, bases=None, jitter=1e-8, block_rows=8192, center_y=True,
                  random_state=None, verbose=0, cache="memory", work_dir=None,
                  optimize_hyperparameters=True, max_hyper_iter=20, n_restarts_optimizer=0,
-                 learn_blur_scale=False, learn_bases=False, hyper_subsample=20000,
+                 learn_blur_scale=False, learn_bases="auto", hyper_subsample=20000,
                  dtc=False, coarse_start=True, anderson_memory=3):
         self.n_bases = n_bases
         self.blur = blur
