@@ -153,6 +153,7 @@ def main():
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--svgp-minutes", type=float, default=20.0)
     parser.add_argument("--no-svgp", action="store_true")
+    parser.add_argument("--out", default="learnt_scale.json", help="file under results/")
     common.add_outdir_option(parser)
     args = parser.parse_args()
     common.use_outdir(args)
@@ -175,7 +176,7 @@ def main():
             budgets = [fits["learnt_means"]["seconds"], 60 * args.svgp_minutes]
             report["svgp"] = svgp_run(work, args, budgets)
     common.RESULTS.mkdir(parents=True, exist_ok=True)
-    (common.RESULTS / "learnt_scale.json").write_text(json.dumps(report, indent=1))
+    (common.RESULTS / args.out).write_text(json.dumps(report, indent=1))
     print(json.dumps({k: report[k] for k in ("matmul_gflops", "noise_sd", "learning_cost")}))
 
 

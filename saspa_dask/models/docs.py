@@ -65,8 +65,9 @@ _SHARED_PARAMS_DOC = """
         fourier; not for delta).  Needs ``optimize_hyperparameters=True``.
         ``"auto"`` is ``"means"`` when the hyperparameters are learnt and the bases
         come from K-means, ``False`` otherwise (given ``bases`` stay where they are):
-        learnt means had the better held-out NLPD and RMSE in every measured
-        regression set and M, and on Ionosphere (``benchmarks/RESULTS.md``).  The gradient costs
+        learnt means had the better held-out NLPD on every measured regression set
+        and M, and the lower error on Ionosphere over 20 splits; on one set (cpu_act)
+        their RMSE was worse (``benchmarks/RESULTS.md``, "Learnt bases").  The gradient costs
         the same pass as the lengthscales' (per-chunk moments of the inputs), but the
         optimiser has M d (or more) extra values, so allow ``max_hyper_iter`` to grow.
         With many bases per row the evidence can overfit; ``benchmarks/RESULTS.md``
