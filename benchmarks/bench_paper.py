@@ -154,7 +154,7 @@ def spgp1d(quick):
     common_kw = dict(n_bases=M, blur="delta", random_state=0, max_hyper_iter=200)
     models = {
         "full GP": FullGPRegressor(max_hyper_iter=100),
-        "K-means pseudo-inputs, fixed": SASPARegressor(**common_kw),
+        "K-means pseudo-inputs, fixed": SASPARegressor(learn_bases=False, **common_kw),
         "learnt from K-means": SASPARegressor(learn_bases="means", **common_kw),
         "learnt from one corner": SASPARegressor(
             learn_bases="means", bases=Basis(np.linspace(-3.0, -2.5, M)[:, None]),

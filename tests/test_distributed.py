@@ -249,7 +249,8 @@ def test_multiclass_hyperparameter_learning_on_the_cluster_equals_in_memory(sche
     data = np.loadtxt(WAVEFORM, delimiter=",", skiprows=1, max_rows=800)
     X, y = data[:, :-1], data[:, -1].astype(int)
     params = dict(n_bases=12, blur="spherical", random_state=0, max_hyper_iter=4,
-                  coarse_start=False)  # the same path, not just the same fixed point
+                  coarse_start=False,  # the same path, not just the same fixed point
+                  learn_bases=False)  # the remote fit is given the local bases
     local = SASPAClassifier(**params).fit(X, y)
     with Client(scheduler):
         Xd, yd = da.from_array(X, chunks=(200, -1)), da.from_array(y, chunks=200)
