@@ -69,8 +69,13 @@ class ExactGP:
                           bounds=[(-7, 7)] * d + [(-7, 7), (-12, 3)],
                           options={"maxiter": self.max_iter})
         self.theta_, self.result_ = result.x, result
-        self.lengthscale_, self.signal_variance_, self.noise_variance_ = \
-            self._unpack(result.x)
+        return self.condition(self.X, self.y, *self._unpack(result.x))
+
+    def condition(self, X, y, lengthscale, signal_variance, noise_variance):
+        """The exact posterior given rows (X, y) at these hyperparameters (no fit)."""
+        self.X, self.y = np.asarray(X, float), np.asarray(y, float)
+        self.lengthscale_ = np.asarray(lengthscale, float)
+        self.signal_variance_, self.noise_variance_ = signal_variance, noise_variance
         K = _kernel(self.X, self.X, self.lengthscale_, self.signal_variance_)
         K[np.diag_indices_from(K)] += self.noise_variance_
         self._L = cholesky(K, lower=True)
