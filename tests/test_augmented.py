@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import zarr
 
-from saspa_dask import SASPAClassifier, SASPARegressor, kmeans_bases
+from saspa_dask import SASPARegressor, kmeans_bases
 
 from reference import blurred_prior
 
@@ -112,4 +112,3 @@ def test_augmented_prediction_errors_name_the_problem():
         model.predict(Xs, augment=True)
     with pytest.raises(ValueError, match="augment must be"):
         model.predict(Xs, augment="yes")
-    assert not hasattr(SASPAClassifier(), "_augmented_latent")

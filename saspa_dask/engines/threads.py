@@ -4,8 +4,8 @@ NumPy and SciPy wheels each ship an OpenBLAS with its own thread pool.  The fitt
 loop alternates NumPy's GEMMs with SciPy's small LAPACK calls (Cholesky factors,
 triangular solves); with both pools at full size their threads spin against each
 other, and a 256 x 256 Cholesky after a GEMM was measured at up to 0.1 s instead of
-1 ms.  Limiting SciPy's pool to one thread while a fit runs made the evidence
-maximisation of a 20,000-row, M = 256 fit 28% faster (``benchmarks/RESULTS.md``).
+1 ms.  Limiting SciPy's pool to one thread while a fit runs shortened evidence
+maximisation markedly (measured in ``benchmarks/RESULTS.md``, "Learnt bases").
 Where NumPy and SciPy share one BLAS (a system or conda build), nothing is changed.
 """
 

@@ -386,13 +386,18 @@ class SASPABase(BaseEstimator):
         (the result is a dask array), NumPy-like input is validated as scikit-learn
         does.  Kernel blocks have ``block_rows`` rows."""
         fitted = self._posterior()
-        if is_lazy(X):
-            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-                raise ValueError(f"X has {X.shape[-1]} features, but {type(self).__name__} "
-                                 f"is expecting {self.n_features_in_} features as input")
-        else:
-            X = validate_data(self, X, reset=False, dtype=np.float64)
-        return fitted.map_rows(X, func, columns=columns, dtype=dtype, rows=self.block_rows)
+        return fitted.map_rows(self._checked_rows(X), func, columns=columns, dtype=dtype,
+                               rows=self.block_rows)
+
+    def _checked_rows(self, X):
+        """Rows to predict at: lazy input checked for its width (and left lazy),
+        NumPy-like input validated as scikit-learn does."""
+        if not is_lazy(X):
+            return validate_data(self, X, reset=False, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[-1]} features, but {type(self).__name__} "
+                             f"is expecting {self.n_features_in_} features as input")
+        return X
 
     def predict_latent(self, X):
         """Latent predictive mean and variance of f at X.
@@ -482,7 +487,11 @@ class SASPABase(BaseEstimator):
         self.fitted_posterior_ = replace(self.fitted_posterior_, posteriors=tuple(posteriors))
         # the evidence needs every row's cavity; partial_fit does not revisit old rows
         self.log_evidence_ = float("nan")
+        self._rows_added(X, targets)
         return self
+
+    def _rows_added(self, X, targets):
+        """Hook: checked rows and their EP targets have joined the fit."""
 
     def model_fingerprint(self):
         """sha256 of everything predictions depend on (bases, kernel, factors,

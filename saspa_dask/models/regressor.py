@@ -6,11 +6,9 @@ from numbers import Real
 
 import numpy as np
 from sklearn.base import RegressorMixin, _fit_context
-from sklearn.utils.validation import validate_data
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..core.likelihoods import Gaussian, Poisson, StudentT
-from ..engines.chunks import is_lazy
 from .augmented import augmented_latent
 from .base import SASPABase
 from .docs import _REGRESSOR_PARAMS_DOC, _SHARED_ATTRS_DOC
@@ -178,7 +176,7 @@ class SASPARegressor(RegressorMixin, SASPABase):
         self._fit_posterior(X, targets, likelihood, s2, damping, column_std,
                             progress=progress, init_sites=init_sites, offset=offset)
         # references, not copies: what augmented prediction reads back chunk by chunk
-        self._training_rows = [(X, y)]
+        self._training_rows = [(X, targets)]
         return self
 
     def partial_fit(self, X, y):
@@ -200,13 +198,12 @@ class SASPARegressor(RegressorMixin, SASPABase):
         """
         if not hasattr(self, "fitted_posterior_"):
             return self.fit(X, y)
-        self._partial_fit_rows(X, y)
+        return self._partial_fit_rows(X, y)
+
+    def _rows_added(self, X, targets):
         rows = getattr(self, "_training_rows", None)
         if rows is not None:
-            X_new, y_new, _ = validate_training_input(self, X, y, classification=False,
-                                                      reset=False)
-            self._training_rows = [*rows, (X_new, y_new)]
-        return self
+            self._training_rows = [*rows, (X, targets)]
 
     def _new_rows(self, X, y):
         """Checked new rows and their EP targets: (X, targets, None)."""
@@ -268,17 +265,11 @@ class SASPARegressor(RegressorMixin, SASPABase):
             if not isinstance(augment, tuple) or len(augment) != 2:
                 raise ValueError("augment must be False, True or a tuple (X_train, "
                                  f"y_train); got {type(augment).__name__}")
-            X_train, y_train, _ = validate_training_input(self, *augment,
-                                                          classification=False, reset=False)
-            rows = [(X_train, y_train)]
-        if not is_lazy(X):
-            X = validate_data(self, X, reset=False, dtype=np.float64)
-        elif X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[-1]} features, but {type(self).__name__} "
-                             f"is expecting {self.n_features_in_} features as input")
-        centred = [(Xt, yt - self.y_mean_) for Xt, yt in rows]
-        return augmented_latent(fitted, X, centred, self.noise_variance_, bool(self.dtc),
-                                self.block_rows)
+            X_train, targets, _ = self._new_rows(*augment)
+            rows = [(X_train, targets)]
+        # the rows are kept with their EP targets (y centred by y_mean_)
+        return augmented_latent(fitted, self._checked_rows(X), rows, self.noise_variance_,
+                                bool(self.dtc), self.block_rows)
 
 
 def _noise_variance(fitted):
