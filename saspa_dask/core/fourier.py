@@ -102,30 +102,11 @@ def fourier_feature_covariance(centres, frequencies, phases, window_variance, le
     -------
     ndarray of shape (M, M)
     """
-    K = _pair_covariance(centres, frequencies, phases, centres, frequencies, phases,
-                         np.asarray(window_variance, dtype=np.float64),
-                         np.asarray(lengthscale, dtype=np.float64), signal_variance)
+    l2 = np.asarray(lengthscale, dtype=np.float64) ** 2
+    K = sum(T for _, T, _ in _pair_terms(centres, frequencies, phases,
+                                         np.asarray(window_variance, dtype=np.float64), l2,
+                                         signal_variance))
     return 0.5 * (K + K.T)
-
-
-def _pair_covariance(ci, fi, pi, cj, fj, pj, window_variance, lengthscale, signal_variance):
-    """Kh between features (ci, fi, pi) (rows) and (cj, fj, pj) (columns); analytic in
-    every argument, so complex arguments give complex-step derivatives."""
-    l2 = lengthscale ** 2
-    c2 = window_variance
-    P = l2 + 2.0 * c2
-    delta = ci[:, None, :] - cj[None, :, :]  # (Mi, Mj, d)
-    envelope = (0.5 * signal_variance * np.sqrt(np.prod(l2 / P))
-                * np.exp(-0.5 * (delta * delta / P).sum(-1)))
-    own_i = 0.5 * (fi ** 2 * c2).sum(1)  # 1/2 omega^T C omega per feature
-    own_j = 0.5 * (fj ** 2 * c2).sum(1)
-    out = 0.0
-    for sign in (1.0, -1.0):
-        w = fi[:, None, :] - sign * fj[None, :, :]  # omega_i - s omega_j
-        exponent = -own_i[:, None] - own_j[None, :] + 0.5 * (w * w * c2 * c2 / P).sum(-1)
-        phase = pi[:, None] + sign * pj[None, :] - (delta * c2 / P * w).sum(-1)
-        out = out + np.exp(exponent) * np.cos(phase)
-    return envelope * out
 
 
 class FourierGradient(NamedTuple):
@@ -180,47 +161,76 @@ def fourier_cross_gradient(moments, centres, frequencies, window_variance, lengt
     return FourierGradient(2.0 * l2 * g_l2, g_centres, g_freq, g_phase, g_window)
 
 
-# complex step: the derivative of an analytic f is Im f(x + i h) / h, exact to
-# round-off for any tiny h (no cancellation)
-_STEP = 1e-30
-
-
 def fourier_covariance_gradient(weights, centres, frequencies, phases, window_variance,
                                 lengthscale, signal_variance):
-    """sum_ab W_ab dKh_ab / d theta for a symmetric weight matrix W, by complex steps.
+    """sum_ab W_ab dKh_ab / d theta for a symmetric weight matrix W, in closed form.
 
-    Kh_ab depends on feature b's parameters through its second argument only (and on
-    a's through its first, symmetrically), so one complex evaluation per parameter
-    coordinate, all features stepped at once, gives every feature's derivative:
-    d/dtheta_b = 2 sum_a W_ab Im Kh(a, b + i h e) / h.  Global parameters step both
-    sides.  Cost: (2 d + 1) + 2 d evaluations of the M x M x d pair array.
+    Kh (module docstring) is a sum over s = +1, -1 of T_s = A G exp(E_s) cos(Phi_s),
+    with A the constant, G the centres' Gaussian, E_s the frequency exponent and Phi_s
+    the phase; U_s is the same with sin.  Kh(a, b) = Kh(b, a) as a function of the
+    parameters, so feature b's derivative is twice the first-argument derivative
+    weighted by row b of W.  Every sum over pairs of a pair difference times the
+    weighted T_s or U_s expands into row sums and one (M, M) x (M, d) product, so the
+    cost is O(M^2 d), not the O(M^2 d^2) of differentiating the pair array per input.
     """
-    args = (centres, frequencies, phases)
-    d = centres.shape[1]
+    l2 = np.asarray(lengthscale, dtype=np.float64) ** 2
+    c2 = np.asarray(window_variance, dtype=np.float64)
+    P = l2 + 2.0 * c2
+    mu, om = centres - centres.mean(axis=0), frequencies  # see _pair_terms
+    g_centres, g_freq = np.zeros_like(mu), np.zeros_like(om)
+    g_phase = np.zeros(mu.shape[0])
+    g_window, g_l2 = np.zeros_like(c2), np.zeros_like(c2)
+    for sign, T, U in _pair_terms(centres, frequencies, phases, c2, l2, signal_variance):
+        QT, QU = weights * T, weights * U
+        rT, rU, cT, cU = QT.sum(1), QU.sum(1), QT.sum(0), QU.sum(0)
+        QTmu, QTom, QUmu, QUom = QT @ mu, QT @ om, QU @ mu, QU @ om
+        # first-argument derivatives, weighted and summed over the second argument
+        sum_T_delta = mu * rT[:, None] - QTmu  # sum_b Q^T_ab (mu_a - mu_b)
+        sum_T_w = om * rT[:, None] - sign * QTom  # ... (omega_a - s omega_b)
+        sum_U_delta = mu * rU[:, None] - QUmu
+        sum_U_w = om * rU[:, None] - sign * QUom
+        g_centres += 2.0 * (-sum_T_delta / P + c2 / P * sum_U_w)
+        g_freq += 2.0 * (-c2 * om * rT[:, None] + c2 ** 2 / P * sum_T_w
+                         + c2 / P * sum_U_delta)
+        g_phase += -2.0 * rU
+        # whole-pair sums for the window and lengthscales (both arguments move)
+        total_T = rT.sum()
+        delta2 = (rT + cT) @ mu ** 2 - 2.0 * (mu * QTmu).sum(0)
+        w2 = rT @ om ** 2 + cT @ om ** 2 - 2.0 * sign * (om * QTom).sum(0)
+        own2 = rT @ om ** 2 + cT @ om ** 2  # sum Q^T (omega_a^2 + omega_b^2)
+        delta_w = (rU @ (mu * om) - sign * (mu * QUom).sum(0) - (om * QUmu).sum(0)
+                   + sign * cU @ (mu * om))
+        g_window += (-total_T / P + delta2 / P ** 2 - 0.5 * own2
+                     + w2 * c2 * (l2 + c2) / P ** 2 + delta_w * l2 / P ** 2)
+        g_l2 += (0.5 * total_T * (1.0 / l2 - 1.0 / P) + 0.5 * delta2 / P ** 2
+                 - 0.5 * w2 * c2 ** 2 / P ** 2 - delta_w * c2 / P ** 2)
+    return FourierGradient(2.0 * l2 * g_l2, g_centres, g_freq, g_phase, g_window)
 
-    def stepped_column(part, k):
-        stepped = [a.astype(complex) for a in args]
-        if part == 2:
-            stepped[2] = stepped[2] + 1j * _STEP
-        else:
-            stepped[part] = stepped[part].copy()
-            stepped[part][:, k] += 1j * _STEP
-        K = _pair_covariance(*args, *stepped, window_variance, lengthscale, signal_variance)
-        return 2.0 * (weights * K.imag / _STEP).sum(0)
 
-    g_centres = np.column_stack([stepped_column(0, k) for k in range(d)])
-    g_freq = np.column_stack([stepped_column(1, k) for k in range(d)])
-    g_phase = stepped_column(2, None)
-
-    def stepped_global(which, k):
-        c2, ls = window_variance.astype(complex), lengthscale.astype(complex)
-        if which == "window":
-            c2[k] += 1j * _STEP
-        else:  # log lengthscale: l -> l (1 + i h)
-            ls[k] += 1j * _STEP * lengthscale[k]
-        K = _pair_covariance(*args, *args, c2, ls, signal_variance)
-        return float((weights * K.imag / _STEP).sum())
-
-    g_window = np.array([stepped_global("window", k) for k in range(d)])
-    g_l = np.array([stepped_global("lengthscale", k) for k in range(d)])
-    return FourierGradient(g_l, g_centres, g_freq, g_phase, g_window)
+def _pair_terms(centres, frequencies, phases, c2, l2, signal_variance):
+    """(s, T_s, U_s) for s = +1, -1: Kh's two terms with cos and with sin (M, M)."""
+    P = l2 + 2.0 * c2
+    # Kh depends on the centres through their differences only: centre them so that
+    # the expanded squares' round-off is relative to their spread, not their offset
+    centres = centres - centres.mean(axis=0)
+    scaled = centres / np.sqrt(P)
+    sq = ((scaled * scaled).sum(1)[:, None] + (scaled * scaled).sum(1)[None, :]
+          - 2.0 * scaled @ scaled.T)
+    np.maximum(sq, 0.0, out=sq)
+    envelope = 0.5 * signal_variance * np.sqrt(np.prod(l2 / P)) * np.exp(-0.5 * sq)
+    own = 0.5 * (frequencies ** 2 * c2).sum(1)
+    q = c2 * c2 / P  # E_s's quadratic form in (omega_a - s omega_b)
+    wq = frequencies * q
+    fq = (frequencies * wq).sum(1)
+    cp = c2 / P  # Phi_s's form between Delta and (omega_a - s omega_b)
+    mc = centres * cp
+    a_self = (mc * frequencies).sum(1)  # mu_a^T C P^{-1} omega_a
+    for sign in (1.0, -1.0):
+        quad = 0.5 * (fq[:, None] + fq[None, :]) - sign * frequencies @ wq.T
+        exponent = -own[:, None] - own[None, :] + quad
+        # Delta^T C P^{-1} (omega_a - s omega_b), Delta = mu_a - mu_b
+        cross = (a_self[:, None] - sign * mc @ frequencies.T - frequencies @ mc.T
+                 + sign * a_self[None, :])
+        phase = phases[:, None] + sign * phases[None, :] - cross
+        scale = envelope * np.exp(exponent)
+        yield sign, scale * np.cos(phase), scale * np.sin(phase)
