@@ -9,6 +9,8 @@ iterations, seed 0):
 * SPGP / FITC: delta bases, learnt pseudo-inputs (``blur="delta", learn_bases="means"``);
 * TFIFGP: frequency features with learnt centres, frequencies, phases and window
   (``blur="fourier", learn_bases="means+blur"``);
+* FIFGP: frequency features on one centre (the inputs' mean), learnt frequencies,
+  phases and window (``blur="fourier-global", learn_bases="means+blur"``);
 * SASPA-full with K-means bases (no bases learnt), for reference.
 
 Reported against M: test RMSE and NLPD (of y, in standardised units), the evidence
@@ -31,6 +33,8 @@ from common import add_outdir_option, machine, use_outdir, versions
 METHODS = {"SPGP (learnt pseudo-inputs)": dict(blur="delta", learn_bases="means"),
            "TFIFGP (learnt frequency features)": dict(blur="fourier",
                                                       learn_bases="means+blur"),
+           "FIFGP (learnt frequency features, one centre)": dict(
+               blur="fourier-global", learn_bases="means+blur"),
            "SASPA-full, K-means bases": dict(blur="full", learn_bases=False)}
 
 

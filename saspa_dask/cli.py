@@ -26,6 +26,10 @@ import click
 
 from ._version import __version__
 
+# saspa_dask.core.kernels.BASIS_FAMILIES, written out: the entry point does not import
+# NumPy (tests/test_cli.py checks that the two agree)
+BLUR_CHOICES = ("delta", "spherical", "diagonal", "full", "fourier", "fourier-global")
+
 
 def _job_errors(command):
     """A job's errors (bad options, stores, an unreachable cluster) as one clear line;
@@ -117,8 +121,9 @@ def main():
 @click.option("--features", default=8, show_default=True, help="Generated inputs.")
 @click.option("--bases", "n_bases", default=64, show_default=True, help="Basis points M.")
 @click.option("--blur", default="full", show_default=True,
-              type=click.Choice(["delta", "spherical", "diagonal", "full", "fourier"]),
-              help="Basis blur: delta (FITC/SPGP), spherical, diagonal or full (SASPA-full).")
+              type=click.Choice(BLUR_CHOICES),
+              help="Basis blur: delta (FITC/SPGP), spherical, diagonal or full (SASPA-full); "
+                   "fourier or fourier-global for frequency features (TFIFGP, FIFGP).")
 @click.option("--likelihood", default="probit", show_default=True,
               type=click.Choice(["probit", "step"]), help="Classification likelihood.")
 @click.option("--ep-mode", default="parallel", show_default=True,
@@ -368,10 +373,11 @@ class SweepReporter:
 @click.option("--bases", "n_bases", default=64, show_default=True, type=click.IntRange(1),
               help="Basis points M (cost O(N M^2) a sweep).")
 @click.option("--blur", default="full", show_default=True,
-              type=click.Choice(["delta", "spherical", "diagonal", "full", "fourier"]),
+              type=click.Choice(BLUR_CHOICES),
               help="Basis blur: delta (FITC/SPGP), spherical (multiscale), diagonal or "
-                   "full (SASPA-full, the K-means cluster covariances), or fourier "
-                   "(frequency inducing features, FIFGP/TFIFGP).")
+                   "full (SASPA-full, the K-means cluster covariances); or frequency "
+                   "inducing features: fourier (TFIFGP, a centre per feature) or "
+                   "fourier-global (FIFGP, one centre).")
 @click.option("--likelihood",
               type=click.Choice(["probit", "logistic", "step", "noisy_probit", "gaussian",
                                  "student_t", "poisson"]),

@@ -198,3 +198,31 @@ def test_demo_reports_the_multiclass_nlp_of_the_true_class(tmp_path):
     own = proba[np.arange(90), np.searchsorted(clf.classes_, labels[test])]
     assert report["test_nlp"] == pytest.approx(-np.mean(np.log(own)), rel=1e-9)
     assert report["test_nlp"] < 1.0  # a two-class formula on three classes gave > 1.5
+
+
+def test_blur_choices_are_the_basis_families(tmp_path):
+    """The CLI's written-out --blur choices are the estimators' families, and
+    frequency features train and score end to end on the embedded cluster."""
+    import zarr
+
+    from saspa_dask import load_model
+    from saspa_dask.cli import BLUR_CHOICES
+    from saspa_dask.core.kernels import BASIS_FAMILIES
+
+    assert BLUR_CHOICES == BASIS_FAMILIES
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=2000)
+    data = _ingested(tmp_path, X, y)
+    model, scores = tmp_path / "m.zarr", tmp_path / "s.zarr"
+    res = _saspa("train", str(data), "--out", str(model), "--task", "regression",
+                 "--blur", "fourier-global", "--bases", "10", "--optimize-hyperparameters",
+                 "--max-hyper-iter", "10", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    fitted = load_model(model)
+    assert fitted.bases_.is_fourier and np.ptp(fitted.bases_.means, axis=0).max() == 0.0
+    res = _saspa("score", str(model), str(data), "--out", str(scores), "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    mean = zarr.open_group(str(scores), mode="r")["mean"][...]
+    np.testing.assert_allclose(mean, fitted.predict(X), rtol=1e-10, atol=1e-12)
+    assert np.sqrt(np.mean((mean - np.sin(2 * X[:, 0])) ** 2)) < 0.15

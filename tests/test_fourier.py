@@ -126,27 +126,37 @@ def _feature_trainer(X, y, basis, work_dir=None, block_rows=50):
                    phases=basis.phases)
 
 
-def _feature_start(lik, basis, window):
+def _feature_start(lik, basis, window, centres_learnt=True):
     features = LearntFeatures(basis.means, basis.frequencies, basis.phases,
-                              basis.window_variance, window, LS3)
+                              basis.window_variance, window, LS3,
+                              centres_learnt=centres_learnt)
     return Hyperparameters(LS3.copy(), 1.4, lik.hyperparameters(), bases=features)
 
 
-@pytest.mark.parametrize("likelihood_name,window", [("gaussian", True), ("probit", True),
-                                                    ("logistic", False)])
-def test_feature_gradient_matches_finite_differences(likelihood_name, window):
-    """Every entry (centres, frequencies, phases, windows, kernel and likelihood values)
-    against central differences of log Z_EP at fixed sites and after re-convergence."""
+def _pinned(basis):
+    """The features with every centre on the inputs' origin (FIFGP)."""
+    return Basis(np.zeros_like(basis.means), basis.covs, basis.frequencies, basis.phases)
+
+
+@pytest.mark.parametrize("likelihood_name,window,pinned", [
+    ("gaussian", True, False), ("probit", True, False), ("logistic", False, False),
+    ("probit", True, True)])
+def test_feature_gradient_matches_finite_differences(likelihood_name, window, pinned):
+    """Every entry (centres unless pinned, frequencies, phases, windows, kernel and
+    likelihood values) against central differences of log Z_EP at fixed sites and
+    after re-convergence."""
     X, y, lik, basis = _feature_problem(likelihood_name)
+    if pinned:
+        basis = _pinned(basis)
     trainer = _feature_trainer(X, y, basis)
-    h0 = _feature_start(lik, basis, window)
+    h0 = _feature_start(lik, basis, window, centres_learnt=not pinned)
     trainer.build(h0)
     results = trainer.run(lik)
     assert results[0].converged
     grad = h0.gradient_vector(trainer.gradient(results, lik))
     sites = [(results[0].tau, results[0].nu)]
     x0, eps = h0.to_log(), 1e-5
-    assert x0.size == 4 + 5 * 7 + 3 * window + len(lik.hyperparameters())
+    assert x0.size == 4 + 5 * (4 if pinned else 7) + 3 * window + len(lik.hyperparameters())
     rtol = 1e-6 if likelihood_name != "logistic" else 1e-4
     for reconverge in (False, True):
         fd = np.empty_like(x0)
@@ -207,3 +217,41 @@ def test_fourier_estimator_learns_saves_and_reloads(tmp_path):
                                 **common).fit(X, y)
     np.testing.assert_allclose(zero.predict(Xt), multiscale.predict(Xt), rtol=1e-10)
     assert zero.log_evidence_ == pytest.approx(multiscale.log_evidence_, rel=1e-12)
+
+
+def test_global_features_keep_one_centre_on_numpy_and_dask():
+    """blur='fourier-global' (FIFGP): every feature starts on the inputs' mean with
+    the inputs' variance as its window; learning moves frequencies, phases and window
+    but leaves the centre exactly; NumPy and Dask input give the same fit."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 2)) * [1.0, 2.0] + [3.0, -1.0]
+    y = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.normal(size=400)
+    kw = dict(n_bases=6, blur="fourier-global", learn_bases="means+blur",
+              max_hyper_iter=15, random_state=0)
+    start = SASPARegressor(**kw).set_params(optimize_hyperparameters=False,
+                                            learn_bases=False).fit(X, y)
+    np.testing.assert_allclose(start.bases_.means, np.repeat([X.mean(0)], 6, axis=0),
+                               rtol=1e-12)
+    np.testing.assert_allclose(start.bases_.window_variance, X.var(0), rtol=1e-12)
+    fits = [SASPARegressor(**kw).fit(Xi, yi) for Xi, yi in
+            ((X, y), (da.from_array(X, chunks=(150, 2)), da.from_array(y, chunks=150)))]
+    for model in fits:
+        assert np.ptp(model.bases_.means, axis=0).max() == 0.0
+        np.testing.assert_allclose(model.bases_.means, start.bases_.means, rtol=1e-12)
+        assert not np.allclose(model.bases_.frequencies, start.bases_.frequencies)
+        info = model.hyperparameter_info_
+        assert info["log_evidence_end"] > info["log_evidence_start"] + 50
+    Xt = rng.normal(size=(50, 2))
+    np.testing.assert_allclose(fits[1].predict(Xt), fits[0].predict(Xt), rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_global_features_refuse_bases_with_different_centres():
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    y = X[:, 0]
+    bases = Basis(CENTRES, np.repeat(np.diag(C2)[None], 3, axis=0), FREQS, PHASES)
+    with pytest.raises(ValueError, match="share one centre"):
+        SASPARegressor(blur="fourier-global", bases=bases,
+                       optimize_hyperparameters=False).fit(X, y)
+    with pytest.raises(ValueError, match="frequency features"):
+        SASPARegressor(blur="full", bases=bases, optimize_hyperparameters=False).fit(X, y)

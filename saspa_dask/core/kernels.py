@@ -24,6 +24,7 @@ from .fourier import fourier_cross_covariance, fourier_feature_covariance
 __all__ = [
     "BASIS_FAMILIES",
     "BLUR_FAMILIES",
+    "FOURIER_FAMILIES",
     "KernelGradient",
     "blur_covariances",
     "blurred_cross_covariance",
@@ -32,10 +33,11 @@ __all__ = [
 ]
 
 BLUR_FAMILIES = ("delta", "spherical", "diagonal", "full")
-# what an estimator's ``blur`` accepts: the blur families and frequency features
-# (:mod:`saspa_dask.core.fourier`), whose shared window is ``blur_covariances(...,
-# "fourier")``
-BASIS_FAMILIES = BLUR_FAMILIES + ("fourier",)
+# frequency features (:mod:`saspa_dask.core.fourier`): TFIFGP's, each with its own
+# centre ("fourier"), and FIFGP's, all centred on one point ("fourier-global")
+FOURIER_FAMILIES = ("fourier", "fourier-global")
+# what an estimator's ``blur`` accepts
+BASIS_FAMILIES = BLUR_FAMILIES + FOURIER_FAMILIES
 
 # Rows handled per matrix product when building Kt: bounds the temporary to
 # about _ROW_BLOCK * (d (d + 1) / 2 + d + 1) floats.
@@ -49,11 +51,11 @@ def blur_covariances(covs, family):
     ----------
     covs : ndarray of shape (M, d, d)
         Symmetric positive semi-definite covariances.
-    family : {"delta", "spherical", "diagonal", "full", "fourier"}
+    family : {"delta", "spherical", "diagonal", "full", "fourier", "fourier-global"}
         ``delta`` gives zeros (FITC / SPGP), ``spherical`` gives ``trace(C)/d * I``
         (multiscale GP), ``diagonal`` keeps the diagonal, ``full`` keeps ``C``;
-        ``fourier`` gives every basis the mean of the diagonals (frequency features'
-        shared window).
+        ``fourier`` and ``fourier-global`` give every basis the mean of the
+        diagonals (frequency features' shared window).
 
     Returns
     -------
@@ -66,7 +68,7 @@ def blur_covariances(covs, family):
     if family == "delta":
         return np.zeros_like(covs)
     diag = np.diagonal(covs, axis1=1, axis2=2)
-    if family == "fourier":  # one window for every feature: the mean cluster spread
+    if family in FOURIER_FAMILIES:  # one window for every feature: the mean spread
         diag = np.repeat(diag.mean(axis=0, keepdims=True), n_bases, axis=0)
     elif family == "spherical":
         diag = np.repeat(diag.mean(axis=1, keepdims=True), d, axis=1)

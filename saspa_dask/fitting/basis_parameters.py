@@ -201,10 +201,10 @@ class LearntBases:
 class LearntFeatures:
     """Frequency inducing features that the evidence maximisation moves.
 
-    Per feature j the vector holds the centre divided by the starting lengthscales,
-    the frequency times them (both O(1) per unit step, as a log lengthscale) and the
-    phase; with ``window=True`` the log window variances (d, shared by the features)
-    follow at the end.
+    Per feature j the vector holds the centre divided by the starting lengthscales
+    (unless the centres are pinned), the frequency times them (both O(1) per unit
+    step, as a log lengthscale) and the phase; with ``window=True`` the log window
+    variances (d, shared by the features) follow at the end.
 
     Parameters
     ----------
@@ -214,6 +214,18 @@ class LearntFeatures:
     window : bool
         The window variances are learnt too (``learn_bases="means+blur"``).
     scale : ndarray of shape (d,)
+    centres_learnt : bool, default=True
+        False pins the centres where they are (FIFGP: every feature on one point).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = LearntFeatures(np.zeros((2, 1)), np.ones((2, 1)), np.zeros(2), np.ones(1),
+    ...                    True, np.array([2.0]), centres_learnt=False)
+    >>> f.vector()
+    array([2., 0., 2., 0., 0.])
+    >>> f.from_vector(np.array([4.0, 0.5, 2.0, 0.0, np.log(3.0)])).frequencies[:, 0]
+    array([2., 1.])
     """
 
     centres: np.ndarray
@@ -222,6 +234,7 @@ class LearntFeatures:
     window_variance: np.ndarray
     window: bool
     scale: np.ndarray
+    centres_learnt: bool = True
 
     family = "fourier"
 
@@ -240,36 +253,54 @@ class LearntFeatures:
         return Basis(self.centres, covs, self.frequencies, self.phases)
 
     @property
+    def _width(self):
+        """Entries per feature: (centre,) frequency, phase."""
+        d = self.centres.shape[1]
+        return (2 * d if self.centres_learnt else d) + 1
+
+    @property
     def size(self):
+        """Entries of :meth:`vector`."""
         M, d = self.centres.shape
-        return M * (2 * d + 1) + (d if self.window else 0)
+        return M * self._width + (d if self.window else 0)
+
+    def _columns(self, centres, frequencies, phases):
+        learnt = [centres] if self.centres_learnt else []
+        return np.column_stack([*learnt, frequencies, phases])
 
     def vector(self):
-        per_feature = np.column_stack([self.centres / self.scale,
-                                       self.frequencies * self.scale, self.phases])
+        """The unconstrained vector: per feature (scaled centre), scaled frequency,
+        phase; then the log window variances if learnt."""
+        per_feature = self._columns(self.centres / self.scale, self.frequencies * self.scale,
+                                    self.phases)
         tail = [np.log(self.window_variance)] if self.window else []
         return np.concatenate([per_feature.ravel(), *tail])
 
     def from_vector(self, v):
+        """A copy at the vector ``v``."""
         M, d = self.centres.shape
         v = np.asarray(v, dtype=np.float64)
-        per_feature = v[:M * (2 * d + 1)].reshape(M, 2 * d + 1)
-        window = np.exp(v[M * (2 * d + 1):]) if self.window else self.window_variance
-        return replace(self, centres=per_feature[:, :d] * self.scale,
-                       frequencies=per_feature[:, d:2 * d] / self.scale,
-                       phases=per_feature[:, 2 * d].copy(), window_variance=window)
+        per_feature = v[:M * self._width].reshape(M, self._width)
+        window = np.exp(v[M * self._width:]) if self.window else self.window_variance
+        first = d if self.centres_learnt else 0
+        centres = per_feature[:, :d] * self.scale if self.centres_learnt else self.centres
+        return replace(self, centres=centres,
+                       frequencies=per_feature[:, first:first + d] / self.scale,
+                       phases=per_feature[:, first + d].copy(), window_variance=window)
 
     def gradient(self, grad):
         """The gradient with respect to :meth:`vector` from the gradient dict's
         ``centres``, ``frequencies``, ``phases`` and ``window`` (d / d c^2) entries."""
-        per_feature = np.column_stack([grad["centres"] * self.scale,
-                                       grad["frequencies"] / self.scale, grad["phases"]])
+        per_feature = self._columns(grad["centres"] * self.scale,
+                                    grad["frequencies"] / self.scale, grad["phases"])
         tail = [grad["window"] * self.window_variance] if self.window else []
         return np.concatenate([per_feature.ravel(), *tail])
 
     def bounds(self):
-        M, d = self.centres.shape
-        rows = [(None, None)] * (M * (2 * d + 1))
+        """(low, high) per entry of :meth:`vector`: features free, log window
+        variances in the box of :class:`LearntBases`' blur."""
+        M = self.centres.shape[0]
+        rows = [(None, None)] * (M * self._width)
         if self.window:
             l2 = np.log(self.scale**2)
             ten = math.log(10.0)
@@ -278,10 +309,12 @@ class LearntFeatures:
         return rows
 
     def names(self):
+        """Names of the entries of :meth:`vector`."""
         M, d = self.centres.shape
         names = []
         for j in range(M):
-            names += [f"features.centres[{j},{k}]" for k in range(d)]
+            if self.centres_learnt:
+                names += [f"features.centres[{j},{k}]" for k in range(d)]
             names += [f"features.frequencies[{j},{k}]" for k in range(d)]
             names.append(f"features.phases[{j}]")
         if self.window:

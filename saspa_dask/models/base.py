@@ -26,7 +26,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..core.bases import Basis
-from ..core.kernels import BASIS_FAMILIES, blur_covariances
+from ..core.kernels import BASIS_FAMILIES, FOURIER_FAMILIES, blur_covariances
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from ..engines.kmeans import kmeans
@@ -171,13 +171,9 @@ class SASPABase(BaseEstimator):
     def _resolve_bases(self, X, lazy, column_std=None):
         n_samples, d = X.shape
         if self.bases is not None and self.bases.is_fourier:
-            if self.blur != "fourier":
-                raise ValueError("bases with frequencies are frequency features: use "
-                                 "blur='fourier'")
-            if self.bases.means.shape[1] != d:
-                raise ValueError(f"bases have {self.bases.means.shape[1]} features but X "
-                                 f"has {d}")
-            return self.bases
+            return self._given_features(d)
+        if self.bases is None and self.blur == "fourier-global":
+            return self._global_features(X, lazy, column_std)
         if self.bases is not None:
             if self.bases.means.shape[1] != d:
                 raise ValueError(f"bases have {self.bases.means.shape[1]} features but X "
@@ -193,14 +189,48 @@ class SASPABase(BaseEstimator):
                               f"n_bases={self.n_bases} (too few distinct points); using "
                               "those", UserWarning, stacklevel=4)
         covs = blur_covariances(basis.covs, self.blur)
-        if self.blur != "fourier":
+        if self.blur not in FOURIER_FAMILIES:
             return Basis(basis.means, covs)
-        # frequency features start as FIFGP does: frequencies drawn from the kernel's
-        # spectral density at the starting lengthscales, phases uniform
+        return self._spectral_start(basis.means, covs, column_std)
+
+    def _spectral_start(self, centres, covs, column_std):
+        """Frequency features as FIFGP starts them: frequencies drawn from the
+        kernel's spectral density at the starting lengthscales, phases uniform."""
+        M, d = centres.shape
         rng = check_random_state(self.random_state)
         lengthscale = resolve_lengthscale(self.lengthscale, d, column_std)
-        frequencies = rng.normal(size=(basis.n_bases, d)) / lengthscale
-        return Basis(basis.means, covs, frequencies, rng.uniform(0, 2 * np.pi, basis.n_bases))
+        frequencies = rng.normal(size=(M, d)) / lengthscale
+        return Basis(centres, covs, frequencies, rng.uniform(0, 2 * np.pi, M))
+
+    def _global_features(self, X, lazy, column_std):
+        """FIFGP's start: every feature centred on the inputs' mean, with one window
+        as wide as the inputs' spread (the window is the features' reach: it must
+        cover the data), frequencies as :meth:`_spectral_start`."""
+        d = X.shape[1]
+        centre = np.asarray(X.mean(axis=0).compute() if lazy else X.mean(axis=0),
+                            dtype=np.float64)
+        if column_std is None:
+            column_std = X.std(axis=0).compute() if lazy else X.std(axis=0)
+        spread = np.asarray(column_std, dtype=np.float64) ** 2
+        # a constant input has no spread: its window is the starting lengthscale
+        lengthscale = resolve_lengthscale(self.lengthscale, d, column_std)
+        window = np.where(spread > 0, spread, lengthscale ** 2)
+        covs = np.repeat(np.diag(window)[None], self.n_bases, axis=0)
+        return self._spectral_start(np.repeat(centre[None], self.n_bases, axis=0), covs,
+                                    column_std)
+
+    def _given_features(self, d):
+        """``bases`` with frequencies, checked against ``blur`` and X."""
+        bases = self.bases
+        if self.blur not in FOURIER_FAMILIES:
+            raise ValueError("bases with frequencies are frequency features: use "
+                             "blur='fourier' or blur='fourier-global'")
+        if bases.means.shape[1] != d:
+            raise ValueError(f"bases have {bases.means.shape[1]} features but X has {d}")
+        if self.blur == "fourier-global" and np.ptp(bases.means, axis=0).max() > 0:
+            raise ValueError("blur='fourier-global' features share one centre, but the "
+                             "given bases' means differ: use blur='fourier'")
+        return bases
 
     def _learn_bases(self):
         """What ``learn_bases`` means for this fit: ``"auto"`` learns the means of
@@ -225,7 +255,8 @@ class SASPABase(BaseEstimator):
         bases = None
         if learn and basis.is_fourier:
             bases = LearntFeatures(basis.means, basis.frequencies, basis.phases,
-                                   basis.window_variance, learn == "means+blur", lengthscale)
+                                   basis.window_variance, learn == "means+blur", lengthscale,
+                                   centres_learnt=self.blur == "fourier")
         elif learn:
             bases = LearntBases(basis.means, basis.covs, self.blur, learn == "means+blur",
                                 lengthscale)

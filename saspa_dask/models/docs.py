@@ -3,9 +3,17 @@
 _SHARED_PARAMS_DOC = """
     n_bases : int, default=64
         Number of basis points M found by K-means (ignored when ``bases`` is given).
-    blur : {"full", "diagonal", "spherical", "delta"}, default="full"
+    blur : {"full", "diagonal", "spherical", "delta", "fourier", "fourier-global"}, \
+default="full"
         Blur family of the bases: ``delta`` is FITC-EP / SPGP, ``spherical`` the
         multiscale GP, ``full`` SASPA-full (K-means cluster covariances).
+        ``fourier`` and ``fourier-global`` make the bases frequency inducing
+        features (Lazaro-Gredilla & Figueiras-Vidal): f integrated against a Gaussian
+        window times a cosine, with a frequency and phase per feature and one window
+        shared by all.  ``fourier`` is TFIFGP (each feature centred at a K-means
+        centre); ``fourier-global`` is FIFGP (every feature centred on the inputs'
+        mean, the window as wide as their spread).  Frequencies start drawn from the
+        kernel's spectral density, phases uniform.
     lengthscale : float or array-like of shape (n_features,), default=None
         ARD lengthscales; ``None`` uses ``std(X[:, k]) * sqrt(n_features)``.
     signal_variance : float, default=None
@@ -59,7 +67,8 @@ _SHARED_PARAMS_DOC = """
     learn_bases : {"auto", False, "means", "means+blur"}, default="auto"
         Also learn the bases by the EP evidence, starting from K-means (or
         ``bases``): ``"means"`` moves the basis means (SPGP's pseudo-inputs for delta
-        blur; centres, frequencies and phases for ``blur="fourier"``); ``"means+blur"``
+        blur; centres, frequencies and phases for ``blur="fourier"``, frequencies and
+        phases for ``"fourier-global"``, whose centre stays put); ``"means+blur"``
         also learns each basis's blur (a log-width for spherical, a log-variance per
         input for diagonal, a Cholesky factor for full, the shared window for
         fourier; not for delta).  Needs ``optimize_hyperparameters=True``.
