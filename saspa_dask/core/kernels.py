@@ -227,6 +227,9 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     n_bases, d = ms.shape
+    if _is_diagonal(cs):
+        return _diagonal_basis_covariance(ms, np.diagonal(cs, axis1=1, axis2=2),
+                                          signal_variance)
     eye = np.eye(d)
     out = np.empty((n_bases, n_bases))
     for rows in _row_blocks(n_bases, d):
@@ -246,9 +249,29 @@ _PAIR_FLOATS = 4_000_000
 
 
 def _row_blocks(n_bases, d):
-    """Slices of basis rows whose (rows x M x d x d) pair arrays fit _PAIR_FLOATS."""
-    size = max(1, _PAIR_FLOATS // max(1, n_bases * d * d))
+    """Slices of basis rows whose (rows x M x d x d) pair arrays fit _PAIR_FLOATS
+    (``d = 1`` for the (rows x M x d) arrays of diagonal blur: pass ``d ** 0.5``)."""
+    size = max(1, int(_PAIR_FLOATS // max(1, n_bases * d * d)))
     return [slice(i, min(i + size, n_bases)) for i in range(0, n_bases, size)]
+
+
+def _diagonal_pairs(ms, cd, rows):
+    """Per pair (rows x M x d) of diagonal blurs: the precisions S = 1 / (1 + c_i +
+    c_j), the differences r = a_i - a_j and log k / s2 (scaled coordinates)."""
+    S = 1.0 / (1.0 + cd[rows, None] + cd[None])
+    r = ms[rows, None] - ms[None]
+    log_k = 0.5 * (np.log(S) - r * r * S).sum(axis=-1)
+    return S, r, log_k
+
+
+def _diagonal_basis_covariance(ms, cd, signal_variance):
+    """:func:`basis_covariance` when every blur is diagonal (delta, spherical,
+    diagonal): the d x d factorisations are elementwise, O(M^2 d)."""
+    n_bases, d = ms.shape
+    out = np.empty((n_bases, n_bases))
+    for rows in _row_blocks(n_bases, d ** 0.5):
+        out[rows] = signal_variance * np.exp(_diagonal_pairs(ms, cd, rows)[2])
+    return 0.5 * (out + out.T)
 
 
 # ----------------------------------------------------------------------------------
@@ -375,6 +398,10 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     n_bases, d = ms.shape
+    if _is_diagonal(cs):
+        grads = _diagonal_covariance_gradient(weights, ms, np.diagonal(cs, axis1=1, axis2=2),
+                                              signal_variance)
+        return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
     eye = np.eye(d)
     grad_l = np.zeros(d)
     grad_g = 0.0
@@ -398,3 +425,27 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
         grad_c[rows] = (-np.einsum("bj,bjkl->bkl", wk, S)
                         + np.einsum("bjk,bjl->bkl", wz, z))
     return KernelGradient(grad_l, grad_g, *_to_original(grad_a, grad_c, lengthscale))
+
+
+def _diagonal_covariance_gradient(weights, ms, cd, signal_variance):
+    """:func:`basis_covariance_gradient`'s sums when every blur is diagonal: S and
+    C~ are then diagonal, so the same formulas need no d x d inverse; the blur
+    gradient keeps its off-diagonal entries (sum_j w_ij k_ij z_k z_l), which a full
+    blur that happens to be diagonal needs."""
+    n_bases, d = ms.shape
+    grad_l, grad_g = np.zeros(d), 0.0
+    grad_a, grad_c = np.empty((n_bases, d)), np.empty((n_bases, d, d))
+    idx = np.arange(d)
+    for rows in _row_blocks(n_bases, d):
+        S, r, log_k = _diagonal_pairs(ms, cd, rows)
+        C = cd[rows, None] + cd[None]
+        z = S * r
+        wk = weights[rows] * (signal_variance * np.exp(log_k))  # (b, M)
+        grad_l += np.einsum("bj,bjk->k", wk, 1.0 - S + z * z)
+        dg = 0.5 * (C * (z * z - S)).sum(axis=-1)
+        grad_g += float((wk * dg).sum())
+        grad_a[rows] = -2.0 * np.einsum("bj,bjk->bk", wk, z)
+        wz = wk[..., None] * z
+        grad_c[rows] = np.einsum("bjk,bjl->bkl", wz, z)
+        grad_c[rows, idx, idx] -= np.einsum("bj,bjk->bk", wk, S)
+    return grad_l, grad_g, grad_a, grad_c
