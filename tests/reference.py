@@ -160,3 +160,27 @@ def blurred_prior(X, Xs, means, covs, lengthscale, s2, jitter):
     Q = Kt @ np.linalg.solve(Kh, Kt.T)
     lam = np.maximum(s2 - np.diag(Q), 0.0)
     return Q + np.diag(lam), Kt @ np.linalg.solve(Kh, Ks.T), lam
+
+
+def central_differences(f, x0, eps=1e-5):
+    """(f(x0 + eps e_k) - f(x0 - eps e_k)) / (2 eps) for every coordinate k."""
+    fd = np.empty(x0.size)
+    for k in range(x0.size):
+        step = np.zeros(x0.size)
+        step[k] = eps
+        fd[k] = (f(x0 + step) - f(x0 - step)) / (2 * eps)
+    return fd
+
+
+def evidence_differences(trainer, h0, likelihood, sites, reconverge, eps=1e-5):
+    """Central differences of log Z_EP over ``h0``'s log-space vector: at the fixed
+    ``sites`` (the evidence the gradient differentiates), or after EP re-converges
+    from them (the stationarity argument that makes it the total derivative)."""
+
+    def evidence(x):
+        hyper = h0.from_log(x)
+        lik = likelihood.with_hyperparameters(hyper.likelihood)
+        trainer.build(hyper, sites)
+        return trainer.run(lik)[0].log_evidence if reconverge else trainer.evidence(lik)
+
+    return central_differences(evidence, h0.to_log(), eps)

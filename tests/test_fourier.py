@@ -7,7 +7,7 @@ import pytest
 from saspa_dask.core.fourier import fourier_cross_covariance, fourier_feature_covariance
 from saspa_dask.core.kernels import basis_covariance, blurred_cross_covariance
 
-from reference import se
+from reference import central_differences, evidence_differences, se
 
 LS, S2 = np.array([0.7, 1.3]), 1.8
 C2 = np.array([0.4, 0.9])
@@ -75,20 +75,17 @@ def test_feature_covariance_gradient_matches_finite_differences():
         return (W * fourier_feature_covariance(*a, S2)).sum()
 
     got = fourier_covariance_gradient(W, *args, S2)
-    eps = 1e-6
     for part, want in enumerate([got.centres, got.frequencies, got.phases, got.window,
                                  got.lengthscale]):
-        fd = np.empty(want.shape)
-        for idx in np.ndindex(want.shape):
-            up, down = [a.copy() for a in args], [a.copy() for a in args]
-            if part == 4:  # log lengthscale
-                up[4][idx] *= np.exp(eps)
-                down[4][idx] *= np.exp(-eps)
-            else:
-                up[part][idx] += eps
-                down[part][idx] -= eps
-            fd[idx] = (weighted(up) - weighted(down)) / (2 * eps)
-        np.testing.assert_allclose(want, fd, rtol=1e-6, atol=1e-8)
+        def moved(x, part=part):
+            a = list(args)
+            # the lengthscale's derivative is with respect to its log
+            a[part] = np.exp(x).reshape(want.shape) if part == 4 else x.reshape(want.shape)
+            return weighted(a)
+
+        x0 = np.log(args[4]) if part == 4 else args[part].ravel()
+        np.testing.assert_allclose(want.ravel(), central_differences(moved, x0, 1e-6),
+                                   rtol=1e-6, atol=1e-8)
 
 
 # -- learning the features by the EP evidence ----------------------------------------
@@ -155,21 +152,11 @@ def test_feature_gradient_matches_finite_differences(likelihood_name, window, pi
     assert results[0].converged
     grad = h0.gradient_vector(trainer.gradient(results, lik))
     sites = [(results[0].tau, results[0].nu)]
-    x0, eps = h0.to_log(), 1e-5
+    x0 = h0.to_log()
     assert x0.size == 4 + 5 * (4 if pinned else 7) + 3 * window + len(lik.hyperparameters())
     rtol = 1e-6 if likelihood_name != "logistic" else 1e-4
     for reconverge in (False, True):
-        fd = np.empty_like(x0)
-        for k in range(x0.size):
-            step = np.zeros_like(x0)
-            step[k] = eps
-            values = []
-            for h in (h0.from_log(x0 + step), h0.from_log(x0 - step)):
-                li = lik.with_hyperparameters(h.likelihood)
-                trainer.build(h, sites)
-                values.append(trainer.run(li)[0].log_evidence if reconverge
-                              else trainer.evidence(li))
-            fd[k] = (values[0] - values[1]) / (2 * eps)
+        fd = evidence_differences(trainer, h0, lik, sites, reconverge)
         np.testing.assert_allclose(grad, fd, rtol=rtol, atol=1e-5 * np.abs(fd).max())
 
 
