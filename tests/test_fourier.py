@@ -28,12 +28,16 @@ def _window(j, nodes):
     return np.cos(PHASES[j] + (nodes - CENTRES[j]) @ FREQS[j])
 
 
+# the features' common scale by definition: (|Lam + 2 C| / |Lam|)^(1/4)
+KAPPA = np.prod((LS ** 2 + 2 * C2) / LS ** 2) ** 0.25
+
+
 def test_cross_covariance_is_the_window_integral():
     X = np.array([[0.0, 0.0], [1.2, -0.7], [-2.0, 1.5]])
     got = fourier_cross_covariance(X, CENTRES, FREQS, PHASES, C2, LS, S2)
     for j in range(3):
         nodes, weights = _window_nodes(CENTRES[j], C2)
-        want = se(X, nodes, LS, S2) @ (weights * _window(j, nodes))
+        want = KAPPA * se(X, nodes, LS, S2) @ (weights * _window(j, nodes))
         np.testing.assert_allclose(got[:, j], want, rtol=1e-9, atol=1e-12)
 
 
@@ -43,7 +47,7 @@ def test_feature_covariance_is_the_double_window_integral():
         ni, wi = _window_nodes(CENTRES[i], C2, 30)
         for j in range(3):
             nj, wj = _window_nodes(CENTRES[j], C2, 30)
-            want = (wi * _window(i, ni)) @ se(ni, nj, LS, S2) @ (wj * _window(j, nj))
+            want = KAPPA ** 2 * (wi * _window(i, ni)) @ se(ni, nj, LS, S2) @ (wj * _window(j, nj))
             assert got[i, j] == pytest.approx(want, rel=1e-8, abs=1e-12), (i, j)
     assert np.all(np.linalg.eigvalsh(got) > 0)
 
@@ -53,10 +57,11 @@ def test_zero_frequencies_are_the_multiscale_bases():
     zeros, covs = np.zeros((3, 2)), np.repeat(np.diag(C2)[None], 3, axis=0)
     np.testing.assert_allclose(
         fourier_cross_covariance(X, CENTRES, zeros, np.zeros(3), C2, LS, S2),
-        blurred_cross_covariance(X, CENTRES, covs, LS, S2), rtol=1e-12)
-    np.testing.assert_allclose(
-        fourier_feature_covariance(CENTRES, zeros, np.zeros(3), C2, LS, S2),
-        basis_covariance(CENTRES, covs, LS, S2), rtol=1e-12)
+        KAPPA * blurred_cross_covariance(X, CENTRES, covs, LS, S2), rtol=1e-12)
+    Kh = fourier_feature_covariance(CENTRES, zeros, np.zeros(3), C2, LS, S2)
+    np.testing.assert_allclose(Kh, KAPPA ** 2 * basis_covariance(CENTRES, covs, LS, S2),
+                               rtol=1e-12)
+    np.testing.assert_allclose(np.diag(Kh), S2, rtol=1e-14)  # what kappa is for
 
 
 def test_feature_covariance_gradient_matches_finite_differences():
@@ -193,15 +198,31 @@ def test_fourier_estimator_learns_saves_and_reloads(tmp_path):
     Xt = rng.uniform(-3, 3, size=(50, 2))
     np.testing.assert_array_equal(loaded.predict(Xt), model.predict(Xt))
     assert loaded.fitted_posterior_.fingerprint() == model.fitted_posterior_.fingerprint()
+    # a store of features from before their scaling is refused, not misread
+    import zarr
+
+    from saspa_dask.storage.errors import StoreError
+
+    group = zarr.open_group(str(tmp_path / "m.zarr"), mode="r+")
+    attrs = dict(group.attrs)
+    del attrs["fourier_scaling"]
+    group.attrs.clear()
+    group.attrs.update(attrs)
+    with pytest.raises(StoreError, match="refit the model"):
+        load_model(tmp_path / "m.zarr")
     # zero frequencies and phases: the multiscale model with the same window
     km = kmeans_bases(X, 8, random_state=0)
     window = np.repeat(np.diag([0.5, 0.7])[None], 8, axis=0)
     common = dict(lengthscale=[1.0, 1.2], signal_variance=0.7, noise_variance=0.05,
                   optimize_hyperparameters=False)
     zero = SASPARegressor(blur="fourier", bases=Basis(km.means, window, np.zeros((8, 2))),
-                          **common).fit(X, y)
+                          jitter=1e-8, **common).fit(X, y)
+    # the features are kappa times the blurred bases: the same span, and the same
+    # model once the jitter (relative to s2) is scaled alike
+    kappa2 = np.prod((np.array([1.0, 1.2]) ** 2 + 2 * np.array([0.5, 0.7]))
+                     / np.array([1.0, 1.2]) ** 2) ** 0.5
     multiscale = SASPARegressor(blur="diagonal", bases=Basis(km.means, window),
-                                **common).fit(X, y)
+                                jitter=1e-8 / kappa2, **common).fit(X, y)
     np.testing.assert_allclose(zero.predict(Xt), multiscale.predict(Xt), rtol=1e-10)
     assert zero.log_evidence_ == pytest.approx(multiscale.log_evidence_, rel=1e-12)
 

@@ -2,32 +2,40 @@
 
 A feature is the latent function integrated against a Gaussian window times a cosine,
 
-    u_j = integral f(x) N(x | mu_j, C) cos(phi_j + omega_j^T (x - mu_j)) dx,
+    u_j = kappa integral f(x) N(x | mu_j, C) cos(phi_j + omega_j^T (x - mu_j)) dx,
 
 with centre mu_j, frequency omega_j, phase phi_j and a window covariance
 C = diag(c^2) shared by the features (TFIFGP; FIFGP pins every centre to one point).
 For the SE-ARD kernel k(x, x') = s2 exp(-1/2 (x - x')^T Lam^{-1} (x - x')),
 Lam = diag(l^2), both covariances the EP engine needs are closed forms.
 
+kappa = (|P| / |Lam|)^{1/4}, P = Lam + 2 C, scales every feature alike so that a
+zero-frequency feature has variance s2.  It changes no prediction (the features
+span the same functions), but without it the variances are s2 sqrt(|Lam| / |P|),
+which for a window much wider than the lengthscales in many inputs falls below the
+jitter (relative to s2): the features vanish into it and EP fails.  FIFGP's learnt
+windows went there on ailerons (d = 40).
+
 Cross-covariance (x a data row; r = x - mu_j; S = Lam + C, all diagonal):
 
-    Kt(x, j) = s2 sqrt(|Lam| / |S|) exp(-1/2 r^T S^{-1} r - 1/2 omega_j^T Lam S^{-1} C omega_j)
+    Kt(x, j) = s2 kappa sqrt(|Lam| / |S|)
+               exp(-1/2 r^T S^{-1} r - 1/2 omega_j^T Lam S^{-1} C omega_j)
                cos(phi_j + omega_j^T C S^{-1} r)
 
-Feature covariance (Delta = mu_i - mu_j; P = Lam + 2 C):
+Feature covariance (Delta = mu_i - mu_j):
 
-    Kh(i, j) = s2/2 sqrt(|Lam| / |P|) exp(-1/2 Delta^T P^{-1} Delta)
+    Kh(i, j) = s2/2 exp(-1/2 Delta^T P^{-1} Delta)
                sum over s = +1, -1 of exp(E_s) cos(phi_i + s phi_j - Delta^T P^{-1} C (omega_i - s omega_j)),
     E_s = -1/2 omega_i^T C omega_i - 1/2 omega_j^T C omega_j
           + 1/2 (omega_i - s omega_j)^T C P^{-1} C (omega_i - s omega_j).
 
 Derivation: write the kernel as s2 (2 pi)^{d/2} |Lam|^{1/2} N(x - x' | 0, Lam) and the
 cosines as real parts of complex exponentials; the Gaussian integrals are then
-characteristic functions.  With zero frequencies and phases the features are the
-multiscale (blurred) bases N(mu_j, C): Kt and Kh are
-:func:`saspa_dask.core.kernels.blurred_cross_covariance` and ``basis_covariance``
-with every blur covariance C.  The tests check both forms against Gauss-Hermite
-quadrature of the defining integrals.
+characteristic functions.  With zero frequencies and phases the features are kappa
+times the multiscale (blurred) bases N(mu_j, C): Kt and Kh are kappa and kappa^2
+times :func:`saspa_dask.core.kernels.blurred_cross_covariance` and
+``basis_covariance`` with every blur covariance C.  The tests check both forms
+against Gauss-Hermite quadrature of the defining integrals.
 """
 
 from __future__ import annotations
@@ -48,7 +56,9 @@ def fourier_parts(X, centres, frequencies, phases, window_variance, lengthscale,
     l2 = np.asarray(lengthscale, dtype=np.float64) ** 2
     c2 = np.asarray(window_variance, dtype=np.float64)
     S = l2 + c2
-    log_amp = 0.5 * np.log(l2 / S).sum() - 0.5 * (frequencies ** 2 * (l2 * c2 / S)).sum(1)
+    log_kappa = 0.25 * np.log((l2 + 2.0 * c2) / l2).sum()
+    log_amp = (log_kappa + 0.5 * np.log(l2 / S).sum()
+               - 0.5 * (frequencies ** 2 * (l2 * c2 / S)).sum(1))
     scaled = X / np.sqrt(S)
     mu = centres / np.sqrt(S)
     sq = ((scaled * scaled).sum(1)[:, None] + (mu * mu).sum(1)[None, :]
@@ -137,7 +147,8 @@ def fourier_cross_gradient(moments, centres, frequencies, window_variance, lengt
     """sum_ij W_ij dKt_ij / d theta from :func:`fourier_moments` (summed over chunks),
     with ``centres`` centred as the rows were.
 
-    With r = x - mu_j, S = l^2 + c^2 and rho = c^2 / S per input (Kt = envelope cos):
+    With r = x - mu_j, S = l^2 + c^2 and rho = c^2 / S per input (Kt = envelope cos,
+    kappa included):
     dKt/dmu = Kt r / S + env sin omega rho; dKt/domega = -Kt omega l^2 rho - env sin
     rho r; dKt/dphi = -env sin; the window and lengthscale terms likewise, each a
     moment of r of order at most two.
@@ -154,9 +165,10 @@ def fourier_cross_gradient(moments, centres, frequencies, window_variance, lengt
     g_centres = r1 / S + frequencies * rho * s0[:, None]
     g_freq = -frequencies * l2 * rho * m0[:, None] - rho * q1
     g_phase = -s0
-    g_window = (-0.5 * m0[:, None] / S + 0.5 * r2 / S ** 2 - 0.5 * w2 * l2 ** 2 / S ** 2
-                * m0[:, None] - frequencies * l2 / S ** 2 * q1).sum(0)
-    g_l2 = (0.5 * m0[:, None] * (1.0 / l2 - 1.0 / S) + 0.5 * r2 / S ** 2
+    P = l2 + 2.0 * c2  # kappa's: d log kappa / dc^2 = 1/(2P), / dl^2 = (1/P - 1/l^2)/4
+    g_window = (m0[:, None] * (0.5 / P - 0.5 / S) + 0.5 * r2 / S ** 2
+                - 0.5 * w2 * l2 ** 2 / S ** 2 * m0[:, None] - frequencies * l2 / S ** 2 * q1).sum(0)
+    g_l2 = (m0[:, None] * (0.5 / l2 - 0.5 / S + 0.25 / P - 0.25 / l2) + 0.5 * r2 / S ** 2
             - 0.5 * w2 * c2 ** 2 / S ** 2 * m0[:, None] + frequencies * c2 / S ** 2 * q1).sum(0)
     return FourierGradient(2.0 * l2 * g_l2, g_centres, g_freq, g_phase, g_window)
 
@@ -166,7 +178,7 @@ def fourier_covariance_gradient(weights, centres, frequencies, phases, window_va
     """sum_ab W_ab dKh_ab / d theta for a symmetric weight matrix W, in closed form.
 
     Kh (module docstring) is a sum over s = +1, -1 of T_s = A G exp(E_s) cos(Phi_s),
-    with A the constant, G the centres' Gaussian, E_s the frequency exponent and Phi_s
+    with A = s2 / 2, G the centres' Gaussian, E_s the frequency exponent and Phi_s
     the phase; U_s is the same with sin.  Kh(a, b) = Kh(b, a) as a function of the
     parameters, so feature b's derivative is twice the first-argument derivative
     weighted by row b of W.  Every sum over pairs of a pair difference times the
@@ -194,16 +206,16 @@ def fourier_covariance_gradient(weights, centres, frequencies, phases, window_va
                          + c2 / P * sum_U_delta)
         g_phase += -2.0 * rU
         # whole-pair sums for the window and lengthscales (both arguments move)
-        total_T = rT.sum()
         delta2 = (rT + cT) @ mu ** 2 - 2.0 * (mu * QTmu).sum(0)
         w2 = rT @ om ** 2 + cT @ om ** 2 - 2.0 * sign * (om * QTom).sum(0)
         own2 = rT @ om ** 2 + cT @ om ** 2  # sum Q^T (omega_a^2 + omega_b^2)
         delta_w = (rU @ (mu * om) - sign * (mu * QUom).sum(0) - (om * QUmu).sum(0)
                    + sign * cU @ (mu * om))
-        g_window += (-total_T / P + delta2 / P ** 2 - 0.5 * own2
-                     + w2 * c2 * (l2 + c2) / P ** 2 + delta_w * l2 / P ** 2)
-        g_l2 += (0.5 * total_T * (1.0 / l2 - 1.0 / P) + 0.5 * delta2 / P ** 2
-                 - 0.5 * w2 * c2 ** 2 / P ** 2 - delta_w * c2 / P ** 2)
+        # (kappa^2 cancels Kh's sqrt(|Lam| / |P|): its amplitude is s2 / 2, constant)
+        g_window += (delta2 / P ** 2 - 0.5 * own2 + w2 * c2 * (l2 + c2) / P ** 2
+                     + delta_w * l2 / P ** 2)
+        g_l2 += (0.5 * delta2 / P ** 2 - 0.5 * w2 * c2 ** 2 / P ** 2
+                 - delta_w * c2 / P ** 2)
     return FourierGradient(2.0 * l2 * g_l2, g_centres, g_freq, g_phase, g_window)
 
 
@@ -217,7 +229,7 @@ def _pair_terms(centres, frequencies, phases, c2, l2, signal_variance):
     sq = ((scaled * scaled).sum(1)[:, None] + (scaled * scaled).sum(1)[None, :]
           - 2.0 * scaled @ scaled.T)
     np.maximum(sq, 0.0, out=sq)
-    envelope = 0.5 * signal_variance * np.sqrt(np.prod(l2 / P)) * np.exp(-0.5 * sq)
+    envelope = 0.5 * signal_variance * np.exp(-0.5 * sq)  # kappa^2 sqrt(|Lam|/|P|) = 1
     own = 0.5 * (frequencies ** 2 * c2).sum(1)
     q = c2 * c2 / P  # E_s's quadratic form in (omega_a - s omega_b)
     wq = frequencies * q

@@ -33,6 +33,9 @@ __all__ = ["describe_model", "load_model", "load_model_and_attrs", "read_model_a
            "save_model"]
 
 MODEL_FORMAT = "saspa-model"
+# frequency features' definition (saspa_dask.core.fourier: scaled by kappa); a store
+# of features without it would predict wrongly here, so it is refused
+FOURIER_SCALING = "kappa"
 FORMAT_VERSION = 3
 # versions this code reads: 2 kept the fit report in separate attributes (read by
 # _report_of_version_2); 1 had no multi-class and no hyperparameter trace
@@ -147,6 +150,7 @@ def _posterior_attrs(fitted):
         "feature_names": (None if fitted.feature_names is None
                           else [str(c) for c in fitted.feature_names]),
         "fourier_features": fitted.frequencies is not None,
+        **({"fourier_scaling": FOURIER_SCALING} if fitted.frequencies is not None else {}),
     }
 
 
@@ -261,6 +265,10 @@ def _check_attrs(attrs, path):
     if not isinstance(attrs.get("fourier_features", False), bool):
         raise StoreError(f"{path}: attribute 'fourier_features' has the wrong type "
                          f"({type(attrs['fourier_features']).__name__})")
+    if attrs.get("fourier_features") and attrs.get("fourier_scaling") != FOURIER_SCALING:
+        raise StoreError(f"{path}: its frequency features were saved unscaled (before "
+                         "saspa_dask scaled them to variance s2); their predictions would "
+                         "be wrong here: refit the model")
     if attrs["format_version"] >= 3:
         need("report", dict)
 
