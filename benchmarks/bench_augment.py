@@ -13,6 +13,7 @@ figures/augment.png (the 1-D toy's predictive bands).
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
@@ -94,6 +95,9 @@ def plot(X, y, Xt, predictions, fitc, path):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    common.add_outdir_option(parser)
+    common.use_outdir(parser.parse_args())
     rows = []
     X, y, Xt, yt = _toy()
     part, predictions, fitc = run("1-D toy", X, y, Xt, yt, 6)

@@ -75,15 +75,41 @@ def plot(runs, path):
     fig.savefig(path, dpi=100)
 
 
+def table(runs):
+    """The RESULTS.md table: test RMSE / NLPD (log evidence; seconds; * where the
+    optimiser stopped before the iteration cap)."""
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    lines = ["| set | M | " + " | ".join(methods) + " |",
+             "|---|---|" + "---|" * len(methods)]
+    for name in dict.fromkeys(r["set"] for r in runs):
+        for M in sorted({r["M"] for r in runs if r["set"] == name}):
+            cells = []
+            for method in methods:
+                r = next((r for r in runs if (r["set"], r["M"], r["method"])
+                          == (name, M, method)), None)
+                cells.append("" if r is None else
+                             f"{r['rmse']:.4f} / {r['nlpd']:.3f} ({r['log_evidence']:.0f}; "
+                             f"{r['seconds']:.1f} s{'' if r['hit_cap'] else ' *'})")
+            lines.append(f"| {name} | {M} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", default=["ailerons", "house_16h"])
     parser.add_argument("--bases", nargs="+", type=int, default=[8, 16, 32, 64, 128])
     parser.add_argument("--train-rows", type=int, default=5000)
     parser.add_argument("--max-hyper-iter", type=int, default=100)
+    parser.add_argument("--report", metavar="JSON",
+                        help="only print the table and redraw the plot of an earlier run")
     add_outdir_option(parser)
     args = parser.parse_args()
     use_outdir(args)
+    if args.report:
+        runs = json.loads(open(args.report).read())["runs"]
+        print(table(runs))
+        plot(runs, common.FIGURES / "idgp.png")
+        return
     report = {"machine": machine(), "versions": versions(), "args": vars(args),
               "matmul_gflops": matmul_rate() / 1e9, "runs": []}
     print(f"float64 matmul: {report['matmul_gflops']:.1f} GFLOP/s", flush=True)
@@ -100,6 +126,7 @@ def main():
                 print(json.dumps(run), flush=True)
                 out.write_text(json.dumps(report, indent=1))  # a stopped run keeps its rows
     plot(report["runs"], common.FIGURES / "idgp.png")
+    print(table(report["runs"]))
 
 
 if __name__ == "__main__":

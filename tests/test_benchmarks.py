@@ -127,3 +127,35 @@ def test_bench_restarts_quick():
     assert rows["n_restarts_optimizer=1"]["log_evidence_mean"] >= (
         rows["default"]["log_evidence_mean"] - 1e-6)
     assert sum(rows["n_restarts_optimizer=2"]["chosen_start_counts"]) == 2
+
+
+def _run(script, *args):
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res.stdout
+
+
+def test_bench_idgp_small(tmp_path):
+    """Four feature families at M = 4 on 400 ailerons rows: each predicts the
+    standardised target far better than its mean does (RMSE 1), and the table prints."""
+    out = _run("bench_idgp.py", "--sets", "ailerons", "--bases", "4", "--train-rows", "400",
+               "--max-hyper-iter", "20", "--outdir", str(tmp_path))
+    runs = json.loads((tmp_path / "results" / "idgp.json").read_text())["runs"]
+    assert len(runs) == 4 and "| ailerons | 4 |" in out
+    for run in runs:
+        assert run["rmse"] < 0.65, run
+    assert (tmp_path / "figures" / "idgp.png").stat().st_size > 0
+
+
+def test_bench_augment(tmp_path):
+    """Away from the bases, augmented FITC prediction on the 1-D toy comes within
+    0.1 nats of the exact GP (benchmarks/exact_gp.py) and well ahead of plain FITC."""
+    _run("bench_augment.py", "--outdir", str(tmp_path))
+    rows = json.loads((tmp_path / "results" / "augment.json").read_text())["rows"]
+    toy = {(r["method"], r["group"]): r["nlpd"] for r in rows if r["set"] == "1-D toy"}
+    exact = next(v for (m, g), v in toy.items() if g == "away" and "exact" in m)
+    plain = toy[("FITC", "away")]
+    augmented = next(v for (m, g), v in toy.items() if g == "away" and m.startswith("FITC")
+                     and "augment" in m)
+    assert augmented < exact + 0.1 and augmented < plain - 0.2
