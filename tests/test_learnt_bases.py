@@ -18,7 +18,7 @@ from saspa_dask.fitting.basis_parameters import LearntBases
 from saspa_dask.fitting.hyperparameters import Hyperparameters
 from saspa_dask.fitting.trainer import Trainer
 
-from reference import evidence_differences, fitc_regression
+from reference import central_differences, evidence_differences, fitc_regression
 
 LENGTHSCALE = np.array([1.3, 0.9, 1.7])
 
@@ -293,3 +293,44 @@ def test_make_data_multiscale_regression(tmp_path):
     res = _saspa("make-data", str(tmp_path / "s.npy"), "--kind", "multiscale-regression",
                  "--features", "4")
     assert res.returncode != 0 and "--features >= 8" in res.stderr
+
+
+@pytest.mark.parametrize("blur", ["spherical", "diagonal", "full", "fourier"])
+def test_optimiser_gradient_away_from_the_start(blur):
+    """The objective L-BFGS-B sees, at a point away from its start: its gradient
+    against central differences of its own values.  The blur parameters' chain rule
+    needs the blur at that point, not the start's (it once used the start's, which
+    every check at the start itself missed)."""
+    from saspa_dask.fitting.basis_parameters import LearntFeatures
+    from saspa_dask.fitting.optimizer import _Objective
+
+    X, y, lik, means, covs = _problem("gaussian", "diagonal" if blur == "fourier" else blur)
+    if blur == "fourier":
+        rng = np.random.default_rng(1)
+        window = np.diag(covs.mean(axis=0))
+        basis = Basis(means, np.repeat(np.diag(window)[None], len(means), axis=0),
+                      rng.normal(size=means.shape) / LENGTHSCALE,
+                      rng.uniform(0, 2 * np.pi, len(means)))
+        trainer = Trainer(X, y, None, basis.means, basis.covs,
+                          EPSettings("parallel", 1.0, 3000, 1e-12), jitter=1e-8,
+                          block_rows=50, frequencies=basis.frequencies, phases=basis.phases)
+        features = LearntFeatures(basis.means, basis.frequencies, basis.phases, window, True,
+                                  LENGTHSCALE)
+        start = Hyperparameters(LENGTHSCALE.copy(), 1.4, lik.hyperparameters(),
+                                bases=features)
+    else:
+        trainer = _trainer(X, y, means, covs)
+        start = _start(lik, means, covs, blur, "means+blur")
+
+    def evaluate(hyper):
+        trainer.build(hyper)
+        li = lik.with_hyperparameters(hyper.likelihood)
+        results = trainer.run(li)
+        return results[0].log_evidence, trainer.gradient(results, li), None
+
+    objective = _Objective(evaluate, start)
+    # half a unit along every coordinate: the blur variances move by e^0.5 or so
+    x = start.to_log() + 0.5 * np.random.default_rng(2).uniform(-1, 1, start.to_log().size)
+    grad = objective(x)[1]
+    fd = central_differences(lambda v: objective._evaluate(v)[0], x)
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-5 * np.abs(fd).max())

@@ -86,8 +86,10 @@ class Hyperparameters:
                        likelihood=lik, blur_scale=blur, bases=bases)
 
     def gradient_vector(self, grad):
-        """A gradient dict (:func:`~saspa_dask.fitting.gradient.assemble_gradient`) as
-        a vector in the order of :meth:`to_log`."""
+        """A gradient dict (:func:`~saspa_dask.fitting.gradient.assemble_gradient`)
+        taken at this point, as a vector in the order of :meth:`to_log`.  Call it on
+        the point the gradient was taken at: learnt blurs' parameters are logs and
+        Cholesky factors of this point's blur covariances."""
         values = [*grad["lengthscale"], grad["signal_variance"]]
         if self.learn_blur_scale:
             values.append(grad["blur_scale"])

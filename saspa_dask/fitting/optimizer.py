@@ -122,4 +122,6 @@ class _Objective:
             return bad, np.zeros_like(x)
         if value > self.best_value:
             self.best_value, self.best_hyper, self.best_state = value, hyper, state
-        return -value, -self.start.gradient_vector(grad)
+        # the vector's chain rule (log blur variances, Cholesky factors) needs the
+        # point's own bases, not the start's
+        return -value, -hyper.gradient_vector(grad)
