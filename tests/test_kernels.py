@@ -115,3 +115,33 @@ def test_blurred_cross_covariance_is_exact_at_large_row_counts():
     parts = np.vstack([blurred_cross_covariance(X[i : i + 3000], means, covs, ls, 1.0)
                        for i in range(0, len(X), 3000)])
     np.testing.assert_allclose(whole, parts, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("family", ["delta", "diagonal", "full"])
+def test_basis_covariance_in_small_row_blocks(monkeypatch, family):
+    """Kh and its weighted gradient, forced through many row blocks (the diagonal
+    path for delta and diagonal blurs, the d x d one for full): Kh against the
+    term-by-term reference, the means' and log lengthscales' gradient against
+    central differences of sum W Kh."""
+    import saspa_dask.core.kernels as kernels
+    from reference import blurred_basis, central_differences
+
+    monkeypatch.setattr(kernels, "_PAIR_FLOATS", 40)
+    rng = np.random.default_rng(5)
+    M, d = 7, 3
+    means, ls, s2 = rng.normal(size=(M, d)), np.array([0.8, 1.3, 1.1]), 1.7
+    A = rng.normal(size=(M, d, d)) * 0.3
+    covs = {"delta": np.zeros((M, d, d)),
+            "diagonal": np.stack([np.diag(rng.uniform(0.1, 0.6, d)) for _ in range(M)]),
+            "full": A @ np.swapaxes(A, 1, 2) + 0.05 * np.eye(d)}[family]
+    np.testing.assert_allclose(kernels.basis_covariance(means, covs, ls, s2),
+                               blurred_basis(means, covs, ls, s2), rtol=1e-12)
+    W = rng.normal(size=(M, M))
+    W = W + W.T
+    grad = kernels.basis_covariance_gradient(W, means, covs, ls, s2)
+    fd_means = central_differences(
+        lambda v: (W * blurred_basis(v.reshape(M, d), covs, ls, s2)).sum(), means.ravel())
+    fd_ls = central_differences(
+        lambda v: (W * blurred_basis(means, covs, np.exp(v), s2)).sum(), np.log(ls))
+    np.testing.assert_allclose(grad.means.ravel(), fd_means, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(grad.lengthscale, fd_ls, rtol=1e-6, atol=1e-8)

@@ -232,7 +232,7 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
                                           signal_variance)
     eye = np.eye(d)
     out = np.empty((n_bases, n_bases))
-    for rows in _row_blocks(n_bases, d):
+    for rows in _row_blocks(n_bases, d * d):
         S = eye + cs[rows, None] + cs[None]  # (b, M, d, d)
         diff = ms[rows, None] - ms[None]
         chol = np.linalg.cholesky(S)
@@ -248,10 +248,10 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
 _PAIR_FLOATS = 4_000_000
 
 
-def _row_blocks(n_bases, d):
-    """Slices of basis rows whose (rows x M x d x d) pair arrays fit _PAIR_FLOATS
-    (``d = 1`` for the (rows x M x d) arrays of diagonal blur: pass ``d ** 0.5``)."""
-    size = max(1, int(_PAIR_FLOATS // max(1, n_bases * d * d)))
+def _row_blocks(n_bases, floats_per_pair):
+    """Slices of basis rows whose (rows x M x floats_per_pair) pair arrays fit
+    _PAIR_FLOATS (d * d floats a pair for full blurs, d for diagonal ones)."""
+    size = max(1, _PAIR_FLOATS // max(1, n_bases * floats_per_pair))
     return [slice(i, min(i + size, n_bases)) for i in range(0, n_bases, size)]
 
 
@@ -269,7 +269,7 @@ def _diagonal_basis_covariance(ms, cd, signal_variance):
     diagonal): the d x d factorisations are elementwise, O(M^2 d)."""
     n_bases, d = ms.shape
     out = np.empty((n_bases, n_bases))
-    for rows in _row_blocks(n_bases, d ** 0.5):
+    for rows in _row_blocks(n_bases, d):
         out[rows] = signal_variance * np.exp(_diagonal_pairs(ms, cd, rows)[2])
     return 0.5 * (out + out.T)
 
@@ -407,7 +407,7 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
     grad_g = 0.0
     grad_a = np.empty((n_bases, d))
     grad_c = np.empty((n_bases, d, d))
-    for rows in _row_blocks(n_bases, d):
+    for rows in _row_blocks(n_bases, d * d):
         C = cs[rows, None] + cs[None]  # (b, M, d, d)
         S = np.linalg.inv(eye + C)  # d x d blur precisions, not kernel matrices
         r = ms[rows, None] - ms[None]
