@@ -39,6 +39,24 @@ def test_gaussian_delta_equals_closed_form_fitc(ep_mode):
     np.testing.assert_allclose(std**2, var_ref + noise, rtol=1e-8)
 
 
+@pytest.mark.parametrize("ep_mode", ["parallel", "sequential"])
+def test_a_row_no_basis_reaches_keeps_a_finite_evidence(ep_mode):
+    """A training row so far from every basis that its Kt underflows to 0 (phi = 0,
+    posterior variance s = 0): its site term is its own log N(y | 0, s2 + noise), and
+    the evidence equals closed-form FITC's instead of NaN (0 / 0 in the cavity
+    form of the site terms)."""
+    rng, X, y, Xs = _regression_data(seed=2)
+    X[7] = [60.0, -60.0, 60.0]  # about 100 lengthscales from any basis
+    Z = X[rng.choice(np.r_[0:7, 8:len(X)], 15, replace=False)] + 0.05
+    ls, s2, noise = np.array([0.8, 1.3, 1.0]), 1.7, 0.09
+    reg = SASPARegressor(optimize_hyperparameters=False, bases=Basis(Z), blur="delta",
+                         lengthscale=ls, signal_variance=s2, noise_variance=noise,
+                         ep_mode=ep_mode, center_y=False).fit(X, y)
+    _, _, logml_ref = fitc_regression(X, y, Xs, Z, ls, s2, noise, reg.jitter_)
+    assert np.isfinite(reg.log_evidence_)
+    assert reg.log_evidence_ == pytest.approx(logml_ref, rel=1e-9, abs=1e-8)
+
+
 @pytest.mark.parametrize("blur", BLUR_FAMILIES)
 @pytest.mark.parametrize("ep_mode", ["parallel", "sequential"])
 def test_gaussian_one_sweep_gives_closed_form_alpha(blur, ep_mode):

@@ -69,15 +69,23 @@ def site_change(tau_old, nu_old, tau_new, nu_new, signal_variance):
     return float(max(dt.max(), dn.max()))
 
 
-def evidence_site_terms(log_z, m, s, mc, sc):
-    """Per-site terms of log Z_EP, written with the posterior marginals N(m, s).
+def evidence_site_terms(log_z, m, s, tau, nu):
+    """Per-site terms of log Z_EP, written with the posterior marginals N(m, s) and
+    the sites (tau, nu).
 
     Equal to log Z + 1/2 log(1 + tau sc) - 1/2 ((mc/sc + nu)^2 / (1/sc + tau) - mc^2/sc)
-    of DESIGN.md, since 1/s = 1/sc + tau and m/s = mc/sc + nu.
+    of DESIGN.md, since 1/s = 1/sc + tau and m/s = mc/sc + nu; with c = 1 - tau s
+    (> 0 for a valid cavity) that is
+
+        log Z - 1/2 log c - (2 m nu - tau m^2 - nu^2 s) / (2 c),
+
+    which has no division by s: a row the bases do not reach (phi_i ~ 1e-175, so s
+    underflows to 0) contributes its log Z, where the cavity form gave 0 / 0.
+    Invalid cavities (c <= 0) give NaN; the callers leave them out or report NaN.
     """
-    # rows with s = 0 (invalid cavities, left out by the callers) would warn 0 / 0
+    c = 1.0 - tau * s
     with np.errstate(divide="ignore", invalid="ignore"):
-        return log_z + 0.5 * np.log(sc / s) - 0.5 * (m * m / s - mc * mc / sc)
+        return log_z - 0.5 * np.log(c) - 0.5 * (2.0 * m * nu - tau * m * m - nu * nu * s) / c
 
 
 @dataclass
@@ -101,7 +109,7 @@ def block_pass(block, tau, nu, posterior, likelihood, workspace=None):
     mc, sc, valid = cavities(m, s, tau, nu)
     tau_p, nu_p, log_z, ok = site_proposals(likelihood, block.y, mc, sc, block.lam)
     updatable = valid & ok
-    terms = evidence_site_terms(log_z, m, s, mc, sc)
+    terms = evidence_site_terms(log_z, m, s, tau, nu)
     evidence = float(terms[updatable].sum()) if updatable.all() else np.nan
     return BlockPass(
         np.where(updatable, tau_p, tau),

@@ -112,7 +112,7 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
         E = Bt * (phi @ L.T)  # (G L^{-1}) o Kt
         lik = {k: float(v.sum()) for k, v in likelihood.log_z_gradient(y, mc, sc + lam).items()}
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = float(evidence_site_terms(log_z, m, s, mc, sc).sum())
+            terms = float(evidence_site_terms(log_z, m, s, t, n).sum())
         if fourier is None:
             moments, sines = cross_moments(X[rows], E, means, lengthscale, full), ()
         else:
