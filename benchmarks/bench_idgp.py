@@ -14,7 +14,9 @@ iterations, seed 0):
 * SASPA-full with K-means bases (no bases learnt), for reference.
 
 Reported against M: test RMSE and NLPD (of y, in standardised units), the evidence
-and seconds; ``figures/idgp.png``; ``results/idgp.json``.
+and seconds, averaged over ``--splits`` splits (seeds from ``--first-split``);
+``figures/idgp.png``; ``results/idgp.json`` (``--out``).  ``--report A.json B.json``
+pools earlier runs (for instance split 0 and splits 1-2 run apart).
 """
 
 from __future__ import annotations
@@ -50,12 +52,28 @@ def fit(Xtr, ytr, Xte, yte, M, options, max_iter):
             **scores(mean, var + model.noise_variance_, yte)}
 
 
+def _mean_runs(runs):
+    """One row per (set, M, method): the means over splits, with ``n_splits``."""
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["set"], r["M"], r["method"]), []).append(r)
+    out = []
+    for (name, M, method), rs in groups.items():
+        row = {"set": name, "M": M, "method": method, "n_splits": len(rs),
+               "hit_cap": all(r["hit_cap"] for r in rs)}
+        for key in ("rmse", "nlpd", "log_evidence", "seconds"):
+            row[key] = float(np.mean([r[key] for r in rs]))
+        out.append(row)
+    return out
+
+
 def plot(runs, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    runs = _mean_runs(runs)
     sets = sorted({r["set"] for r in runs})
     fig, axes = plt.subplots(2, len(sets), figsize=(5 * len(sets), 6), squeeze=False)
     for col, name in enumerate(sets):
@@ -77,7 +95,8 @@ def plot(runs, path):
 
 def table(runs):
     """The RESULTS.md table: test RMSE / NLPD (log evidence; seconds; * where the
-    optimiser stopped before the iteration cap)."""
+    optimiser stopped before the iteration cap), averaged over the splits run."""
+    runs = _mean_runs(runs)
     methods = list(dict.fromkeys(r["method"] for r in runs))
     lines = ["| set | M | " + " | ".join(methods) + " |",
              "|---|---|" + "---|" * len(methods)]
@@ -100,13 +119,18 @@ def main():
     parser.add_argument("--bases", nargs="+", type=int, default=[8, 16, 32, 64, 128])
     parser.add_argument("--train-rows", type=int, default=5000)
     parser.add_argument("--max-hyper-iter", type=int, default=100)
-    parser.add_argument("--report", metavar="JSON",
-                        help="only print the table and redraw the plot of an earlier run")
+    parser.add_argument("--splits", type=int, default=1)
+    parser.add_argument("--first-split", type=int, default=0,
+                        help="seed of the first split (runs first .. first+splits-1)")
+    parser.add_argument("--out", default="idgp.json", help="file under results/")
+    parser.add_argument("--report", metavar="JSON", nargs="+",
+                        help="only print the table and redraw the plot of earlier runs "
+                             "(their runs pooled: the mean over their splits)")
     add_outdir_option(parser)
     args = parser.parse_args()
     use_outdir(args)
     if args.report:
-        runs = json.loads(open(args.report).read())["runs"]
+        runs = [r for path in args.report for r in json.loads(open(path).read())["runs"]]
         print(table(runs))
         plot(runs, common.FIGURES / "idgp.png")
         return
@@ -114,17 +138,18 @@ def main():
               "matmul_gflops": matmul_rate() / 1e9, "runs": []}
     print(f"float64 matmul: {report['matmul_gflops']:.1f} GFLOP/s", flush=True)
     common.RESULTS.mkdir(parents=True, exist_ok=True)
-    out = common.RESULTS / "idgp.json"
+    out = common.RESULTS / args.out
     for name in args.sets:
         X, y = load_regression(name)
-        Xtr, ytr, Xte, yte = split(X, y, 0, args.train_rows)
-        for M in args.bases:
-            for method, options in METHODS.items():
-                run = {"set": name, "M": M, "method": method,
-                       **fit(Xtr, ytr, Xte, yte, M, options, args.max_hyper_iter)}
-                report["runs"].append(run)
-                print(json.dumps(run), flush=True)
-                out.write_text(json.dumps(report, indent=1))  # a stopped run keeps its rows
+        for seed in range(args.first_split, args.first_split + args.splits):
+            Xtr, ytr, Xte, yte = split(X, y, seed, args.train_rows)
+            for M in args.bases:
+                for method, options in METHODS.items():
+                    run = {"set": name, "split": seed, "M": M, "method": method,
+                           **fit(Xtr, ytr, Xte, yte, M, options, args.max_hyper_iter)}
+                    report["runs"].append(run)
+                    print(json.dumps(run), flush=True)
+                    out.write_text(json.dumps(report, indent=1))  # a stopped run keeps its rows
     plot(report["runs"], common.FIGURES / "idgp.png")
     print(table(report["runs"]))
 
