@@ -2,7 +2,8 @@
 
 _SHARED_PARAMS_DOC = """
     n_bases : int, default=64
-        Number of basis points M found by K-means (ignored when ``bases`` is given).
+        Number of basis points M found by K-means (ignored when ``bases`` is given;
+        with ``blur="fourier-global"`` the number of features, no K-means).
     blur : {"full", "diagonal", "spherical", "delta", "fourier", "fourier-global"}, \
 default="full"
         Blur family of the bases: ``delta`` is FITC-EP / SPGP, ``spherical`` the
