@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from saspa_dask.core.fourier import fourier_cross_covariance, fourier_feature_covariance
-from saspa_dask.core.kernels import basis_covariance, blurred_cross_covariance
+from saspa_dask.core.kernels import (basis_covariance, blur_covariances,
+                                     blurred_cross_covariance)
 
 from reference import central_differences, evidence_differences, se
 
@@ -62,6 +63,13 @@ def test_zero_frequencies_are_the_multiscale_bases():
     np.testing.assert_allclose(Kh, KAPPA ** 2 * basis_covariance(CENTRES, covs, LS, S2),
                                rtol=1e-12)
     np.testing.assert_allclose(np.diag(Kh), S2, rtol=1e-14)  # what kappa is for
+    # a spherical window: the multiscale GP's bases N(mu_j, c^2 I)
+    c2 = np.full(2, 0.6)
+    spherical = blur_covariances(np.repeat(np.diag(c2)[None], 3, axis=0), "spherical")
+    kappa = np.prod((LS ** 2 + 2 * c2) / LS ** 2) ** 0.25
+    np.testing.assert_allclose(
+        fourier_cross_covariance(X, CENTRES, zeros, np.zeros(3), c2, LS, S2),
+        kappa * blurred_cross_covariance(X, CENTRES, spherical, LS, S2), rtol=1e-12)
 
 
 def test_feature_covariance_gradient_matches_finite_differences():
