@@ -26,6 +26,14 @@ import click
 
 from ._version import __version__
 
+# what learn_bases moved, for frequency features (saspa info)
+_LEARNT_PARTS = {
+    ("fourier", "means"): "means (centres, frequencies, phases)",
+    ("fourier", "means+blur"): "means+blur (centres, frequencies, phases, window)",
+    ("fourier-global", "means"): "means (frequencies, phases)",
+    ("fourier-global", "means+blur"): "means+blur (frequencies, phases, window)",
+}
+
 # saspa_dask.core.kernels.BASIS_FAMILIES, written out: the entry point does not import
 # NumPy (tests/test_cli.py checks that the two agree)
 BLUR_CHOICES = ("delta", "spherical", "diagonal", "full", "fourier", "fourier-global")
@@ -607,7 +615,9 @@ def info(model, as_json):
     click.echo(f"{'training time':>17}: "
                + ("not recorded" if seconds is None else f"{seconds:.1f}s"))
     km = summary["kmeans"]
-    click.echo(f"{'k-means':>17}: " + ("not run (bases given)" if km is None else
+    not_run = ("not run (features on the inputs' mean)" if summary["blur"] == "fourier-global"
+               else "not run (bases given)")
+    click.echo(f"{'k-means':>17}: " + (not_run if km is None else
                                        f"converged {km['converged']}, {km['n_iter']} "
                                        "iterations"))
     ep = summary["ep"]
@@ -620,7 +630,8 @@ def info(model, as_json):
         info = hyper["info"]
         line = f"learnt, {info.get('n_iterations')} iterations"
         if "n_rows_learnt" in info:  # not recorded by older versions
-            bases = info["learn_bases"] or "no"
+            bases = _LEARNT_PARTS.get((summary["blur"], info["learn_bases"]),
+                                      info["learn_bases"] or "no")
             line += f", on {info['n_rows_learnt']} rows, bases learnt: {bases}"
         if "log_evidence_start" in info:  # not recorded by older versions
             line += (f", log evidence {info['log_evidence_start']:.6g} -> "

@@ -221,6 +221,9 @@ def test_blur_choices_are_the_basis_families(tmp_path):
     assert res.returncode == 0, res.stderr
     fitted = load_model(model)
     assert fitted.bases_.is_fourier and np.ptp(fitted.bases_.means, axis=0).max() == 0.0
+    info = _saspa("info", str(model)).stdout
+    assert "not run (features on the inputs' mean)" in info
+    assert "bases learnt: means (frequencies, phases)" in info
     res = _saspa("score", str(model), str(data), "--out", str(scores), "--workers", "1")
     assert res.returncode == 0, res.stderr
     mean = zarr.open_group(str(scores), mode="r")["mean"][...]
