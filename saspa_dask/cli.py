@@ -411,8 +411,10 @@ class SweepReporter:
 @click.option("--learn-bases", default="auto", show_default=True,
               type=click.Choice(["auto", "none", "means", "means+blur"]),
               help="Also learn the basis means (and each basis's blur) by the EP evidence; "
-                   "means and means+blur imply --optimize-hyperparameters; auto learns "
-                   "the means whenever the hyperparameters are learnt.")
+                   "for frequency features the frequencies and phases (and centres for "
+                   "fourier; the window with means+blur); means and means+blur imply "
+                   "--optimize-hyperparameters; auto learns the means whenever the "
+                   "hyperparameters are learnt.")
 @click.option("--hyper-subsample", default=20000, show_default=True, type=click.IntRange(1),
               help="Learn hyperparameters and bases on a seeded uniform subsample of this "
                    "many rows when the data has more, then run EP on all rows.")
