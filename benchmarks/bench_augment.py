@@ -17,7 +17,6 @@ import argparse
 import json
 
 import numpy as np
-from scipy.stats import norm
 
 import common
 from bench_learnt_bases import load_regression, split
@@ -68,8 +67,7 @@ def run(name, X, y, Xt, yt, M):
         for group, mask in groups.items():
             rows.append({"set": name, "method": method, "group": group,
                          "n": int(mask.sum()),
-                         "nlpd": float(-norm.logpdf(yt[mask], mu[mask], sd[mask]).mean()),
-                         "rmse": float(np.sqrt(np.mean((mu[mask] - yt[mask]) ** 2))),
+                         **common.regression_scores(mu[mask], sd[mask] ** 2, yt[mask]),
                          "mean_sd": float(sd[mask].mean())})
     return rows, predictions, fitc
 

@@ -28,9 +28,9 @@ import time
 import numpy as np
 
 import common
-from bench_learnt_bases import load_regression, scores, split
+from bench_learnt_bases import load_regression, split
 from bench_train import matmul_rate
-from common import add_outdir_option, machine, use_outdir, versions
+from common import add_outdir_option, machine, regression_scores, use_outdir, versions
 
 METHODS = {"SPGP (learnt pseudo-inputs)": dict(blur="delta", learn_bases="means"),
            "TFIFGP (learnt frequency features)": dict(blur="fourier",
@@ -49,7 +49,7 @@ def fit(Xtr, ytr, Xte, yte, M, options, max_iter):
     mean, var = model.predict_latent(Xte)
     return {"seconds": time.perf_counter() - t0, "log_evidence": model.log_evidence_,
             "hit_cap": model.hyperparameter_info_["hit_iteration_cap"],
-            **scores(mean, var + model.noise_variance_, yte)}
+            **regression_scores(mean, var + model.noise_variance_, yte)}
 
 
 def _mean_runs(runs):

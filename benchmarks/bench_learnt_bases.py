@@ -24,12 +24,12 @@ import json
 import time
 
 import numpy as np
-from scipy.stats import norm
 
 import common
 from bench_peers import svgp_model
 from bench_train import matmul_rate
-from common import DATASETS, add_outdir_option, machine, use_outdir, versions
+from common import (DATASETS, add_outdir_option, machine, regression_scores, use_outdir,
+                    versions)
 
 SETS = ("ailerons", "house_16h", "cpu_act", "california_housing")
 
@@ -62,11 +62,6 @@ def split(X, y, seed, train_rows):
             (y[test] - my) / sy)
 
 
-def scores(mean, var, y):
-    return {"rmse": float(np.sqrt(np.mean((mean - y) ** 2))),
-            "nlpd": float(-norm.logpdf(y, mean, np.sqrt(var)).mean())}
-
-
 def fit_saspa(Xtr, ytr, Xte, yte, M, learn, max_iter):
     from saspa_dask import SASPARegressor
 
@@ -79,7 +74,7 @@ def fit_saspa(Xtr, ytr, Xte, yte, M, learn, max_iter):
            "hit_cap": model.hyperparameter_info_["hit_iteration_cap"]}
     for tag, X, y in (("test", Xte, yte), ("train", Xtr, ytr)):
         mean, var = model.predict_latent(X)
-        s = scores(mean, var + model.noise_variance_, y)
+        s = regression_scores(mean, var + model.noise_variance_, y)
         out.update({f"{tag}_{k}": v for k, v in s.items()})
     return out
 
@@ -99,8 +94,8 @@ def fit_exact(Xtr, ytr, Xte, yte, warm_rows, max_iter):
            "warm_rows": len(rows), "iterations_all_rows": int(model.result_.nit),
            "noise_variance": float(model.noise_variance_)}
     mean, var = model.predict_latent(Xte)
-    out.update({f"test_{k}": v for k, v in scores(mean, var + model.noise_variance_,
-                                                   yte).items()})
+    test = regression_scores(mean, var + model.noise_variance_, yte)
+    out.update({f"test_{k}": v for k, v in test.items()})
     return out
 
 
@@ -142,7 +137,7 @@ def svgp(Xtr, ytr, Xte, yte, centres, budgets, batch=256, lr=0.01):
                 likelihood.train()
                 out.append({"budget": budgets.pop(0), "seconds": seconds, "cpu_seconds": cpu,
                             "epochs": epochs,
-                            **scores(mean, var, yte)})
+                            **regression_scores(mean, var, yte)})
         epochs += 1
     return out
 

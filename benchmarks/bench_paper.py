@@ -140,8 +140,6 @@ def spgp1d(quick):
     """SPGP (delta bases, Gaussian) in 1-D with M = 10 pseudo-inputs: K-means bases
     kept fixed, learnt from K-means, and learnt from a start bunched in one corner;
     the full GP for reference.  Evidence, test RMSE and NLPD, the pseudo-inputs."""
-    from scipy.stats import norm
-
     from saspa_dask import Basis, FullGPRegressor, SASPARegressor
 
     rng = np.random.default_rng(0)
@@ -164,10 +162,9 @@ def spgp1d(quick):
     for name, model in models.items():
         model.fit(X, y)
         mean, var = model.predict_latent(Xt)
-        sd = np.sqrt(var + model.noise_variance_)
+        test = common.regression_scores(mean, var + model.noise_variance_, yt)
         rows.append({"method": name, "log_evidence": float(model.log_evidence_),
-                     "test_rmse": float(np.sqrt(np.mean((mean - yt) ** 2))),
-                     "test_nlpd": float(-norm.logpdf(yt, mean, sd).mean()),
+                     "test_rmse": test["rmse"], "test_nlpd": test["nlpd"],
                      "pseudo_inputs": (None if name == "full GP"
                                        else sorted(model.bases_.means[:, 0].tolist()))})
         gm, gv = model.predict_latent(grid)
@@ -407,19 +404,25 @@ def _plot_uci(dataset, summary, path):
 # ----------------------------------------------------------------------------------
 
 
+def _print_rows(title, rows, columns):
+    """A markdown table: ``columns`` is ((header, key, format), ...) after the method."""
+    print(f"\n| {title} | " + " | ".join(h for h, _, _ in columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for r in rows:
+        print(f"| {r['method']} | " + " | ".join(format(r[k], f) for _, k, f in columns)
+              + " |")
+
+
 def _print_tables(report):
     if "circle" in report:
-        print("\n| circle toy | RMS diff. of mean from full GP | RMS diff. of sd | log evidence |")
-        print("|---|---|---|---|")
-        for r in report["circle"]["rows"]:
-            print(f"| {r['method']} | {r['rms_mean_diff']:.4f} | {r['rms_sd_diff']:.4f} | "
-                  f"{r['log_evidence']:.2f} |")
+        _print_rows("circle toy", report["circle"]["rows"],
+                    (("RMS diff. of mean from full GP", "rms_mean_diff", ".4f"),
+                     ("RMS diff. of sd", "rms_sd_diff", ".4f"),
+                     ("log evidence", "log_evidence", ".2f")))
     if "spgp1d" in report:
-        print("\n| SPGP 1-D (M = 10) | log evidence | test RMSE | test NLPD |")
-        print("|---|---|---|---|")
-        for r in report["spgp1d"]["rows"]:
-            print(f"| {r['method']} | {r['log_evidence']:.2f} | {r['test_rmse']:.4f} | "
-                  f"{r['test_nlpd']:.4f} |")
+        _print_rows("SPGP 1-D (M = 10)", report["spgp1d"]["rows"],
+                    (("log evidence", "log_evidence", ".2f"), ("test RMSE", "test_rmse", ".4f"),
+                     ("test NLPD", "test_nlpd", ".4f")))
     if "twoclass" in report:
         t = report["twoclass"]
         print(f"\n| two-class ({t['n_datasets']} sets) | M | test error | "

@@ -71,6 +71,14 @@ def machine():
             f"{psutil.virtual_memory().total / 2**30:.0f} GiB, {platform.system()}")
 
 
+def regression_scores(mean, var, y):
+    """Test RMSE and NLPD of y under N(mean, var) per row."""
+    from scipy.stats import norm
+
+    return {"rmse": float(np.sqrt(np.mean((mean - y) ** 2))),
+            "nlpd": float(-norm.logpdf(y, mean, np.sqrt(var)).mean())}
+
+
 def mean_se(values):
     v = np.asarray(values, float)
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else 0.0

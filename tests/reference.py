@@ -172,6 +172,16 @@ def central_differences(f, x0, eps=1e-5):
     return fd
 
 
+def converged_gradient(trainer, h0, likelihood):
+    """EP run to convergence at ``h0``: the gradient vector there (the code under
+    test) and the sites, for :func:`evidence_differences` to check it against."""
+    trainer.build(h0)
+    results = trainer.run(likelihood)
+    assert results[0].converged
+    grad = h0.gradient_vector(trainer.gradient(results, likelihood))
+    return grad, [(results[0].tau, results[0].nu)]
+
+
 def evidence_differences(trainer, h0, likelihood, sites, reconverge, eps=1e-5):
     """Central differences of log Z_EP over ``h0``'s log-space vector: at the fixed
     ``sites`` (the evidence the gradient differentiates), or after EP re-converges

@@ -8,7 +8,7 @@ from saspa_dask.core.fourier import fourier_cross_covariance, fourier_feature_co
 from saspa_dask.core.kernels import (basis_covariance, blur_covariances,
                                      blurred_cross_covariance)
 
-from reference import central_differences, evidence_differences, se
+from reference import central_differences, converged_gradient, evidence_differences, se
 
 LS, S2 = np.array([0.7, 1.3]), 1.8
 C2 = np.array([0.4, 0.9])
@@ -160,11 +160,7 @@ def test_feature_gradient_matches_finite_differences(likelihood_name, window, pi
         basis = _pinned(basis)
     trainer = _feature_trainer(X, y, basis)
     h0 = _feature_start(lik, basis, window, centres_learnt=not pinned)
-    trainer.build(h0)
-    results = trainer.run(lik)
-    assert results[0].converged
-    grad = h0.gradient_vector(trainer.gradient(results, lik))
-    sites = [(results[0].tau, results[0].nu)]
+    grad, sites = converged_gradient(trainer, h0, lik)
     x0 = h0.to_log()
     assert x0.size == 4 + 5 * (4 if pinned else 7) + 3 * window + len(lik.hyperparameters())
     rtol = 1e-6 if likelihood_name != "logistic" else 1e-4

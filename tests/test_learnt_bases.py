@@ -18,7 +18,8 @@ from saspa_dask.fitting.basis_parameters import LearntBases
 from saspa_dask.fitting.hyperparameters import Hyperparameters
 from saspa_dask.fitting.trainer import Trainer
 
-from reference import central_differences, evidence_differences, fitc_regression
+from reference import (central_differences, converged_gradient, evidence_differences,
+                       fitc_regression)
 
 LENGTHSCALE = np.array([1.3, 0.9, 1.7])
 
@@ -65,11 +66,7 @@ def test_basis_gradient_matches_finite_differences(likelihood_name, blur, learn)
     damping = 0.5 if likelihood_name == "student_t" else 1.0
     trainer = _trainer(X, y, means, covs, damping)
     h0 = _start(lik, means, covs, blur, learn)
-    trainer.build(h0)
-    results = trainer.run(lik)
-    assert results[0].converged
-    grad = h0.gradient_vector(trainer.gradient(results, lik))
-    sites = [(results[0].tau, results[0].nu)]
+    grad, sites = converged_gradient(trainer, h0, lik)
     x0 = h0.to_log()
     assert x0.size == 3 + 1 + means.size + (0 if learn == "means" else {
         "spherical": 5, "diagonal": 15, "full": 30}[blur]) + len(lik.hyperparameters())

@@ -13,8 +13,9 @@ kappa = (|P| / |Lam|)^{1/4}, P = Lam + 2 C, scales every feature alike so that a
 zero-frequency feature has variance s2.  It changes no prediction (the features
 span the same functions), but without it the variances are s2 sqrt(|Lam| / |P|),
 which for a window much wider than the lengthscales in many inputs falls below the
-jitter (relative to s2): the features vanish into it and EP fails.  FIFGP's learnt
-windows went there on ailerons (d = 40).
+jitter (relative to s2): the features vanish into it and EP fails (FIFGP's learnt
+windows went there, ``benchmarks/RESULTS.md``, "Frequency features against
+pseudo-inputs").
 
 Cross-covariance (x a data row; r = x - mu_j; S = Lam + C, all diagonal):
 
@@ -51,8 +52,18 @@ __all__ = ["FourierGradient", "fourier_covariance_gradient", "fourier_cross_cova
 
 def fourier_parts(X, centres, frequencies, phases, window_variance, lengthscale,
                   signal_variance):
-    """Kt's envelope and phase, Kt = envelope cos(phase) (module docstring), for rows X
-    and features already centred alike (the caller subtracts one centre from both)."""
+    """Kt's envelope and phase, Kt = envelope cos(phase) (module docstring), with the
+    rows and centres both centred on the features' centroid: the expanded square's
+    round-off is then relative to the data's spread, not its offset.
+
+    Returns
+    -------
+    Xc, centres_c, envelope, phase
+        The centred rows (n, d) and centres (M, d), and envelope and phase (n, M).
+    """
+    centre = centres.mean(axis=0)
+    X = np.asarray(X, dtype=np.float64) - centre
+    centres = centres - centre
     l2 = np.asarray(lengthscale, dtype=np.float64) ** 2
     c2 = np.asarray(window_variance, dtype=np.float64)
     S = l2 + c2
@@ -66,7 +77,7 @@ def fourier_parts(X, centres, frequencies, phases, window_variance, lengthscale,
     np.maximum(sq, 0.0, out=sq)
     w = frequencies * (c2 / S)  # omega^T C S^{-1}
     phase = phases[None, :] + X @ w.T - (w * centres).sum(1)[None, :]
-    return signal_variance * np.exp(log_amp[None, :] - 0.5 * sq), phase
+    return X, centres, signal_variance * np.exp(log_amp[None, :] - 0.5 * sq), phase
 
 
 def fourier_cross_covariance(X, centres, frequencies, phases, window_variance, lengthscale,
@@ -88,12 +99,8 @@ def fourier_cross_covariance(X, centres, frequencies, phases, window_variance, l
     -------
     ndarray of shape (n, M)
     """
-    # centred on the features' centroid: the expanded square's round-off is then
-    # relative to the data's spread, not its offset
-    centre = centres.mean(axis=0)
-    envelope, phase = fourier_parts(np.asarray(X, dtype=np.float64) - centre,
-                                    centres - centre, frequencies, phases, window_variance,
-                                    lengthscale, signal_variance)
+    _, _, envelope, phase = fourier_parts(X, centres, frequencies, phases, window_variance,
+                                          lengthscale, signal_variance)
     return envelope * np.cos(phase)
 
 

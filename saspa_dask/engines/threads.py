@@ -3,8 +3,8 @@
 NumPy and SciPy wheels each ship an OpenBLAS with its own thread pool.  The fitting
 loop alternates NumPy's GEMMs with SciPy's small LAPACK calls (Cholesky factors,
 triangular solves); with both pools at full size their threads spin against each
-other, and a 256 x 256 Cholesky after a GEMM was measured at up to 0.1 s instead of
-1 ms.  Limiting SciPy's pool to one thread while a fit runs shortened evidence
+other, and a small Cholesky right after a GEMM can take many times its own
+cost.  Limiting SciPy's pool to one thread while a fit runs shortened evidence
 maximisation markedly (measured in ``benchmarks/RESULTS.md``, "Learnt bases").
 Where NumPy and SciPy share one BLAS (a system or conda build), nothing is changed.
 """

@@ -79,7 +79,7 @@ def evidence_site_terms(log_z, m, s, tau, nu):
 
         log Z - 1/2 log c - (2 m nu - tau m^2 - nu^2 s) / (2 c),
 
-    which has no division by s: a row the bases do not reach (phi_i ~ 1e-175, so s
+    which has no division by s: a row the bases do not reach (phi_i so small that s
     underflows to 0) contributes its log Z, where the cavity form gave 0 / 0.
     Invalid cavities (c <= 0) give NaN; the callers leave them out or report NaN.
     """

@@ -127,10 +127,8 @@ def _fourier_moments(X, Bt, E, means, lengthscale, fourier):
     """((m0, m1, m2), (s0, s1)) of frequency features for rows X (centred as in
     :func:`~saspa_dask.core.fourier.fourier_cross_covariance`)."""
     frequencies, phases, window, signal_variance = fourier
-    centre = means.mean(axis=0)
-    Xc = np.asarray(X, dtype=np.float64) - centre
-    envelope, phase = fourier_parts(Xc, means - centre, frequencies, phases, window,
-                                    lengthscale, signal_variance)
+    Xc, _, envelope, phase = fourier_parts(X, means, frequencies, phases, window,
+                                           lengthscale, signal_variance)
     m0, m1, m2, s0, s1 = fourier_moments(Xc, E, Bt * envelope * np.sin(phase))
     return (m0, m1, m2), (s0, s1)
 
@@ -161,43 +159,48 @@ def assemble_gradient(summary, basis, hyper, L):
         learnt bases also ``means`` (M, d) and ``covs`` (M, d, d), the derivatives
         with respect to the basis means and blur covariances themselves.
     """
-    lengthscale, signal_variance = hyper.lengthscale, hyper.signal_variance
+    signal_variance = hyper.signal_variance
     S = _sym_lower(summary.A)
     # Ah = L^{-T} S L^{-1}, the weights of dKh; Kh + jitter is proportional to s2
     # (the jitter is relative), so <Ah, dKh / dlog s2> = <Ah, L L^T> = tr(S).
     left = solve_triangular(L, S, lower=True, trans="T")
     Ah = solve_triangular(L, left.T, lower=True, trans="T").T
     Ah = 0.5 * (Ah + Ah.T)
-    if basis.is_fourier:
-        return _assemble_fourier(summary, basis, hyper, S, Ah)
+    # the kernel and basis terms, then the ones every basis family shares
+    terms = _fourier_terms if basis.is_fourier else _blurred_terms
+    grad = terms(summary, basis, hyper, Ah)
+    grad["signal_variance"] = float(summary.m0.sum() + signal_variance * summary.g_sum
+                                    - np.trace(S))
+    grad.update(summary.likelihood)
+    return grad
+
+
+def _blurred_terms(summary, basis, hyper, Ah):
+    """Lengthscale, blur-scale and basis entries for blurred bases: d Kt - d Kh."""
+    lengthscale = hyper.lengthscale
     kt = cross_covariance_gradient((summary.m0, summary.m1, summary.m2), basis.means,
                                    basis.covs, lengthscale)
-    kh = basis_covariance_gradient(Ah, basis.means, basis.covs, lengthscale, signal_variance)
-    grad = {"lengthscale": kt.lengthscale - kh.lengthscale,
-            "signal_variance": float(summary.m0.sum() + signal_variance * summary.g_sum
-                                     - np.trace(S))}
+    kh = basis_covariance_gradient(Ah, basis.means, basis.covs, lengthscale,
+                                   hyper.signal_variance)
+    grad = {"lengthscale": kt.lengthscale - kh.lengthscale}
     if hyper.learn_blur_scale:
         grad["blur_scale"] = kt.blur_scale - kh.blur_scale
     if hyper.bases is not None:
         grad["means"] = kt.means - kh.means
         grad["covs"] = kt.covs - kh.covs
-    grad.update(summary.likelihood)
     return grad
 
 
-
-def _assemble_fourier(summary, basis, hyper, S, Ah):
-    """:func:`assemble_gradient` for frequency inducing features."""
-    lengthscale, signal_variance = hyper.lengthscale, hyper.signal_variance
+def _fourier_terms(summary, basis, hyper, Ah):
+    """The same for frequency inducing features."""
+    lengthscale = hyper.lengthscale
     window = basis.window_variance
-    centres = basis.means - basis.means.mean(axis=0)
+    centres = basis.means - basis.means.mean(axis=0)  # as the moments' rows were
     kt = fourier_cross_gradient((summary.m0, summary.m1, summary.m2, summary.s0, summary.s1),
                                 centres, basis.frequencies, window, lengthscale)
     kh = fourier_covariance_gradient(Ah, basis.means, basis.frequencies, basis.phases, window,
-                                     lengthscale, signal_variance)
-    grad = {"lengthscale": kt.lengthscale - kh.lengthscale,
-            "signal_variance": float(summary.m0.sum() + signal_variance * summary.g_sum
-                                     - np.trace(S))}
+                                     lengthscale, hyper.signal_variance)
+    grad = {"lengthscale": kt.lengthscale - kh.lengthscale}
     d_window = kt.window - kh.window
     if hyper.learn_blur_scale:  # the window scaled by g: d/dlog g = sum c^2 d/dc^2
         grad["blur_scale"] = float((window * d_window).sum())
@@ -205,5 +208,4 @@ def _assemble_fourier(summary, basis, hyper, S, Ah):
         grad.update(centres=kt.centres - kh.centres,
                     frequencies=kt.frequencies - kh.frequencies,
                     phases=kt.phases - kh.phases, window=d_window)
-    grad.update(summary.likelihood)
     return grad

@@ -184,7 +184,6 @@ class Trainer:
             total = summary if total is None else total.merge(summary)
         return assemble_gradient(total, self.basis, self.hyper, self.L)
 
-
     def _fourier(self):
         """What the gradient chunks need of frequency features, or None."""
         basis = self.basis

@@ -54,17 +54,14 @@ def build_estimator(task="classification", *, likelihood=None, n_bases=64, blur=
     ``learn_bases`` ("none", "means", "means+blur" or None) turns on the evidence
     maximisation: the bases are learnt by it.  "auto" learns the means when the
     hyperparameters are learnt (the estimators' default) and turns nothing on."""
-    if learn_bases == "auto":
-        learn_bases, auto = None, True
-    else:
-        learn_bases, auto = None if learn_bases in (None, "none", False) else learn_bases, False
-    if learn_bases is not None and learn_bases not in LEARN_BASES:
+    learn_bases = False if learn_bases in (None, "none", False) else learn_bases
+    if learn_bases not in (False, "auto", *LEARN_BASES):
         raise JobError(f"learn_bases must be 'none' or one of {', '.join(LEARN_BASES)}, "
                        f"got {learn_bases!r}")
     if learn_bases == "means+blur" and blur == "delta":
         raise JobError("--learn-bases means+blur needs a blur family with covariances; "
                        "blur 'delta' has none (use --learn-bases means)")
-    optimize_hyperparameters = optimize_hyperparameters or learn_bases is not None
+    optimize_hyperparameters = optimize_hyperparameters or learn_bases in LEARN_BASES
     if task not in LIKELIHOODS:
         raise JobError(f"task must be 'classification' or 'regression', got {task!r}")
     allowed = LIKELIHOODS[task]
@@ -78,7 +75,7 @@ def build_estimator(task="classification", *, likelihood=None, n_bases=64, blur=
                   optimize_hyperparameters=optimize_hyperparameters,
                   max_hyper_iter=max_hyper_iter, n_restarts_optimizer=hyper_restarts,
                   learn_blur_scale=learn_blur_scale,
-                  learn_bases="auto" if auto else (learn_bases or False),
+                  learn_bases=learn_bases,
                   hyper_subsample=hyper_subsample, coarse_start=coarse_start,
                   anderson_memory=anderson_memory, verbose=1)
     if task == "classification":

@@ -15,7 +15,6 @@ from ..core.kernels import se_kernel
 from ..engines.chunks import as_dask, is_lazy, tree_reduce
 from ..ep.augmentation import (add_statistics, chunk_statistics, solve_augmented,
                                test_features)
-from ..ep.whitening import make_block
 
 __all__ = ["augmented_latent"]
 
@@ -53,9 +52,7 @@ def augmented_latent(fitted, X, training_rows, noise_variance, projected_only, b
     for start in range(0, X.shape[0], batch):
         part = X[start:start + batch]
         part = np.asarray(part.compute() if hasattr(part, "compute") else part, float)
-        phi_star = make_block(part, np.zeros(len(part)), fitted.means, fitted.covs,
-                              fitted.lengthscale, fitted.signal_variance, fitted.whitening,
-                              frequencies=fitted.frequencies, phases=fitted.phases).phi
+        phi_star = fitted.block(part).phi
         delta, t_extra = test_features(phi_star, fitted.signal_variance, fitted.jitter)
         parts = [_chunk_task(Xc, yc, fitted, part, phi_star, delta, noise_variance,
                              projected_only, block_rows, chunk_is_lazy)
@@ -103,10 +100,7 @@ def _chunk_sums(Xc, yc, fitted, X_test, phi_star, delta, noise_variance, project
     # an empty chunk still gives (zero) statistics of the right shapes
     for a in range(0, max(Xc.shape[0], 1), block_rows):
         rows = slice(a, a + block_rows)
-        block = make_block(Xc[rows], yc[rows], fitted.means, fitted.covs,
-                           fitted.lengthscale, fitted.signal_variance, fitted.whitening,
-                           projected_only=projected_only, frequencies=fitted.frequencies,
-                           phases=fitted.phases)
+        block = fitted.block(Xc[rows], yc[rows], projected_only)
         k_cross = se_kernel(Xc[rows], X_test, fitted.lengthscale, fitted.signal_variance)
         part = chunk_statistics(block.phi, block.lam, block.y, k_cross, phi_star, delta,
                                 noise_variance, projected_only)

@@ -168,17 +168,17 @@ class SASPABase(BaseEstimator):
         for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
             delattr(self, name)
 
-    def _resolve_bases(self, X, lazy, column_std=None):
+    def _resolve_bases(self, X, lazy, column_std):
         n_samples, d = X.shape
-        if self.bases is not None and self.bases.is_fourier:
-            return self._given_features(d)
-        if self.bases is None and self.blur == "fourier-global":
-            return self._global_features(X, lazy, column_std)
         if self.bases is not None:
             if self.bases.means.shape[1] != d:
                 raise ValueError(f"bases have {self.bases.means.shape[1]} features but X "
                                  f"has {d}")
+            if self.bases.is_fourier:
+                return self._given_features()
             basis = self.bases
+        elif self.blur == "fourier-global":
+            return self._global_features(X, lazy, column_std)
         else:
             if self.n_bases > n_samples:
                 raise ValueError(f"n_bases={self.n_bases} exceeds n_samples={n_samples}: "
@@ -209,8 +209,6 @@ class SASPABase(BaseEstimator):
         d = X.shape[1]
         centre = np.asarray(X.mean(axis=0).compute() if lazy else X.mean(axis=0),
                             dtype=np.float64)
-        if column_std is None:
-            column_std = X.std(axis=0).compute() if lazy else X.std(axis=0)
         spread = np.asarray(column_std, dtype=np.float64) ** 2
         # a constant input has no spread: its window is the starting lengthscale
         lengthscale = resolve_lengthscale(self.lengthscale, d, column_std)
@@ -219,14 +217,12 @@ class SASPABase(BaseEstimator):
         return self._spectral_start(np.repeat(centre[None], self.n_bases, axis=0), covs,
                                     column_std)
 
-    def _given_features(self, d):
-        """``bases`` with frequencies, checked against ``blur`` and X."""
+    def _given_features(self):
+        """``bases`` with frequencies, checked against ``blur``."""
         bases = self.bases
         if self.blur not in FOURIER_FAMILIES:
             raise ValueError("bases with frequencies are frequency features: use "
                              "blur='fourier' or blur='fourier-global'")
-        if bases.means.shape[1] != d:
-            raise ValueError(f"bases have {bases.means.shape[1]} features but X has {d}")
         if self.blur == "fourier-global" and np.ptp(bases.means, axis=0).max() > 0:
             raise ValueError("blur='fourier-global' features share one centre, but the "
                              "given bases' means differ: use blur='fourier'")

@@ -45,7 +45,7 @@ class _FullGPMixin:
     anderson_memory = 0  # the reference method stays plain EP
     random_state = None
 
-    def _resolve_bases(self, X, lazy, column_std=None):
+    def _resolve_bases(self, X, lazy, column_std):
         if lazy:
             raise ValueError(f"{type(self).__name__} is a dense method: pass in-memory "
                              "arrays (use SASPAClassifier / SASPARegressor on Dask data)")

@@ -15,7 +15,7 @@ import numpy as np
 from ..engines.chunks import as_dask, is_lazy
 from ..ep.posterior import Posterior
 from ..ep.sites import parallel_chunk, sequential_chunk
-from ..ep.whitening import make_block, relabel_block
+from ..ep.whitening import relabel_block
 from .posterior import stacked
 
 __all__ = ["adf_pass", "row_blocks", "row_slices", "update_pass"]
@@ -39,10 +39,7 @@ def row_blocks(fitted, X, targets, block_rows):
     for X_part, t_part in row_slices(X, targets):
         for start in range(0, X_part.shape[0], block_rows):
             stop = min(start + block_rows, X_part.shape[0])
-            yield make_block(X_part[start:stop], t_part[start:stop], fitted.means,
-                             fitted.covs, fitted.lengthscale, fitted.signal_variance,
-                             fitted.whitening, frequencies=fitted.frequencies,
-                             phases=fitted.phases)
+            yield fitted.block(X_part[start:stop], t_part[start:stop])
 
 
 def _problem_block(block, labels, k):

@@ -120,6 +120,14 @@ class FittedPosterior:
     def is_classifier(self):
         return self.classes is not None
 
+    def block(self, X, y=None, projected_only=False):
+        """The whitened block (phi, lam, y) of rows X under these bases and kernel
+        (:func:`~saspa_dask.ep.whitening.make_block`); ``y`` defaults to zeros."""
+        y = np.zeros(len(X)) if y is None else y
+        return make_block(X, y, self.means, self.covs, self.lengthscale,
+                          self.signal_variance, self.whitening, projected_only,
+                          self.frequencies, self.phases)
+
     @cached_property
     def basis(self):
         """The bases as a :class:`~saspa_dask.core.bases.Basis` (validated once)."""
@@ -192,9 +200,7 @@ class FittedPosterior:
         mean, var = np.empty((n, K)), np.empty((n, K))
         for a in range(0, n, rows):
             part = slice(a, min(a + rows, n))
-            block = make_block(X[part], np.zeros(part.stop - a), self.means, self.covs,
-                               self.lengthscale, self.signal_variance, self.whitening,
-                               frequencies=self.frequencies, phases=self.phases)
+            block = self.block(X[part])
             # one kernel block serves every problem (one-vs-rest classes)
             for k, post in enumerate(self.posteriors):
                 mean[part, k], var[part, k] = predict_latent(block.phi, post,
