@@ -7,13 +7,14 @@ below it (checked by import-linter in CI)::
 
     cli, pipelines     interfaces: the saspa command, TOML jobs
     jobs               ingest / train / retrain / score / evaluate / describe
-    storage            data, model and score stores, fingerprints, ingest
-    models             estimators, the fitted posterior
+    storage            data and score stores, fingerprints, ingest
+    models             estimators, the fitted posterior, model stores
     fitting            hyperparameters, evidence gradient, optimiser, trainer
     engines            in-memory and Dask EP engines, K-means, row chunks
     ep                 whitening, sites, acceleration, the EP driver
     core               kernels, likelihoods, bases
     datasets           synthetic data
+    files              atomic writes, zarr groups, StoreError
 """
 
 from ._version import __version__
@@ -23,6 +24,8 @@ from ._version import __version__
 _PUBLIC = {
     "Basis": ".core.bases",
     "EPConvergenceWarning": ".ep.driver",
+    "EPSchedule": ".models",
+    "Execution": ".models",
     "FittedPosterior": ".models",
     "FullGPClassifier": ".models",
     "FullGPRegressor": ".models",
@@ -31,10 +34,11 @@ _PUBLIC = {
     "SASPARegressor": ".models",
     "SparseOnlineGPClassifier": ".models",
     "SparseOnlineGPRegressor": ".models",
-    "StoreError": ".storage",
+    "StoreError": ".files.errors",
     "ivm_bases": ".engines.ivm",
     "kmeans_bases": ".engines.kmeans",
-    "load_model": ".storage",
+    "load_model": ".models",
+    "save_model": ".models",
 }
 
 __all__ = [*_PUBLIC, "__version__"]

@@ -46,7 +46,7 @@ def _job_errors(command):
     @functools.wraps(command)
     def run(*args, **kwargs):
         from .jobs.errors import Interrupted, JobError
-        from .storage.errors import StoreError
+        from .files.errors import StoreError
 
         def interrupt(signum, frame):
             _quiet_shutdown()

@@ -205,7 +205,7 @@ def test_fourier_estimator_learns_saves_and_reloads(tmp_path):
     # a store of features from before their scaling is refused, not misread
     import zarr
 
-    from saspa_dask.storage.errors import StoreError
+    from saspa_dask.files.errors import StoreError
 
     group = zarr.open_group(str(tmp_path / "m.zarr"), mode="r+")
     attrs = dict(group.attrs)

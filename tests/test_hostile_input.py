@@ -112,7 +112,7 @@ def test_killed_between_the_renames_keeps_the_old_model(problem, tmp_path):
     # a real process, killed (SIGKILL) right after the first of the two renames
     script = textwrap.dedent(f"""
         import os, signal
-        import saspa_dask.storage.atomic as atomic
+        import saspa_dask.files.atomic as atomic
         from saspa_dask import load_model
         real = os.replace
         def replace(src, dst):

@@ -12,7 +12,7 @@ import zarr
 from saspa_dask import load_model
 from saspa_dask.datasets import synthetic_two_class
 from saspa_dask.pipelines import JobError, load_job
-from saspa_dask.storage.atomic import resolve_model_path
+from saspa_dask.files.atomic import resolve_model_path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

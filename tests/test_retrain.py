@@ -12,7 +12,7 @@ import zarr
 from saspa_dask import SASPAClassifier, load_model
 from saspa_dask.datasets import synthetic_two_class
 from saspa_dask.storage import ingest
-from saspa_dask.storage.atomic import resolve_model_path
+from saspa_dask.files.atomic import resolve_model_path
 
 BIN = Path(sys.executable).parent
 

@@ -81,6 +81,21 @@ class OnlineSparseGP:
         self.means = [np.zeros(0) for _ in range(n_problems)]
         self.counts = {"rows": 0, "added": 0, "removed": 0, "invalid": 0, "skipped": 0}
 
+    @classmethod
+    def resume(cls, likelihood, lengthscale, signal_variance, jitter, novelty_threshold,
+               max_bases, bases, L, means, sigmas, counts):
+        """The state a pass left (bases, their factor L, each problem's whitened mean
+        and covariance, the counts), to continue it with more rows."""
+        state = cls(likelihood, lengthscale, signal_variance, jitter, novelty_threshold,
+                    max_bases, len(means))
+        state.bases = np.array(bases, dtype=np.float64)
+        state.L = np.array(L, dtype=np.float64)
+        state.means = [np.array(m, dtype=np.float64) for m in means]
+        state.sigmas = [np.asfortranarray(_symmetric(np.asarray(s, dtype=np.float64)))
+                        for s in sigmas]
+        state.counts = dict(counts)
+        return state
+
     # -- the pass --------------------------------------------------------------------
 
     def add_rows(self, X, y):

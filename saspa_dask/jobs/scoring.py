@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 from ..storage import scores
-from ..storage.atomic import check_not_an_input, resolve_model_path
+from ..files.atomic import check_not_an_input, resolve_model_path
 from ..storage.export import EXPORT_FORMATS, export_scores
-from ..storage.model_store import load_model_and_attrs
+from ..storage import load_model_and_attrs
 from ..storage.data_store import input_arrays
 from .cluster import dask_client, n_workers
 from .errors import JobError, reported

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..storage.ingestion import ingest as ingest_file
-from ..storage.atomic import resolve_model_path
-from ..storage.model_store import describe_model
+from ..files.atomic import resolve_model_path
+from ..storage import describe_model
 from ..storage.split import split_store
 from .errors import reported
 from .paths import absolute

@@ -22,11 +22,11 @@ import numpy as np
 from ..engines.chunks import spread_rows
 from ..fitting.basis_parameters import LEARN_BASES
 from ..models import SASPAClassifier, SASPARegressor
-from ..storage.atomic import check_not_an_input, resolve_model_path, write_latest
+from ..files.atomic import check_not_an_input, resolve_model_path, write_latest
 from ..storage.columns import match_columns
 from ..storage.data_store import open_data_store
 from ..storage.fingerprint import check_recorded, fingerprint_and_rows
-from ..storage.model_store import load_model_and_attrs, save_model
+from ..storage import load_model_and_attrs, save_model
 from .cluster import dask_client, n_workers
 from .errors import JobError, reported
 from .paths import absolute

@@ -1,7 +1,10 @@
-"""Layer 5, models: the scikit-learn estimators and the fitted posterior they share.
+"""Layer 5, models: the scikit-learn estimators, the fitted posterior, the model store.
 
 - :mod:`~saspa_dask.models.posterior`: :class:`FittedPosterior`, what predictions use;
-- :mod:`~saspa_dask.models.base`: fitting, fitted state and new rows (shared);
+- :mod:`~saspa_dask.models.predictor`: predictions, fitted attributes and ``save``
+  from a fitted posterior (shared by every estimator);
+- :mod:`~saspa_dask.models.base`: the SASPA fit (bases, EP, learning, new rows);
+- :mod:`~saspa_dask.models.settings`: the EP schedule and execution settings;
 - :mod:`~saspa_dask.models.classifier`, :mod:`~saspa_dask.models.regressor`: the
   public SASPA estimators; :mod:`~saspa_dask.models.full_gp`: the dense full-GP EP;
 - :mod:`~saspa_dask.models.online`: Csató & Opper's sparse online GP estimators;
@@ -9,17 +12,22 @@
 - :mod:`~saspa_dask.models.augmented`: augmented prediction over the training rows;
 - :mod:`~saspa_dask.models.new_rows`: ADF and update passes over unseen rows;
 - :mod:`~saspa_dask.models.validation`: input checks (lazy input in one pass);
-- :mod:`~saspa_dask.models.registry`: estimator classes by name, the store's writer;
+- :mod:`~saspa_dask.models.model_store`: a fitted model as a zarr group (no pickle);
+- :mod:`~saspa_dask.models.loading`: the estimator classes by name, ``load_model``;
 - :mod:`~saspa_dask.models.docs`: shared docstring fragments.
 """
 
 from .classifier import SASPAClassifier
 from .full_gp import FullGPClassifier, FullGPRegressor
 from .ivm import IVMClassifier
+from .loading import load_model
+from .model_store import save_model
 from .online import SparseOnlineGPClassifier, SparseOnlineGPRegressor
 from .posterior import FittedPosterior
 from .regressor import SASPARegressor
+from .settings import EPSchedule, Execution
 
-__all__ = ["FittedPosterior", "FullGPClassifier", "FullGPRegressor", "IVMClassifier",
-           "SASPAClassifier",
-           "SASPARegressor", "SparseOnlineGPClassifier", "SparseOnlineGPRegressor"]
+__all__ = ["EPSchedule", "Execution", "FittedPosterior", "FullGPClassifier",
+           "FullGPRegressor", "IVMClassifier", "SASPAClassifier", "SASPARegressor",
+           "SparseOnlineGPClassifier", "SparseOnlineGPRegressor", "load_model",
+           "save_model"]

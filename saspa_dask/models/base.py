@@ -1,11 +1,10 @@
-"""The shared machinery of the SASPA estimators: fit, fitted state, new rows.
+"""The fitting shared by the SASPA estimators: bases, EP, learning, new rows.
 
 A fit produces two things: a :class:`~saspa_dask.models.posterior.FittedPosterior`
 (``fitted_posterior_``, what every prediction uses) and a fit report (EP and optimiser
-diagnostics, per-row sites: the attributes named in ``_REPORT_ATTRIBUTES``).  The
-attributes that describe the posterior (``bases_``, ``alpha_``, ``classes_`` ...) are
-read-only views of ``fitted_posterior_``, so there is one source of truth, and a model
-store needs to persist just the posterior, the report and ``get_params()``.
+diagnostics, per-row sites: the attributes named in ``_REPORT_ATTRIBUTES`` and
+``_REPORT_ARRAYS``).  Predictions, the fitted attributes that describe the posterior
+and ``save`` come from :class:`~saspa_dask.models.predictor.PosteriorModel`.
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ from numbers import Integral, Real
 
 import dask
 import numpy as np
-from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..core.bases import Basis
 from ..core.kernels import BASIS_FAMILIES, FOURIER_FAMILIES, blur_covariances
@@ -38,10 +36,12 @@ from ..fitting.trainer import Trainer
 from ..fitting.trainer import fit as fit_hyperparameters
 from .new_rows import adf_pass, update_pass
 from .posterior import FittedPosterior, stacked
-from .registry import model_writer
-from .validation import check_init_sites, resolve_lengthscale
+from .predictor import PosteriorModel
+from .settings import (APPROXIMATIONS, LEGACY_NAMES, EPSchedule, Execution,
+                       legacy_parameters, settings_of)
+from .validation import check_init_sites, column_names_of, resolve_lengthscale
 
-__all__ = ["SASPABase"]
+__all__ = ["SASPABase", "default_damping"]
 
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 
@@ -66,29 +66,41 @@ def _print_hyper(record):
           file=sys.stderr, flush=True)
 
 
-def _posterior_attribute(name, doc):
-    return property(lambda self: getattr(self._posterior(), name), doc=doc)
+def default_damping(likelihood):
+    """Damping when ``ep.damping`` is None: label noise makes the likelihood
+    non-log-concave (negative site precisions, which undamped parallel EP can
+    oscillate on), heavy tails likewise."""
+    return {"step": 0.8, "noisy_probit": 0.8, "student_t": 0.5}.get(likelihood, 1.0)
 
 
-class SASPABase(BaseEstimator):
+def _legacy_attribute(name):
+    group, field = LEGACY_NAMES[name]
+
+    def read(self):
+        warnings.warn(f"{type(self).__name__}.{name} is read from "
+                      + ("approximation" if group == "approximation" else f"{group}.{field}")
+                      + " now; the old name will be removed in the next release",
+                      FutureWarning, stacklevel=2)
+        if group == "approximation":
+            return self.approximation == "dtc"
+        return getattr(settings_of(group, getattr(self, group)), field)
+
+    return property(read, doc=f"Deprecated: ``{group}`` ({field}).")
+
+
+class SASPABase(PosteriorModel):
     """Fitting, fitted state and new rows shared by the SASPA estimators."""
 
     _parameter_constraints: dict = {
         "n_bases": [Interval(Integral, 1, None, closed="left")],
         "blur": [StrOptions(set(BASIS_FAMILIES))],
+        "approximation": [StrOptions(set(APPROXIMATIONS))],
         "lengthscale": ["array-like", _POSITIVE, None],
         "signal_variance": [_POSITIVE, None],
-        "ep_mode": [StrOptions({"parallel", "sequential"})],
-        "damping": [Interval(Real, 0, 1, closed="right"), None],
-        "max_sweeps": [Interval(Integral, 1, None, closed="left")],
-        "tol": [_POSITIVE],
         "bases": [Basis, None],
         "jitter": [_POSITIVE],
-        "block_rows": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
-        "cache": [StrOptions({"memory", "none"})],
-        "work_dir": [str, os.PathLike, None],
         "optimize_hyperparameters": ["boolean"],
         "max_hyper_iter": [Interval(Integral, 1, None, closed="left")],
         "n_restarts_optimizer": [Interval(Integral, 0, None, closed="left")],
@@ -96,9 +108,8 @@ class SASPABase(BaseEstimator):
         "learn_bases": [StrOptions(set(LEARN_BASES) | {"auto"}), Options(bool, {False}),
                         None],
         "hyper_subsample": [Interval(Integral, 1, None, closed="left"), None],
-        "dtc": ["boolean"],
-        "coarse_start": ["boolean"],
-        "anderson_memory": [Interval(Integral, 0, None, closed="left")],
+        "ep": [EPSchedule, dict, None],
+        "execution": [Execution, dict, None],
     }
 
     # the fit report: diagnostics a model store keeps beside the fitted posterior
@@ -108,58 +119,44 @@ class SASPABase(BaseEstimator):
         "n_anderson_steps_", "n_anderson_restarts_", "coarse_start_", "history_",
         "damping_", "blur_scale_", "hyperparameter_trace_", "hyperparameter_info_",
         "timings_", "kmeans_info_", "data_fingerprint_")
+    _REPORT_ARRAYS = ("sites_tau_", "sites_nu_")
 
-    bases_ = property(lambda self: self._posterior().basis,
-                      doc="Basis means and the blur covariances used.")
-    lengthscale_ = _posterior_attribute("lengthscale", "Fitted ARD lengthscales.")
-    signal_variance_ = _posterior_attribute("signal_variance", "Fitted signal variance.")
-    jitter_ = _posterior_attribute("jitter", "Absolute diagonal jitter used.")
-    whitening_ = _posterior_attribute("whitening", "L, Cholesky factor of Kh + jitter_ I.")
-    likelihood_params_ = _posterior_attribute("likelihood_params",
-                                              "The likelihood's fitted parameters.")
+    def _fold_legacy(self, legacy):
+        """``__init__``'s old keyword arguments folded into ``ep``, ``execution`` and
+        ``approximation`` (with a FutureWarning)."""
+        if not legacy:
+            return
+        params = legacy_parameters(
+            {"ep": self.ep, "execution": self.execution, "approximation": self.approximation},
+            legacy, owner=type(self).__name__)
+        self.ep, self.execution = params["ep"], params["execution"]
+        self.approximation = params["approximation"]
 
-    def _posterior(self):
-        check_is_fitted(self, "fitted_posterior_")
-        return self.fitted_posterior_
-
-    @property
-    def posteriors_(self):
-        """One whitened posterior per EP problem."""
-        return list(self._posterior().posteriors)
-
-    @property
-    def posterior_(self):
-        """The whitened posterior of a one-problem model."""
-        posteriors = self._posterior().posteriors
-        if len(posteriors) != 1:
-            raise AttributeError("posterior_ is not defined for a one-vs-rest model; "
-                                 "use posteriors_")
-        return posteriors[0]
-
-    @property
-    def alpha_(self):
-        """The paper's alpha: predictive mean = Kt(x, B) @ alpha_."""
-        return self._posterior().alpha_beta[0]
+    def set_params(self, **params):
+        """Set parameters (scikit-learn's ``set_params``); the old flat names of the
+        grouped settings are accepted for one release, with a FutureWarning."""
+        legacy = {k: params.pop(k) for k in list(params) if k in LEGACY_NAMES}
+        if legacy:
+            params = {**legacy_parameters(
+                {"ep": params.get("ep", self.ep),
+                 "execution": params.get("execution", self.execution),
+                 "approximation": params.get("approximation", self.approximation)},
+                legacy, owner=type(self).__name__), **{k: v for k, v in params.items()
+                                                        if k not in ("ep", "execution",
+                                                                     "approximation")}}
+        return super().set_params(**params)
 
     @property
-    def beta_(self):
-        """The paper's beta: latent variance = s2 - k^T beta_ k."""
-        return self._posterior().alpha_beta[1]
+    def _ep(self):
+        return settings_of("ep", self.ep)
 
-    def _likelihood_parameter(self, likelihoods, name):
-        """A fitted likelihood parameter, defined only for ``likelihoods`` (a name or a
-        tuple of names)."""
-        fitted = self._posterior()
-        if isinstance(likelihoods, str):
-            likelihoods = (likelihoods,)
-        if fitted.likelihood not in likelihoods:
-            raise AttributeError(f"{name}_ is defined for likelihood in {likelihoods} only")
-        return float(fitted.likelihood_params[name])
+    @property
+    def _execution(self):
+        return settings_of("execution", self.execution)
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags
+    @property
+    def _prediction_rows(self):
+        return self._execution.block_rows
 
     # -- fitting -------------------------------------------------------------------
 
@@ -281,11 +278,15 @@ class SASPABase(BaseEstimator):
 
     def _fit_posterior_work(self, X, targets, likelihood, signal_variance, damping,
                             column_std, *, progress=None, init_sites=None, labels=None,
-                            offset=0.0, classes=None):
+                            offset=0.0, classes=None, column_names=None,
+                            data_fingerprint=None):
         """Bases, whitening, EP (in memory or on Dask) and, if asked, evidence
         maximisation; sets ``fitted_posterior_`` and the fit report.
 
-        ``labels`` (one-vs-rest) makes one EP problem per class on shared blocks.  With
+        ``labels`` (one-vs-rest) makes one EP problem per class on shared blocks.
+        ``column_names`` and ``data_fingerprint`` describe where X came from (a data
+        store's columns and content): the posterior keeps the names (scoring matches
+        columns by them) and the report the fingerprint.  With
         ``hyper_subsample`` rows fewer than the data, the evidence is maximised on that
         subsample (in memory) and EP then runs on all rows at the learnt values.
         """
@@ -304,19 +305,21 @@ class SASPABase(BaseEstimator):
         say(f"bases ready ({self.timings_['bases']:.1f}s"
             + (f", K-means converged {km.get('converged')}" if km else "") + ")")
         self.damping_ = float(damping)
-        settings = EPSettings(self.ep_mode, self.damping_, self.max_sweeps, self.tol,
-                              coarse_start=bool(self.coarse_start),
-                              anderson_memory=int(self.anderson_memory))
+        ep, execution = self._ep, self._execution
+        settings = EPSettings(ep.mode, self.damping_, ep.max_sweeps, ep.tol,
+                              coarse_start=ep.coarse_start,
+                              anderson_memory=ep.anderson_memory)
         n_problems = 1 if labels is None else len(labels)
         sites = check_init_sites(init_sites, X.shape[0], n_problems)
 
         def trainer_for(X, targets, work_dir):
             return Trainer(X, targets, labels, basis.means, basis.covs, settings,
                            frequencies=basis.frequencies, phases=basis.phases,
-                           jitter=self.jitter, block_rows=self.block_rows, cache=self.cache,
+                           jitter=self.jitter, block_rows=execution.block_rows,
+                           cache=execution.cache,
                            work_dir=work_dir,
                            callback=progress or (_print_sweep if self.verbose else None),
-                           projected_only=bool(self.dtc))
+                           projected_only=self.approximation == "dtc")
 
         def fit(trainer, hyper, sites, optimize):
             return fit_hyperparameters(
@@ -342,13 +345,15 @@ class SASPABase(BaseEstimator):
             + (", learning hyperparameters" if self.optimize_hyperparameters and learnt is None
                else ""))
         # Dask inputs keep their sites in a scratch store (removed afterwards)
-        with WorkDir(self.work_dir) if lazy else nullcontext() as work_dir:
+        with WorkDir(execution.work_dir) if lazy else nullcontext() as work_dir:
             outcome = fit(trainer_for(X, targets, work_dir), start_hyper, sites,
                           bool(self.optimize_hyperparameters) and learnt is None)
         self.timings_["ep"] = time.perf_counter() - start
         if learnt is not None:
             outcome.trace, outcome.info = learnt.trace, learnt.info
-        self._set_fitted(outcome, likelihood, offset, classes, X.shape[0], rows)
+        self._set_fitted(outcome, likelihood, offset, classes, X.shape[0], rows,
+                         column_names)
+        self.data_fingerprint_ = data_fingerprint
         say(f"done: {self.n_sweeps_} sweeps, converged {self.converged_}, "
             f"{self.timings_['bases'] + self.timings_['ep']:.1f}s")
         return self
@@ -365,7 +370,8 @@ class SASPABase(BaseEstimator):
         say.loud = loud  # optimiser iterations are reported with the phases
         return say
 
-    def _set_fitted(self, outcome, likelihood, offset, classes, n_samples, rows):
+    def _set_fitted(self, outcome, likelihood, offset, classes, n_samples, rows,
+                    column_names):
         hyper = outcome.hyper
         if outcome.jitter > self.jitter * hyper.signal_variance * (1 + 1e-12):
             warnings.warn(f"basis covariance needed jitter {outcome.jitter:.3g} (asked "
@@ -376,7 +382,7 @@ class SASPABase(BaseEstimator):
             outcome.basis.means, outcome.basis.covs, hyper.lengthscale, hyper.signal_variance,
             outcome.jitter, outcome.L, [r.posterior for r in outcome.results],
             fitted_likelihood.name, fitted_likelihood.params(), offset=offset,
-            classes=classes, feature_names=getattr(self, "feature_names_in_", None),
+            classes=classes, feature_names=column_names_of(self, column_names),
             frequencies=outcome.basis.frequencies, phases=outcome.basis.phases)
         self.blur_scale_ = hyper.blur_scale
         self.hyperparameter_trace_ = outcome.trace or []
@@ -404,50 +410,6 @@ class SASPABase(BaseEstimator):
                               for k, r in enumerate(results) for level in r.coarse_start]
         self.history_ = results[0].history if one else [
             {**rec, "problem": k} for k, r in enumerate(results) for rec in r.history]
-
-    # -- prediction ----------------------------------------------------------------
-
-    def _predict(self, X, func, *, columns=None, dtype=np.float64):
-        """``func(fitted_posterior_, X_block, rows)`` over the rows of X, after the one
-        dispatch on input type: lazy input is checked for its width and stays lazy
-        (the result is a dask array), NumPy-like input is validated as scikit-learn
-        does.  Kernel blocks have ``block_rows`` rows."""
-        fitted = self._posterior()
-        return fitted.map_rows(self._checked_rows(X), func, columns=columns, dtype=dtype,
-                               rows=self.block_rows)
-
-    def _checked_rows(self, X):
-        """Rows to predict at: lazy input checked for its width (and left lazy),
-        NumPy-like input validated as scikit-learn does."""
-        if not is_lazy(X):
-            return validate_data(self, X, reset=False, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[-1]} features, but {type(self).__name__} "
-                             f"is expecting {self.n_features_in_} features as input")
-        return X
-
-    def predict_latent(self, X):
-        """Latent predictive mean and variance of f at X.
-
-        Parameters
-        ----------
-        X : array-like, dask or zarr array of shape (n_samples, n_features)
-
-        Returns
-        -------
-        mean : ndarray of shape (n_samples,) or (n_samples, n_classes)
-            Including the regressor's offset ``y_mean_``.
-        variance : ndarray of shape (n_samples,) or (n_samples, n_classes)
-            s2 - |phi|^2 + phi^T Sigma_v phi: returns to the signal variance far from
-            the data.  One column per class for a one-vs-rest multi-class model.
-            Dask arrays, chunked like X's rows, for dask or zarr input.
-        """
-        K = self._posterior().n_problems
-        both = self._predict(X, _latent_columns, columns=2 * K)
-        mean, var = both[:, :K], both[:, K:]
-        if K == 1:
-            return mean[:, 0], var[:, 0]
-        return mean, var
 
     # -- new rows ------------------------------------------------------------------
 
@@ -487,10 +449,10 @@ class SASPABase(BaseEstimator):
         X_new, targets, labels = self._new_rows(X_new, y_new)
         fitted, n_skipped = self.fitted_posterior_, 0
         if new_rows == "update":
-            tau, nu, n_invalid = update_pass(fitted, X_new, targets, labels, self.block_rows)
+            tau, nu, n_invalid = update_pass(fitted, X_new, targets, labels, self._execution.block_rows)
         elif new_rows == "adf":
             _, tau, nu, n_invalid, n_skipped = adf_pass(fitted, X_new, targets, labels,
-                                                        self.block_rows)
+                                                        self._execution.block_rows)
         else:
             tau = nu = np.zeros(self.sites_tau_.shape[:-1] + (X_new.shape[0],))
             n_invalid = 0
@@ -504,7 +466,7 @@ class SASPABase(BaseEstimator):
         """One assumed-density-filtering pass over new rows (see ``partial_fit``)."""
         X, targets, labels = self._new_rows(X, y)
         posteriors, tau, nu, n_invalid, n_skipped = adf_pass(
-            self.fitted_posterior_, X, targets, labels, self.block_rows)
+            self.fitted_posterior_, X, targets, labels, self._execution.block_rows)
         self.sites_tau_ = np.concatenate([self.sites_tau_, tau], axis=-1)
         self.sites_nu_ = np.concatenate([self.sites_nu_, nu], axis=-1)
         self.n_invalid_cavities_ += n_invalid
@@ -514,30 +476,10 @@ class SASPABase(BaseEstimator):
         self.fitted_posterior_ = replace(self.fitted_posterior_, posteriors=tuple(posteriors))
         # the evidence needs every row's cavity; partial_fit does not revisit old rows
         self.log_evidence_ = float("nan")
-        self._rows_added(X, targets)
         return self
 
-    def _rows_added(self, X, targets):
-        """Hook: checked rows and their EP targets have joined the fit."""
 
-    def model_fingerprint(self):
-        """sha256 of everything predictions depend on (bases, kernel, factors,
-        posterior, likelihood, label mapping); equal for a model and its saved copy."""
-        return self._posterior().fingerprint()
-
-    def save(self, path, *, overwrite=False):
-        """Write the fitted model to a zarr model store (see :func:`saspa_dask.load_model`).
-
-        Parameters
-        ----------
-        path : str or Path
-        overwrite : bool, default=False
-            Replace an existing store.
-        """
-        return model_writer()(self, path, overwrite=overwrite)
-
-
-def _latent_columns(fitted, Xb, rows):
-    mean, var = fitted.latent(Xb, rows)
-    return np.column_stack([mean + fitted.offset, var])
-
+# the old flat names of the grouped settings stay readable for one release
+for _name in LEGACY_NAMES:
+    setattr(SASPABase, _name, _legacy_attribute(_name))
+del _name

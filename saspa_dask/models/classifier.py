@@ -5,17 +5,31 @@ from __future__ import annotations
 from numbers import Real
 
 import numpy as np
-from sklearn.base import ClassifierMixin, _fit_context
+from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..core.likelihoods import Logistic, NoisyProbit, Probit, Step
 from ..engines.chunks import is_lazy
-from .base import SASPABase
+from .base import SASPABase, default_damping
 from .docs import _CLASSIFIER_PARAMS_DOC, _SHARED_ATTRS_DOC
-from .registry import register
+from .predictor import PosteriorClassifierMixin
 from .validation import validate_training_input
 
-__all__ = ["SASPAClassifier"]
+__all__ = ["SASPAClassifier", "classification_likelihood"]
+
+CLASSIFICATION_LIKELIHOODS = ("probit", "logistic", "step", "noisy_probit")
+
+
+def classification_likelihood(name, label_noise):
+    """The likelihood object of a classifier's ``likelihood`` parameter."""
+    if name == "probit":
+        return Probit()
+    if name == "logistic":
+        return Logistic()
+    if name == "noisy_probit":
+        return NoisyProbit(label_noise)
+    return Step(label_noise)
+
 
 
 def _codes_of(y, classes):
@@ -29,22 +43,7 @@ def _class_codes(y, classes):
     return _codes_of(y, classes)
 
 
-def _proba(fitted, Xb, rows):
-    return fitted.class_probabilities(*fitted.latent(Xb, rows))
-
-
-def _labels(fitted, Xb, rows):
-    return fitted.classes[_proba(fitted, Xb, rows).argmax(axis=1)]
-
-
-def _margin(fitted, Xb, rows):
-    mean, var = fitted.latent(Xb, rows)
-    margin = fitted.likelihood_object.margin(mean, var)
-    return margin[:, 0] if margin.shape[1] == 1 else margin
-
-
-@register
-class SASPAClassifier(ClassifierMixin, SASPABase):
+class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
     __doc__ = f"""Gaussian-process classifier by SASPA expectation propagation.
 
     The latent function's posterior is summarised by M blurred basis points
@@ -85,61 +84,40 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
 
     _parameter_constraints: dict = {
         **SASPABase._parameter_constraints,
-        "likelihood": [StrOptions({"probit", "logistic", "step", "noisy_probit"})],
+        "likelihood": [StrOptions(set(CLASSIFICATION_LIKELIHOODS))],
         "label_noise": [Interval(Real, 0, 0.5, closed="left")],
     }
 
-    def __init__(self, n_bases=64, *, blur="full", likelihood="probit", label_noise=0.01,
-                 lengthscale=None, signal_variance=None, ep_mode="parallel", damping=None,
-                 max_sweeps=100, tol=1e-6, bases=None, jitter=1e-8, block_rows=8192,
-                 random_state=None, verbose=0, cache="memory", work_dir=None,
-                 optimize_hyperparameters=True, max_hyper_iter=20, n_restarts_optimizer=0,
-                 learn_blur_scale=False, learn_bases="auto", hyper_subsample=20000,
-                 dtc=False, coarse_start=True, anderson_memory=3):
+    def __init__(self, n_bases=64, *, blur="full", approximation="fitc", likelihood="probit",
+                 label_noise=0.01, lengthscale=None, signal_variance=None, bases=None,
+                 jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=20,
+                 n_restarts_optimizer=0, learn_blur_scale=False, learn_bases="auto",
+                 hyper_subsample=20000, ep=None, execution=None, random_state=None,
+                 verbose=0, **legacy):
         self.n_bases = n_bases
         self.blur = blur
+        self.approximation = approximation
         self.likelihood = likelihood
         self.label_noise = label_noise
         self.lengthscale = lengthscale
         self.signal_variance = signal_variance
-        self.ep_mode = ep_mode
-        self.damping = damping
-        self.max_sweeps = max_sweeps
-        self.tol = tol
         self.bases = bases
         self.jitter = jitter
-        self.block_rows = block_rows
-        self.random_state = random_state
-        self.verbose = verbose
-        self.cache = cache
-        self.work_dir = work_dir
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
         self.n_restarts_optimizer = n_restarts_optimizer
         self.learn_blur_scale = learn_blur_scale
         self.learn_bases = learn_bases
         self.hyper_subsample = hyper_subsample
-        self.dtc = dtc
-        self.coarse_start = coarse_start
-        self.anderson_memory = anderson_memory
-
-    classes_ = property(lambda self: self._posterior().classes,
-                        doc="Labels; for two classes classes_[1] is the positive class.")
-    label_noise_ = property(
-        lambda self: self._likelihood_parameter(("step", "noisy_probit"), "label_noise"),
-        doc="Fitted label noise (step and noisy-probit likelihoods only).")
-
-    def _likelihood(self):
-        if self.likelihood == "probit":
-            return Probit()
-        if self.likelihood == "logistic":
-            return Logistic()
-        if self.likelihood == "noisy_probit":
-            return NoisyProbit(self.label_noise)
-        return Step(self.label_noise)
+        self.ep = ep
+        self.execution = execution
+        self.random_state = random_state
+        self.verbose = verbose
+        self._fold_legacy(legacy)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, *, progress=None, init_sites=None):
+    def fit(self, X, y, *, progress=None, init_sites=None, column_names=None,
+            data_fingerprint=None):
         """Fit the classifier.
 
         Parameters
@@ -156,6 +134,12 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
             earlier fit's sites, then sites for the appended rows); shape
             (n_classes, n_samples) for more than two classes.  EP reaches the same
             fixed point; a good start needs fewer sweeps.
+        column_names : sequence of str, optional
+            Names of X's columns when X is an array (a data store's columns): kept in
+            ``fitted_posterior_`` so that scoring and retraining match columns by
+            name.  A DataFrame's own names need not be given.
+        data_fingerprint : str, optional
+            A fingerprint of the training data, kept as ``data_fingerprint_``.
 
         Returns
         -------
@@ -168,15 +152,13 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
             raise ValueError(
                 f"SASPAClassifier needs samples of 2 classes; got 1 class ({classes[0]!r})")
         s2 = 1.0 if self.signal_variance is None else self.signal_variance
-        damping = self.damping
-        if damping is None:
-            # label noise makes the likelihood non-log-concave: negative site
-            # precisions, which undamped parallel EP can oscillate on
-            damping = 0.8 if self.likelihood in ("step", "noisy_probit") else 1.0
+        damping = self._ep.damping
+        damping = default_damping(self.likelihood) if damping is None else damping
         targets, labels = _ep_targets(y, classes)
-        return self._fit_posterior(X, targets, self._likelihood(), s2, damping, column_std,
-                                   progress=progress, init_sites=init_sites, labels=labels,
-                                   classes=classes)
+        return self._fit_posterior(
+            X, targets, classification_likelihood(self.likelihood, self.label_noise), s2,
+            damping, column_std, progress=progress, init_sites=init_sites, labels=labels,
+            classes=classes, column_names=column_names, data_fingerprint=data_fingerprint)
 
     def partial_fit(self, X, y, classes=None):
         """Add rows by one assumed-density-filtering pass, without revisiting old rows.
@@ -221,56 +203,6 @@ class SASPAClassifier(ClassifierMixin, SASPABase):
         if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(f"classes {np.unique(classes).tolist()} differ from the fitted "
                              f"classes_ {self.classes_.tolist()}")
-
-    def decision_function(self, X):
-        """Latent margin; positive values favour ``classes_[1]``.
-
-        The probability of the class is an increasing function of it: ``mean /
-        sqrt(1 + var)`` for probit (P = Phi(margin)), ``mean / sqrt(var)`` for step
-        (P = eps + (1 - 2 eps) Phi(margin)) and, for logistic, the log-odds
-        log(P / (1 - P)) of the predictive probability P = E[sigmoid(f)] under the
-        latent N(mean, var).  For more than two classes, one column per class (its
-        one-vs-rest margin).
-
-        Parameters
-        ----------
-        X : array-like, dask or zarr array of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,) or (n_samples, n_classes)
-        """
-        K = self._posterior().n_problems
-        return self._predict(X, _margin, columns=None if K == 1 else K)
-
-    def predict_proba(self, X):
-        """Class probabilities, columns ordered as ``classes_``.
-
-        For more than two classes the one-vs-rest probabilities P(y = k | x) of the
-        classes' binary models are normalised to sum to one.
-
-        Parameters
-        ----------
-        X : array-like, dask or zarr array of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        return self._predict(X, _proba, columns=len(self.classes_))
-
-    def predict(self, X):
-        """Most probable label.
-
-        Parameters
-        ----------
-        X : array-like, dask or zarr array of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        return self._predict(X, _labels, dtype=self.classes_.dtype)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

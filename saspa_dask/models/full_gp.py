@@ -6,6 +6,10 @@ variances s2 - |phi_i|^2 are zero up to the jitter.  EP, the evidence, its gradi
 hyperparameter learning, one-vs-rest classes and prediction are the tested SASPA
 machinery; the cost is O(N^3) per sweep and N^2 floats of memory, like any dense GP.
 
+The estimators compose a SASPA estimator (bases at the training inputs, delta blur,
+no K-means, no subsample, plain EP) rather than inherit from it: they take only the
+parameters a full GP has, and predict through the same fitted posterior.
+
 The benchmarks use it as the reference of the paper's KL measure; users can use it
 as the exact method on small data.  The jitter (relative to the signal variance,
 default 1e-6) acts as a tiny extra latent noise and is reported as ``jitter_``.
@@ -13,60 +17,89 @@ default 1e-6) acts as a tiny extra latent noise and is reported as ``jitter_``.
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils._param_validation import Interval
-from sklearn.utils.metaestimators import available_if
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import validate_data
 
 from ..core.bases import Basis
+from ..engines.chunks import is_lazy
 from .classifier import SASPAClassifier
-from .registry import register
+from .predictor import PosteriorClassifierMixin, PosteriorModel, PosteriorRegressorMixin
 from .regressor import SASPARegressor
+from .settings import EPSchedule
 
 __all__ = ["FullGPClassifier", "FullGPRegressor"]
 
 
-class _FullGPMixin:
-    """Bases at the training inputs, in memory, at most ``max_samples`` rows."""
+class _FullGP:
+    """Fit by a SASPA estimator with a delta basis at every training input."""
 
-    # fixed settings of the SASPA machinery (not parameters of a full GP)
-    n_bases = 1
-    blur = "delta"
-    bases = None
-    block_rows = 8192
-    cache = "memory"
-    work_dir = None
-    learn_blur_scale = False
-    learn_bases = False
-    hyper_subsample = None  # max_samples bounds the rows already
-    dtc = False
-    coarse_start = False  # one block up to 8192 rows: nothing to subsample
-    anderson_memory = 0  # the reference method stays plain EP
-    random_state = None
+    _REPORT_ATTRIBUTES = SASPAClassifier._REPORT_ATTRIBUTES
+    _REPORT_ARRAYS = SASPAClassifier._REPORT_ARRAYS
+    # the SASPA estimator that fits it, and the parameters it shares
+    _SPARSE: type
+    _SHARED: tuple
 
-    def _resolve_bases(self, X, lazy, column_std):
-        if lazy:
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit by EP with every training row as a basis.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            In memory, at most ``max_samples`` rows.
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self
+        """
+        self._reset()
+        if is_lazy(X):
             raise ValueError(f"{type(self).__name__} is a dense method: pass in-memory "
                              "arrays (use SASPAClassifier / SASPARegressor on Dask data)")
-        n = X.shape[0]
+        # scikit-learn's checks and messages first; the checked rows are the bases
+        X_checked = self._validated_rows(X, y)
+        n = X_checked.shape[0]
         if n > self.max_samples:
             raise ValueError(
                 f"{type(self).__name__} with {n} rows needs an {n} x {n} kernel matrix and "
                 f"O(N^3) work per sweep; max_samples={self.max_samples}. Raise max_samples "
-                "or use the sparse estimators"
-            )
-        return Basis(np.array(X, dtype=np.float64, copy=True))
+                "or use the sparse estimators")
+        sparse = self._SPARSE(
+            **{name: getattr(self, name) for name in self._SHARED}, blur="delta",
+            bases=Basis(np.array(X_checked, dtype=np.float64, copy=True)),
+            learn_bases=False, hyper_subsample=None,
+            ep=EPSchedule(self.ep_mode, self.damping, self.max_sweeps, self.tol,
+                          anderson_memory=0, coarse_start=False))
+        sparse.fit(X, y)
+        for name in (*self._REPORT_ATTRIBUTES, *self._REPORT_ARRAYS):
+            if hasattr(sparse, name):
+                setattr(self, name, getattr(sparse, name))
+        self.fitted_posterior_ = sparse.fitted_posterior_
+        self.n_features_in_ = sparse.n_features_in_
+        if hasattr(sparse, "feature_names_in_"):
+            self.feature_names_in_ = sparse.feature_names_in_
+        return self
 
-    # a full GP would need a basis for every new row: no online mode, refit instead
-    @available_if(lambda self: False)
-    def partial_fit(self, X, y, *args, **kwargs):  # pragma: no cover - never available
-        raise AttributeError("partial_fit")
+    def _validated_rows(self, X, y):
+        X, _ = validate_data(self, X, y, reset=True, dtype=np.float64, ensure_min_samples=2,
+                             y_numeric=isinstance(self, PosteriorRegressorMixin))
+        return X
 
 
 def _constraints(sparse, names):
-    """The sparse estimator's constraints of the parameters a full GP has."""
+    """The sparse estimator's constraints of the parameters a full GP shares with it,
+    and the full GP's own (its EP schedule is four plain parameters: no coarse start
+    and no Anderson acceleration for the reference method)."""
     return {**{k: sparse._parameter_constraints[k] for k in names},
+            "ep_mode": [StrOptions({"parallel", "sequential"})],
+            "damping": [Interval(Real, 0, 1, closed="right"), None],
+            "max_sweeps": [Interval(Integral, 1, None, closed="left")],
+            "tol": [Interval(Real, 0, None, closed="neither")],
             "max_samples": [Interval(Integral, 1, None, closed="left")]}
 
 
@@ -96,8 +129,7 @@ _FULL_PARAMS_DOC = """
 """
 
 
-@register
-class FullGPClassifier(_FullGPMixin, SASPAClassifier):
+class FullGPClassifier(_FullGP, PosteriorClassifierMixin, PosteriorModel):
     __doc__ = f"""Full Gaussian-process classification by EP (dense, O(N^3) per sweep).
 
     The same kernel, likelihoods, evidence and hyperparameter learning as
@@ -126,9 +158,13 @@ class FullGPClassifier(_FullGPMixin, SASPAClassifier):
     """
 
     _parameter_constraints: dict = _constraints(SASPAClassifier, (
-        "likelihood", "label_noise", "lengthscale", "signal_variance", "ep_mode", "damping",
-        "max_sweeps", "tol", "jitter", "optimize_hyperparameters", "max_hyper_iter",
-        "n_restarts_optimizer", "verbose"))
+        "likelihood", "label_noise", "lengthscale", "signal_variance", "jitter",
+        "optimize_hyperparameters", "max_hyper_iter", "n_restarts_optimizer", "verbose"))
+
+    _SPARSE = SASPAClassifier
+    _SHARED = ("likelihood", "label_noise", "lengthscale", "signal_variance", "jitter",
+               "optimize_hyperparameters", "max_hyper_iter", "n_restarts_optimizer",
+               "verbose")
 
     def __init__(self, *, likelihood="probit", label_noise=0.01, lengthscale=None,
                  signal_variance=None, ep_mode="parallel", damping=None, max_sweeps=100,
@@ -150,8 +186,7 @@ class FullGPClassifier(_FullGPMixin, SASPAClassifier):
         self.verbose = verbose
 
 
-@register
-class FullGPRegressor(_FullGPMixin, SASPARegressor):
+class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
     __doc__ = f"""Full Gaussian-process regression by EP (dense, O(N^3) per sweep).
 
     With the Gaussian likelihood this is exact GP regression; ``student_t`` and
@@ -178,8 +213,13 @@ class FullGPRegressor(_FullGPMixin, SASPARegressor):
 
     _parameter_constraints: dict = _constraints(SASPARegressor, (
         "likelihood", "noise_variance", "dof", "scale", "center_y", "lengthscale",
-        "signal_variance", "ep_mode", "damping", "max_sweeps", "tol", "jitter",
-        "optimize_hyperparameters", "max_hyper_iter", "n_restarts_optimizer", "verbose"))
+        "signal_variance", "jitter", "optimize_hyperparameters", "max_hyper_iter",
+        "n_restarts_optimizer", "verbose"))
+
+    _SPARSE = SASPARegressor
+    _SHARED = ("likelihood", "noise_variance", "dof", "scale", "center_y", "lengthscale",
+               "signal_variance", "jitter", "optimize_hyperparameters", "max_hyper_iter",
+               "n_restarts_optimizer", "verbose")
 
     def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, lengthscale=None, signal_variance=None, ep_mode="parallel",

@@ -3,8 +3,9 @@
 :func:`saspa_dask.engines.ivm.ivm_select` chooses the active rows and their ADF sites;
 the fitted model is the GP posterior given those sites, written as a SASPA posterior
 on delta bases at the active rows (f at a basis is its whitened projection, up to the
-jitter), so predictions are the SASPA classifier's own.  Hyperparameters are fixed
-(given, or SASPA's data-driven starting values).
+jitter), so predictions are those of every other estimator's fitted posterior
+(:mod:`saspa_dask.models.predictor`).  Hyperparameters are fixed (given, or SASPA's
+data-driven starting values).  Binary only.
 """
 
 from __future__ import annotations
@@ -14,20 +15,20 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.metaestimators import available_if
 
 from ..core.kernels import basis_covariance
 from ..engines.ivm import ivm_select
 from ..ep.posterior import Posterior
 from ..ep.whitening import make_block, whiten
-from .classifier import SASPAClassifier, _ep_targets
+from .classifier import SASPAClassifier, _ep_targets, classification_likelihood
 from .posterior import FittedPosterior
+from .predictor import PosteriorClassifierMixin, PosteriorModel
 from .validation import resolve_lengthscale, validate_training_input
 
 __all__ = ["IVMClassifier"]
 
 
-class IVMClassifier(SASPAClassifier):
+class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
     """Informative vector machine (Lawrence, Seeger & Herbrich): two classes, in memory.
 
     Parameters
@@ -70,12 +71,13 @@ class IVMClassifier(SASPAClassifier):
     _parameter_constraints: dict = {
         **{k: SASPAClassifier._parameter_constraints[k] for k in (
             "likelihood", "label_noise", "lengthscale", "signal_variance", "jitter",
-            "block_rows", "verbose")},
+            "verbose")},
+        "block_rows": [Interval(Integral, 1, None, closed="left")],
         "n_bases": [Interval(Integral, 1, None, closed="left")],
     }
 
-    blur = "delta"
-    dtc = False
+    _REPORT_ATTRIBUTES = ("log_evidence_",)
+    _REPORT_ARRAYS = ("active_indices_", "entropy_reductions_")
 
     def __init__(self, n_bases=64, *, likelihood="probit", label_noise=0.01,
                  lengthscale=None, signal_variance=None, jitter=1e-8, block_rows=8192,
@@ -112,7 +114,7 @@ class IVMClassifier(SASPAClassifier):
         targets = np.asarray(_ep_targets(y, classes)[0], dtype=np.float64)
         s2 = 1.0 if self.signal_variance is None else float(self.signal_variance)
         lengthscale = resolve_lengthscale(self.lengthscale, X.shape[1], stats["std"])
-        likelihood = self._likelihood()
+        likelihood = classification_likelihood(self.likelihood, self.label_noise)
         selection = ivm_select(X, targets, self.n_bases, likelihood, lengthscale, s2)
         active = X[selection.indices]
         zeros = np.zeros((len(active), X.shape[1], X.shape[1]))
@@ -130,12 +132,7 @@ class IVMClassifier(SASPAClassifier):
         self.log_evidence_ = float("nan")
         return self
 
-    # the IVM keeps sites for its active rows only: no online rows, no warm start
-    @available_if(lambda self: False)
-    def partial_fit(self, X, y, classes=None):  # pragma: no cover - never available
-        raise AttributeError("partial_fit")
-
-    @available_if(lambda self: False)
-    def warm_start_sites(self, *args, **kwargs):  # pragma: no cover - never available
-        raise AttributeError("warm_start_sites")
-
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # ADF selection of one binary problem
+        return tags

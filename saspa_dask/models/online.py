@@ -5,8 +5,10 @@ row an ADF update projected onto a basis set that grows with the novel rows and 
 pruned to a budget (:mod:`saspa_dask.ep.online`).  Kernel and likelihood
 hyperparameters are fixed (given, or the SASPA estimators' data-driven starting
 values).  The fitted model is a SASPA posterior on delta bases, so predictions are
-the SASPA estimators' own, and ``bases_`` can start a SASPA fit
-(``SASPAClassifier(bases=online.bases_, blur="delta")``).
+every estimator's own (:mod:`saspa_dask.models.predictor`), ``bases_`` can start a
+SASPA fit (``SASPAClassifier(bases=online.bases_, blur="delta")``), and
+``partial_fit`` continues the pass from the fitted posterior alone (also after
+loading a saved model).
 """
 
 from __future__ import annotations
@@ -14,59 +16,76 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_solve, cholesky
+from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.metaestimators import available_if
 
-from ..core.likelihoods import Gaussian, StudentT
 from ..ep.online import OnlineSparseGP
 from ..ep.posterior import Posterior
-from .classifier import SASPAClassifier, _ep_targets
+from .classifier import SASPAClassifier, _ep_targets, classification_likelihood
 from .new_rows import row_slices
 from .posterior import FittedPosterior
-from .regressor import SASPARegressor
-from .validation import resolve_lengthscale, validate_training_input
+from .predictor import PosteriorClassifierMixin, PosteriorModel, PosteriorRegressorMixin
+from .regressor import SASPARegressor, regression_likelihood
+from .validation import column_names_of, resolve_lengthscale, validate_training_input
 
 __all__ = ["SparseOnlineGPClassifier", "SparseOnlineGPRegressor"]
 
 
 class _OnlineMixin:
-    """The online pass and its fitted state, for a SASPA estimator's predictions."""
+    """The online pass, started by ``fit`` and continued by ``partial_fit`` from the
+    fitted posterior."""
 
-    # fixed settings of the SASPA machinery the predictions read
-    blur = "delta"
-    bases = None
-    dtc = False
+    _REPORT_ATTRIBUTES = ("n_rows_seen_", "n_bases_added_", "n_bases_removed_",
+                          "n_invalid_cavities_", "n_skipped_updates_", "log_evidence_")
 
     def _start(self, X, likelihood, signal_variance, column_std, offset, classes,
                n_problems=1):
         lengthscale = resolve_lengthscale(self.lengthscale, X.shape[1], column_std)
-        self._state = OnlineSparseGP(likelihood, lengthscale, signal_variance,
-                                     self.jitter * signal_variance, self.novelty_threshold,
-                                     self.max_bases, n_problems)
-        self._offset, self._classes = offset, classes
+        state = OnlineSparseGP(likelihood, lengthscale, signal_variance,
+                               self.jitter * signal_variance, self.novelty_threshold,
+                               self.max_bases, n_problems)
+        return state, offset, classes
 
-    def _run(self, X, targets):
+    def _resumed(self):
+        """The pass's state from ``fitted_posterior_`` and the counts: the whitened
+        means and covariances Sigma = P^{-1} (from P's Cholesky factor)."""
+        fitted = self._posterior()
+        sigmas = []
+        for post in fitted.posteriors:
+            W = solve_triangular(post.chol, np.eye(fitted.n_bases), lower=True,
+                                 check_finite=False)
+            sigmas.append(W.T @ W)
+        counts = {"rows": self.n_rows_seen_, "added": self.n_bases_added_,
+                  "removed": self.n_bases_removed_, "invalid": self.n_invalid_cavities_,
+                  "skipped": self.n_skipped_updates_}
+        state = OnlineSparseGP.resume(
+            fitted.likelihood_object, fitted.lengthscale, fitted.signal_variance,
+            fitted.jitter, self.novelty_threshold, self.max_bases, fitted.means,
+            fitted.whitening, [p.mean for p in fitted.posteriors], sigmas, counts)
+        return state, fitted.offset, fitted.classes
+
+    def _run(self, start, X, targets):
         """Stream rows through the state, then publish the fitted posterior."""
+        state, offset, classes = start
         for X_part, t_part in row_slices(X, targets):
-            self._state.add_rows(X_part, t_part)
-        self._publish()
-        return self
+            state.add_rows(X_part, t_part)
+        return self._publish(state, offset, classes)
 
-    def _publish(self):
-        state = self._state
+    def _publish(self, state, offset, classes):
         if state.bases.shape[0] == 0:
             raise ValueError(f"no row was novel enough to become a basis "
                              f"(novelty_threshold={self.novelty_threshold}); lower it")
         likelihood = state.likelihood
+        names = (self.fitted_posterior_.feature_names if hasattr(self, "fitted_posterior_")
+                 else column_names_of(self, None))
         self.fitted_posterior_ = FittedPosterior(
             state.bases, np.zeros((state.bases.shape[0],) + (state.bases.shape[1],) * 2),
             state.lengthscale, state.signal_variance, state.jitter, state.L,
             [_posterior_from_moments(mean, state.posterior_covariance(k))
              for k, mean in enumerate(state.means)],
-            likelihood.name, likelihood.params(), offset=self._offset,
-            classes=self._classes, feature_names=getattr(self, "feature_names_in_", None))
+            likelihood.name, likelihood.params(), offset=offset,
+            classes=classes, feature_names=names)
         counts = state.counts
         self.n_rows_seen_ = counts["rows"]
         self.n_bases_added_ = counts["added"]
@@ -74,11 +93,7 @@ class _OnlineMixin:
         self.n_invalid_cavities_ = counts["invalid"]
         self.n_skipped_updates_ = counts["skipped"]
         self.log_evidence_ = float("nan")  # one ADF pass has no EP evidence
-
-    # an online model's rows are not kept as sites: no warm start from it
-    @available_if(lambda self: False)
-    def warm_start_sites(self, *args, **kwargs):  # pragma: no cover - never available
-        raise AttributeError("warm_start_sites")
+        return self
 
 
 def _posterior_from_moments(mean, sigma):
@@ -123,7 +138,7 @@ _ONLINE_PARAMS_DOC = """
 """
 
 
-class SparseOnlineGPRegressor(_OnlineMixin, SASPARegressor):
+class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorModel):
     __doc__ = f"""Csató & Opper's sparse online GP regression: one pass, a budget of bases.
 
     Parameters
@@ -157,7 +172,8 @@ class SparseOnlineGPRegressor(_OnlineMixin, SASPARegressor):
     _parameter_constraints: dict = {
         **{k: SASPARegressor._parameter_constraints[k] for k in (
             "noise_variance", "dof", "scale", "lengthscale", "signal_variance", "jitter",
-            "block_rows", "verbose")},
+            "verbose")},
+        "block_rows": [Interval(Integral, 1, None, closed="left")],
         "likelihood": [StrOptions({"gaussian", "student_t"})],
         **_ONLINE_CONSTRAINTS,
     }
@@ -194,15 +210,11 @@ class SparseOnlineGPRegressor(_OnlineMixin, SASPARegressor):
         X, y, stats = validate_training_input(self, X, y, classification=False, reset=True)
         offset, spread = float(stats["mean"]), float(stats["var"]) or 1.0
         s2 = spread if self.signal_variance is None else self.signal_variance
-        likelihood = self._likelihood_at(spread)
-        self._start(X, likelihood, s2, stats["std"], offset, None)
-        return self._run(X, y - offset)
-
-    def _likelihood_at(self, spread):
-        if self.likelihood == "gaussian":
-            return Gaussian(0.1 * spread if self.noise_variance is None
-                            else self.noise_variance)
-        return StudentT(self.dof, np.sqrt(0.1 * spread) if self.scale is None else self.scale)
+        likelihood = regression_likelihood(self.likelihood, spread,
+                                           noise_variance=self.noise_variance, dof=self.dof,
+                                           scale=self.scale)
+        return self._run(self._start(X, likelihood, s2, stats["std"], offset, None), X,
+                         y - offset)
 
     def partial_fit(self, X, y):
         """Continue the pass with more rows (``fit`` on an unfitted estimator).
@@ -219,10 +231,10 @@ class SparseOnlineGPRegressor(_OnlineMixin, SASPARegressor):
         if not hasattr(self, "fitted_posterior_"):
             return self.fit(X, y)
         X, y, _ = validate_training_input(self, X, y, classification=False, reset=False)
-        return self._run(X, y - self._offset)
+        return self._run(self._resumed(), X, y - self.y_mean_)
 
 
-class SparseOnlineGPClassifier(_OnlineMixin, SASPAClassifier):
+class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, PosteriorModel):
     __doc__ = f"""Csató & Opper's sparse online GP classification.
 
     More than two classes are one-vs-rest problems sharing one basis set (novelty
@@ -258,7 +270,8 @@ class SparseOnlineGPClassifier(_OnlineMixin, SASPAClassifier):
     _parameter_constraints: dict = {
         **{k: SASPAClassifier._parameter_constraints[k] for k in (
             "likelihood", "label_noise", "lengthscale", "signal_variance", "jitter",
-            "block_rows", "verbose")},
+            "verbose")},
+        "block_rows": [Interval(Integral, 1, None, closed="left")],
         **_ONLINE_CONSTRAINTS,
     }
 
@@ -297,8 +310,9 @@ class SparseOnlineGPClassifier(_OnlineMixin, SASPAClassifier):
                              f"class ({classes[0]!r})")
         s2 = 1.0 if self.signal_variance is None else self.signal_variance
         n_problems = 1 if classes.size == 2 else classes.size
-        self._start(X, self._likelihood(), s2, stats["std"], 0.0, classes, n_problems)
-        return self._run(X, _problem_targets(*_ep_targets(y, classes)))
+        likelihood = classification_likelihood(self.likelihood, self.label_noise)
+        return self._run(self._start(X, likelihood, s2, stats["std"], 0.0, classes,
+                                     n_problems), X, _problem_targets(*_ep_targets(y, classes)))
 
     def partial_fit(self, X, y, classes=None):
         """Continue the pass with more rows (``fit`` on an unfitted estimator).
@@ -319,8 +333,22 @@ class SparseOnlineGPClassifier(_OnlineMixin, SASPAClassifier):
             self._check_classes(classes)
             return self
         self._check_classes(classes)
-        X, targets, labels = self._new_rows(X, y)
-        return self._run(X, _problem_targets(targets, labels))
+        X, y, stats = validate_training_input(self, X, y, classification=True, reset=False)
+        unknown = np.setdiff1d(np.asarray(stats["classes"]), self.classes_)
+        if unknown.size:
+            raise ValueError(f"labels {unknown.tolist()} are not among classes_ "
+                             f"{self.classes_.tolist()}")
+        return self._run(self._resumed(), X, _problem_targets(*_ep_targets(y, self.classes_)))
+
+    def _check_classes(self, classes):
+        if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
+            raise ValueError(f"classes {np.unique(classes).tolist()} differ from the fitted "
+                             f"classes_ {self.classes_.tolist()}")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags
 
 
 def _problem_targets(targets, labels):

@@ -134,3 +134,18 @@ def validate_training_input(estimator, X, y, *, classification, reset):
         return X, y, {"std": X.std(axis=0), "classes": np.unique(y)}
     return X, y, {"std": X.std(axis=0), "mean": float(y.mean()), "var": float(y.var()),
                   "min": float(y.min()), "non_integer": int((y != np.round(y)).sum())}
+
+
+def column_names_of(estimator, column_names):
+    """The names of the input columns a fitted posterior keeps: ``column_names`` (a
+    data store's columns, given to ``fit``), checked against the width of the input,
+    else the DataFrame's (``feature_names_in_``), else None.  Only a DataFrame sets
+    ``feature_names_in_``: an array trained on with column names given predicts on
+    arrays without scikit-learn's feature-name warning."""
+    if column_names is None:
+        return getattr(estimator, "feature_names_in_", None)
+    names = np.array([str(c) for c in column_names], dtype=object)
+    if names.shape != (estimator.n_features_in_,):
+        raise ValueError(f"column_names has {names.size} names for "
+                         f"{estimator.n_features_in_} input columns")
+    return names

@@ -15,7 +15,7 @@ from collections import Counter
 
 import numpy as np
 
-from .errors import StoreError
+from ..files.errors import StoreError
 
 __all__ = ["ColumnMatch", "match_columns"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import math
 
-from .errors import StoreError
+from ..files.errors import StoreError
 
 __all__ = ["MISSING_TOKENS", "PARQUET_SUFFIXES", "encode_row", "feature_names",
            "plan_columns", "read_rows", "survey_csv", "target_index"]

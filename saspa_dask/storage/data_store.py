@@ -12,28 +12,16 @@ import dask.array as da
 import numpy as np
 import zarr
 
-from .atomic import recover_swap
+from ..files.errors import StoreError
+from ..files.groups import open_group
 from .columns import match_columns
-from .errors import StoreError
 
 __all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_data_complete",
            "input_arrays",
-           "open_data_store", "open_group"]
+           "open_data_store"]
 
 DATA_FORMAT = "saspa-data"
 FORMAT_VERSION = 2
-
-
-def open_group(path, what, mode="r"):
-    """Open a zarr group, or raise a StoreError naming ``what`` is missing or wrong."""
-    path = Path(path)
-    recover_swap(path)
-    if not path.exists():
-        raise StoreError(f"{path}: no such {what}")
-    try:
-        return zarr.open_group(str(path), mode=mode)
-    except Exception as err:  # zarr raises several types for non-groups
-        raise StoreError(f"{path}: not a zarr group ({type(err).__name__}: {err})") from None
 
 
 def check_chunks(path, array, name):

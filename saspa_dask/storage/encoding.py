@@ -14,7 +14,7 @@ before.
 from __future__ import annotations
 
 from .data_store import DATA_FORMAT
-from .errors import StoreError
+from ..files.errors import StoreError
 
 __all__ = ["UNKNOWN_POLICIES", "like_encoding", "plan_like"]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .atomic import aside
-from .errors import StoreError
+from ..files.atomic import aside
+from ..files.errors import StoreError
 
 __all__ = ["EXPORT_FORMATS", "export_scores"]
 

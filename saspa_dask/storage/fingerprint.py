@@ -12,7 +12,7 @@ import dask
 import numpy as np
 from dask import delayed
 
-from .errors import StoreError
+from ..files.errors import StoreError
 
 __all__ = ["Fingerprint", "check_recorded", "chunk_digest", "combine_digests", "fingerprint",
            "fingerprint_and_rows"]

@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .atomic import aside, check_destination, check_not_an_input, move_into_place
+from ..files.atomic import aside, check_destination, check_not_an_input, move_into_place
 from .chunk_writer import ChunkWriter
 from .csv_reader import (encode_row, feature_names, plan_columns, read_rows, survey_csv,
                          target_index)
-from .data_store import DATA_FORMAT, FORMAT_VERSION, open_group
+from .data_store import DATA_FORMAT, FORMAT_VERSION
+from ..files.groups import open_group
 from .encoding import UNKNOWN_POLICIES, like_encoding, plan_like
-from .errors import StoreError
+from ..files.errors import StoreError
 
 __all__ = ["ingest"]
 

@@ -25,7 +25,7 @@ from dask import delayed
 
 from ..engines.chunks import chunk_bounds, spread_rows
 from .data_store import input_arrays
-from .errors import StoreError
+from ..files.errors import StoreError
 from .fingerprint import check_recorded, chunk_digest, combine_digests
 
 __all__ = ["score", "evaluate", "check_scoring_input"]

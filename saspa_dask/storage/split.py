@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .atomic import aside, check_destination, move_into_place
+from ..files.atomic import aside, check_destination, move_into_place
 from .chunk_writer import ChunkWriter
-from .data_store import check_data_complete, open_group
-from .errors import StoreError
+from .data_store import check_data_complete
+from ..files.groups import open_group
+from ..files.errors import StoreError
 
 __all__ = ["split_store"]
 

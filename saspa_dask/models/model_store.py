@@ -1,12 +1,13 @@
 """Model stores: a fitted model as a zarr group of small arrays and JSON attributes.
 
-Nothing here pickles, and nothing here knows an estimator class: a store holds the
-estimator's class name and ``get_params()``, its
-:class:`~saspa_dask.models.posterior.FittedPosterior` and its fit report (EP and
-optimiser diagnostics, per-row sites); loading rebuilds the class named in the store
-from the registry (:mod:`saspa_dask.models.registry`).  A store is written aside and
-renamed into place, so an interrupted save never leaves a half-written model at the
-destination.
+Nothing here pickles.  A store holds the estimator's class name and ``get_params()``,
+its :class:`~saspa_dask.models.posterior.FittedPosterior` and its fit report (the
+JSON attributes named by the class's ``_REPORT_ATTRIBUTES``, the arrays named by its
+``_REPORT_ARRAYS``: EP diagnostics, per-row sites, an IVM's active set).  Writing
+needs no estimator class, so every estimator's ``save`` calls :func:`save_model`
+directly; reading is given the class (:mod:`saspa_dask.models.loading` knows them by
+name).  A store is written aside and renamed into place, so an interrupted save never
+leaves a half-written model at the destination.
 """
 
 from __future__ import annotations
@@ -23,23 +24,24 @@ from .._version import __version__
 from ..core.bases import Basis
 from ..core.kernels import basis_covariance
 from ..ep.posterior import Posterior
-from ..models.posterior import FittedPosterior, stacked, unstacked
-from ..models.registry import estimator_class, set_model_writer
-from .atomic import aside, check_destination, move_into_place, resolve_model_path
-from .data_store import open_group
-from .errors import StoreError
+from ..files.atomic import aside, check_destination, move_into_place
+from ..files.errors import StoreError
+from ..files.groups import open_group
+from .posterior import FittedPosterior, stacked, unstacked
+from .settings import LEGACY_NAMES, SETTINGS_CLASSES, legacy_parameters, settings_fields
 
-__all__ = ["describe_model", "load_model", "load_model_and_attrs", "read_model_attrs",
-           "save_model"]
+__all__ = ["describe_model", "read_model", "read_model_attrs", "save_model"]
 
 MODEL_FORMAT = "saspa-model"
 # frequency features' definition (saspa_dask.core.fourier: scaled by kappa); a store
 # of features without it would predict wrongly here, so it is refused
 FOURIER_SCALING = "kappa"
-FORMAT_VERSION = 3
-# versions this code reads: 2 kept the fit report in separate attributes (read by
-# _report_of_version_2); 1 had no multi-class and no hyperparameter trace
-_READABLE_VERSIONS = (2, 3)
+FORMAT_VERSION = 4
+# versions this code reads: 3 had the EP schedule and execution settings as flat
+# parameters (folded into ``ep``/``execution`` on reading) and always per-row sites;
+# 2 kept the fit report in separate attributes (read by _report_of_version_2); 1 had no
+# multi-class and no hyperparameter trace
+_READABLE_VERSIONS = (2, 3, 4)
 
 # the fitted posterior's arrays (a leading problem axis for one-vs-rest); beside them a
 # store holds the paper's alpha and beta (for other tools) and the per-row sites
@@ -95,6 +97,9 @@ def _encode_params(params):
             encoded[name] = {"__ndarray__": _jsonable(value), "dtype": value.dtype.str}
         elif isinstance(value, np.random.RandomState):
             encoded[name] = None
+        elif isinstance(value, tuple(SETTINGS_CLASSES.values())):
+            encoded[name] = {"__settings__": type(value).__name__,
+                             "fields": _jsonable(settings_fields(value))}
         else:
             encoded[name] = _jsonable(value)
     return encoded, arrays
@@ -113,9 +118,26 @@ def _decode_params(encoded, group, path):
                 raise StoreError(f"{path}: parameter {name!r}: {err}") from None
         elif isinstance(value, dict) and "__ndarray__" in value:
             params[name] = np.array(value["__ndarray__"], dtype=np.dtype(value["dtype"]))
+        elif isinstance(value, dict) and "__settings__" in value:
+            params[name] = _decode_settings(name, value, path)
         else:
             params[name] = value
+    legacy = {k: params.pop(k) for k in list(params) if k in LEGACY_NAMES}
+    if legacy:  # a format-3 store: the old flat names, folded in without a warning
+        params = legacy_parameters({"ep": None, "execution": None, **params}, legacy,
+                                   owner="model store", warn=False)
     return params
+
+
+def _decode_settings(name, value, path):
+    cls = SETTINGS_CLASSES.get(name)
+    if cls is None or value["__settings__"] != cls.__name__ or \
+            not isinstance(value.get("fields"), dict):
+        raise StoreError(f"{path}: parameter {name!r} is not a valid settings record")
+    try:
+        return cls(**value["fields"])
+    except (TypeError, ValueError) as err:
+        raise StoreError(f"{path}: parameter {name!r}: {err}") from None
 
 
 # -- saving ------------------------------------------------------------------------
@@ -175,19 +197,25 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
     params, param_arrays = _encode_params(model.get_params(deep=False))
     report = {name: getattr(model, name) for name in model._REPORT_ATTRIBUTES
               if hasattr(model, name)}
+    report_arrays = {name.rstrip("_"): getattr(model, name) for name in model._REPORT_ARRAYS}
     attrs = {"format": MODEL_FORMAT, "format_version": FORMAT_VERSION,
              "estimator": type(model).__name__, "params": params,
              **_posterior_attrs(fitted), "report": _jsonable(report),
+             "report_arrays": sorted(report_arrays),
+             # a DataFrame's names (scikit-learn's feature_names_in_), not only column
+             # names given to fit
+             "feature_names_in": hasattr(model, "feature_names_in_"),
              "versions": _versions(), "complete": False}
     if extra_attrs:
         attrs.update(_jsonable(extra_attrs))
-    arrays = {**_posterior_arrays(fitted), "sites_tau": model.sites_tau_,
-              "sites_nu": model.sites_nu_, **param_arrays}
+    arrays = {**_posterior_arrays(fitted), **param_arrays}
     tmp = aside(path)
     try:
         group = zarr.open_group(str(tmp), mode="w")
         for name, value in arrays.items():
             _write_array(group, name, value)
+        for name, value in report_arrays.items():  # their own dtype (indices stay int)
+            _write_array(group, name, value, dtype=np.asarray(value).dtype)
         attrs["complete"] = True
         group.attrs.update(attrs)
         move_into_place(tmp, path, overwrite)
@@ -197,15 +225,13 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
     return Path(path)
 
 
-def _write_array(group, name, value):
-    value = np.asarray(value, dtype=np.float64)
+def _write_array(group, name, value, dtype=np.float64):
+    value = np.asarray(value, dtype=dtype)
     chunks = value.shape if value.ndim != 1 or value.size <= 1 << 20 else (1 << 20,)
-    arr = group.create_array(name, shape=value.shape, chunks=chunks or (1,), dtype="f8",
-                             fill_value=np.nan)
+    fill = np.nan if value.dtype.kind == "f" else 0
+    arr = group.create_array(name, shape=value.shape, chunks=chunks or (1,),
+                             dtype=value.dtype, fill_value=fill)
     arr[...] = value
-
-
-set_model_writer(save_model)
 
 
 # -- loading -----------------------------------------------------------------------
@@ -400,34 +426,29 @@ def _report(attrs):
     return attrs["report"] if attrs["format_version"] >= 3 else _report_of_version_2(attrs)
 
 
-def load_model(path):
-    """Load a model written by :func:`save_model` (``model.save``).
+def read_model(path, classes):
+    """The estimator a model store holds, fitted, and the store's attributes.
 
     Parameters
     ----------
     path : str or Path
-        A model store, or a ``latest`` pointer file naming one.
+        A model store (``latest`` pointers are resolved by the caller).
+    classes : dict
+        Estimator classes by name (:mod:`saspa_dask.models.loading`).
 
     Returns
     -------
-    The estimator named in the store, fitted: ``fitted_posterior_``, the fit report
-    and ``get_params()`` as saved.
+    model, attrs
+        The estimator named in the store with ``fitted_posterior_``, the fit report and
+        ``get_params()`` as saved; the store's attributes.
 
     Raises
     ------
     StoreError
         Missing, foreign, incomplete, truncated or inconsistent store.
     """
-    return load_model_and_attrs(path)[0]
-
-
-def load_model_and_attrs(path):
-    """:func:`load_model`, and the store's attributes it read (what the training job
-    recorded beside the model: data columns, target labels, row probes ...), from one
-    reading of the store."""
-    path = resolve_model_path(path)
     try:
-        return _load(path)
+        return _load(Path(path), classes)
     except StoreError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
@@ -436,9 +457,9 @@ def load_model_and_attrs(path):
                          f"{err})") from None
 
 
-def _load(path):
+def _load(path, classes):
     group, attrs = read_model_attrs(path)
-    cls = estimator_class(attrs.get("estimator"))
+    cls = classes.get(attrs.get("estimator"))
     if cls is None:
         raise StoreError(f"{path}: unknown estimator {attrs.get('estimator')!r}")
     fitted = _read_posterior(group, attrs, path)
@@ -451,20 +472,38 @@ def _load(path):
                          f"estimator's parameter {model.likelihood!r}")
     model.fitted_posterior_ = fitted
     model.n_features_in_ = fitted.n_features
-    if fitted.feature_names is not None:
+    # stores before format 4 did not say where the names came from: as they loaded then
+    if fitted.feature_names is not None and attrs.get("feature_names_in", True):
         model.feature_names_in_ = fitted.feature_names
     for name, value in _report(attrs).items():
         if name in _FLOAT_REPORT:
             value = float("nan") if value is None else float(value)
         setattr(model, name, value)
-    sites = [_read_array(group, name, path) for name in ("sites_tau", "sites_nu")]
-    if sites[0].shape != sites[1].shape:
-        raise StoreError(f"{path}: site arrays differ in shape")
-    if sites[0].shape[:-1] != (() if fitted.n_problems == 1 else (fitted.n_problems,)):
-        raise StoreError(f"{path}: site arrays have shape {sites[0].shape}, expected "
-                         f"{fitted.n_problems} problem(s)")
-    model.sites_tau_, model.sites_nu_ = sites
+    for name, value in _read_report_arrays(group, attrs, fitted, path).items():
+        setattr(model, f"{name}_", value)
     return model, attrs
+
+
+def _read_report_arrays(group, attrs, fitted, path):
+    """The fit report's arrays; per-row sites checked against the problems."""
+    names = attrs.get("report_arrays", ["sites_nu", "sites_tau"])  # format 3: sites
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise StoreError(f"{path}: attribute 'report_arrays' must be a list of names")
+    arrays = {}
+    for name in names:
+        try:
+            arrays[name] = np.asarray(group[name][...])
+        except Exception as err:
+            raise StoreError(f"{path}: array {name!r} is missing or unreadable "
+                             f"({type(err).__name__}: {err})") from None
+    if "sites_tau" in arrays:
+        tau, nu = arrays["sites_tau"], arrays.get("sites_nu")
+        if nu is None or tau.shape != nu.shape:
+            raise StoreError(f"{path}: site arrays differ in shape")
+        if tau.shape[:-1] != (() if fitted.n_problems == 1 else (fitted.n_problems,)):
+            raise StoreError(f"{path}: site arrays have shape {tau.shape}, expected "
+                             f"{fitted.n_problems} problem(s)")
+    return arrays
 
 
 def _class_labels(attrs):
@@ -481,6 +520,18 @@ def _class_labels(attrs):
         return [str(c) for c in classes]
 
 
+def _ep_mode(attrs):
+    """How EP ran: the ``ep`` settings (format 4), the flat ``ep_mode`` (format 3),
+    the ``ep`` record (format 2); "adf" for the one-pass estimators."""
+    params = attrs["params"]
+    if attrs["format_version"] < 3:
+        return attrs["ep"].get("mode")
+    if "ep" in params:
+        ep = params["ep"]
+        return ep["fields"].get("mode") if isinstance(ep, dict) else "parallel"
+    return params.get("ep_mode")  # a full GP's; None for the one-pass estimators
+
+
 def describe_model(path):
     """A JSON-able summary of a model store (for ``saspa info``)."""
     group, attrs = read_model_attrs(path)
@@ -488,11 +539,12 @@ def describe_model(path):
     summary = {k: attrs.get(k) for k in ("estimator", "task", "n_features_in", "n_bases",
                                          "kernel", "likelihood", "classes", "versions")}
     new = attrs["format_version"] >= 3
-    summary["blur"] = attrs["params"].get("blur") if new else attrs.get("blur")
-    summary["ep"] = {"mode": attrs["params"].get("ep_mode") if new else attrs["ep"].get("mode"),
-                     "damping": report.get("damping_"), "n_sweeps": report["n_sweeps_"],
-                     "converged": report["converged_"],
-                     "n_invalid_cavities": report["n_invalid_cavities_"],
+    params = attrs["params"]
+    summary["blur"] = params.get("blur", "delta") if new else attrs.get("blur")
+    summary["ep"] = {"mode": _ep_mode(attrs),
+                     "damping": report.get("damping_"), "n_sweeps": report.get("n_sweeps_"),
+                     "converged": report.get("converged_"),
+                     "n_invalid_cavities": report.get("n_invalid_cavities_"),
                      "n_anderson_steps": report.get("n_anderson_steps_", 0)}
     summary["log_evidence"] = report.get("log_evidence_")
     summary["data_fingerprint"] = report.get("data_fingerprint_")
@@ -502,7 +554,8 @@ def describe_model(path):
         "log_evidence_per_iteration": [r["log_evidence"] for r in trace],
         "info": report.get("hyperparameter_info_", {})}
     # the rows axis is the last one: one-vs-rest sites have a leading class axis
-    summary["n_training_rows"] = int(group["sites_tau"].shape[-1])
+    summary["n_training_rows"] = (int(group["sites_tau"].shape[-1]) if "sites_tau" in group
+                                  else report.get("n_rows_seen_"))
     summary["columns"] = attrs.get("feature_names") or attrs.get("data_columns")
     summary["target"] = attrs.get("target")
     summary["class_labels"] = _class_labels(attrs)

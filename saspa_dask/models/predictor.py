@@ -1,0 +1,320 @@
+"""What every estimator does with its fitted posterior: predict, describe, save.
+
+Each public estimator (SASPA, the full GP, the online GPs, the IVM) fits its own way
+and ends with a :class:`~saspa_dask.models.posterior.FittedPosterior` in
+``fitted_posterior_``; these mixins give all of them the same predictions, fitted
+attributes (read-only views of the posterior, one source of truth), fingerprint and
+model store, by composition rather than by subclassing one another.
+
+- :class:`PosteriorModel`: the views, ``predict_latent``, ``save``;
+- :class:`PosteriorClassifierMixin`: ``predict``, ``predict_proba``,
+  ``decision_function``, ``classes_``;
+- :class:`PosteriorRegressorMixin`: ``predict`` (mean, standard deviation), ``y_mean_``
+  and the likelihood's fitted parameters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..engines.chunks import is_lazy
+from .model_store import save_model
+
+__all__ = ["PosteriorClassifierMixin", "PosteriorModel", "PosteriorRegressorMixin"]
+
+# rows per kernel block when an estimator sets no block size of its own
+_PREDICT_ROWS = 8192
+
+
+def _posterior_attribute(name, doc):
+    return property(lambda self: getattr(self._posterior(), name), doc=doc)
+
+
+class PosteriorModel(BaseEstimator):
+    """Fitted state, predictions and persistence of an estimator with a fitted posterior.
+
+    Subclasses set ``fitted_posterior_`` in ``fit`` and name their fit report:
+    ``_REPORT_ATTRIBUTES`` (JSON values) and ``_REPORT_ARRAYS`` (arrays), which a model
+    store keeps beside the posterior.
+    """
+
+    _REPORT_ATTRIBUTES: tuple = ()
+    _REPORT_ARRAYS: tuple = ()
+
+    bases_ = property(lambda self: self._posterior().basis,
+                      doc="Basis means and the blur covariances used.")
+    lengthscale_ = _posterior_attribute("lengthscale", "Fitted ARD lengthscales.")
+    signal_variance_ = _posterior_attribute("signal_variance", "Fitted signal variance.")
+    jitter_ = _posterior_attribute("jitter", "Absolute diagonal jitter used.")
+    whitening_ = _posterior_attribute("whitening", "L, Cholesky factor of Kh + jitter_ I.")
+    likelihood_params_ = _posterior_attribute("likelihood_params",
+                                              "The likelihood's fitted parameters.")
+
+    def _posterior(self):
+        check_is_fitted(self, "fitted_posterior_")
+        return self.fitted_posterior_
+
+    @property
+    def posteriors_(self):
+        """One whitened posterior per EP problem."""
+        return list(self._posterior().posteriors)
+
+    @property
+    def posterior_(self):
+        """The whitened posterior of a one-problem model."""
+        posteriors = self._posterior().posteriors
+        if len(posteriors) != 1:
+            raise AttributeError("posterior_ is not defined for a one-vs-rest model; "
+                                 "use posteriors_")
+        return posteriors[0]
+
+    @property
+    def alpha_(self):
+        """The paper's alpha: predictive mean = Kt(x, B) @ alpha_."""
+        return self._posterior().alpha_beta[0]
+
+    @property
+    def beta_(self):
+        """The paper's beta: latent variance = s2 - k^T beta_ k."""
+        return self._posterior().alpha_beta[1]
+
+    def _likelihood_parameter(self, likelihoods, name):
+        """A fitted likelihood parameter, defined only for ``likelihoods`` (a name or a
+        tuple of names)."""
+        fitted = self._posterior()
+        if isinstance(likelihoods, str):
+            likelihoods = (likelihoods,)
+        if fitted.likelihood not in likelihoods:
+            raise AttributeError(f"{name}_ is defined for likelihood in {likelihoods} only")
+        return float(fitted.likelihood_params[name])
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+    def _reset(self):
+        """Forget every fitted attribute (a refit starts from nothing)."""
+        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            delattr(self, name)
+
+    # -- prediction ----------------------------------------------------------------
+
+    @property
+    def _prediction_rows(self):
+        """Rows per kernel block when predicting."""
+        return getattr(self, "block_rows", _PREDICT_ROWS)
+
+    def _predict(self, X, func, *, columns=None, dtype=np.float64):
+        """``func(fitted_posterior_, X_block, rows)`` over the rows of X, after the one
+        dispatch on input type: lazy input is checked for its width and stays lazy
+        (the result is a dask array), NumPy-like input is validated as scikit-learn
+        does."""
+        fitted = self._posterior()
+        return fitted.map_rows(self._checked_rows(X), func, columns=columns, dtype=dtype,
+                               rows=self._prediction_rows)
+
+    def _checked_rows(self, X):
+        """Rows to predict at: lazy input checked for its width (and left lazy),
+        NumPy-like input validated as scikit-learn does."""
+        if not is_lazy(X):
+            return validate_data(self, X, reset=False, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[-1]} features, but {type(self).__name__} "
+                             f"is expecting {self.n_features_in_} features as input")
+        return X
+
+    def predict_latent(self, X):
+        """Latent predictive mean and variance of f at X.
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            Including the regressor's offset ``y_mean_``.
+        variance : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            s2 - |phi|^2 + phi^T Sigma_v phi: returns to the signal variance far from
+            the data.  One column per class for a one-vs-rest multi-class model.
+            Dask arrays, chunked like X's rows, for dask or zarr input.
+        """
+        K = self._posterior().n_problems
+        both = self._predict(X, _latent_columns, columns=2 * K)
+        mean, var = both[:, :K], both[:, K:]
+        if K == 1:
+            return mean[:, 0], var[:, 0]
+        return mean, var
+
+    # -- identity and persistence --------------------------------------------------
+
+    def model_fingerprint(self):
+        """sha256 of everything predictions depend on (bases, kernel, factors,
+        posterior, likelihood, label mapping); equal for a model and its saved copy."""
+        return self._posterior().fingerprint()
+
+    def save(self, path, *, overwrite=False):
+        """Write the fitted model to a zarr model store (see :func:`saspa_dask.load_model`).
+
+        Parameters
+        ----------
+        path : str or Path
+        overwrite : bool, default=False
+            Replace an existing store (the old one stays whole until the new one is
+            complete).
+
+        Returns
+        -------
+        Path
+        """
+        return save_model(self, path, overwrite=overwrite)
+
+
+def _latent_columns(fitted, Xb, rows):
+    mean, var = fitted.latent(Xb, rows)
+    return np.column_stack([mean + fitted.offset, var])
+
+
+# -- classification ------------------------------------------------------------------
+
+
+def _proba(fitted, Xb, rows):
+    return fitted.class_probabilities(*fitted.latent(Xb, rows))
+
+
+def _labels(fitted, Xb, rows):
+    return fitted.classes[_proba(fitted, Xb, rows).argmax(axis=1)]
+
+
+def _margin(fitted, Xb, rows):
+    mean, var = fitted.latent(Xb, rows)
+    margin = fitted.likelihood_object.margin(mean, var)
+    return margin[:, 0] if margin.shape[1] == 1 else margin
+
+
+class PosteriorClassifierMixin(ClassifierMixin):
+    """Class predictions from ``fitted_posterior_`` (with :class:`PosteriorModel`)."""
+
+    classes_ = property(lambda self: self._posterior().classes,
+                        doc="Labels; for two classes classes_[1] is the positive class.")
+    label_noise_ = property(
+        lambda self: self._likelihood_parameter(("step", "noisy_probit"), "label_noise"),
+        doc="Fitted label noise (step and noisy-probit likelihoods only).")
+
+    def decision_function(self, X):
+        """Latent margin; positive values favour ``classes_[1]``.
+
+        The probability of the class is an increasing function of it: ``mean /
+        sqrt(1 + var)`` for probit (P = Phi(margin)), ``mean / sqrt(var)`` for step
+        (P = eps + (1 - 2 eps) Phi(margin)) and, for logistic, the log-odds
+        log(P / (1 - P)) of the predictive probability P = E[sigmoid(f)] under the
+        latent N(mean, var).  For more than two classes, one column per class (its
+        one-vs-rest margin).
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+        """
+        K = self._posterior().n_problems
+        return self._predict(X, _margin, columns=None if K == 1 else K)
+
+    def predict_proba(self, X):
+        """Class probabilities, columns ordered as ``classes_``.
+
+        For more than two classes the one-vs-rest probabilities P(y = k | x) of the
+        classes' binary models are normalised to sum to one.
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        return self._predict(X, _proba, columns=len(self.classes_))
+
+    def predict(self, X):
+        """Most probable label.
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self._predict(X, _labels, dtype=self.classes_.dtype)
+
+
+# -- regression ----------------------------------------------------------------------
+
+
+def _noise_variance(fitted):
+    params = fitted.likelihood_params
+    if fitted.likelihood == "gaussian":
+        return params["noise_variance"]
+    if params["dof"] <= 2:
+        return np.inf
+    return params["scale"] ** 2 * params["dof"] / (params["dof"] - 2.0)
+
+
+def _mean(fitted, Xb, rows):
+    """Predictive mean of y (the expected count for Poisson)."""
+    return fitted.point_prediction(*fitted.latent(Xb, rows))[:, 0]
+
+
+def _mean_and_std(fitted, Xb, rows):
+    """Predictive mean of y and the standard deviation of a new observation."""
+    mean, var = fitted.latent(Xb, rows)
+    point, var = fitted.point_prediction(mean, var)[:, 0], var[:, 0]
+    if fitted.likelihood == "poisson":
+        rate_var = (np.exp(var) - 1.0) * point * point
+        return np.column_stack([point, np.sqrt(point + rate_var)])
+    return np.column_stack([point, np.sqrt(var + _noise_variance(fitted))])
+
+
+class PosteriorRegressorMixin(RegressorMixin):
+    """Predictions of y from ``fitted_posterior_`` (with :class:`PosteriorModel`)."""
+
+    y_mean_ = property(lambda self: self._posterior().offset,
+                       doc="Offset added to the latent function.")
+    noise_variance_ = property(
+        lambda self: self._likelihood_parameter("gaussian", "noise_variance"),
+        doc="Fitted noise variance (gaussian only).")
+    dof_ = property(lambda self: self._likelihood_parameter("student_t", "dof"),
+                    doc="Fitted degrees of freedom (student_t only).")
+    scale_ = property(lambda self: self._likelihood_parameter("student_t", "scale"),
+                      doc="Fitted scale (student_t only).")
+
+    def predict(self, X, return_std=False):
+        """Predictive mean of y, and optionally its standard deviation.
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the standard deviation of a new observation y* (the latent
+            variance plus the noise's: ``noise_variance_`` for gaussian,
+            scale^2 dof / (dof - 2) for student_t (infinite for dof <= 2), and for
+            poisson the count's, E[rate] + Var[rate]); ``predict_latent`` gives the
+            latent one.
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,)
+            For poisson the expected count E[exp(f)] = exp(mean + var / 2).
+        std : ndarray of shape (n_samples,), only if ``return_std``
+        """
+        if not return_std:
+            return self._predict(X, _mean)
+        both = self._predict(X, _mean_and_std, columns=2)
+        return both[:, 0], both[:, 1]
