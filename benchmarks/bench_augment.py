@@ -3,7 +3,7 @@
 Gaussian regression, the same K-means bases and hyperparameters for every method
 (learnt by the FITC evidence, bases kept where K-means put them): FITC and DTC
 prediction, the same two augmented (each test row joins the bases,
-``predict(..., augment=True)``), and the exact GP with the same hyperparameters.
+``predict(..., augment=(X, y))``), and the exact GP with the same hyperparameters.
 Test rows are split by their distance to the nearest basis (in lengthscale units) at
 its median: "near" (the closer half) and "away" (the farther half).  Reported: test NLPD of y (with the noise), RMSE and
 the mean predictive sd per group.  Data: a 1-D toy (600 rows on [-4, 4], 6 bases) and
@@ -51,14 +51,14 @@ def run(name, X, y, Xt, yt, M):
     hyper = dict(bases=fitc.bases_, blur="delta", lengthscale=fitc.lengthscale_,
                  signal_variance=fitc.signal_variance_, noise_variance=fitc.noise_variance_,
                  optimize_hyperparameters=False)
-    dtc = SASPARegressor(dtc=True, **hyper).fit(X, y)
+    dtc = SASPARegressor(**hyper, approximation="dtc").fit(X, y)
     # the exact GP at the same hyperparameters (no fitting): the reference posterior
     exact = ExactGP().condition(X, y - y.mean(), fitc.lengthscale_, fitc.signal_variance_,
                                 fitc.noise_variance_)
     predictions = {"FITC": fitc.predict(Xt, return_std=True),
                    "DTC": dtc.predict(Xt, return_std=True),
-                   "FITC, augmented": fitc.predict(Xt, return_std=True, augment=True),
-                   "DTC, augmented": dtc.predict(Xt, return_std=True, augment=True)}
+                   "FITC, augmented": fitc.predict(Xt, return_std=True, augment=(X, y)),
+                   "DTC, augmented": dtc.predict(Xt, return_std=True, augment=(X, y))}
     mean, var = exact.predict_latent(Xt)
     predictions["exact GP"] = (mean + y.mean(), np.sqrt(var + fitc.noise_variance_))
     groups = _groups(fitc, Xt)

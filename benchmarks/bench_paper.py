@@ -239,7 +239,7 @@ def twoclass_one(seed, bases_list, n_test, jobs):
         for name, kw in SPARSE.items():
             model = SASPAClassifier(bases=basis, lengthscale=full.lengthscale_,
                                     signal_variance=full.signal_variance_,
-                                    optimize_hyperparameters=False, max_sweeps=500, **kw)
+                                    optimize_hyperparameters=False, **kw, ep={"max_sweeps": 500})
             q = model.fit(Xtr, ytr).predict_proba(Xte)[:, 1]
             rows.append({"seed": seed, "method": name, "M": M,
                          "error": error_and_nlp(q, yte)[0],

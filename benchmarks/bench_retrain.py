@@ -39,9 +39,7 @@ def main():
         args.rows, args.bases = 5_000, 16
     n_new = args.rows // 10
     X, y = synthetic_two_class(args.rows + n_new, 8, seed=11)
-    old = SASPAClassifier(optimize_hyperparameters=False, n_bases=args.bases, random_state=0,
-                          tol=1e-8,
-                          max_sweeps=500).fit(X[: args.rows], y[: args.rows])
+    old = SASPAClassifier(optimize_hyperparameters=False, n_bases=args.bases, random_state=0, ep={"tol": 1e-8, "max_sweeps": 500}).fit(X[: args.rows], y[: args.rows])
     starts, start_s = {}, {}
     for how in ("empty", "update", "adf"):
         start = time.perf_counter()
@@ -52,16 +50,19 @@ def main():
     for mode, memory in (("parallel", 0), ("parallel", 3), ("sequential", 0)):
         for tol in (1e-4, 1e-6):
             kw = dict(bases=old.bases_, lengthscale=old.lengthscale_,
-                      signal_variance=old.signal_variance_, ep_mode=mode, tol=tol,
-                      max_sweeps=500, anderson_memory=memory, optimize_hyperparameters=False)
+                      signal_variance=old.signal_variance_, optimize_hyperparameters=False)
+            schedule = dict(mode=mode, tol=tol, max_sweeps=500, anderson_memory=memory)
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
                 # cold: zero sites, as the issue defines it; coarse: the default start of
                 # a new parallel fit (EP on every 10th block first), for reference
-                fits = {"cold": SASPAClassifier(coarse_start=False, **kw).fit(X, y),
-                        "coarse": SASPAClassifier(coarse_start=True, **kw).fit(X, y)}
+                fits = {"cold": SASPAClassifier(**kw, ep={**schedule, "coarse_start": False})
+                        .fit(X, y),
+                        "coarse": SASPAClassifier(**kw, ep={**schedule, "coarse_start": True})
+                        .fit(X, y)}
                 for how, sites in starts.items():
-                    fits[how] = SASPAClassifier(**kw).fit(X, y, init_sites=sites)
+                    fits[how] = SASPAClassifier(**kw, ep=schedule).fit(X, y,
+                                                                       init_sites=sites)
             cold = fits["cold"]
             scale = np.abs(cold.alpha_).max()
             row = {"mode": mode, "anderson_memory": memory, "tol": tol,

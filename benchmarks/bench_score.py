@@ -46,7 +46,7 @@ def main():
          "--chunk-rows", args.chunk_rows, "--overwrite"])
     Xt, yt = synthetic_two_class(50_000, args.features, seed=0)
     model = SASPAClassifier(optimize_hyperparameters=False, n_bases=args.bases,
-                            random_state=0, max_sweeps=200).fit(Xt, yt)
+                            random_state=0, ep={"max_sweeps": 200}).fit(Xt, yt)
     model.save(work / "model.zarr", overwrite=True)
 
     cmd = [BIN / "saspa", "score", work / "model.zarr", work / "data.zarr", "--out",

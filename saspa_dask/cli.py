@@ -25,6 +25,7 @@ from pathlib import Path
 import click
 
 from ._version import __version__
+from .parameters import BLUR_CHOICES, RETRAIN_PARAMETERS, TRAIN_PARAMETERS
 
 # what learn_bases moved, for frequency features (saspa info)
 _LEARNT_PARTS = {
@@ -34,9 +35,45 @@ _LEARNT_PARTS = {
     ("fourier-global", "means+blur"): "means+blur (frequencies, phases, window)",
 }
 
-# saspa_dask.core.kernels.BASIS_FAMILIES, written out: the entry point does not import
-# NumPy (tests/test_cli.py checks that the two agree)
-BLUR_CHOICES = ("delta", "spherical", "diagonal", "full", "fourier", "fourier-global")
+
+
+def parameter_options(parameters, defaults=None):
+    """click options for training parameters, from their one table
+    (:mod:`saspa_dask.parameters`): ``--name`` (``--name/--no-name`` for a flag, with
+    any further off-flags), the job default, the table's help; old flags as hidden
+    deprecated options (:func:`_take_old_flags` folds them in).  ``defaults``
+    overrides a command's defaults (None: the help says what None means)."""
+    defaults = defaults or {}
+
+    def decorate(command):
+        for p in reversed(parameters):
+            default = defaults.get(p.name, p.default_in_jobs)
+            kind = click.Choice(p.choices) if p.choices else p.kind
+            for flag, dest in p.old_flag_names:
+                command = click.option(flag, dest, type=kind, hidden=True,
+                                       deprecated=f"use {p.flag}")(command)
+            if p.kind is bool:
+                decls = [f"{p.flag}/--no-{p.flag[2:]}"] + [f" /{off}" for off in p.off_flags]
+                command = click.option(*decls, p.name, default=default, show_default=True,
+                                       help=p.help)(command)
+            else:
+                command = click.option(p.flag, p.name, type=kind, default=default,
+                                       show_default=default is not None,
+                                       help=p.help)(command)
+        return command
+
+    return decorate
+
+
+def _take_old_flags(parameters, options):
+    """Fold values given by old flags (``--bases``, ``--seed`` ...) into the current
+    names; click has already warned that they are deprecated."""
+    for p in parameters:
+        for flag, dest in p.old_flag_names:
+            value = options.pop(dest, None)
+            if value is not None:
+                options[p.name] = value
+    return options
 
 
 def _job_errors(command):
@@ -127,7 +164,8 @@ def main():
 @click.option("--target", help="Label column of --csv (default: the last).")
 @click.option("--rows", default=20_000, show_default=True, help="Generated rows.")
 @click.option("--features", default=8, show_default=True, help="Generated inputs.")
-@click.option("--bases", "n_bases", default=64, show_default=True, help="Basis points M.")
+@click.option("--n-bases", "n_bases", default=64, show_default=True, help="Basis points M.")
+@click.option("--bases", "old_bases", type=int, hidden=True, deprecated="use --n-bases")
 @click.option("--blur", default="full", show_default=True,
               type=click.Choice(BLUR_CHOICES),
               help="Basis blur: delta (FITC/SPGP), spherical, diagonal or full (SASPA-full); "
@@ -137,14 +175,15 @@ def main():
 @click.option("--ep-mode", default="parallel", show_default=True,
               type=click.Choice(["parallel", "sequential"]),
               help="Parallel (all sites per sweep) or sequential EP updates.")
-@click.option("--optimize-hyperparameters/--fixed-hyperparameters", default=False,
-              show_default=True, help="Maximise the EP evidence over the hyperparameters.")
+@click.option("--optimize-hyperparameters/--no-optimize-hyperparameters",
+              " /--fixed-hyperparameters", default=False, show_default=True,
+              help="Maximise the EP evidence over the hyperparameters.")
 @click.option("--test-fraction", default=0.3, show_default=True,
               help="Share of the rows held out for the reported test metrics.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the split and K-means.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_job_errors
-def demo(csv_path, target, rows, features, n_bases, blur, likelihood, ep_mode,
+def demo(csv_path, target, rows, features, n_bases, old_bases, blur, likelihood, ep_mode,
          optimize_hyperparameters, test_fraction, seed, as_json):
     """Fit SASPA in memory on generated (or CSV) data and report test error."""
     import numpy as np
@@ -168,8 +207,8 @@ def demo(csv_path, target, rows, features, n_bases, blur, likelihood, ep_mode,
 
     _echo(f"saspa demo: {source}; {len(train)} train / {len(test)} test rows")
     start = time.perf_counter()
-    clf = SASPAClassifier(n_bases=n_bases, blur=blur, likelihood=likelihood,
-                          ep_mode=ep_mode, random_state=seed, verbose=int(not as_json),
+    clf = SASPAClassifier(n_bases=n_bases if old_bases is None else old_bases, blur=blur,
+                          likelihood=likelihood, ep={"mode": ep_mode}, random_state=seed, verbose=int(not as_json),
                           optimize_hyperparameters=optimize_hyperparameters)
     clf.fit(Xs[train], y[train])
     fit_seconds = time.perf_counter() - start
@@ -378,71 +417,7 @@ class SweepReporter:
                    "20 distinct integer values: classification; otherwise regression).")
 @click.option("--max-classes", default=100, show_default=True, type=click.IntRange(2),
               help="Refuse a classification with more classes (each is an EP problem).")
-@click.option("--bases", "n_bases", default=64, show_default=True, type=click.IntRange(1),
-              help="Basis points M (cost O(N M^2) a sweep).")
-@click.option("--blur", default="full", show_default=True,
-              type=click.Choice(BLUR_CHOICES),
-              help="Basis blur: delta (FITC/SPGP), spherical (multiscale), diagonal or "
-                   "full (SASPA-full, the K-means cluster covariances); or frequency "
-                   "inducing features: fourier (TFIFGP, a centre per feature) or "
-                   "fourier-global (FIFGP, one centre).")
-@click.option("--likelihood",
-              type=click.Choice(["probit", "logistic", "step", "noisy_probit", "gaussian",
-                                 "student_t", "poisson"]),
-              help="Classification: probit (default), logistic, step or noisy_probit "
-                   "(probit with label noise).  Regression: "
-                   "gaussian (default), student_t (robust) or poisson (counts).")
-@click.option("--ep-mode", default="parallel", show_default=True,
-              type=click.Choice(["parallel", "sequential"]),
-              help="Parallel (all sites per sweep, on the cluster) or sequential EP.")
-@click.option("--damping", type=float, help="Site damping in (0, 1] (default: by likelihood).")
-@click.option("--optimize-hyperparameters/--fixed-hyperparameters", default=False,
-              show_default=True,
-              help="Maximise the EP evidence over lengthscales, signal variance and the "
-                   "likelihood's parameters (each optimiser step is an EP run plus a "
-                   "gradient pass on the cluster).")
-@click.option("--max-hyper-iter", default=20, show_default=True, type=click.IntRange(1),
-              help="Cap on optimiser iterations.")
-@click.option("--hyper-restarts", default=0, show_default=True, type=click.IntRange(0),
-              help="Further evidence maximisations from shorter starting lengthscales; "
-                   "the highest evidence is kept (n_restarts_optimizer).")
-@click.option("--learn-blur-scale", is_flag=True,
-              help="Also learn a multiplier of the blur covariances.")
-@click.option("--learn-bases", default="auto", show_default=True,
-              type=click.Choice(["auto", "none", "means", "means+blur"]),
-              help="Also learn the basis means (and each basis's blur) by the EP evidence; "
-                   "for frequency features the frequencies and phases (and centres for "
-                   "fourier; the window with means+blur); means and means+blur imply "
-                   "--optimize-hyperparameters; auto learns the means whenever the "
-                   "hyperparameters are learnt.")
-@click.option("--hyper-subsample", default=20000, show_default=True, type=click.IntRange(1),
-              help="Learn hyperparameters and bases on a seeded uniform subsample of this "
-                   "many rows when the data has more, then run EP on all rows.")
-@click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1),
-              help="Most EP sweeps (exit code 3 if EP has not converged by then).")
-@click.option("--tol", default=1e-6, show_default=True, type=float,
-              help="EP stops when the largest site change is below this.")
-@click.option("--lengthscale", type=float,
-              help="One starting lengthscale for every input (default: from the data).")
-@click.option("--signal-variance", type=float,
-              help="Starting signal variance (default: from the targets).")
-@click.option("--noise-variance", type=float, help="Regression noise variance.")
-@click.option("--label-noise", default=0.01, show_default=True, type=float,
-              help="Label noise of the step and noisy_probit likelihoods.")
-@click.option("--dof", default=4.0, show_default=True, type=float,
-              help="Student-t degrees of freedom.")
-@click.option("--scale", type=float, help="Student-t scale (default from the targets).")
-@click.option("--seed", default=0, show_default=True, help="K-means seed.")
-@click.option("--cache", default="memory", show_default=True,
-              type=click.Choice(["memory", "none"]),
-              help="Keep whitened chunk blocks in worker memory between sweeps.")
-@click.option("--work-dir", type=click.Path(),
-              help="Directory for site arrays during training (default: beside --out).")
-@click.option("--coarse-start/--cold-start", default=True, show_default=True,
-              help="Start parallel EP from EP on every 10th chunk (recursively), scaled to "
-                   "all rows; the fixed point is the same.")
-@click.option("--anderson-memory", default=3, show_default=True, type=click.IntRange(0),
-              help="Sweeps remembered by Anderson acceleration of parallel EP (0: off).")
+@parameter_options(TRAIN_PARAMETERS)
 @click.option("--overwrite", is_flag=True, help="Replace an existing model store.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model (e.g. models/latest).")
@@ -456,6 +431,7 @@ def train(data, out, overwrite, latest, scheduler, workers, timeout, tls_ca_file
     """
     from . import jobs
 
+    options = _take_old_flags(TRAIN_PARAMETERS, options)
     reporter = SweepReporter(options["tol"])
     try:
         result = jobs.train(data, out, overwrite=overwrite, latest=latest, progress=reporter,
@@ -479,8 +455,6 @@ def _report_model(result):
 @click.argument("model_path", metavar="MODEL", type=click.Path())
 @click.argument("data", type=click.Path())
 @click.option("--out", required=True, type=click.Path(), help="New model store to write.")
-@click.option("--anderson-memory", type=click.IntRange(0),
-              help="Sweeps remembered by Anderson acceleration (default: the old model's).")
 @click.option("--refit-bases", is_flag=True,
               help="Run K-means again (then EP starts cold: sites act on the old bases).")
 @click.option("--new-rows", type=click.Choice(["update", "adf", "empty"]), default="update",
@@ -488,39 +462,31 @@ def _report_model(result):
               help="Start the appended rows' sites from one EP update against the old "
                    "posterior (update), one assumed-density-filtering pass (adf, "
                    "sequential), or zero (empty).")
-@click.option("--max-sweeps", default=100, show_default=True, type=click.IntRange(1),
-              help="Most EP sweeps (exit code 3 if EP has not converged by then).")
-@click.option("--tol", type=float, help="EP tolerance (default: the old model's).")
-@click.option("--cache", default="memory", show_default=True,
-              type=click.Choice(["memory", "none"]),
-              help="Keep whitened chunk blocks in worker memory between sweeps.")
-@click.option("--work-dir", type=click.Path(),
-              help="Directory for site arrays during training (default: beside --out).")
+@parameter_options(RETRAIN_PARAMETERS, defaults={"tol": None, "anderson_memory": None,
+                                               "block_rows": None})
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model.")
 @cluster_options
 @_job_errors
-def retrain(model_path, data, out, anderson_memory, refit_bases, new_rows, max_sweeps, tol,
-            cache, work_dir, scheduler, workers, timeout, overwrite, latest, tls_ca_file,
-            tls_cert, tls_key):
+def retrain(model_path, data, out, refit_bases, new_rows, scheduler, workers, timeout,
+            overwrite, latest, tls_ca_file, tls_cert, tls_key, **options):
     """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
 
     Keeps the old model's bases and hyperparameters (bases refitted with
     --refit-bases); the old rows start from their stored sites, the appended rows from
     one EP update against the old posterior (--new-rows: adf for an
     assumed-density-filtering pass, empty for zero sites).  The new model is written
-    aside and renamed into place; MODEL is never touched.
+    aside and renamed into place; MODEL is never touched.  --tol, --anderson-memory
+    and --block-rows default to the old model's.
     """
     from . import jobs
 
-    reporter = SweepReporter(tol if tol is not None else 1e-6)
+    reporter = SweepReporter(options["tol"] if options["tol"] is not None else 1e-6)
     try:
         result = jobs.retrain(model_path, data, out, refit_bases=refit_bases,
-                              new_rows=new_rows, max_sweeps=max_sweeps, tol=tol,
-                              anderson_memory=anderson_memory, cache=cache,
-                              work_dir=work_dir, overwrite=overwrite, latest=latest,
-                              progress=reporter,
+                              new_rows=new_rows, overwrite=overwrite, latest=latest,
+                              progress=reporter, **options,
                               **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
                                          tls_key))
     finally:

@@ -44,11 +44,22 @@ from pathlib import Path
 
 from . import jobs
 from .jobs import JobError
+from .parameters import RETRAIN_PARAMETERS, TRAIN_PARAMETERS, old_names
 
 __all__ = ["JobError", "load_job", "run_job", "STEP_OPTIONS"]
 
 
 _NUM = (int, float)
+
+
+def _table_keys(parameters):
+    """TOML keys of training parameters (:mod:`saspa_dask.parameters`): each name, and
+    its old names for one release; a float key takes integers too."""
+    kinds = {p.name: (_NUM if p.kind is float else p.kind) for p in parameters}
+    keys = {name: (kind, False) for name, kind in kinds.items()}
+    keys.update({old: keys[new] for old, new in old_names(parameters).items()})
+    return keys
+
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 # Per step kind: key -> (type or tuple of types, required).  Keys are CLI options
 # with dashes as underscores; "model" and "data"/"source" are positional arguments.
@@ -60,23 +71,11 @@ STEP_OPTIONS = {
               "test_fraction": (_NUM, False), "seed": (int, False),
               "overwrite": (bool, False)},
     "train": {"data": (str, True), "out": (str, True), "task": (str, False),
-              "max_classes": (int, False),
-              "bases": (int, False), "blur": (str, False), "likelihood": (str, False),
-              "ep_mode": (str, False), "damping": (_NUM, False), "max_sweeps": (int, False),
-              "tol": (_NUM, False), "lengthscale": (_NUM, False),
-              "signal_variance": (_NUM, False), "noise_variance": (_NUM, False),
-              "label_noise": (_NUM, False), "dof": (_NUM, False), "scale": (_NUM, False),
-              "optimize_hyperparameters": (bool, False), "max_hyper_iter": (int, False),
-              "hyper_restarts": (int, False), "learn_blur_scale": (bool, False),
-              "learn_bases": (str, False), "hyper_subsample": (int, False),
-              "seed": (int, False), "cache": (str, False),
-              "anderson_memory": (int, False), "coarse_start": (bool, False),
-              "work_dir": (str, False), "overwrite": (bool, False), "latest": (str, False)},
+              "max_classes": (int, False), **_table_keys(TRAIN_PARAMETERS),
+              "overwrite": (bool, False), "latest": (str, False)},
     "retrain": {"model": (str, True), "data": (str, True), "out": (str, True),
                 "refit_bases": (bool, False), "new_rows": (str, False),
-                "max_sweeps": (int, False),
-                "anderson_memory": (int, False),
-                "tol": (_NUM, False), "cache": (str, False), "work_dir": (str, False),
+                **_table_keys(RETRAIN_PARAMETERS),
                 "overwrite": (bool, False), "latest": (str, False)},
     "score": {"model": (str, True), "data": (str, True), "out": (str, True),
               "format": (str, False), "overwrite": (bool, False)},
@@ -84,8 +83,6 @@ STEP_OPTIONS = {
 }
 _POSITIONAL = {"ingest": ["source"], "split": ["store"], "train": ["data"], "retrain": ["model", "data"],
                "score": ["model", "data"], "evaluate": ["model", "data"]}
-# step keys whose job-function argument has another name
-_RENAMED = {"bases": "n_bases"}
 _PATH_KEYS = {"source", "out", "data", "model", "work_dir", "latest", "store", "like",
               "train_out", "test_out"}
 _CLUSTER_KEYS = {"scheduler": (str, False), "workers": (int, False), "timeout": (int, False),
@@ -220,7 +217,7 @@ def _command_line(kind, settings):
 
 def _run_step(kind, settings, cluster, echo, out):
     """Call the step's job function; print what the command would print."""
-    options = {_RENAMED.get(k, k): v for k, v in settings.items()}
+    options = dict(settings)
     if kind == "ingest":
         attrs = jobs.ingest(options.pop("source"), options.pop("out"), **options)
         out(f"ingested {attrs['n_rows']} rows x {len(attrs['columns'])} inputs")

@@ -49,10 +49,11 @@ def _dense_augmented(X, y, Xs, model, dtc):
                                       ("full", True)])
 def test_augmented_prediction_equals_the_dense_augmented_model(blur, dtc):
     X, y, Xs = _data()
-    model = SASPARegressor(n_bases=7, blur=blur, dtc=dtc, lengthscale=[1.1, 0.9],
+    model = SASPARegressor(n_bases=7, blur=blur, approximation="dtc" if dtc else "fitc",
+                           lengthscale=[1.1, 0.9],
                            signal_variance=0.8, noise_variance=0.02, jitter=1e-8,
                            optimize_hyperparameters=False, random_state=0).fit(X, y)
-    mean, std = model.predict(Xs, return_std=True, augment=True)
+    mean, std = model.predict(Xs, return_std=True, augment=(X, y))
     ref_mean, ref_var = _dense_augmented(X, y, Xs, model, dtc)
     np.testing.assert_allclose(mean, ref_mean, rtol=1e-7, atol=1e-8)
     np.testing.assert_allclose(std ** 2, ref_var + model.noise_variance_, rtol=1e-7,
@@ -71,10 +72,10 @@ def test_augmented_prediction_on_dask_and_zarr_training_rows(tmp_path):
                   noise_variance=0.03, optimize_hyperparameters=False, random_state=0)
     basis = kmeans_bases(X, 6, random_state=0)
     in_memory = SASPARegressor(bases=basis, **common).fit(X, y)
-    want = in_memory.predict(Xs, return_std=True, augment=True)
-    lazy = SASPARegressor(bases=basis, **common).fit(da.from_array(X, chunks=(45, 2)),
-                                                     da.from_array(y, chunks=45))
-    got = lazy.predict(Xs, return_std=True, augment=True)
+    want = in_memory.predict(Xs, return_std=True, augment=(X, y))
+    X_lazy, y_lazy = da.from_array(X, chunks=(45, 2)), da.from_array(y, chunks=45)
+    lazy = SASPARegressor(bases=basis, **common).fit(X_lazy, y_lazy)
+    got = lazy.predict(Xs, return_std=True, augment=(X_lazy, y_lazy))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     Xz = zarr.create_array(str(tmp_path / "X.zarr"), shape=X.shape, chunks=(50, 2),
                            dtype="f8")
@@ -86,16 +87,16 @@ def test_augmented_prediction_on_dask_and_zarr_training_rows(tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
-def test_partial_fit_rows_are_read_back_too():
-    """Gaussian partial_fit is exact, so augmenting after it equals augmenting a fit
-    on all rows."""
+def test_augmenting_after_partial_fit_equals_augmenting_a_whole_fit():
+    """Gaussian partial_fit is exact, so augmenting after it (with all its rows) equals
+    augmenting a fit on all rows."""
     X, y, Xs = _data(n=200)
     common = dict(bases=kmeans_bases(X, 6, random_state=0), lengthscale=[1.0, 1.2],
                   signal_variance=0.9, noise_variance=0.03, optimize_hyperparameters=False,
                   center_y=False)
-    whole = SASPARegressor(**common).fit(X, y).predict(Xs, return_std=True, augment=True)
+    whole = SASPARegressor(**common).fit(X, y).predict(Xs, return_std=True, augment=(X, y))
     online = SASPARegressor(**common).fit(X[:120], y[:120]).partial_fit(X[120:], y[120:])
-    np.testing.assert_allclose(online.predict(Xs, return_std=True, augment=True), whole,
+    np.testing.assert_allclose(online.predict(Xs, return_std=True, augment=(X, y)), whole,
                                rtol=1e-8, atol=1e-10)
 
 
@@ -104,10 +105,12 @@ def test_augmented_prediction_errors_name_the_problem():
     robust = SASPARegressor(n_bases=4, likelihood="student_t", random_state=0,
                             optimize_hyperparameters=False).fit(X, y)
     with pytest.raises(ValueError, match="Gaussian likelihood"):
-        robust.predict(Xs, augment=True)
+        robust.predict(Xs, augment=(X, y))
     model = SASPARegressor(n_bases=4, random_state=0, optimize_hyperparameters=False)
     model.fit(X, y)
-    del model._training_rows
+    # the estimator keeps no training rows (nor does its pickle)
+    assert not any(isinstance(v, np.ndarray) and v.shape == X.shape
+                   for v in vars(model).values())
     with pytest.raises(ValueError, match=r"pass augment=\(X_train, y_train\)"):
         model.predict(Xs, augment=True)
     with pytest.raises(ValueError, match="augment must be"):

@@ -26,7 +26,7 @@ def _ingested(tmp_path, X, y):
 
 
 def test_demo_reports_what_the_library_computes():
-    res = _saspa("demo", "--rows", "3000", "--bases", "16", "--json", "--seed", "4")
+    res = _saspa("demo", "--rows", "3000", "--n-bases", "16", "--json", "--seed", "4")
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     # the same fit by hand: same split, scaling and seed
@@ -47,7 +47,7 @@ def test_demo_on_csv_and_clear_errors(tmp_path):
     X = rng.normal(size=(200, 3))
     lines = ["a,b,c,label"] + [f"{r[0]},{r[1]},{r[2]},{'u' if r[0] > 0 else 'v'}" for r in X]
     good.write_text("\n".join(lines) + "\n")
-    res = _saspa("demo", "--csv", str(good), "--bases", "8", "--json")
+    res = _saspa("demo", "--csv", str(good), "--n-bases", "8", "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["test_error"] < 0.1
     res = _saspa("demo", "--csv", str(good), "--target", "nope")
@@ -75,7 +75,7 @@ def test_train_poisson_with_learnt_hyperparameters(tmp_path):
     data = _ingested(tmp_path, X, rng.poisson(rate))
     model, scores = tmp_path / "m.zarr", tmp_path / "s.zarr"
     res = _saspa("train", str(data), "--out", str(model), "--task", "regression",
-                 "--likelihood", "poisson", "--bases", "12", "--optimize-hyperparameters",
+                 "--likelihood", "poisson", "--n-bases", "12", "--optimize-hyperparameters",
                  "--max-hyper-iter", "8", "--workers", "1")
     assert res.returncode == 0, res.stderr
     info = json.loads(_saspa("info", str(model), "--json").stdout)
@@ -103,14 +103,14 @@ def test_train_anderson_memory_flag_reaches_the_model(tmp_path):
     fits = {}
     for memory in ("0", "3"):
         out = tmp_path / f"m{memory}.zarr"
-        res = _saspa("train", str(data), "--out", str(out), "--bases", "16",
+        res = _saspa("train", str(data), "--out", str(out), "--n-bases", "16",
                      "--signal-variance", "30", "--tol", "1e-9", "--cold-start",
                      "--anderson-memory", memory, "--workers", "1")
         assert res.returncode == 0, res.stderr
         fits[memory] = load_model(out)
     plain, fast = fits["0"], fits["3"]
-    assert plain.anderson_memory == 0 and plain.n_anderson_steps_ == 0
-    assert fast.anderson_memory == 3 and fast.n_anderson_steps_ > 0
+    assert plain.ep["anderson_memory"] == 0 and plain.n_anderson_steps_ == 0
+    assert fast.ep["anderson_memory"] == 3 and fast.n_anderson_steps_ > 0
     assert fast.n_sweeps_ < plain.n_sweeps_
     np.testing.assert_allclose(fast.alpha_, plain.alpha_, rtol=1e-6,
                                atol=1e-7 * np.abs(plain.alpha_).max())
@@ -125,8 +125,8 @@ def test_train_hyper_restarts_on_the_cluster_match_in_memory(tmp_path):
 
     X, y = synthetic_two_class(2000, 6, seed=5)
     data, model = _ingested(tmp_path, X, y), tmp_path / "m.zarr"
-    res = _saspa("train", str(data), "--out", str(model), "--bases", "10",
-                 "--optimize-hyperparameters", "--max-hyper-iter", "3", "--hyper-restarts", "1",
+    res = _saspa("train", str(data), "--out", str(model), "--n-bases", "10",
+                 "--optimize-hyperparameters", "--max-hyper-iter", "3", "--n-restarts-optimizer", "1",
                  "--tol", "1e-9", "--workers", "1", "--learn-bases", "none")
     assert res.returncode == 0, res.stderr
     assert "hyperparameter start 1  iteration" in res.stderr
@@ -136,7 +136,7 @@ def test_train_hyper_restarts_on_the_cluster_match_in_memory(tmp_path):
     chosen = fitted.hyperparameter_info_["chosen_start"]
     assert chosen == int(np.argmax([s["log_evidence"] for s in starts]))
     ref = SASPAClassifier(bases=fitted.bases_, max_hyper_iter=3, n_restarts_optimizer=1,
-                          tol=1e-9, learn_bases=False).fit(X, y)
+                          learn_bases=False, ep={"tol": 1e-9}).fit(X, y)
     assert ref.hyperparameter_info_["chosen_start"] == chosen
     assert fitted.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-6)
     np.testing.assert_allclose(fitted.lengthscale_, ref.lengthscale_, rtol=1e-4)
@@ -186,7 +186,7 @@ def test_demo_reports_the_multiclass_nlp_of_the_true_class(tmp_path):
                                                    [-0.5, 0.5])]
     path = tmp_path / "three.csv"
     path.write_text("x0,x1,label\n" + "".join(f"{a},{b},{c}\n" for (a, b), c in zip(X, labels)))
-    res = _saspa("demo", "--csv", str(path), "--bases", "8", "--json", "--seed", "3")
+    res = _saspa("demo", "--csv", str(path), "--n-bases", "8", "--json", "--seed", "3")
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     order = np.random.default_rng(3).permutation(300)
@@ -216,7 +216,7 @@ def test_blur_choices_are_the_basis_families(tmp_path):
     data = _ingested(tmp_path, X, y)
     model, scores = tmp_path / "m.zarr", tmp_path / "s.zarr"
     res = _saspa("train", str(data), "--out", str(model), "--task", "regression",
-                 "--blur", "fourier-global", "--bases", "10", "--optimize-hyperparameters",
+                 "--blur", "fourier-global", "--n-bases", "10", "--optimize-hyperparameters",
                  "--max-hyper-iter", "10", "--workers", "1")
     assert res.returncode == 0, res.stderr
     fitted = load_model(model)

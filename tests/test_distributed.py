@@ -49,15 +49,14 @@ def _saspa(*args, timeout=600):
 
 def test_cli_train_on_a_real_cluster_equals_in_memory_fit(scheduler, store, tmp_path):
     path, X, y = store
-    res = _saspa("train", path, "--out", tmp_path / "m.zarr", "--bases", 24, "--blur", "full",
+    res = _saspa("train", path, "--out", tmp_path / "m.zarr", "--n-bases", 24, "--blur", "full",
                  "--likelihood", "probit", "--tol", 1e-10, "--max-sweeps", 400,
                  "--scheduler", scheduler)
     assert res.returncode == 0, res.stderr
     assert f"dask: {scheduler}" in res.stderr and "sweep    1" in res.stderr
     model = load_model(tmp_path / "m.zarr")
     assert model.converged_ and model.bases_.n_bases == 24
-    ref = SASPAClassifier(optimize_hyperparameters=False, bases=model.bases_, lengthscale=model.lengthscale_, tol=1e-10,
-                          max_sweeps=400).fit(X, y)
+    ref = SASPAClassifier(optimize_hyperparameters=False, bases=model.bases_, lengthscale=model.lengthscale_, ep={"tol": 1e-10, "max_sweeps": 400}).fit(X, y)
     np.testing.assert_allclose(model.alpha_, ref.alpha_, rtol=1e-8,
                                atol=1e-8 * np.abs(ref.alpha_).max())
     Xs = X[:500] * 1.3
@@ -69,9 +68,11 @@ def test_cli_train_on_a_real_cluster_equals_in_memory_fit(scheduler, store, tmp_
     assert info["data_fingerprint"] == open_data_store(path)[2]["fingerprint"]
 
 
-def _fit_on(X, y, bases, ls, client_address=None, **kw):
+def _fit_on(X, y, bases, ls, client_address=None, ep=None, execution=None):
     with Client(client_address, timeout=30):
-        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls, tol=1e-10, max_sweeps=400, **kw)
+        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls,
+                                ep={"tol": 1e-10, "max_sweeps": 400, **(ep or {})},
+                                execution=execution)
         return model.fit(X, y)
 
 
@@ -82,7 +83,7 @@ def test_chunk_size_invariance(scheduler, store):
     ls = np.full(5, 2.0)
     # from the prior, the sweeps are the same sums split differently
     fits = [_fit_on(da.from_array(X, chunks=(rows, 5)), da.from_array(y, chunks=rows),
-                    bases, ls, scheduler, coarse_start=False) for rows in (20_000, 7_777, 2_500)]
+                    bases, ls, scheduler, ep={"coarse_start": False}) for rows in (20_000, 7_777, 2_500)]
     for other in fits[1:]:
         np.testing.assert_allclose(other.alpha_, fits[0].alpha_, rtol=1e-9,
                                    atol=1e-9 * np.abs(fits[0].alpha_).max())
@@ -108,10 +109,10 @@ def test_worker_count_and_mode_invariance(scheduler, store):
                       dashboard_address=":0") as one_worker:
         one = _fit_on(Xd, yd, bases, ls, one_worker.scheduler_address)
     np.testing.assert_allclose(one.alpha_, two.alpha_, rtol=1e-12, atol=0)
-    seq = _fit_on(Xd, yd, bases, ls, scheduler, ep_mode="sequential")
+    seq = _fit_on(Xd, yd, bases, ls, scheduler, ep={"mode": "sequential"})
     np.testing.assert_allclose(seq.alpha_, two.alpha_, rtol=1e-6,
                                atol=1e-6 * np.abs(two.alpha_).max())
-    recomputed = _fit_on(Xd, yd, bases, ls, scheduler, cache="none")
+    recomputed = _fit_on(Xd, yd, bases, ls, scheduler, execution={"cache": "none"})
     np.testing.assert_allclose(recomputed.alpha_, two.alpha_, rtol=1e-12, atol=0)
 
 
@@ -192,14 +193,14 @@ def test_regression_on_dask_equals_in_memory(scheduler):
     assert model.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-10)
 
 
-def test_unreachable_scheduler_fails_fast(store, tmp_path):
+def test_unreachable_scheduler_fails_fast(store, tmp_path, startup_seconds):
     path, _, _ = store
     start = time.time()
     res = _saspa("train", path, "--out", tmp_path / "m.zarr", "--scheduler",
                  "tcp://127.0.0.1:1", "--timeout", 3, timeout=120)
     assert res.returncode != 0
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in res.stderr
-    assert time.time() - start < 60
+    assert time.time() - start - startup_seconds < 50  # --timeout 3, then one message
     assert not (tmp_path / "m.zarr").exists()
 
 
@@ -220,11 +221,9 @@ def test_estimator_accepts_zarr_arrays(scheduler, store):
     group = zarr.open_group(str(path), mode="r")
     bases = Basis(X[:10], None)
     ls = np.full(5, 2.0)
-    ref = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls,
-                          coarse_start=False).fit(X, y)
+    ref = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls, ep={"coarse_start": False}).fit(X, y)
     with Client(scheduler, timeout=30):
-        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls,
-                          coarse_start=False).fit(group["X"], group["y"])
+        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=ls, ep={"coarse_start": False}).fit(group["X"], group["y"])
         proba = model.predict_proba(group["X"])
         assert isinstance(proba, da.Array) and proba.chunks[0] == (3000,) * 6 + (2000,)
         proba = proba.compute()
@@ -249,7 +248,7 @@ def test_multiclass_hyperparameter_learning_on_the_cluster_equals_in_memory(sche
     data = np.loadtxt(WAVEFORM, delimiter=",", skiprows=1, max_rows=800)
     X, y = data[:, :-1], data[:, -1].astype(int)
     params = dict(n_bases=12, blur="spherical", random_state=0, max_hyper_iter=4,
-                  coarse_start=False,  # the same path, not just the same fixed point
+                  ep={"coarse_start": False},  # the same path, not just the same fixed point
                   learn_bases=False)  # the remote fit is given the local bases
     local = SASPAClassifier(**params).fit(X, y)
     with Client(scheduler):

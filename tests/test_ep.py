@@ -24,6 +24,9 @@ from saspa_dask.engines.memory import InMemoryEngine
 from saspa_dask.core.likelihoods import Probit, Step
 from conftest import needs_dataset
 
+# the EP schedule of the Ionosphere comparisons below
+SCHEDULE = {"tol": 1e-8, "max_sweeps": 300}
+
 
 def _blocks(seed=0, n=200, d=2, n_bases=10, sizes=(80, 120)):
     rng = np.random.default_rng(seed)
@@ -150,7 +153,7 @@ def _spambase_cycle_case():
     X = (X - X.mean(0)) / X.std(0)
     rows = np.random.default_rng(0).permutation(len(y))[:400]
     kw = dict(bases=_sklearn_kmeans_bases(X[rows], 32, 0), signal_variance=100.0,
-              lengthscale=3.0, optimize_hyperparameters=False, tol=1e-8, max_sweeps=300)
+              lengthscale=3.0, optimize_hyperparameters=False)
     return X[rows], y[rows], kw
 
 
@@ -165,8 +168,8 @@ def test_cycle_rule_breaks_a_period_two_cycle_and_keeps_the_fixed_point():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         # the cycle rule acts on plain EP (Anderson steps do not feed it)
-        par = SASPAClassifier(anderson_memory=0, **kw).fit(X, y)
-        seq = SASPAClassifier(ep_mode="sequential", **kw).fit(X, y)
+        par = SASPAClassifier(**kw, ep={"anderson_memory": 0, **SCHEDULE}).fit(X, y)
+        seq = SASPAClassifier(**kw, ep={"mode": "sequential", **SCHEDULE}).fit(X, y)
     assert par.n_damping_reductions_ >= 1
     damped = [r["damping"] for r in par.history_]
     assert damped[0] == 1.0 and damped[-1] <= 0.5
@@ -188,9 +191,9 @@ def test_anderson_acceleration_reaches_the_sequential_fixed_point_in_fewer_sweep
     X, y, kw = _spambase_cycle_case()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        plain = SASPAClassifier(anderson_memory=0, **kw).fit(X, y)
-        fast = SASPAClassifier(anderson_memory=3, **kw).fit(X, y)
-        seq = SASPAClassifier(ep_mode="sequential", **kw).fit(X, y)
+        plain = SASPAClassifier(**kw, ep={"anderson_memory": 0, **SCHEDULE}).fit(X, y)
+        fast = SASPAClassifier(**kw, ep={"anderson_memory": 3, **SCHEDULE}).fit(X, y)
+        seq = SASPAClassifier(**kw, ep={"mode": "sequential", **SCHEDULE}).fit(X, y)
     assert fast.converged_ and fast.n_anderson_steps_ > 0
     assert sum(r["anderson"] for r in fast.history_) == fast.n_anderson_steps_
     assert 2 * fast.n_sweeps_ <= plain.n_sweeps_
@@ -238,10 +241,10 @@ def test_coarse_start_reaches_the_cold_fixed_point_in_fewer_sweeps():
     from saspa_dask.datasets import synthetic_two_class
 
     X, y = synthetic_two_class(60_000, 4, seed=3)
-    params = dict(n_bases=32, random_state=0, optimize_hyperparameters=False, block_rows=4096,
-                  tol=1e-8)
-    cold = SASPAClassifier(coarse_start=False, **params).fit(X, y)
-    coarse = SASPAClassifier(**params).fit(X, y)
+    params = dict(n_bases=32, random_state=0, optimize_hyperparameters=False,
+                  execution={"block_rows": 4096})
+    cold = SASPAClassifier(**params, ep={"tol": 1e-8, "coarse_start": False}).fit(X, y)
+    coarse = SASPAClassifier(**params, ep={"tol": 1e-8}).fit(X, y)
     assert cold.coarse_start_ == []
     [level] = coarse.coarse_start_
     assert level["rows"] == 2 * 4096 + (60_000 - 14 * 4096) and level["converged"]

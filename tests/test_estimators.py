@@ -8,7 +8,7 @@ from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from saspa_dask import (Basis, EPConvergenceWarning, FullGPClassifier, FullGPRegressor,
-                        SparseOnlineGPClassifier, SparseOnlineGPRegressor,
+                        IVMClassifier, SparseOnlineGPClassifier, SparseOnlineGPRegressor,
                         SASPAClassifier, SASPARegressor)
 from saspa_dask.core.kernels import BLUR_FAMILIES
 from sklearn.utils._param_validation import InvalidParameterError
@@ -26,7 +26,8 @@ def _expected_failures(estimator):
      # the full GP: API checks only (its learning is the tested SASPA code, test_exact)
      FullGPClassifier(optimize_hyperparameters=False),
      FullGPRegressor(optimize_hyperparameters=False),
-     SparseOnlineGPClassifier(), SparseOnlineGPRegressor()],
+     SparseOnlineGPClassifier(), SparseOnlineGPRegressor(),
+     IVMClassifier(n_bases=10, signal_variance=10.0)],
     expected_failed_checks=_expected_failures,
 )
 def test_sklearn_compatible(estimator, check):
@@ -138,10 +139,15 @@ def test_bad_input_errors_name_the_problem():
         SASPAClassifier(optimize_hyperparameters=False, n_bases=3, likelihood="step", label_noise=0.7).fit(X, y)
     with pytest.raises(InvalidParameterError, match="'blur' parameter .* among"):
         SASPAClassifier(optimize_hyperparameters=False, n_bases=3, blur="gaussian").fit(X, y)
-    with pytest.raises(InvalidParameterError, match="'ep_mode' parameter .* among"):
-        SASPAClassifier(optimize_hyperparameters=False, n_bases=3, ep_mode="async").fit(X, y)
-    with pytest.raises(InvalidParameterError, match=r"'damping' parameter .* \(0(\.0)?, 1(\.0)?\]"):
-        SASPAClassifier(optimize_hyperparameters=False, n_bases=3, damping=1.5).fit(X, y)
+    with pytest.raises(ValueError, match="EPSchedule.mode must be 'parallel' or 'sequential', "
+                                         "got 'async'"):
+        SASPAClassifier(optimize_hyperparameters=False, n_bases=3, ep={"mode": "async"}).fit(X, y)
+    with pytest.raises(ValueError, match=r"EPSchedule.damping must be None or a float in \(0, 1\]"):
+        SASPAClassifier(optimize_hyperparameters=False, n_bases=3, ep={"damping": 1.5}).fit(X, y)
+    with pytest.raises(ValueError, match=r"ep: unknown field\(s\) \['sweeps'\]"):
+        SASPAClassifier(optimize_hyperparameters=False, n_bases=3, ep={"sweeps": 5}).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="'execution' parameter"):
+        SASPAClassifier(optimize_hyperparameters=False, n_bases=3, execution=5).fit(X, y)
     with pytest.raises(ValueError, match="bases have 3 features but X has 2"):
         SASPAClassifier(optimize_hyperparameters=False, bases=Basis(np.zeros((2, 3)))).fit(X, y)
     with pytest.raises(ValueError, match="Basis covs must be positive semi-definite"):
@@ -187,8 +193,8 @@ def test_randomised_small_problems_stay_finite():
             warnings.simplefilter("ignore")  # convergence / jitter warnings are allowed
             if kind == "gaussian":
                 y = np.sin(X[:, 0] / scale) * 3 + rng.normal(size=n)
-                est = SASPARegressor(optimize_hyperparameters=False, n_bases=M, blur=blur, ep_mode=mode, bases=bases,
-                                     max_sweeps=30, random_state=trial).fit(X, y)
+                est = SASPARegressor(optimize_hyperparameters=False, n_bases=M, blur=blur, bases=bases,
+                                     random_state=trial, ep={"mode": mode, "max_sweeps": 30}).fit(X, y)
                 mean, std = est.predict(Xs, return_std=True)
                 assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std)), trial
                 assert np.all(std > 0), trial
@@ -196,9 +202,7 @@ def test_randomised_small_problems_stay_finite():
                 y = (X[:, 0] > np.median(X[:, 0])).astype(int)
                 if y.min() == y.max():
                     y[0] = 1 - y[0]
-                est = SASPAClassifier(optimize_hyperparameters=False, n_bases=M, blur=blur, likelihood=kind, ep_mode=mode,
-                                      bases=bases, label_noise=0.05, max_sweeps=30,
-                                      random_state=trial).fit(X, y)
+                est = SASPAClassifier(optimize_hyperparameters=False, n_bases=M, blur=blur, likelihood=kind, bases=bases, label_noise=0.05, random_state=trial, ep={"mode": mode, "max_sweeps": 30}).fit(X, y)
                 proba = est.predict_proba(Xs)
                 assert np.all(np.isfinite(proba)), trial
                 assert np.all((proba >= 0) & (proba <= 1)), trial
@@ -221,8 +225,7 @@ def test_invalid_cavities_are_counted_and_reported(ep_mode):
     flip = rng.choice(60, 12, replace=False)
     y[flip] = 1 - y[flip]
     clf = SASPAClassifier(optimize_hyperparameters=False, n_bases=40, likelihood="step", label_noise=0.1,
-                          signal_variance=1e4, lengthscale=0.3, ep_mode=ep_mode,
-                          damping=1.0, max_sweeps=30, random_state=0, anderson_memory=0)
+                          signal_variance=1e4, lengthscale=0.3, random_state=0, ep={"mode": ep_mode, "damping": 1.0, "max_sweeps": 30, "anderson_memory": 0})
     with pytest.warns(EPConvergenceWarning):
         clf.fit(X, y)
     assert clf.n_invalid_cavities_ > 0
@@ -235,11 +238,17 @@ def test_invalid_cavities_are_counted_and_reported(ep_mode):
 
 def test_parameter_errors_are_scikit_learns_and_name_the_parameter():
     X, y = _xor(n=40)
-    for bad in (dict(n_bases=0), dict(tol=-1.0), dict(cache="disk"), dict(max_sweeps=2.5),
-                dict(anderson_memory=-1), dict(dtc="yes"), dict(work_dir=3)):
+    for bad in (dict(n_bases=0), dict(approximation="sor"), dict(ep=3)):
         name = next(iter(bad))
         with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of SASPAClassifier"):
             SASPAClassifier(**bad).fit(X, y)
+    # a grouped setting's field: the parameter and the field are named
+    for group, field, value in (("ep", "tol", -1.0), ("execution", "cache", "disk"),
+                                ("ep", "max_sweeps", 2.5), ("ep", "anderson_memory", -1),
+                                ("execution", "work_dir", 3), ("execution", "block_rows", 0)):
+        with pytest.raises(InvalidParameterError, match=f"'{group}' parameter of "
+                           rf"SASPAClassifier: \w+\.{field} must be"):
+            SASPAClassifier(**{group: {field: value}}).fit(X, y)
     with pytest.raises(InvalidParameterError, match="'max_samples' parameter of FullGPClassifier"):
         FullGPClassifier(max_samples=0).fit(X, y)
     assert issubclass(InvalidParameterError, ValueError)

@@ -27,7 +27,7 @@ def test_gaussian_delta_equals_closed_form_fitc(ep_mode):
     ls, s2, noise = np.array([0.8, 1.3, 1.0]), 1.7, 0.09
     reg = SASPARegressor(optimize_hyperparameters=False, 
         bases=Basis(Z), blur="delta", lengthscale=ls, signal_variance=s2,
-        noise_variance=noise, ep_mode=ep_mode, center_y=False, block_rows=37,
+        noise_variance=noise, center_y=False, ep={"mode": ep_mode}, execution={"block_rows": 37},
     ).fit(X, y)
     mean_ref, var_ref, logml_ref = fitc_regression(X, y, Xs, Z, ls, s2, noise, reg.jitter_)
     mean, var = reg.predict_latent(Xs)
@@ -51,7 +51,7 @@ def test_a_row_no_basis_reaches_keeps_a_finite_evidence(ep_mode):
     ls, s2, noise = np.array([0.8, 1.3, 1.0]), 1.7, 0.09
     reg = SASPARegressor(optimize_hyperparameters=False, bases=Basis(Z), blur="delta",
                          lengthscale=ls, signal_variance=s2, noise_variance=noise,
-                         ep_mode=ep_mode, center_y=False).fit(X, y)
+                         center_y=False, ep={"mode": ep_mode}).fit(X, y)
     _, _, logml_ref = fitc_regression(X, y, Xs, Z, ls, s2, noise, reg.jitter_)
     assert np.isfinite(reg.log_evidence_)
     assert reg.log_evidence_ == pytest.approx(logml_ref, rel=1e-9, abs=1e-8)
@@ -62,8 +62,7 @@ def test_a_row_no_basis_reaches_keeps_a_finite_evidence(ep_mode):
 def test_gaussian_one_sweep_gives_closed_form_alpha(blur, ep_mode):
     rng, X, y, Xs = _regression_data(seed=1, n=90)
     reg = SASPARegressor(optimize_hyperparameters=False, n_bases=12, blur=blur, lengthscale=1.1, signal_variance=1.3,
-                         noise_variance=0.05, ep_mode=ep_mode, max_sweeps=1,
-                         center_y=False, random_state=0)
+                         noise_variance=0.05, center_y=False, random_state=0, ep={"mode": ep_mode, "max_sweeps": 1})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EPConvergenceWarning)  # one sweep, on purpose
         reg.fit(X, y)
@@ -102,8 +101,7 @@ def test_bases_at_inputs_equal_full_gp_ep(likelihood, ep_mode):
     ls, s2, eps = np.array([1.0, 1.2]), 2.0, 0.1
     clf = SASPAClassifier(optimize_hyperparameters=False, 
         bases=Basis(X), blur="delta", likelihood=likelihood, label_noise=eps,
-        lengthscale=ls, signal_variance=s2, ep_mode=ep_mode, tol=1e-12, max_sweeps=500,
-        jitter=1e-12,
+        lengthscale=ls, signal_variance=s2, jitter=1e-12, ep={"mode": ep_mode, "tol": 1e-12, "max_sweeps": 500},
     ).fit(X, y)
     assert clf.converged_
     K = se(X, X, ls, s2)
@@ -130,9 +128,13 @@ def test_sequential_and_parallel_reach_one_fixed_point(blur, likelihood):
     y = (X[:, 0] + np.sin(2 * X[:, 1]) + 0.4 * rng.normal(size=300) > 0).astype(int)
     Xs = rng.normal(size=(50, 3)) * 1.5
     common = dict(n_bases=20, blur=blur, likelihood=likelihood, label_noise=0.05,
-                  tol=1e-10, max_sweeps=1000, random_state=3, signal_variance=2.0)
-    seq = SASPAClassifier(optimize_hyperparameters=False, ep_mode="sequential", block_rows=64, **common).fit(X, y)
-    par = SASPAClassifier(optimize_hyperparameters=False, ep_mode="parallel", **common).fit(X, y)
+                  random_state=3, signal_variance=2.0)
+    schedule = {"tol": 1e-10, "max_sweeps": 1000}
+    seq = SASPAClassifier(optimize_hyperparameters=False, **common,
+                          ep={**schedule, "mode": "sequential"},
+                          execution={"block_rows": 64}).fit(X, y)
+    par = SASPAClassifier(optimize_hyperparameters=False, **common,
+                          ep={**schedule, "mode": "parallel"}).fit(X, y)
     assert seq.converged_ and par.converged_
     np.testing.assert_allclose(par.alpha_, seq.alpha_, rtol=1e-6,
                                atol=1e-6 * np.abs(seq.alpha_).max())
@@ -144,8 +146,7 @@ def test_result_does_not_depend_on_block_size():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(500, 4))
     y = (X[:, 0] * X[:, 1] > 0).astype(int)
-    fits = [SASPAClassifier(optimize_hyperparameters=False, n_bases=16, block_rows=rows, tol=1e-10, max_sweeps=500,
-                            random_state=0, coarse_start=False).fit(X, y) for rows in (500, 128, 77)]
+    fits = [SASPAClassifier(optimize_hyperparameters=False, n_bases=16, random_state=0, ep={"tol": 1e-10, "max_sweeps": 500, "coarse_start": False}, execution={"block_rows": rows}).fit(X, y) for rows in (500, 128, 77)]
     for other in fits[1:]:
         assert other.n_sweeps_ == fits[0].n_sweeps_
         np.testing.assert_allclose(other.alpha_, fits[0].alpha_, rtol=1e-9, atol=1e-12)
@@ -170,8 +171,7 @@ def test_ionosphere_bases_at_inputs_equal_full_gp_ep():
     train = train[np.sort(first)]
     ls = np.full(X.shape[1], 3.0)  # cond(K) about 6e5: a well-posed comparison
     clf = SASPAClassifier(optimize_hyperparameters=False, bases=Basis(X[train]), blur="delta", lengthscale=ls,
-                          signal_variance=3.0, ep_mode="parallel", tol=1e-12,
-                          max_sweeps=1000, jitter=1e-12).fit(X[train], y[train])
+                          signal_variance=3.0, jitter=1e-12, ep={"mode": "parallel", "tol": 1e-12, "max_sweeps": 1000}).fit(X[train], y[train])
     K = se(X[train], X[train], ls, 3.0)
     tau, nu, mu, Sigma, log_z = full_gp_ep(K, y[train], probit_tilted)
     mean_ref, var_ref = full_gp_predict(K, se(X[train], X[test], ls, 3.0), 3.0, mu, Sigma)
@@ -200,7 +200,7 @@ def test_partial_fit_gaussian_equals_batch_fit():
 def test_partial_fit_probit_is_close_after_one_pass():
     X, y, Xs = _classification_data(seed=7, n=400, d=2)
     common = dict(n_bases=20, lengthscale=1.0, signal_variance=2.0, random_state=0,
-                  tol=1e-10, max_sweeps=500)
+                  ep={"tol": 1e-10, "max_sweeps": 500})
     online = SASPAClassifier(optimize_hyperparameters=False, **common).fit(X[:300], y[:300])
     bases = online.bases_
     online.partial_fit(X[300:], y[300:])
@@ -235,8 +235,7 @@ def test_saspa_full_probit_equals_function_space_ep_on_its_prior(ep_mode):
     covs = A @ np.swapaxes(A, 1, 2) + 0.05 * np.eye(2)
     ls, s2 = np.array([0.9, 1.3]), 1.7
     clf = SASPAClassifier(bases=Basis(means, covs), blur="full", lengthscale=ls,
-                          signal_variance=s2, ep_mode=ep_mode, tol=1e-12, max_sweeps=500,
-                          optimize_hyperparameters=False).fit(X, y)
+                          signal_variance=s2, optimize_hyperparameters=False, ep={"mode": ep_mode, "tol": 1e-12, "max_sweeps": 500}).fit(X, y)
     assert clf.converged_
     K, Ks, lam = reference.blurred_prior(X, Xs, means, covs, ls, s2, clf.jitter_)
     tau_f, nu_f, mu, Sigma, log_z = full_gp_ep(K, y.astype(float), probit_tilted)

@@ -41,16 +41,14 @@ def test_worker_killed_during_training(cluster):
     X, y = synthetic_two_class(16_000, 4, seed=2)
     bases = Basis(X[:20], None)
     Xd, yd = da.from_array(X, chunks=(2_000, 4)), da.from_array(y, chunks=2_000)
-    reference = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=2.0, tol=1e-10, max_sweeps=300,
-                                coarse_start=False).fit(X, y)
+    reference = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=2.0, ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False}).fit(X, y)
     killed = []
     with Client(cluster, timeout=30) as client:
         def kill_at_sweep_3(record):
             if record["sweep"] == 3:
                 killed.append(_kill_one_worker(client))
 
-        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=2.0, tol=1e-10, max_sweeps=300,
-                                coarse_start=False)
+        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=2.0, ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False})
         model.fit(Xd, yd, progress=kill_at_sweep_3)
         client.wait_for_workers(2, timeout=60)
     assert killed and model.converged_

@@ -51,7 +51,7 @@ def problem(tmp_path_factory):
     np.save(d / "d.npy", np.column_stack([X, y]))
     assert _saspa("ingest", d / "d.npy", "--out", d / "d.zarr", "--chunk-rows", 1000
                   ).returncode == 0
-    res = _saspa("train", d / "d.zarr", "--out", d / "m.zarr", "--bases", 10, "--workers", 1)
+    res = _saspa("train", d / "d.zarr", "--out", d / "m.zarr", "--n-bases", 10, "--workers", 1)
     assert res.returncode == 0, res.stderr
     return d
 
@@ -298,7 +298,7 @@ def test_mixed_labels_bom_and_complex_npy(tmp_path):
 # -- 10-12. time-outs, exposure, files given as a model ---------------------------------
 
 
-def test_timeout_is_honoured_by_a_silent_address(problem):
+def test_timeout_is_honoured_by_a_silent_address(problem, startup_seconds):
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
@@ -308,7 +308,7 @@ def test_timeout_is_honoured_by_a_silent_address(problem):
                      f"tcp://127.0.0.1:{port}", "--timeout", 3, timeout=120)
         took = time.perf_counter() - start
     _one_line_error(res, "cannot reach the Dask scheduler", "within 3s")
-    assert took < 20
+    assert took - startup_seconds < 15  # --timeout 3: not a connect that hangs
 
 
 def test_embedded_cluster_listens_on_loopback_only():
@@ -371,11 +371,12 @@ def test_job_files_are_validated_at_load_time(problem, tmp_path):
 # -- 14-15. absurd worker counts, stale scratch, OS errors -------------------------------
 
 
-def test_absurd_worker_count_is_refused_at_once(problem, tmp_path):
+def test_absurd_worker_count_is_refused_at_once(problem, tmp_path, startup_seconds):
     start = time.perf_counter()
     _one_line_error(_saspa("evaluate", problem / "m.zarr", problem / "d.zarr", "--workers",
                            100_000), "--workers 100000")
-    assert time.perf_counter() - start < 15
+    # refused before any worker starts: seconds beyond start-up, not minutes
+    assert time.perf_counter() - start - startup_seconds < 10
 
 
 def test_stale_scratch_of_a_killed_job_is_removed(problem, tmp_path):
@@ -387,7 +388,7 @@ def test_stale_scratch_of_a_killed_job_is_removed(problem, tmp_path):
     live = tmp_path / ".saspa-job-live"
     live.mkdir()
     (live / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
-    res = _saspa("train", problem / "d.zarr", "--out", tmp_path / "m.zarr", "--bases", 6,
+    res = _saspa("train", problem / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 6,
                  "--workers", 1)
     assert res.returncode == 0, res.stderr
     assert not stale.exists() and live.exists()
@@ -402,7 +403,7 @@ def test_os_errors_are_one_line(problem, tmp_path):
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert str(read_only_out.parent) in res.stderr.splitlines()[-1]
     res = _saspa("train", problem / "d.zarr", "--out", tmp_path / "m.zarr", "--latest",
-                 tmp_path / "missing" / "latest", "--bases", 6, "--workers", 1)
+                 tmp_path / "missing" / "latest", "--n-bases", 6, "--workers", 1)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "missing" in res.stderr.splitlines()[-1]
 

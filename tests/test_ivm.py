@@ -87,6 +87,6 @@ def test_ivm_bases_start_a_saspa_fit_and_errors():
     assert basis.n_bases == 15 and np.all(np.isin(basis.means, X).all(axis=1))
     clf = SASPAClassifier(bases=basis, blur="delta", random_state=0).fit(X, y)
     assert clf.score(X, y) > 0.93
-    with pytest.raises(ValueError, match="exactly 2 classes"):
+    with pytest.raises(ValueError, match="Only binary classification is supported"):
         IVMClassifier().fit(X, np.arange(400) % 3)
     assert not hasattr(IVMClassifier(), "partial_fit")

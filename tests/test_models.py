@@ -100,8 +100,7 @@ def test_waveform_one_vs_rest_against_sklearn(monkeypatch):
     # No public route counts kernel evaluations: the count is the point of the test
     # (one kernel block per row block, shared by the classes), so the kernel is wrapped.
     monkeypatch.setattr(ep_module, "blurred_cross_covariance", counting)
-    clf = SASPAClassifier(n_bases=32, blur="spherical", random_state=0, block_rows=200,
-                          optimize_hyperparameters=False).fit(Xs[train], y[train])
+    clf = SASPAClassifier(n_bases=32, blur="spherical", random_state=0, optimize_hyperparameters=False, execution={"block_rows": 200}).fit(Xs[train], y[train])
     # 3 classes, 3 blocks of 200 rows: each block's kernel is computed once, not 3 times
     assert calls == [200, 200, 200]
     assert len(clf.posteriors_) == 3 and clf.sites_tau_.shape == (3, 600)

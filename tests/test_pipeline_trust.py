@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,7 @@ def trained(tmp_path_factory):
                np.column_stack([X, y]).tolist())
     assert _saspa("ingest", d / "train.csv", "--out", d / "train.zarr",
                   "--chunk-rows", 1000).returncode == 0
-    res = _saspa("train", d / "train.zarr", "--out", d / "m.zarr", "--bases", 24,
+    res = _saspa("train", d / "train.zarr", "--out", d / "m.zarr", "--n-bases", 24,
                  "--blur", "spherical", "--workers", 1)
     assert res.returncode == 0, res.stderr
     return d
@@ -78,21 +79,23 @@ def test_swapped_columns_are_reordered_by_name(trained):
     right, swapped = json.loads(right.stdout), json.loads(swapped.stdout)
     # the independent truth: the model's own predictions on correctly ordered rows
     model = load_model(d / "m.zarr")
-    assert list(model.feature_names_in_) == ["lat", "lon", "rooms"]
-    pd = pytest.importorskip("pandas")
-    frame = pd.DataFrame(X, columns=model.feature_names_in_)
-    rmse = float(np.sqrt(np.mean((model.predict(frame) - y) ** 2)))
+    assert list(model.fitted_posterior_.feature_names) == ["lat", "lon", "rooms"]
+    # the names came from the data store, not a DataFrame: NumPy input predicts
+    # without scikit-learn's feature-name warning
+    assert not hasattr(model, "feature_names_in_")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rmse = float(np.sqrt(np.mean((model.predict(X) - y) ** 2)))
     assert swapped["rmse"] == pytest.approx(rmse, rel=1e-9)
     assert right["rmse"] == pytest.approx(rmse, rel=1e-9)
     assert "reordered" in swapped["columns"] and "reordered" not in right["columns"]
     # what matching by count gave: a much worse, wrong answer
-    with pytest.warns(UserWarning, match="feature names"):  # bare arrays: by position
-        by_count = float(np.sqrt(np.mean((model.predict(frame.to_numpy()[:, [1, 0, 2]]) - y)
-                                         ** 2)))
+    # bare arrays are taken by position
+    by_count = float(np.sqrt(np.mean((model.predict(X[:, [1, 0, 2]]) - y) ** 2)))
     assert by_count > 3 * rmse
 
 
-def test_missing_or_extra_columns_are_named(trained):
+def test_missing_or_extra_columns_are_named(trained, startup_seconds):
     d = trained
     X, y = _regression_table(200, 2)
     _write_csv(d / "extra.csv", ["lat", "lon", "bathrooms", "value"],
@@ -106,7 +109,7 @@ def test_missing_or_extra_columns_are_named(trained):
         assert "missing ['rooms']" in res.stderr and "not in the model ['bathrooms']" in res.stderr
         assert "Traceback" not in res.stderr
         assert "dask:" not in res.stderr  # refused before a cluster started
-        assert time.perf_counter() - start < 20
+        assert time.perf_counter() - start - startup_seconds < 15
     assert not (d / "s.zarr").exists()
 
 
@@ -284,7 +287,7 @@ def test_retrain_refuses_rows_that_are_not_the_old_ones(trained, tmp_path):
 # -- 4. the task ------------------------------------------------------------------------
 
 
-def test_task_is_inferred_and_many_classes_refused(tmp_path):
+def test_task_is_inferred_and_many_classes_refused(tmp_path, startup_seconds):
     rng = np.random.default_rng(6)
     X = rng.normal(size=(4000, 2))
     prices = np.round(rng.uniform(1e4, 5e5, 4000), -2)  # integer prices, 3000+ values
@@ -295,9 +298,9 @@ def test_task_is_inferred_and_many_classes_refused(tmp_path):
                  "--task", "classification", "--workers", 1)
     assert res.returncode == 1 and "distinct values" in res.stderr
     assert "--max-classes" in res.stderr and "dask:" not in res.stderr
-    assert time.perf_counter() - start < 20
+    assert time.perf_counter() - start - startup_seconds < 15
     assert not (tmp_path / "m.zarr").exists()
-    res = _saspa("train", tmp_path / "p.zarr", "--out", tmp_path / "m.zarr", "--bases", 8,
+    res = _saspa("train", tmp_path / "p.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 8,
                  "--workers", 1, "--max-sweeps", 50)
     assert res.returncode == 0, res.stderr
     assert "task: regression (inferred" in res.stderr
@@ -360,7 +363,7 @@ def test_interrupt_cleans_up_and_keeps_the_old_model(big_store, tmp_path, how):
     work = tmp_path / "work"
     with open(log, "w") as err:
         proc = subprocess.Popen([SASPA, "train", str(d / "b.zarr"), "--out", str(old),
-                                 "--overwrite", "--bases", "64", "--work-dir", str(work)],
+                                 "--overwrite", "--n-bases", "64", "--work-dir", str(work)],
                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         assert _wait_for_sweep(proc, log), log.read_text()
         if how == "SIGTERM":  # what timeout, systemd and Airflow send: to the process
@@ -478,9 +481,8 @@ def test_help_is_fast_and_every_option_is_explained():
                           "print(sorted(m for m in ('numpy', 'dask', 'sklearn', 'scipy') "
                           "if m in sys.modules))"], capture_output=True, text=True)
     assert res.stdout.strip() == "[]", res.stderr
-    start = time.perf_counter()
+    # fast because nothing numerical is imported (checked above), not by a clock
     assert _saspa("train", "--help").returncode == 0
-    assert time.perf_counter() - start < 1.0
     import click
 
     from saspa_dask.cli import main
@@ -498,7 +500,7 @@ def test_score_store_records_classes_and_labels(tmp_path):
     _write_csv(tmp_path / "c.csv", ["a", "b", "label"],
                [[f"{x[0]:.6f}", f"{x[1]:.6f}", lab] for x, lab in zip(X, label)])
     assert _saspa("ingest", tmp_path / "c.csv", "--out", tmp_path / "c.zarr").returncode == 0
-    res = _saspa("train", tmp_path / "c.zarr", "--out", tmp_path / "m.zarr", "--bases", 12,
+    res = _saspa("train", tmp_path / "c.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 12,
                  "--workers", 1)
     assert res.returncode == 0, res.stderr
     assert "one-vs-rest over 3 classes" in res.stderr and "class 3 of 3" in res.stderr
@@ -568,7 +570,7 @@ def test_one_chunk_store_trains_on_both_workers(tmp_path):
     np.save(tmp_path / "d.npy", np.column_stack([X, X[:, 0] > 0]))
     assert _saspa("ingest", tmp_path / "d.npy", "--out", tmp_path / "d.zarr").returncode == 0
     assert zarr.open_group(str(tmp_path / "d.zarr"), mode="r")["X"].nchunks == 1
-    res = _saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--bases", 8)
+    res = _saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 8)
     assert res.returncode == 0, res.stderr
     assert "data: 2 chunks (one task each) over 2 workers" in res.stderr
     # and the model records the store's fingerprint, not the spread chunks'

@@ -45,7 +45,7 @@ def stores(tmp_path_factory):
 def test_retrain_warm_starts_and_keeps_the_old_model(stores):
     tmp, X, y = stores
     models = tmp / "models"
-    res = _saspa("train", tmp / "old.zarr", "--out", models / "v1.zarr", "--bases", 24,
+    res = _saspa("train", tmp / "old.zarr", "--out", models / "v1.zarr", "--n-bases", 24,
                  "--tol", 1e-10, "--max-sweeps", 500, "--workers", 1,
                  "--latest", models / "latest")
     assert res.returncode == 0, res.stderr
@@ -61,8 +61,7 @@ def test_retrain_warm_starts_and_keeps_the_old_model(stores):
     old, new = load_model(models / "v1.zarr"), load_model(models / "latest")
     np.testing.assert_array_equal(new.bases_.means, old.bases_.means)
     cold = SASPAClassifier(optimize_hyperparameters=False, bases=old.bases_, lengthscale=old.lengthscale_,
-                           signal_variance=old.signal_variance_, tol=1e-10,
-                           max_sweeps=500).fit(X, y)
+                           signal_variance=old.signal_variance_, ep={"tol": 1e-10, "max_sweeps": 500}).fit(X, y)
     np.testing.assert_allclose(new.alpha_, cold.alpha_, rtol=1e-7,
                                atol=1e-7 * np.abs(cold.alpha_).max())
     assert new.converged_ and new.n_sweeps_ < cold.n_sweeps_
@@ -101,8 +100,7 @@ def test_warm_start_sites_for_new_rows_reach_the_cold_fixed_point():
     import dask.array as da
 
     X, y = synthetic_two_class(3_000, 4, seed=21)
-    old = SASPAClassifier(optimize_hyperparameters=False, n_bases=16, random_state=0,
-                          tol=1e-10, max_sweeps=500).fit(X[:2_700], y[:2_700])
+    old = SASPAClassifier(optimize_hyperparameters=False, n_bases=16, random_state=0, ep={"tol": 1e-10, "max_sweeps": 500}).fit(X[:2_700], y[:2_700])
     alpha_before = old.alpha_.copy()
     starts = {how: old.warm_start_sites(X[2_700:], y[2_700:], new_rows=how)
               for how in ("update", "adf", "empty")}
@@ -125,9 +123,10 @@ def test_warm_start_sites_for_new_rows_reach_the_cold_fixed_point():
     # every start reaches a cold start's fixed point; the new rows' sites shrink the
     # first step and save sweeps
     kw = dict(optimize_hyperparameters=False, bases=old.bases_, lengthscale=old.lengthscale_,
-              signal_variance=old.signal_variance_, tol=1e-10, max_sweeps=500)
-    cold = SASPAClassifier(coarse_start=False, **kw).fit(X, y)
-    fits = {how: SASPAClassifier(**kw).fit(X, y, init_sites=sites)
+              signal_variance=old.signal_variance_)
+    schedule = {"tol": 1e-10, "max_sweeps": 500}
+    cold = SASPAClassifier(**kw, ep={**schedule, "coarse_start": False}).fit(X, y)
+    fits = {how: SASPAClassifier(**kw, ep=schedule).fit(X, y, init_sites=sites)
             for how, sites in starts.items()}
     scale = np.abs(cold.alpha_).max()
     for fit in fits.values():
@@ -151,12 +150,12 @@ def test_warm_start_sites_one_vs_rest():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(900, 2))
     y = np.digitize(X[:, 0] + 0.3 * rng.normal(size=900), [-0.5, 0.5])
-    old = SASPAClassifier(optimize_hyperparameters=False, n_bases=10, random_state=0,
-                          tol=1e-9, max_sweeps=500).fit(X[:800], y[:800])
+    old = SASPAClassifier(optimize_hyperparameters=False, n_bases=10, random_state=0, ep={"tol": 1e-9, "max_sweeps": 500}).fit(X[:800], y[:800])
     tau, nu = old.warm_start_sites(X[800:], y[800:])
     assert tau.shape == nu.shape == (3, 900)
     kw = dict(optimize_hyperparameters=False, bases=old.bases_, lengthscale=old.lengthscale_,
-              signal_variance=old.signal_variance_, tol=1e-9, max_sweeps=500)
-    cold = SASPAClassifier(coarse_start=False, **kw).fit(X, y)
-    warm = SASPAClassifier(**kw).fit(X, y, init_sites=(tau, nu))
+              signal_variance=old.signal_variance_)
+    schedule = {"tol": 1e-9, "max_sweeps": 500}
+    cold = SASPAClassifier(**kw, ep={**schedule, "coarse_start": False}).fit(X, y)
+    warm = SASPAClassifier(**kw, ep=schedule).fit(X, y, init_sites=(tau, nu))
     np.testing.assert_allclose(warm.predict_proba(X), cold.predict_proba(X), atol=1e-6)

@@ -266,9 +266,14 @@ def test_a_format_2_store_still_loads(tmp_path):
                                "n_problems", "kernel", "likelihood", "classes",
                                "classes_dtype", "y_mean", "versions", "complete")}
     old.update(
-        format_version=2, params={**new["params"], "bases": None}, blur=model.blur,
-        ep={"mode": model.ep_mode, "damping": model.damping_, "max_sweeps": model.max_sweeps,
-            "tol": model.tol, "n_sweeps": model.n_sweeps_, "converged": model.converged_,
+        # format 2 had the EP schedule as flat parameters (folded in on loading)
+        format_version=2, params={**{k: v for k, v in new["params"].items()
+                                     if k not in ("ep", "execution", "approximation")},
+                                  "bases": None, "ep_mode": "parallel", "max_sweeps": 100,
+                                  "tol": 1e-6, "dtc": False, "block_rows": 8192},
+        blur=model.blur,
+        ep={"mode": "parallel", "damping": model.damping_, "max_sweeps": 100,
+            "tol": 1e-6, "n_sweeps": model.n_sweeps_, "converged": model.converged_,
             "n_invalid_cavities": model.n_invalid_cavities_,
             "n_skipped_updates": model.n_skipped_updates_,
             "n_damping_halvings": model.n_damping_halvings_,
@@ -290,6 +295,10 @@ def test_a_format_2_store_still_loads(tmp_path):
     assert loaded.n_sweeps_ == model.n_sweeps_ and loaded.history_ == new["report"]["history_"]
     assert loaded.hyperparameter_info_ == new["report"]["hyperparameter_info_"]
     assert loaded.kmeans_info_ == model.kmeans_info_ and loaded.timings_ == model.timings_
+    # the old flat parameters are folded into the groups, silently (nothing was asked)
+    assert loaded.get_params()["ep"] == {"mode": "parallel", "max_sweeps": 100, "tol": 1e-6}
+    assert loaded.get_params()["execution"] == {"block_rows": 8192}
+    assert loaded.get_params()["approximation"] == "fitc"
     from saspa_dask.storage import describe_model
 
     summary = describe_model(tmp_path / "m.zarr")

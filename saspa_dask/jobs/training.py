@@ -14,6 +14,7 @@ import shutil
 import socket
 import tempfile
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +23,9 @@ import numpy as np
 from ..engines.chunks import spread_rows
 from ..fitting.basis_parameters import LEARN_BASES
 from ..models import SASPAClassifier, SASPARegressor
+from ..models.settings import settings_of
+from ..parameters import (CLASSIFICATION_LIKELIHOODS, REGRESSION_LIKELIHOODS,
+                          TRAIN_PARAMETERS, by_name, old_names)
 from ..files.atomic import check_not_an_input, resolve_model_path, write_latest
 from ..storage.columns import match_columns
 from ..storage.data_store import open_data_store
@@ -32,57 +36,101 @@ from .errors import JobError, reported
 from .paths import absolute
 from .task import DEFAULT_MAX_CLASSES, choose_task, summarise_target
 
-__all__ = ["LIKELIHOODS", "build_estimator", "optimiser_warnings", "retrain",
-           "retraining_parameters", "train"]
+__all__ = ["LIKELIHOODS", "build_estimator", "canonical_options", "estimator_parameters",
+           "optimiser_warnings", "retrain", "retraining_parameters", "train"]
 
-LIKELIHOODS = {"classification": ("probit", "logistic", "step", "noisy_probit"),
-               "regression": ("gaussian", "student_t", "poisson")}
+LIKELIHOODS = {"classification": CLASSIFICATION_LIKELIHOODS,
+               "regression": REGRESSION_LIKELIHOODS}
+# likelihood parameters of one task only
+_TASK_ONLY = {"classification": ("label_noise",),
+              "regression": ("noise_variance", "dof", "scale")}
 # the old model's fitted likelihood values a retrained model starts from (and keeps)
 _CARRIED_LIKELIHOOD = (("noise_variance_", "noise_variance"), ("label_noise_", "label_noise"),
                        ("dof_", "dof"), ("scale_", "scale"))
 
 
-def build_estimator(task="classification", *, likelihood=None, n_bases=64, blur="full",
-                    ep_mode="parallel", damping=None, max_sweeps=100, tol=1e-6,
-                    lengthscale=None, signal_variance=None, noise_variance=None,
-                    label_noise=0.01, dof=4.0, scale=None, seed=0, cache="memory",
-                    work_dir=None, optimize_hyperparameters=False, max_hyper_iter=20,
-                    hyper_restarts=0, learn_blur_scale=False, learn_bases=None,
-                    hyper_subsample=20000, coarse_start=True, anderson_memory=3):
-    """The estimator ``saspa train`` fits, from the command's options.
+def canonical_options(options, parameters=TRAIN_PARAMETERS, where="option"):
+    """Job options under their current names: old names (``seed``, ``bases``,
+    ``hyper_restarts``) are renamed with a FutureWarning; unknown names are a
+    JobError listing the known ones."""
+    renamed = old_names(parameters)
+    known = by_name(parameters)
+    out = {}
+    for key, value in options.items():
+        if key in renamed:
+            warnings.warn(f"{where} {key!r} is now called {renamed[key]!r}; the old name "
+                          "will be removed in the next release", FutureWarning, stacklevel=3)
+            key = renamed[key]
+        if key not in known:
+            raise JobError(f"unknown {where} {key!r}; known: {', '.join(sorted(known))}")
+        out[key] = value
+    return out
 
-    ``learn_bases`` ("none", "means", "means+blur" or None) turns on the evidence
-    maximisation: the bases are learnt by it.  "auto" learns the means when the
-    hyperparameters are learnt (the estimators' default) and turns nothing on."""
+
+def estimator_parameters(options, parameters=TRAIN_PARAMETERS):
+    """Estimator keyword arguments from job options named as in
+    :mod:`saspa_dask.parameters`: grouped fields gathered into ``ep`` and
+    ``execution`` dicts, the rest as they are."""
+    table = by_name(parameters)
+    params, groups = {}, {}
+    for key, value in options.items():
+        entry = table[key]
+        if entry.group is None:
+            params[key] = value
+        else:
+            groups.setdefault(entry.group, {})[entry.field or key] = value
+    return {**params, **groups}
+
+
+def build_estimator(task=None, **options):
+    """The estimator ``saspa train`` fits, from its options (named as in
+    :mod:`saspa_dask.parameters`; the estimator's defaults where not given, except
+    the jobs' own: ``random_state=0`` so that a job is reproducible, hyperparameters
+    fixed unless ``optimize_hyperparameters``).
+
+    ``learn_bases`` may be "none" (False); "means" and "means+blur" need the
+    hyperparameters learnt and turn their learning on."""
+    options = canonical_options(options)
+    for name in ("random_state", "optimize_hyperparameters"):
+        options.setdefault(name, by_name()[name].default_in_jobs)
+    learn_bases = options.get("learn_bases", "auto")
     learn_bases = False if learn_bases in (None, "none", False) else learn_bases
     if learn_bases not in (False, "auto", *LEARN_BASES):
-        raise JobError(f"learn_bases must be 'none' or one of {', '.join(LEARN_BASES)}, "
-                       f"got {learn_bases!r}")
-    if learn_bases == "means+blur" and blur == "delta":
+        raise JobError(f"learn_bases must be 'none', 'auto' or one of "
+                       f"{', '.join(LEARN_BASES)}, got {learn_bases!r}")
+    if learn_bases == "means+blur" and options.get("blur", "full") == "delta":
         raise JobError("--learn-bases means+blur needs a blur family with covariances; "
                        "blur 'delta' has none (use --learn-bases means)")
-    optimize_hyperparameters = optimize_hyperparameters or learn_bases in LEARN_BASES
+    options["learn_bases"] = learn_bases
+    if learn_bases in LEARN_BASES:
+        options["optimize_hyperparameters"] = True
+    likelihood = options.pop("likelihood", None)
+    if task is None:  # not known yet (inferred from the data): check what can be
+        task = "regression" if likelihood in REGRESSION_LIKELIHOODS else "classification"
+        for key in _TASK_ONLY["classification" if task == "regression" else "regression"]:
+            options.pop(key, None)
     if task not in LIKELIHOODS:
         raise JobError(f"task must be 'classification' or 'regression', got {task!r}")
     allowed = LIKELIHOODS[task]
     if likelihood is not None and likelihood not in allowed:
         raise JobError(f"{likelihood!r} is not a {task} likelihood; use one of "
                        f"{', '.join(allowed)}")
-    common = dict(n_bases=n_bases, blur=blur, ep_mode=ep_mode, damping=damping,
-                  max_sweeps=max_sweeps, tol=tol, lengthscale=lengthscale,
-                  signal_variance=signal_variance, random_state=seed, cache=cache,
-                  work_dir=None if work_dir is None else str(work_dir),
-                  optimize_hyperparameters=optimize_hyperparameters,
-                  max_hyper_iter=max_hyper_iter, n_restarts_optimizer=hyper_restarts,
-                  learn_blur_scale=learn_blur_scale,
-                  learn_bases=learn_bases,
-                  hyper_subsample=hyper_subsample, coarse_start=coarse_start,
-                  anderson_memory=anderson_memory, verbose=1)
-    if task == "classification":
-        return SASPAClassifier(likelihood=likelihood or "probit", label_noise=label_noise,
-                               **common)
-    return SASPARegressor(likelihood=likelihood or "gaussian", noise_variance=noise_variance,
-                          dof=dof, scale=scale, **common)
+    other = _TASK_ONLY["regression" if task == "classification" else "classification"]
+    given = sorted(k for k in other if options.get(k) not in (None, by_name()[k].default))
+    if given:
+        raise JobError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for "
+                       f"{'regression' if task == 'classification' else 'classification'}"
+                       f" only; this is {task}")
+    for key in other:
+        options.pop(key, None)
+    if options.get("work_dir") is not None:
+        options["work_dir"] = str(options["work_dir"])
+    params = estimator_parameters(options)
+    cls = SASPAClassifier if task == "classification" else SASPARegressor
+    try:
+        return cls(likelihood=likelihood or allowed[0], verbose=1, **params)
+    except ValueError as err:  # a settings field out of range (EPSchedule, Execution)
+        raise JobError(str(err)) from None
 
 
 def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=False,
@@ -136,8 +184,9 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     (True, 2000)
     """
     data, out, latest = absolute(data), absolute(out), absolute(latest)
+    options = canonical_options(options)
     options["work_dir"] = absolute(options.get("work_dir")) or out.parent
-    build_estimator(task or "classification", **options)  # bad options fail first
+    build_estimator(task, **options)  # bad options fail first
     X, y, attrs = _training_data(data, out, overwrite)
     with reported(f"{data}: "):
         task, reason = choose_task(summarise_target(y, attrs.get("target_classes")), task,
@@ -151,17 +200,19 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
 
 
 def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None,
-                          cache="memory", work_dir=None, refit_bases=False):
+                          cache="memory", work_dir=None, block_rows=None, refit_bases=False):
     """The retrained model's parameters: the old model's, with its (possibly learnt)
-    hyperparameters kept, not re-learnt, and its bases unless ``refit_bases``."""
-    params = {**old.get_params(), "max_sweeps": max_sweeps, "cache": cache,
-              "work_dir": None if work_dir is None else str(work_dir),
+    hyperparameters kept, not re-learnt, and its bases unless ``refit_bases``; the EP
+    schedule and execution settings as given (None: the old model's)."""
+    given = {"tol": tol, "anderson_memory": anderson_memory}
+    ep = replace(settings_of("ep", old.ep), max_sweeps=max_sweeps,
+                 **{k: v for k, v in given.items() if v is not None})
+    execution = replace(settings_of("execution", old.execution), cache=cache,
+                        work_dir=None if work_dir is None else str(work_dir),
+                        **({} if block_rows is None else {"block_rows": block_rows}))
+    params = {**old.get_params(), "ep": ep, "execution": execution,
               "lengthscale": old.lengthscale_, "signal_variance": old.signal_variance_,
               "optimize_hyperparameters": False, "learn_bases": False, "verbose": 0}
-    if tol is not None:
-        params["tol"] = tol
-    if anderson_memory is not None:
-        params["anderson_memory"] = anderson_memory
     for attr, param in _CARRIED_LIKELIHOOD:
         if hasattr(old, attr):
             params[param] = getattr(old, attr)
@@ -171,7 +222,8 @@ def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None
 
 
 def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweeps=100,
-            tol=None, anderson_memory=None, cache="memory", work_dir=None, overwrite=False,
+            tol=None, anderson_memory=None, cache="memory", work_dir=None, block_rows=None,
+            overwrite=False,
             latest=None, client=None, scheduler=None, workers=2, timeout=10, security=None,
             progress=None, echo=None):
     """Retrain a model on a data store (rows appended, labels possibly corrected).
@@ -199,6 +251,8 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     cache : {"memory", "none"}
     work_dir : str or Path, optional
         Default: beside ``out``.
+    block_rows : int, optional
+        Default: the old model's.
 
     Returns
     -------
@@ -210,6 +264,9 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     with reported():
         old_path = resolve_model_path(absolute(model))
         old, old_attrs = load_model_and_attrs(old_path)
+    if not isinstance(old, (SASPAClassifier, SASPARegressor)):
+        raise JobError(f"{old_path}: a {type(old).__name__} cannot be retrained (retraining "
+                       "warm-starts the per-row sites of a SASPA model); train a new one")
     if Path(out).resolve() == old_path.resolve():
         raise JobError("--out must differ from MODEL (the old model is kept)")
     X, y, attrs = _training_data(data, out, overwrite)
@@ -224,7 +281,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     params = retraining_parameters(old, max_sweeps=max_sweeps, tol=tol,
                                    anderson_memory=anderson_memory, cache=cache,
                                    work_dir=work_dir or Path(out).resolve().parent,
-                                   refit_bases=refit_bases)
+                                   block_rows=block_rows, refit_bases=refit_bases)
     warm = not refit_bases
     init_sites = (lambda: _warm_start_sites(old, X, y, new_rows, echo)) if warm else None
     _say(echo, f"retrain: {n_old} old rows warm-started, {n_new - n_old} new rows "
@@ -261,16 +318,17 @@ def scratch_directory(model):
     ``work_dir``, removed after the cluster is closed: on an interrupt, tasks still
     running on the workers could otherwise write into a site store after the model
     removed it, leaving a ``saspa-sites-*`` folder behind."""
-    parent = Path(model.work_dir) if model.work_dir else Path(tempfile.gettempdir())
+    execution = settings_of("execution", model.execution)
+    parent = Path(execution.work_dir or tempfile.gettempdir())
     parent.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(parent)
     folder = Path(tempfile.mkdtemp(prefix=".saspa-job-", dir=parent))
     (folder / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
-    model.set_params(work_dir=str(folder))
+    model.set_params(execution=replace(execution, work_dir=str(folder)))
     try:
         yield folder
     finally:
-        model.set_params(work_dir=str(parent))
+        model.set_params(execution=replace(execution, work_dir=str(parent)))
         for _ in range(3):  # a cancelled task may still be finishing a write
             shutil.rmtree(folder, ignore_errors=True)
             if not folder.exists():
@@ -330,18 +388,8 @@ def _alive(pid):
 
 
 def _column_names(model):
-    names = getattr(model, "feature_names_in_", None)
+    names = model.fitted_posterior_.feature_names
     return None if names is None else [str(c) for c in names]
-
-
-def _name_columns(model, columns):
-    """Record a data store's column names as the model's feature names (scoring and
-    retraining then match columns by name)."""
-    if columns is None or getattr(model, "feature_names_in_", None) is not None:
-        return
-    names = np.array([str(c) for c in columns], dtype=object)
-    model.feature_names_in_ = names
-    model.fitted_posterior_ = replace(model.fitted_posterior_, feature_names=names)
 
 
 def _say(echo, message):
@@ -406,10 +454,9 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
         if callable(init_sites):  # computed on the cluster (reads the appended rows)
             init_sites = init_sites()
         with reported():
-            model.fit(X, y, progress=progress, init_sites=init_sites)
+            model.fit(X, y, progress=progress, init_sites=init_sites,
+                      column_names=attrs.get("columns"), data_fingerprint=data_fingerprint)
     seconds = time.perf_counter() - start
-    model.data_fingerprint_ = data_fingerprint
-    _name_columns(model, attrs.get("columns"))
     attributes = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
                   "row_probes": probes,
                   "target": attrs.get("target"),

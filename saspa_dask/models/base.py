@@ -9,7 +9,7 @@ and ``save`` come from :class:`~saspa_dask.models.predictor.PosteriorModel`.
 
 from __future__ import annotations
 
-import os
+import inspect
 import sys
 import time
 import warnings
@@ -19,7 +19,8 @@ from numbers import Integral, Real
 
 import dask
 import numpy as np
-from sklearn.utils._param_validation import Interval, Options, StrOptions
+from sklearn.utils._param_validation import (Interval, InvalidParameterError, Options,
+                                            StrOptions)
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -121,6 +122,16 @@ class SASPABase(PosteriorModel):
         "timings_", "kmeans_info_", "data_fingerprint_")
     _REPORT_ARRAYS = ("sites_tau_", "sites_nu_")
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # ``**legacy`` (the old flat names, for one release) is not a parameter: hidden
+        # from the signature scikit-learn introspects (get_params, clone, its checks)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            signature = inspect.signature(init)
+            init.__signature__ = signature.replace(parameters=[
+                p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD])
+
     def _fold_legacy(self, legacy):
         """``__init__``'s old keyword arguments folded into ``ep``, ``execution`` and
         ``approximation`` (with a FutureWarning)."""
@@ -128,7 +139,7 @@ class SASPABase(PosteriorModel):
             return
         params = legacy_parameters(
             {"ep": self.ep, "execution": self.execution, "approximation": self.approximation},
-            legacy, owner=type(self).__name__)
+            legacy, owner=type(self).__name__, stacklevel=4)
         self.ep, self.execution = params["ep"], params["execution"]
         self.approximation = params["approximation"]
 
@@ -148,11 +159,26 @@ class SASPABase(PosteriorModel):
 
     @property
     def _ep(self):
-        return settings_of("ep", self.ep)
+        return self._settings("ep")
 
     @property
     def _execution(self):
-        return settings_of("execution", self.execution)
+        return self._settings("execution")
+
+    def _validate_params(self):
+        """scikit-learn's parameter checks, then the grouped settings' fields (before
+        any work: the data's checks and K-means come after)."""
+        super()._validate_params()
+        for group in ("ep", "execution"):
+            self._settings(group)
+
+    def _settings(self, group):
+        """A grouped setting, checked; errors as scikit-learn's for its parameters."""
+        try:
+            return settings_of(group, getattr(self, group))
+        except ValueError as err:
+            raise InvalidParameterError(f"The {group!r} parameter of {type(self).__name__}: "
+                                        f"{err}") from None
 
     @property
     def _prediction_rows(self):
@@ -305,10 +331,7 @@ class SASPABase(PosteriorModel):
         say(f"bases ready ({self.timings_['bases']:.1f}s"
             + (f", K-means converged {km.get('converged')}" if km else "") + ")")
         self.damping_ = float(damping)
-        ep, execution = self._ep, self._execution
-        settings = EPSettings(ep.mode, self.damping_, ep.max_sweeps, ep.tol,
-                              coarse_start=ep.coarse_start,
-                              anderson_memory=ep.anderson_memory)
+        settings, execution = self._engine_settings(self.damping_), self._execution
         n_problems = 1 if labels is None else len(labels)
         sites = check_init_sites(init_sites, X.shape[0], n_problems)
 
@@ -316,8 +339,7 @@ class SASPABase(PosteriorModel):
             return Trainer(X, targets, labels, basis.means, basis.covs, settings,
                            frequencies=basis.frequencies, phases=basis.phases,
                            jitter=self.jitter, block_rows=execution.block_rows,
-                           cache=execution.cache,
-                           work_dir=work_dir,
+                           cache=execution.cache, work_dir=work_dir,
                            callback=progress or (_print_sweep if self.verbose else None),
                            projected_only=self.approximation == "dtc")
 
@@ -357,6 +379,12 @@ class SASPABase(PosteriorModel):
         say(f"done: {self.n_sweeps_} sweeps, converged {self.converged_}, "
             f"{self.timings_['bases'] + self.timings_['ep']:.1f}s")
         return self
+
+    def _engine_settings(self, damping):
+        """The EP driver's settings: ``ep`` with the damping resolved."""
+        ep = self._ep
+        return EPSettings(ep.mode, damping, ep.max_sweeps, ep.tol,
+                          coarse_start=ep.coarse_start, anderson_memory=ep.anderson_memory)
 
     def _phase_printer(self, n_samples):
         """Prints a phase line to stderr when ``verbose`` is on, or for fits of at

@@ -199,11 +199,6 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
                              f"{self.classes_.tolist()}")
         return (X, *_ep_targets(y, self.classes_))
 
-    def _check_classes(self, classes):
-        if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
-            raise ValueError(f"classes {np.unique(classes).tolist()} differ from the fitted "
-                             f"classes_ {self.classes_.tolist()}")
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True

@@ -15,28 +15,20 @@ default="full"
         centre); ``fourier-global`` is FIFGP (every feature centred on the inputs'
         mean, the window as wide as their spread).  Frequencies start drawn from the
         kernel's spectral density, phases uniform.
+    approximation : {"fitc", "dtc"}, default="fitc"
+        The sparse prior.  ``"fitc"`` keeps each row's residual variance
+        s2 - k^T Kh^{-1} k (FITC-EP for delta blur, SASPA otherwise: the paper's
+        method); ``"dtc"`` lets the likelihood see only the projection of f onto the
+        bases (DTC-EP, a baseline; predictions keep the residual).
     lengthscale : float or array-like of shape (n_features,), default=None
         ARD lengthscales; ``None`` uses ``std(X[:, k]) * sqrt(n_features)``.
     signal_variance : float, default=None
         Kernel amplitude s2; ``None`` uses {s2_default}.
-    ep_mode : {"parallel", "sequential"}, default="parallel"
-        ``sequential`` is the paper's Algorithm 1 (rank-one updates, refreshed every
-        sweep); ``parallel`` updates all sites from one posterior (damped).
-    damping : float in (0, 1], default=None
-        Site damping; ``None`` picks 0.8 for the step likelihood (not log-concave;
-        undamped EP can oscillate on it) and 1.0 otherwise.
-    max_sweeps : int, default=100
-    tol : float, default=1e-6
-        Convergence threshold on the undamped, scale-free site change.
     bases : saspa_dask.Basis, default=None
         Explicit bases (means and covariances); skips K-means.
     jitter : float, default=1e-8
         Diagonal jitter added to the basis covariance, relative to s2; raised tenfold
         until the Cholesky factorisation succeeds.  The value used is ``jitter_``.
-    block_rows : int, default=8192
-        Rows per in-memory block (bounds memory).  The sweeps do not depend on it;
-        with ``coarse_start`` the coarse run's rows do, and so the path, not the fixed
-        point.
     random_state : int, RandomState or None, default=None
         Seed of K-means.
     verbose : int or bool, default=0
@@ -44,12 +36,6 @@ default="full"
         and one line per EP sweep and optimiser iteration to standard error.  At 0, a
         fit of 50,000 rows or more still prints its phase lines (a long fit is never
         silent); ``verbose=False`` silences those too.
-    cache : {"memory", "none"}, default="memory"
-        Dask inputs only: keep each chunk's whitened block (N M floats over the
-        cluster) in worker memory between sweeps, or rebuild it in every sweep.
-    work_dir : str, default=None
-        Dask inputs only: where the per-row site arrays live during training (a
-        directory every worker can reach; default: the system temporary directory).
     optimize_hyperparameters : bool, default=True
         Maximise the EP evidence over the ARD lengthscales, the signal variance and
         the likelihood's parameters (L-BFGS-B in log space; each evaluation is an EP
@@ -88,26 +74,15 @@ default="full"
         rows (drawn with ``random_state``, read chunk-wise), and EP then runs on all
         rows at the learnt values.  ``hyperparameter_info_["n_rows_learnt"]`` says how
         many rows were used.  None: always all rows.
-    dtc : bool, default=False
-        DTC-EP: the likelihood sees only the projection of f onto the bases (the
-        residual variance s2 - k^T Kh^{-1} k is dropped in training; predictions keep
-        it).  A baseline for comparison; the default keeps the residual (FITC-EP for
-        delta blur, SASPA otherwise).
-    coarse_start : bool, default=True
-        Start a cold parallel EP run from EP on every 10th row block (recursively
-        started the same way), its site sums scaled to all rows.  This skips most of
-        a cold start's transient on large N; the fixed point is unchanged.
-        Needs at least 4 blocks (``block_rows`` in memory, chunks on Dask); never
-        for the Gaussian likelihood or sequential EP.
-    anderson_memory : int, default=3
-        Parallel EP only: the next sites are the Anderson combination of the last
-        ``anderson_memory + 1`` sweeps' outputs that best cancels their steps
-        (Walker & Ni 2011), once the site change is below 1; the history restarts when
-        the change grows or the mixed posterior is not positive definite, and a
-        change that grew after mixing defers mixing to a 10 times smaller change.  It
-        speeds up slow linear convergence and cycles and keeps the fixed point
-        (sweeps saved: ``benchmarks/RESULTS.md``).  Costs 4 (memory + 1) floats a row (in worker memory, or in the Dask site
-        store).  0 turns it off.
+    ep : EPSchedule, dict or None, default=None
+        How EP runs (:class:`saspa_dask.EPSchedule`: ``mode``, ``damping``,
+        ``max_sweeps``, ``tol``, ``anderson_memory``, ``coarse_start``); a dict sets
+        some fields, None keeps the defaults.  ``damping=None`` picks it by
+        likelihood (0.8 for step and noisy probit, 0.5 for Student-t: not
+        log-concave, undamped EP can oscillate on them; 1.0 otherwise).
+    execution : Execution, dict or None, default=None
+        Where the work runs, with no effect on the fitted model
+        (:class:`saspa_dask.Execution`: ``block_rows``, ``cache``, ``work_dir``).
 """
 
 _SHARED_ATTRS_DOC = """

@@ -109,7 +109,9 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
         X, y, stats = validate_training_input(self, X, y, classification=True, reset=True)
         classes = np.asarray(stats["classes"])
         if classes.size != 2:
-            raise ValueError(f"IVMClassifier needs exactly 2 classes; got {classes.size}")
+            raise ValueError(f"Only binary classification is supported. The type of the "
+                             f"target is multiclass ({classes.size} classes); IVMClassifier "
+                             "selects the active set of one binary problem")
         X = np.asarray(X, dtype=np.float64)
         targets = np.asarray(_ep_targets(y, classes)[0], dtype=np.float64)
         s2 = 1.0 if self.signal_variance is None else float(self.signal_variance)

@@ -526,9 +526,9 @@ def _ep_mode(attrs):
     params = attrs["params"]
     if attrs["format_version"] < 3:
         return attrs["ep"].get("mode")
-    if "ep" in params:
-        ep = params["ep"]
-        return ep["fields"].get("mode") if isinstance(ep, dict) else "parallel"
+    if "ep" in params:  # a settings record, a dict of some fields, or None
+        ep = params["ep"] if isinstance(params["ep"], dict) else {}
+        return ep.get("fields", ep).get("mode", "parallel")
     return params.get("ep_mode")  # a full GP's; None for the one-pass estimators
 
 

@@ -204,6 +204,12 @@ class PosteriorClassifierMixin(ClassifierMixin):
         lambda self: self._likelihood_parameter(("step", "noisy_probit"), "label_noise"),
         doc="Fitted label noise (step and noisy-probit likelihoods only).")
 
+    def _check_classes(self, classes):
+        """``partial_fit``'s ``classes`` (scikit-learn's convention) are the fitted ones."""
+        if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
+            raise ValueError(f"classes {np.unique(classes).tolist()} differ from the fitted "
+                             f"classes_ {self.classes_.tolist()}")
+
     def decision_function(self, X):
         """Latent margin; positive values favour ``classes_[1]``.
 

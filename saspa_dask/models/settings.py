@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from numbers import Integral, Real
 
 __all__ = ["APPROXIMATIONS", "EPSchedule", "Execution", "LEGACY_NAMES", "SETTINGS_CLASSES",
@@ -46,10 +46,27 @@ class EPSchedule:
     tol : float, default=1e-6
         Convergence threshold on the undamped, scale-free site change.
     anderson_memory : int, default=3
-        Sweeps remembered by Anderson acceleration of parallel EP; 0 turns it off.
+        Parallel EP only: the next sites are the Anderson combination of the last
+        ``anderson_memory + 1`` sweeps' outputs that best cancels their steps
+        (Walker & Ni 2011), once the site change is below 1; the history restarts when
+        the change grows or the mixed posterior is not positive definite, and a change
+        that grew after mixing defers mixing to a 10 times smaller change.  It speeds
+        up slow linear convergence and cycles and keeps the fixed point.  Costs
+        4 (memory + 1) floats a row (in worker memory, or in the Dask site store).
+        0 turns it off.
     coarse_start : bool, default=True
-        Start a cold parallel run from EP on every 10th block (recursively), scaled
-        to all rows; the fixed point is the same.
+        Start a cold parallel EP run from EP on every 10th row block (recursively
+        started the same way), its site sums scaled to all rows.  This skips most of
+        a cold start's transient on large N; the fixed point is unchanged.  Needs at
+        least 4 blocks (``block_rows`` in memory, chunks on Dask); never for the
+        Gaussian likelihood or sequential EP.
+
+    Examples
+    --------
+    >>> from saspa_dask import EPSchedule, SASPAClassifier
+    >>> clf = SASPAClassifier(ep=EPSchedule(mode="sequential", max_sweeps=200))
+    >>> SASPAClassifier(ep={"tol": 1e-8}).get_params()["ep"]
+    {'tol': 1e-08}
     """
 
     mode: str = "parallel"
@@ -145,7 +162,7 @@ def settings_of(group, value):
                      f"{type(value).__name__}")
 
 
-def legacy_parameters(params, legacy, *, owner, warn=True):
+def legacy_parameters(params, legacy, *, owner, warn=True, stacklevel=3):
     """``params`` (the new parameters' values) with the old flat parameters in
     ``legacy`` folded into them: ``ep``/``execution`` fields, ``dtc`` as
     ``approximation``.  With ``warn``, one FutureWarning names the replacements."""
@@ -162,11 +179,11 @@ def legacy_parameters(params, legacy, *, owner, warn=True):
         else:
             groups.setdefault(group, {})[field] = value
     for group, changes in groups.items():
+        # a dict, checked when the estimator is fitted (never in __init__)
         current = params.get(group)
-        if isinstance(current, dict):
-            params[group] = {**current, **changes}
-        else:
-            params[group] = replace(settings_of(group, current), **changes)
+        if isinstance(current, SETTINGS_CLASSES[group]):
+            current = asdict(current)
+        params[group] = {**(current if isinstance(current, dict) else {}), **changes}
     if warn and legacy:
         where = ", ".join(f"{name} -> " + ("approximation='dtc'" if name == "dtc" else
                                            f"{LEGACY_NAMES[name][0]}="
@@ -174,7 +191,7 @@ def legacy_parameters(params, legacy, *, owner, warn=True):
                           for name in legacy)
         warnings.warn(f"{owner}: parameter(s) {', '.join(legacy)} are grouped now and the "
                       f"old names will be removed in the next release: {where}",
-                      FutureWarning, stacklevel=3)
+                      FutureWarning, stacklevel=stacklevel)
     return params
 
 

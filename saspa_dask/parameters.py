@@ -1,0 +1,171 @@
+"""The one table of training parameters: Python names, CLI flags and TOML keys.
+
+Each parameter of ``saspa train`` (and of a ``train`` step of a job file, and of
+:func:`saspa_dask.jobs.train`) is declared here once, under the estimator's Python
+name.  The CLI option is ``--`` + the name with dashes, the TOML key and the job
+function's keyword are the name itself; a field of a grouped setting (``ep``,
+``execution``) has a flat name (``ep_mode``, ``max_sweeps``, ``block_rows`` ...) and
+says which group and field it fills.  Old spellings (``--bases``, ``--seed``,
+``hyper_restarts`` ...) keep working for one release with a FutureWarning.
+
+Plain Python with no imports from the package: the command line reads it before
+anything numerical is loaded, and every layer may use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS", "LEARN_BASES_CHOICES",
+           "Parameter", "REGRESSION_LIKELIHOODS", "RETRAIN_PARAMETERS", "TRAIN_PARAMETERS",
+           "by_name", "old_names"]
+
+# the blur families: delta, spherical, diagonal and full blurs; frequency features
+BLUR_CHOICES = ("delta", "spherical", "diagonal", "full", "fourier", "fourier-global")
+APPROXIMATIONS = ("fitc", "dtc")
+CLASSIFICATION_LIKELIHOODS = ("probit", "logistic", "step", "noisy_probit")
+REGRESSION_LIKELIHOODS = ("gaussian", "student_t", "poisson")
+LEARN_BASES_CHOICES = ("auto", "none", "means", "means+blur")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One training parameter.
+
+    Attributes
+    ----------
+    name : str
+        The Python name: the estimator's parameter, or for a grouped setting its flat
+        name; the TOML key and the job function's keyword.
+    kind : type
+        ``int``, ``float``, ``str`` or ``bool``.
+    default : object
+        The estimator's default (None: chosen from the data).
+    help : str
+    group, field : str, optional
+        A field of the ``ep`` or ``execution`` settings.
+    choices : tuple, optional
+    job_default : object, optional
+        Where a job (CLI, TOML) differs from the estimator: a fixed seed, so a job is
+        reproducible; hyperparameters fixed unless asked (a job's cost stays
+        predictable until learning estimates its own).
+    old_flags, old_keys : tuple of str
+        Old CLI flags and TOML / keyword names that still work, with a FutureWarning.
+    off_flags : tuple of str
+        For a bool: more flags that turn it off, besides ``--no-NAME``.
+    """
+
+    name: str
+    kind: type
+    default: object
+    help: str
+    group: str | None = None
+    field: str | None = None
+    choices: tuple | None = None
+    job_default: object = None
+    old_flags: tuple = ()
+    old_keys: tuple = ()
+    off_flags: tuple = ()
+
+    @property
+    def flag(self):
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def default_in_jobs(self):
+        return self.default if self.job_default is None else self.job_default
+
+    @property
+    def old_flag_names(self):
+        """Old flags with the dest each gets in a click command."""
+        return [(flag, "old_" + flag.lstrip("-").replace("-", "_")) for flag in self.old_flags]
+
+
+_EP_FIELDS = (
+    Parameter("ep_mode", str, "parallel", "Parallel (all sites per sweep, one map-reduce on "
+              "the cluster) or sequential EP.", "ep", "mode", ("parallel", "sequential")),
+    Parameter("damping", float, None, "Site damping in (0, 1] (default: by likelihood).",
+              "ep", "damping"),
+    Parameter("max_sweeps", int, 100, "Most EP sweeps (exit code 3 if EP has not converged "
+              "by then).", "ep", "max_sweeps"),
+    Parameter("tol", float, 1e-6, "EP stops when the largest undamped site change is below "
+              "this.", "ep", "tol"),
+    Parameter("anderson_memory", int, 3, "Sweeps remembered by Anderson acceleration of "
+              "parallel EP (0: off).", "ep", "anderson_memory"),
+    Parameter("coarse_start", bool, True, "Start parallel EP from EP on every 10th chunk "
+              "(recursively), scaled to all rows; the fixed point is the same.", "ep",
+              "coarse_start", off_flags=("--cold-start",)),
+)
+
+_EXECUTION_FIELDS = (
+    Parameter("cache", str, "memory", "Keep whitened chunk blocks in worker memory between "
+              "sweeps.", "execution", "cache", ("memory", "none")),
+    Parameter("work_dir", str, None, "Directory for site arrays during training (default: "
+              "beside --out).", "execution", "work_dir"),
+    Parameter("block_rows", int, 8192, "Rows per in-memory block and per prediction block "
+              "(bounds memory).", "execution", "block_rows"),
+)
+
+TRAIN_PARAMETERS = (
+    Parameter("n_bases", int, 64, "Basis points M (cost O(N M^2) a sweep).",
+              old_flags=("--bases",), old_keys=("bases",)),
+    Parameter("blur", str, "full", "Basis blur: delta (FITC/SPGP), spherical (multiscale), "
+              "diagonal or full (SASPA-full, the K-means cluster covariances); or frequency "
+              "inducing features: fourier (TFIFGP, a centre per feature) or fourier-global "
+              "(FIFGP, one centre).", choices=BLUR_CHOICES),
+    Parameter("approximation", str, "fitc", "The sparse prior: fitc (the paper's SASPA, "
+              "per-row residual variances) or dtc (projected process).",
+              choices=APPROXIMATIONS),
+    Parameter("likelihood", str, None, "Classification: probit (default), logistic, step or "
+              "noisy_probit (probit with label noise).  Regression: gaussian (default), "
+              "student_t (robust) or poisson (counts).",
+              choices=CLASSIFICATION_LIKELIHOODS + REGRESSION_LIKELIHOODS),
+    Parameter("label_noise", float, 0.01, "Label noise of the step and noisy_probit "
+              "likelihoods."),
+    Parameter("noise_variance", float, None, "Regression noise variance (default: a tenth "
+              "of the target variance)."),
+    Parameter("dof", float, 4.0, "Student-t degrees of freedom."),
+    Parameter("scale", float, None, "Student-t scale (default from the targets)."),
+    Parameter("lengthscale", float, None, "One starting lengthscale for every input "
+              "(default: from the data)."),
+    Parameter("signal_variance", float, None, "Starting signal variance (default: from the "
+              "targets)."),
+    Parameter("optimize_hyperparameters", bool, True, "Maximise the EP evidence over "
+              "lengthscales, signal variance and the likelihood's parameters (each optimiser "
+              "step is an EP run plus a gradient pass on the cluster).",
+              off_flags=("--fixed-hyperparameters",), job_default=False),
+    Parameter("max_hyper_iter", int, 20, "Cap on optimiser iterations."),
+    Parameter("n_restarts_optimizer", int, 0, "Further evidence maximisations from shorter "
+              "starting lengthscales; the highest evidence is kept.",
+              old_flags=("--hyper-restarts",), old_keys=("hyper_restarts",)),
+    Parameter("learn_blur_scale", bool, False, "Also learn a multiplier of the blur "
+              "covariances."),
+    Parameter("learn_bases", str, "auto", "Also learn the basis means (and each basis's "
+              "blur) by the EP evidence; for frequency features the frequencies and phases "
+              "(and centres for fourier; the window with means+blur); auto learns the means "
+              "whenever the hyperparameters are learnt and the bases come from K-means.",
+              choices=LEARN_BASES_CHOICES),
+    Parameter("hyper_subsample", int, 20000, "Learn hyperparameters and bases on a seeded "
+              "uniform subsample of this many rows when the data has more, then run EP on "
+              "all rows."),
+    Parameter("random_state", int, None, "Seed of K-means, the subsample and the spectral "
+              "start.", job_default=0, old_flags=("--seed",), old_keys=("seed",)),
+    *_EP_FIELDS,
+    *_EXECUTION_FIELDS,
+)
+
+# what retraining may change: the EP schedule and where it runs (the model's kernel,
+# likelihood and bases carry over)
+RETRAIN_PARAMETERS = tuple(p for p in TRAIN_PARAMETERS
+                           if p.name in ("max_sweeps", "tol", "anderson_memory", "cache",
+                                         "work_dir", "block_rows"))
+
+
+def by_name(parameters=TRAIN_PARAMETERS):
+    """The parameters by their Python name."""
+    return {p.name: p for p in parameters}
+
+
+def old_names(parameters=TRAIN_PARAMETERS):
+    """Old keyword / TOML names -> the current name."""
+    return {old: p.name for p in parameters for old in p.old_keys}

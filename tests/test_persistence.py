@@ -1,0 +1,191 @@
+"""Every public estimator saves and loads from ``import saspa_dask`` alone, in fresh
+processes, and predicts exactly as before; parameters are named once."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+import textwrap
+import warnings
+from dataclasses import fields
+
+import numpy as np
+import pytest
+
+import saspa_dask
+from saspa_dask import EPSchedule, Execution, SASPAClassifier, SASPARegressor
+from saspa_dask.parameters import RETRAIN_PARAMETERS, TRAIN_PARAMETERS
+
+# (estimator expression, task): each is fitted, saved and loaded in its own processes
+ESTIMATORS = [
+    ("saspa_dask.SASPAClassifier(n_bases=6, random_state=0, max_hyper_iter=3)", "binary"),
+    ("saspa_dask.SASPAClassifier(n_bases=6, blur='spherical', random_state=0, "
+     "optimize_hyperparameters=False)", "three"),
+    ("saspa_dask.SASPARegressor(n_bases=6, random_state=0, max_hyper_iter=3, "
+     "approximation='dtc', ep=saspa_dask.EPSchedule(mode='sequential'))", "regression"),
+    ("saspa_dask.FullGPClassifier(optimize_hyperparameters=False)", "binary"),
+    ("saspa_dask.FullGPRegressor(max_hyper_iter=3)", "regression"),
+    ("saspa_dask.SparseOnlineGPClassifier(max_bases=10)", "three"),
+    ("saspa_dask.SparseOnlineGPRegressor(max_bases=10)", "regression"),
+    ("saspa_dask.IVMClassifier(n_bases=10, signal_variance=5.0)", "binary"),
+]
+
+_DATA = """
+import sys
+import numpy as np
+import saspa_dask
+rng = np.random.default_rng(0)
+X = rng.normal(size=(80, 2))
+y = {"binary": (X[:, 0] * X[:, 1] > 0).astype(int),
+     "three": np.digitize(X[:, 0], [-0.5, 0.5]),
+     "regression": np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)}[TASK]
+Xt = rng.normal(size=(30, 2))
+
+
+def outputs(model):
+    if hasattr(model, "predict_proba"):
+        return np.column_stack([model.predict(Xt), model.predict_proba(Xt)])
+    return np.column_stack(model.predict(Xt, return_std=True))
+
+
+def only_saspa_dask_imported():
+    # nothing but the package's own lazy imports: no storage layer filled a registry
+    return "saspa_dask.storage" not in sys.modules and "saspa_dask.jobs" not in sys.modules
+"""
+
+_SAVE = _DATA + """
+model = ESTIMATOR.fit(X, y)
+model.save(PATH)
+np.save(PATH + ".npy", outputs(model))
+print(json.dumps({"clean": only_saspa_dask_imported(),
+                  "fingerprint": model.model_fingerprint()}))
+"""
+
+_LOAD = _DATA + """
+model = saspa_dask.load_model(PATH)
+np.save(PATH + ".loaded.npy", outputs(model))
+print(json.dumps({"clean": only_saspa_dask_imported(), "type": type(model).__name__,
+                  "fingerprint": model.model_fingerprint()}))
+"""
+
+
+def _run(script, expression, task, path):
+    code = ("import json\n" + textwrap.dedent(script)
+            .replace("ESTIMATOR", expression).replace("TASK", repr(task))
+            .replace("PATH", repr(str(path))))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("expression,task", ESTIMATORS, ids=[e.split("(")[0].split(".")[1]
+                                                             + "-" + t for e, t in ESTIMATORS])
+def test_every_estimator_saves_and_loads_in_fresh_processes(tmp_path, expression, task):
+    path = tmp_path / "model.zarr"
+    saved = _run(_SAVE, expression, task, path)
+    loaded = _run(_LOAD, expression, task, path)
+    assert saved["clean"] and loaded["clean"]
+    assert loaded["type"] == expression.split("(")[0].split(".")[1]
+    assert loaded["fingerprint"] == saved["fingerprint"]
+    before = np.load(str(path) + ".npy")
+    after = np.load(str(path) + ".loaded.npy")
+    assert before.shape[0] == 30 and np.all(np.isfinite(before))
+    np.testing.assert_array_equal(after, before)
+
+
+def test_a_loaded_online_gp_continues_its_pass(tmp_path):
+    """partial_fit on a loaded online GP continues from the stored posterior: the same
+    model as continuing the original (the state is rebuilt from P's factor)."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    y[:150] -= y[:150].mean()
+    model = saspa_dask.SparseOnlineGPRegressor(max_bases=12, lengthscale=1.0).fit(
+        X[:150], y[:150])
+    loaded = saspa_dask.load_model(model.save(tmp_path / "online.zarr"))
+    model.partial_fit(X[150:], y[150:])
+    loaded.partial_fit(X[150:], y[150:])
+    np.testing.assert_allclose(loaded.predict(X, return_std=True),
+                               model.predict(X, return_std=True), rtol=1e-9, atol=1e-12)
+    assert loaded.n_rows_seen_ == model.n_rows_seen_ == 300
+
+
+def test_old_parameter_names_fold_into_the_groups_with_a_future_warning():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(120, 2))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.warns(FutureWarning, match="max_sweeps -> ep="):
+        old = SASPAClassifier(n_bases=5, max_sweeps=40, tol=1e-9, ep_mode="sequential",
+                              block_rows=50, dtc=True, optimize_hyperparameters=False,
+                              random_state=0)
+    params = old.get_params()
+    assert params["ep"] == {"max_sweeps": 40, "tol": 1e-9, "mode": "sequential"}
+    assert params["execution"] == {"block_rows": 50} and params["approximation"] == "dtc"
+    assert "max_sweeps" not in params and "dtc" not in params
+    new = SASPAClassifier(n_bases=5, ep=EPSchedule(mode="sequential", max_sweeps=40,
+                                                   tol=1e-9),
+                          execution=Execution(block_rows=50), approximation="dtc",
+                          optimize_hyperparameters=False, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the new names warn of nothing
+        new.fit(X, y)
+    old.fit(X, y)
+    np.testing.assert_array_equal(old.predict_proba(X), new.predict_proba(X))
+    with pytest.warns(FutureWarning, match=r"SASPAClassifier.tol is read from ep.tol"):
+        assert old.tol == 1e-9
+    with pytest.warns(FutureWarning, match="cache -> execution="):
+        old.set_params(cache="none", n_bases=4)
+    assert old.get_params()["execution"] == {"block_rows": 50, "cache": "none"}
+    assert old.n_bases == 4
+    with pytest.raises(TypeError, match="unexpected keyword argument.*'max_sweep'"):
+        SASPAClassifier(max_sweep=3)
+
+
+def _defaults(cls):
+    return {name: p.default for name, p in inspect.signature(cls).parameters.items()}
+
+
+def test_the_parameter_table_matches_the_estimators_and_the_settings():
+    """Each row of saspa_dask.parameters names an estimator parameter or a field of a
+    grouped setting, with the estimator's own default (independent truth: the
+    signatures and dataclasses themselves)."""
+    estimators = {**_defaults(SASPAClassifier), **_defaults(SASPARegressor)}
+    groups = {"ep": {f.name: f.default for f in fields(EPSchedule)},
+              "execution": {f.name: f.default for f in fields(Execution)}}
+    for p in TRAIN_PARAMETERS:
+        if p.name == "likelihood":  # by task: each estimator's default is among its own
+            assert p.default is None and {_defaults(SASPAClassifier)["likelihood"],
+                                          _defaults(SASPARegressor)["likelihood"]} <= set(
+                p.choices)
+        elif p.group is None:
+            assert p.name in estimators, p.name
+            assert p.default == estimators[p.name], p.name
+        else:
+            assert p.default == groups[p.group][p.field], p.name
+    covered = {p.name for p in TRAIN_PARAMETERS if p.group is None} | {"ep", "execution"}
+    # every estimator parameter is in the table but explicit bases, the jitter, centring
+    # and verbosity (Python only: a job sets them itself)
+    assert set(estimators) - covered == {"bases", "center_y", "jitter", "verbose"}
+    grouped = {(p.group, p.field) for p in TRAIN_PARAMETERS if p.group}
+    assert grouped == {(g, f) for g, names in groups.items() for f in names}
+    assert {p.name for p in RETRAIN_PARAMETERS} <= {p.name for p in TRAIN_PARAMETERS}
+
+
+def test_the_cli_and_the_toml_schema_come_from_the_table():
+    from click.testing import CliRunner
+
+    from saspa_dask.cli import main
+    from saspa_dask.pipelines import STEP_OPTIONS
+
+    command = main.commands["train"]
+    flags = {opt for param in command.params for opt in param.opts + param.secondary_opts}
+    for p in TRAIN_PARAMETERS:
+        assert p.flag in flags, p.flag
+        assert p.name in STEP_OPTIONS["train"], p.name
+        assert set(p.old_keys) <= set(STEP_OPTIONS["train"])
+    help_text = CliRunner().invoke(main, ["train", "--help"]).output
+    assert "--n-bases" in help_text and "--bases " not in help_text  # old flags hidden
+    assert "--no-optimize-hyperparameters" in help_text
