@@ -588,6 +588,10 @@ def info(model, as_json):
     click.echo(f"{'k-means':>17}: " + (not_run if km is None else
                                        f"converged {km['converged']}, {km['n_iter']} "
                                        "iterations"))
+    if summary["approximation"] is not None:
+        power = ("EP" if summary["alpha"] == 1.0 else
+                 f"power EP, alpha {summary['alpha']:g}")
+        click.echo(f"{'approximation':>17}: {summary['approximation']}, {power}")
     ep = summary["ep"]
     click.echo(f"{'ep':>17}: {ep['mode']}, damping {ep['damping']}, {ep['n_sweeps']} sweeps, "
                f"converged {ep['converged']}, invalid cavities {ep['n_invalid_cavities']}")

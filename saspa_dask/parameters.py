@@ -116,6 +116,9 @@ TRAIN_PARAMETERS = (
     Parameter("approximation", str, "fitc", "The sparse prior: fitc (the paper's SASPA, "
               "per-row residual variances) or dtc (projected process).",
               choices=APPROXIMATIONS),
+    Parameter("alpha", float, 1.0, "Power EP's power in (0, 1]: 1 is EP as published "
+              "(FITC-EP / SASPA); towards 0 the fit tends to the variational (VFE) one, "
+              "which does not shrink the noise to fit learnt bases."),
     Parameter("likelihood", str, None, "Classification: probit (default), logistic, step or "
               "noisy_probit (probit with label noise).  Regression: gaussian (default), "
               "student_t (robust) or poisson (counts).",

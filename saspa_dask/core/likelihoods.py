@@ -1,7 +1,10 @@
 """Likelihoods for EP: tilted moments of p(y | f) against a Gaussian cavity N(f | m, v).
 
 Every likelihood returns, on vectors, ``log Z``, ``a = d log Z / d m`` and
-``c = -d^2 log Z / d m^2`` (DESIGN.md section 2).  Classification labels are -1 / +1.
+``c = -d^2 log Z / d m^2`` (DESIGN.md section 2).  Power EP (DESIGN.md, "Power EP")
+needs the same moments of the likelihood raised to a power alpha inside the integral:
+:func:`powered` gives them (closed forms for the Gaussian and the step, Gauss-Hermite
+quadrature of alpha log p otherwise), with alpha = 1 the likelihood itself.  Classification labels are -1 / +1.
 Ratios of the normal density to its CDF are computed in log space so that the tails
 (z << 0) give finite, accurate values rather than 0/0.
 """
@@ -11,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import digamma, erfcx, gammaln, log_ndtr, ndtr
 
-__all__ = ["Gaussian", "Logistic", "NoisyProbit", "Poisson", "Probit", "Quadrature", "Step",
-           "StudentT", "make_likelihood", "LIKELIHOODS"]
+__all__ = ["Gaussian", "Logistic", "NoisyProbit", "Poisson", "Powered", "Probit", "Quadrature",
+           "Step", "StudentT", "make_likelihood", "powered", "LIKELIHOODS"]
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 # Cavity variances below this are treated as this: keeps z finite for the step
@@ -54,6 +57,7 @@ class Gaussian:
 
     name = "gaussian"
     is_classification = False
+    alpha = 1.0  # the EP power (see Powered)
 
     def __init__(self, noise_variance):
         if not noise_variance > 0:
@@ -93,6 +97,10 @@ class Probit:
 
     name = "probit"
     is_classification = True
+    alpha = 1.0
+
+    def log_density(self, y, f):
+        return log_ndtr(y * f)
 
     def tilted(self, y, m, v):
         """Return ``(log Z, a, c)`` for cavities N(m, v) and labels y = +-1."""
@@ -137,6 +145,7 @@ class Step:
 
     name = "step"
     is_classification = True
+    alpha = 1.0
 
     def __init__(self, label_noise):
         if not 0.0 <= label_noise < 0.5:
@@ -215,6 +224,15 @@ class NoisyProbit(Step):
     def _smoothing_variance(self, v):
         return 1.0 + v
 
+    def log_density(self, y, f):
+        """log(eps + (1 - 2 eps) Phi(y f)): the label-noisy probit at a latent value."""
+        return self._log_z(y * f)
+
+    def log_density_gradient(self, y, f):
+        """d log p / d log(eps) = eps (1 - 2 Phi(y f)) / p."""
+        eps = self.label_noise
+        return {"label_noise": eps * (1.0 - 2.0 * ndtr(y * f)) * np.exp(-self._log_z(y * f))}
+
 
 # ----------------------------------------------------------------------------------
 # Likelihoods by Gauss-Hermite quadrature on the cavity
@@ -246,6 +264,7 @@ class Quadrature:
     """
 
     is_classification = False
+    alpha = 1.0
 
     def __init__(self, log_density, n_points=256, name="quadrature"):
         self.log_density = log_density
@@ -370,6 +389,121 @@ class StudentT(Quadrature):
         d_dof = 0.5 * nu * (digamma((nu + 1) / 2) - digamma(nu / 2) - 1.0 / nu
                             - np.log1p(r2 / nu) + (nu + 1) / nu * ratio)
         return {"dof": d_dof, "scale": -1.0 + (nu + 1) * ratio}
+
+
+# ----------------------------------------------------------------------------------
+# Power EP: the likelihood to a power alpha inside the tilted integral
+# ----------------------------------------------------------------------------------
+
+
+class Powered:
+    """The tilted moments of p(y | f)^alpha against a cavity N(f | m, v), for power EP.
+
+    Z = integral N(f; m, v) p(y | f)^alpha df, with ``a`` and ``c`` its first two
+    log-derivatives in m, as :meth:`tilted` of every likelihood.  The Gaussian and the
+    step have closed forms:
+
+    - Gaussian: p^alpha = N(y; f, vy / alpha) (2 pi vy)^((1 - alpha) / 2) alpha^(-1/2);
+    - step with label noise eps: p^alpha is again a step, from eps^alpha to
+      (1 - eps)^alpha, smoothed by N(m, v);
+
+    every other likelihood (probit, noisy probit, logistic, Poisson, Student-t) is
+    integrated by Gauss-Hermite quadrature of alpha log p on the cavity
+    (``n_points`` nodes).  Predictions, parameters and hyperparameters are the base
+    likelihood's: the power belongs to the inference, not to the model.
+
+    Parameters
+    ----------
+    base : likelihood object
+    alpha : float in (0, 1)
+    n_points : int, default=256
+        Quadrature nodes where there is no closed form.
+    """
+
+    def __init__(self, base, alpha, n_points=256):
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"a powered likelihood needs 0 < alpha < 1, got {alpha!r}")
+        self.base, self.alpha = base, float(alpha)
+        self.name, self.is_classification = base.name, base.is_classification
+        # the noisy probit is a Step subclass (a step smoothed by unit noise), but its
+        # power is not a step: it is integrated like the others
+        if type(base) not in (Gaussian, Step):
+            density = base.log_density
+            self._quadrature = Quadrature(lambda y, f: self.alpha * density(y, f), n_points,
+                                          base.name)
+
+    def tilted(self, y, m, v):
+        """Return ``(log Z, a, c)`` of p^alpha for cavities N(m, v)."""
+        base, alpha = self.base, self.alpha
+        if isinstance(base, Gaussian):
+            vy = base.noise_variance
+            log_z, a, c = Gaussian(vy / alpha).tilted(y, m, v)
+            return log_z + 0.5 * (1.0 - alpha) * np.log(2.0 * np.pi * vy) \
+                - 0.5 * np.log(alpha), a, c
+        if type(base) is Step:
+            return self._step_tilted(y, m, v)
+        return self._quadrature.tilted(y, m, v)
+
+    def _step_levels(self):
+        eps = self.base.label_noise
+        low = 0.0 if eps == 0.0 else eps ** self.alpha
+        return low, (1.0 - eps) ** self.alpha
+
+    def _step_tilted(self, y, m, v):
+        """The step's formulas with the levels (low, high) = (eps^a, (1 - eps)^a)."""
+        low, high = self._step_levels()
+        s2 = self.base._smoothing_variance(v)
+        s = np.sqrt(s2)
+        z = y * m / s
+        log_phi = log_ndtr(z)
+        if low == 0.0:  # H^alpha = H: the noiseless step (or probit) itself
+            r = _inverse_mills(z)
+            return np.log(high) + log_phi, y * r / s, _mills_curvature(z, r) / s2
+        log_z = np.logaddexp(np.log(low), np.log(high - low) + log_phi)
+        g = np.exp(np.log(high - low) + _log_normal_pdf(z) - log_z) / s
+        return log_z, g * y, g * (y * m / s2 + g)
+
+    def log_z_gradient(self, y, m, v):
+        """d log Z / d log(theta) per row for the base's hyperparameters."""
+        base, alpha = self.base, self.alpha
+        if not base.hyperparameters():
+            return {}
+        if isinstance(base, Gaussian):
+            # Z's variance is v + vy / alpha, and the constant carries vy^((1 - alpha)/2)
+            _, a, c = self.tilted(y, m, v)
+            vy = base.noise_variance
+            return {"noise_variance": vy / alpha * 0.5 * (a * a - c) + 0.5 * (1.0 - alpha)}
+        if type(base) is Step:
+            if base.label_noise == 0.0:
+                return {}
+            eps, (low, high) = base.label_noise, self._step_levels()
+            z = y * m / np.sqrt(base._smoothing_variance(v))
+            log_z = self._step_tilted(y, m, v)[0]
+            # d low / d log eps = alpha low, d high / d log eps = -alpha eps high / (1 - eps)
+            d_low, d_high = alpha * low, -alpha * eps * high / (1.0 - eps)
+            return {"label_noise": (d_low + (d_high - d_low) * ndtr(z)) * np.exp(-log_z)}
+        f, weights, _, _, _ = self._quadrature._tilted_nodes(y, m, v)
+        y_b = np.broadcast_to(np.asarray(y, dtype=np.float64), f.shape[:-1])[..., None]
+        return {name: alpha * (weights * g).sum(axis=-1)
+                for name, g in base.log_density_gradient(y_b, f).items()}
+
+    # the model is the base likelihood's
+    def __getattr__(self, name):
+        if name in ("proba", "margin", "log_predictive", "params", "hyperparameters"):
+            return getattr(self.base, name)
+        raise AttributeError(name)
+
+    def with_hyperparameters(self, values):
+        return powered(self.base.with_hyperparameters(values), self.alpha)
+
+
+def powered(likelihood, alpha):
+    """``likelihood`` for power EP with power ``alpha`` in (0, 1]: the likelihood
+    itself at alpha = 1 (EP as published, to the last bit), else :class:`Powered`."""
+    if not 0.0 < alpha <= 1.0:
+        raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
+    base = likelihood.base if isinstance(likelihood, Powered) else likelihood
+    return base if alpha == 1.0 else Powered(base, alpha)
 
 
 LIKELIHOODS = {"gaussian": Gaussian, "probit": Probit, "step": Step,

@@ -32,29 +32,33 @@ SUB_ROWS = 4096
 _MIN_UPDATE_DENOMINATOR = 1e-10
 
 
-def cavities(m, s, tau, nu):
-    """Cavity N(mc, sc) of phi^T v for marginals N(m, s) and sites (tau, nu).
+def cavities(m, s, tau, nu, alpha=1.0):
+    """Cavity N(mc, sc) of phi^T v for marginals N(m, s) and sites (tau, nu), with
+    ``alpha`` of each site removed (power EP; 1 is EP).
 
-    Returns ``(mc, sc, valid)``; ``valid`` is False where 1/s <= tau (no cavity).
+    Returns ``(mc, sc, valid)``; ``valid`` is False where 1/s <= alpha tau (no cavity).
     """
-    one_minus = 1.0 - tau * s
+    one_minus = 1.0 - alpha * tau * s
     valid = one_minus > 0
     safe = np.where(valid, one_minus, 1.0)
     sc = s / safe
-    mc = (m - nu * s) / safe
+    mc = (m - alpha * nu * s) / safe
     return mc, sc, valid
 
 
 def site_proposals(likelihood, y, mc, sc, lam):
     """Undamped new sites (the paper's eqs. 19-20) and log Z at the cavities.
 
-    Returns ``(tau_new, nu_new, log_z, ok)``; ``ok`` is False where 1 - c sc <= 0
-    (the tilted distribution has no valid Gaussian site).
+    For power EP (``likelihood.alpha`` < 1, the tilted moments of p^alpha) the
+    projected update is raised to 1/alpha: tau' = c / (alpha D), nu' = (a + c mc) /
+    (alpha D) with D = 1 - c sc (DESIGN.md, "Power EP").  Returns
+    ``(tau_new, nu_new, log_z, ok)``; ``ok`` is False where D <= 0 (the tilted
+    distribution has no valid Gaussian site).
     """
     log_z, a, c = likelihood.tilted(y, mc, sc + lam)
     denom = 1.0 - c * sc
     ok = (denom > 0) & np.isfinite(log_z) & np.isfinite(a) & np.isfinite(c)
-    denom = np.where(ok, denom, 1.0)
+    denom = likelihood.alpha * np.where(ok, denom, 1.0)
     return c / denom, (a + c * mc) / denom, log_z, ok
 
 
@@ -69,9 +73,13 @@ def site_change(tau_old, nu_old, tau_new, nu_new, signal_variance):
     return float(max(dt.max(), dn.max()))
 
 
-def evidence_site_terms(log_z, m, s, tau, nu):
-    """Per-site terms of log Z_EP, written with the posterior marginals N(m, s) and
-    the sites (tau, nu).
+def evidence_site_terms(log_z, m, s, tau, nu, alpha=1.0):
+    """Per-site terms of log Z_EP (of the power-EP energy for ``alpha`` < 1), written
+    with the posterior marginals N(m, s) and the sites (tau, nu).
+
+    Power EP: (log Z + logA(cavity) - logA(marginal)) / alpha, which with
+    c = 1 - alpha tau s is (log Z - 1/2 log c) / alpha + (tau m^2 - 2 nu m +
+    alpha nu^2 s) / (2 c); at alpha = 1 it is the EP term below.
 
     Equal to log Z + 1/2 log(1 + tau sc) - 1/2 ((mc/sc + nu)^2 / (1/sc + tau) - mc^2/sc)
     of DESIGN.md, since 1/s = 1/sc + tau and m/s = mc/sc + nu; with c = 1 - tau s
@@ -83,6 +91,11 @@ def evidence_site_terms(log_z, m, s, tau, nu):
     underflows to 0) contributes its log Z, where the cavity form gave 0 / 0.
     Invalid cavities (c <= 0) give NaN; the callers leave them out or report NaN.
     """
+    if alpha != 1.0:
+        c = 1.0 - alpha * tau * s
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return ((log_z - 0.5 * np.log(c)) / alpha
+                    + 0.5 * (tau * m * m - 2.0 * nu * m + alpha * nu * nu * s) / c)
     c = 1.0 - tau * s
     with np.errstate(divide="ignore", invalid="ignore"):
         return log_z - 0.5 * np.log(c) - 0.5 * (2.0 * m * nu - tau * m * m - nu * nu * s) / c
@@ -106,10 +119,11 @@ def block_pass(block, tau, nu, posterior, likelihood, workspace=None):
     (``updatable`` False) and are counted in ``n_invalid``.
     """
     m, s = posterior.marginals(block.phi, workspace)
-    mc, sc, valid = cavities(m, s, tau, nu)
+    alpha = likelihood.alpha
+    mc, sc, valid = cavities(m, s, tau, nu, alpha)
     tau_p, nu_p, log_z, ok = site_proposals(likelihood, block.y, mc, sc, block.lam)
     updatable = valid & ok
-    terms = evidence_site_terms(log_z, m, s, tau, nu)
+    terms = evidence_site_terms(log_z, m, s, tau, nu, alpha)
     evidence = float(terms[updatable].sum()) if updatable.all() else np.nan
     return BlockPass(
         np.where(updatable, tau_p, tau),
@@ -190,7 +204,7 @@ def sequential_block(block, tau, nu, sigma, mean, likelihood, damping, signal_va
         s = float(phi @ sp)
         m = float(phi @ mean)
         t_old, n_old = tau[i], nu[i]
-        mc, sc, valid = cavities(m, s, t_old, n_old)
+        mc, sc, valid = cavities(m, s, t_old, n_old, likelihood.alpha)
         if not valid:
             n_invalid += 1
             continue

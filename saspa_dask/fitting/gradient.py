@@ -102,17 +102,20 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
         phi, lam, y, t, n = block.phi[rows], block.lam[rows], block.y[rows], tau[rows], nu[rows]
         W = phi @ inv_rt  # rows R^{-1} phi_i
         m, s = phi @ mu, np.einsum("ij,ij->i", W, W)
-        mc, sc, valid = cavities(m, s, t, n)
+        alpha = likelihood.alpha
+        mc, sc, valid = cavities(m, s, t, n, alpha)
         log_z, a, c = likelihood.tilted(y, mc, sc + lam)
-        # d log Z_i / d lam_i (heat equation); DTC's lam is fixed at 0, so it drops
-        g = 0.5 * (a * a - c) if not block.projected_only else np.zeros_like(a)
+        # d log Z_i / d lam_i (heat equation), over alpha for the power-EP energy; DTC's
+        # lam is fixed at 0, so it drops
+        g = 0.5 * (a * a - c) / alpha if not block.projected_only else np.zeros_like(a)
         sigma_phi = W @ inv_rt.T  # rows Sigma_v phi_i = R^{-T} R^{-1} phi_i
         G = np.outer(n - t * m, mu) - t[:, None] * sigma_phi - 2.0 * g[:, None] * phi
         Bt = solve_triangular(L, G.T, lower=True, trans="T", check_finite=False).T
         E = Bt * (phi @ L.T)  # (G L^{-1}) o Kt
-        lik = {k: float(v.sum()) for k, v in likelihood.log_z_gradient(y, mc, sc + lam).items()}
+        lik = {k: float(v.sum()) / alpha
+               for k, v in likelihood.log_z_gradient(y, mc, sc + lam).items()}
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = float(evidence_site_terms(log_z, m, s, t, n).sum())
+            terms = float(evidence_site_terms(log_z, m, s, t, n, alpha).sum())
         if fourier is None:
             moments, sines = cross_moments(X[rows], E, means, lengthscale, full), ()
         else:

@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..core.bases import Basis
 from ..core.kernels import BASIS_FAMILIES, FOURIER_FAMILIES, blur_covariances
+from ..core.likelihoods import powered
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from ..engines.kmeans import kmeans
@@ -96,6 +97,7 @@ class SASPABase(PosteriorModel):
         "n_bases": [Interval(Integral, 1, None, closed="left")],
         "blur": [StrOptions(set(BASIS_FAMILIES))],
         "approximation": [StrOptions(set(APPROXIMATIONS))],
+        "alpha": [Interval(Real, 0, 1, closed="right")],
         "lengthscale": ["array-like", _POSITIVE, None],
         "signal_variance": [_POSITIVE, None],
         "bases": [Basis, None],
@@ -331,6 +333,7 @@ class SASPABase(PosteriorModel):
         say(f"bases ready ({self.timings_['bases']:.1f}s"
             + (f", K-means converged {km.get('converged')}" if km else "") + ")")
         self.damping_ = float(damping)
+        likelihood = powered(likelihood, float(self.alpha))  # EP's power: 1 is EP
         settings, execution = self._engine_settings(self.damping_), self._execution
         n_problems = 1 if labels is None else len(labels)
         sites = check_init_sites(init_sites, X.shape[0], n_problems)
@@ -477,10 +480,12 @@ class SASPABase(PosteriorModel):
         X_new, targets, labels = self._new_rows(X_new, y_new)
         fitted, n_skipped = self.fitted_posterior_, 0
         if new_rows == "update":
-            tau, nu, n_invalid = update_pass(fitted, X_new, targets, labels, self._execution.block_rows)
+            tau, nu, n_invalid = update_pass(fitted, X_new, targets, labels,
+                                             self._execution.block_rows, self.alpha)
         elif new_rows == "adf":
             _, tau, nu, n_invalid, n_skipped = adf_pass(fitted, X_new, targets, labels,
-                                                        self._execution.block_rows)
+                                                        self._execution.block_rows,
+                                                        self.alpha)
         else:
             tau = nu = np.zeros(self.sites_tau_.shape[:-1] + (X_new.shape[0],))
             n_invalid = 0
@@ -494,7 +499,7 @@ class SASPABase(PosteriorModel):
         """One assumed-density-filtering pass over new rows (see ``partial_fit``)."""
         X, targets, labels = self._new_rows(X, y)
         posteriors, tau, nu, n_invalid, n_skipped = adf_pass(
-            self.fitted_posterior_, X, targets, labels, self._execution.block_rows)
+            self.fitted_posterior_, X, targets, labels, self._execution.block_rows, self.alpha)
         self.sites_tau_ = np.concatenate([self.sites_tau_, tau], axis=-1)
         self.sites_nu_ = np.concatenate([self.sites_nu_, nu], axis=-1)
         self.n_invalid_cavities_ += n_invalid

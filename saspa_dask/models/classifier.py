@@ -88,8 +88,8 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
         "label_noise": [Interval(Real, 0, 0.5, closed="left")],
     }
 
-    def __init__(self, n_bases=64, *, blur="full", approximation="fitc", likelihood="probit",
-                 label_noise=0.01, lengthscale=None, signal_variance=None, bases=None,
+    def __init__(self, n_bases=64, *, blur="full", approximation="fitc", alpha=1.0,
+                 likelihood="probit", label_noise=0.01, lengthscale=None, signal_variance=None, bases=None,
                  jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=20,
                  n_restarts_optimizer=0, learn_blur_scale=False, learn_bases="auto",
                  hyper_subsample=20000, ep=None, execution=None, random_state=None,
@@ -97,6 +97,7 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
         self.n_bases = n_bases
         self.blur = blur
         self.approximation = approximation
+        self.alpha = alpha
         self.likelihood = likelihood
         self.label_noise = label_noise
         self.lengthscale = lengthscale

@@ -20,6 +20,14 @@ default="full"
         s2 - k^T Kh^{-1} k (FITC-EP for delta blur, SASPA otherwise: the paper's
         method); ``"dtc"`` lets the likelihood see only the projection of f onto the
         bases (DTC-EP, a baseline; predictions keep the residual).
+    alpha : float in (0, 1], default=1.0
+        The power of power EP (Minka; Bui, Yan & Turner 2017): each site update
+        removes alpha of the site from the posterior, matches moments against the
+        likelihood to the power alpha, and takes the projected update to the power
+        1 / alpha; the objective learnt is the power-EP energy.  ``alpha=1`` is EP as
+        published (FITC-EP / SASPA); as alpha goes to 0 the fit tends to Titsias'
+        variational (VFE) one, which does not shrink the noise to explain the data
+        with learnt bases.  Predictions, the evidence and learning all follow alpha.
     lengthscale : float or array-like of shape (n_features,), default=None
         ARD lengthscales; ``None`` uses ``std(X[:, k]) * sqrt(n_features)``.
     signal_variance : float, default=None

@@ -541,6 +541,13 @@ def describe_model(path):
     new = attrs["format_version"] >= 3
     params = attrs["params"]
     summary["blur"] = params.get("blur", "delta") if new else attrs.get("blur")
+    # the sparse prior and EP's power of a SASPA model (older stores: a dtc flag, no
+    # alpha: EP); None for the estimators without them
+    approximation = params.get("approximation")
+    if approximation is None and ("dtc" in params or not new):
+        approximation = "dtc" if params.get("dtc") else "fitc"
+    summary["approximation"] = approximation
+    summary["alpha"] = None if approximation is None else float(params.get("alpha", 1.0))
     summary["ep"] = {"mode": _ep_mode(attrs),
                      "damping": report.get("damping_"), "n_sweeps": report.get("n_sweeps_"),
                      "converged": report.get("converged_"),

@@ -13,6 +13,7 @@ import dask
 import numpy as np
 
 from ..engines.chunks import as_dask, is_lazy
+from ..core.likelihoods import powered
 from ..ep.posterior import Posterior
 from ..ep.sites import parallel_chunk, sequential_chunk
 from ..ep.whitening import relabel_block
@@ -46,7 +47,7 @@ def _problem_block(block, labels, k):
     return block if labels is None else relabel_block(block, labels[k])
 
 
-def adf_pass(fitted, X, targets, labels, block_rows):
+def adf_pass(fitted, X, targets, labels, block_rows, alpha=1.0):
     """One assumed-density-filtering pass over rows X against ``fitted``.
 
     Returns
@@ -57,7 +58,8 @@ def adf_pass(fitted, X, targets, labels, block_rows):
         The rows' sites (a leading problem axis for one-vs-rest).
     n_invalid, n_skipped : int
     """
-    likelihood, s2 = fitted.likelihood_object, fitted.signal_variance
+    # the model's EP power: new rows' sites are power-EP sites like the others
+    likelihood, s2 = powered(fitted.likelihood_object, alpha), fitted.signal_variance
     states = [(post.covariance(), post.mean, np.zeros_like(post.chol), np.zeros_like(post.mean),
                [], []) for post in fitted.posteriors]
     n_invalid = n_skipped = 0
@@ -83,10 +85,11 @@ def adf_pass(fitted, X, targets, labels, block_rows):
     return posteriors, stacked(taus), stacked(nus), n_invalid, n_skipped
 
 
-def update_pass(fitted, X, targets, labels, block_rows):
+def update_pass(fitted, X, targets, labels, block_rows, alpha=1.0):
     """One undamped parallel EP update of rows X, from zero sites, against ``fitted``:
     ``(tau, nu, n_invalid)`` (a leading problem axis for one-vs-rest)."""
-    likelihood, s2 = fitted.likelihood_object, fitted.signal_variance
+    # the model's EP power: new rows' sites are power-EP sites like the others
+    likelihood, s2 = powered(fitted.likelihood_object, alpha), fitted.signal_variance
     taus = [[] for _ in fitted.posteriors]
     nus = [[] for _ in fitted.posteriors]
     n_invalid = 0

@@ -83,7 +83,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         "center_y": ["boolean"],
     }
 
-    def __init__(self, n_bases=64, *, blur="full", approximation="fitc",
+    def __init__(self, n_bases=64, *, blur="full", approximation="fitc", alpha=1.0,
                  likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, lengthscale=None, signal_variance=None, bases=None,
                  jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=20,
@@ -93,6 +93,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         self.n_bases = n_bases
         self.blur = blur
         self.approximation = approximation
+        self.alpha = alpha
         self.likelihood = likelihood
         self.noise_variance = noise_variance
         self.dof = dof
