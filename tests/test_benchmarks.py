@@ -157,3 +157,18 @@ def test_bench_augment(tmp_path):
             if r["set"] == "1-D toy" and r["group"] == "away"}
     assert away["FITC, augmented"] < away["exact GP"] + 0.1
     assert away["FITC, augmented"] < away["FITC"] - 0.2
+
+
+def test_bench_power_ep_small(tmp_path):
+    """Every alpha predicts the generated set's standardised target far better than its
+    mean does (RMSE 1); the truth of its noise is recorded; the table and plot come."""
+    out = _run("bench_power_ep.py", "--sets", "generated", "--splits", "1",
+               "--train-rows", "600", "--bases", "8", "--max-hyper-iter", "10",
+               "--alphas", "1", "0.5", "--outdir", str(tmp_path))
+    [run] = json.loads((tmp_path / "results" / "power_ep.json").read_text())["runs"]
+    assert [f["alpha"] for f in run["fits"]] == [1.0, 0.5]
+    assert all(f["test_rmse"] < 0.8 for f in run["fits"])
+    # 0.1 of the signal's sd, in the units of y standardised (signal plus noise)
+    assert run["noise_truth"] == pytest.approx(0.01 / 1.01, rel=0.05)
+    assert "| generated (noise" in out
+    assert (tmp_path / "figures" / "power_ep.png").stat().st_size > 0

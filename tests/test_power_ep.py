@@ -288,3 +288,30 @@ def test_powered_tilted_moments_against_quadrature():
                 assert log_z == pytest.approx(np.log(z0), abs=1e-8), (base.name, alpha, m)
                 assert a == pytest.approx((mean - m) / v, abs=1e-7), (base.name, alpha, m)
                 assert c == pytest.approx((v - var) / v ** 2, abs=1e-7), (base.name, alpha, m)
+
+
+def test_saspa_train_alpha_reaches_the_model_and_info(tmp_path):
+    """``saspa train --alpha 0.5`` on the embedded cluster fits the same power-EP model
+    as the estimator on the same rows (same energy), and ``saspa info`` says so."""
+    import subprocess
+    import sys
+
+    X, y, _ = _probit_problem("full", n=400)
+    np.save(tmp_path / "d.npy", np.column_stack([X, (y > 0).astype(float)]))
+
+    def saspa(*args):
+        res = subprocess.run([sys.executable, "-m", "saspa_dask.cli", *map(str, args)],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    saspa("ingest", tmp_path / "d.npy", "--out", tmp_path / "d.zarr", "--chunk-rows", 200)
+    saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 6,
+          "--alpha", 0.5, "--workers", 1, "--no-coarse-start", "--tol", 1e-10)
+    model = load_model(tmp_path / "m.zarr")
+    assert model.alpha == 0.5
+    local = SASPAClassifier(n_bases=6, alpha=0.5, random_state=0,
+                            optimize_hyperparameters=False,
+                            ep={"tol": 1e-10, "coarse_start": False}).fit(X, (y > 0) * 1.0)
+    assert model.log_evidence_ == pytest.approx(local.log_evidence_, rel=1e-8)
+    assert "fitc, power EP, alpha 0.5" in saspa("info", tmp_path / "m.zarr")

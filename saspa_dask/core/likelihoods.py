@@ -487,11 +487,15 @@ class Powered:
         return {name: alpha * (weights * g).sum(axis=-1)
                 for name, g in base.log_density_gradient(y_b, f).items()}
 
-    # the model is the base likelihood's
-    def __getattr__(self, name):
-        if name in ("proba", "margin", "log_predictive", "params", "hyperparameters"):
-            return getattr(self.base, name)
-        raise AttributeError(name)
+    # the model is the base likelihood's: its parameters and its predictions
+    def params(self):
+        return self.base.params()
+
+    def hyperparameters(self):
+        return self.base.hyperparameters()
+
+    def log_predictive(self, y, mean, var):
+        return self.base.log_predictive(y, mean, var)
 
     def with_hyperparameters(self, values):
         return powered(self.base.with_hyperparameters(values), self.alpha)
