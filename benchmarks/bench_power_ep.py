@@ -1,8 +1,9 @@
 """Power EP's alpha on learnt bases: learnt noise and held-out RMSE / NLPD against alpha.
 
 For each regression set of ``../shared/datasets/`` (as ``bench_learnt_bases.py`` loads
-and splits them: 20% test, at most ``--train-rows`` training rows, standardised) and a
-generated set with known noise (``saspa_dask.datasets.multiscale_regression``: the
+and splits them: 20% test, at most ``--train-rows`` training rows, standardised) and two
+generated sets with known noise (``smooth``: a 3-input signal that 64 bases resolve;
+``generated``: ``saspa_dask.datasets.multiscale_regression``, which they do not; the
 noise variance in the standardised target's units is known exactly), per split and M:
 SASPA (Gaussian likelihood, learnt means and hyperparameters by the power-EP energy,
 up to ``--max-hyper-iter`` optimiser iterations) for each alpha.
@@ -11,6 +12,13 @@ Reported per fit: test RMSE and NLPD (standardised units, NLPD of y with the noi
 learnt noise variance (and the truth for the generated set), iterations, seconds.
 Writes results/power_ep.json; ``--report`` prints the table and draws
 figures/power_ep.png (error against alpha) from a saved run.
+
+``--svgp-from RUN.json`` adds GPyTorch's SVGP (``bench_learnt_bases.svgp``: the same
+K-means start, minibatch Adam) to a saved run, on the same splits, stopped at the mean
+CPU time of that row's SASPA fits and at 5 times it (CPU time: the machine may run
+other work).  ``--classification`` runs Ionosphere (20 splits of 200 training rows,
+M = 16) and Spambase (5 splits of 2761 / 1840, log1p, M = 32) instead: test error and
+NLP for each alpha (probit likelihood).
 """
 
 from __future__ import annotations
@@ -29,11 +37,24 @@ ALPHAS = (1.0, 0.5, 0.1, 1e-3)
 
 
 def generated(seed, n=25_000):
-    """multiscale_regression rows and the noise variance that generated them."""
+    """multiscale_regression rows and the noise variance that generated them: a
+    signal with structure at several length scales that 64 bases do not resolve."""
     from saspa_dask.datasets import multiscale_regression
 
     X, y, f = multiscale_regression(n, 8, seed=100 + seed)
     return X, y, float((0.1 * f.std()) ** 2)
+
+
+def smooth(seed, n=25_000):
+    """A smooth 3-input signal, sin(2 x0) + x1 x2 / 2, that 64 bases resolve, with
+    Gaussian noise of variance 0.01: what is left after the signal is noise."""
+    rng = np.random.default_rng(200 + seed)
+    X = rng.normal(size=(n, 3))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=n)
+    return X, y, 0.01
+
+
+GENERATED = {"generated": generated, "smooth": smooth}
 
 
 def fit(Xtr, ytr, Xte, yte, M, alpha, max_iter, blur):
@@ -56,13 +77,67 @@ def fit(Xtr, ytr, Xte, yte, M, alpha, max_iter, blur):
     return out
 
 
+def classification(args):
+    """Ionosphere and Spambase (the SASPA paper's sets) for each alpha."""
+    from saspa_dask import SASPAClassifier
+
+    runs = []
+    cases = (("ionosphere", common.ionosphere, 200, None, 20, 16),
+             ("spambase", common.spambase, 2761, 1840, 5, 32))
+    for name, load, n_train, n_test, splits, M in cases:
+        X, y = load()
+        for s in range(splits):
+            Xtr, ytr, Xte, yte = common.split(X, y, n_train, s, n_test)
+            row = {"set": name, "split": s, "M": M, "n_train": n_train, "fits": []}
+            for alpha in args.alphas:
+                t0, c0 = time.perf_counter(), time.process_time()
+                model = SASPAClassifier(M, alpha=alpha, random_state=s,
+                                        max_hyper_iter=args.max_hyper_iter).fit(Xtr, ytr)
+                error, nlp = common.error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
+                row["fits"].append({"alpha": alpha, "test_error": error, "test_nlp": nlp,
+                                    "seconds": time.perf_counter() - t0,
+                                    "cpu_seconds": time.process_time() - c0,
+                                    "iterations": model.hyperparameter_info_["n_iterations"],
+                                    "energy": model.log_evidence_})
+                print(f"[power_ep] {name} split {s} M={M} alpha={alpha:g}: error "
+                      f"{error:.4f} NLP {nlp:.4f}", flush=True)
+            runs.append(row)
+            save({"machine": machine(), "versions": versions(), "args": vars(args),
+                  "runs": runs}, args.out)
+    return runs
+
+
+def add_svgp(args):
+    """SVGP at 1x and 5x the CPU time of each row's SASPA fits of a saved run."""
+    from bench_learnt_bases import svgp
+
+    from saspa_dask import kmeans_bases
+
+    saved = json.loads((common.RESULTS / args.svgp_from).read_text())
+    train_rows = saved["args"]["train_rows"]
+    for row in saved["runs"]:
+        if row["set"] in GENERATED:
+            X, y, _ = GENERATED[row["set"]](row["split"])
+        else:
+            X, y = load_regression(row["set"])
+        Xtr, ytr, Xte, yte = split(X, y, row["split"], train_rows)
+        cpu = float(np.mean([f["cpu_seconds"] for f in row["fits"]]))
+        centres = kmeans_bases(Xtr, row["M"], random_state=0).means
+        row["svgp"] = svgp(Xtr, ytr, Xte, yte, centres, [cpu, 5 * cpu], by_cpu=True)
+        print(f"[power_ep] SVGP {row['set']} split {row['split']} M={row['M']}: "
+              + ", ".join(f"{r['budget']:.0f} cpu-s RMSE {r['rmse']:.4f} NLPD {r['nlpd']:.3f}"
+                          for r in row["svgp"]), flush=True)
+        save(saved, args.svgp_from)
+    return saved["runs"]
+
+
 def run(args):
     runs = []
     for name in args.sets:
         for s in range(args.first_split, args.first_split + args.splits):
             truth = None
-            if name == "generated":
-                X, y, noise = generated(s)
+            if name in GENERATED:
+                X, y, noise = GENERATED[name](s)
                 Xtr, ytr, Xte, yte = split(X, y, s, args.train_rows)
                 # the split standardises y by the training rows' sd
                 truth = noise / float(np.std(y[np.random.default_rng(s).permutation(
@@ -87,27 +162,46 @@ def run(args):
     return runs
 
 
+def _cell(fits, regression):
+    """Mean over splits (and the NLPD's or NLP's spread) of one column's fits."""
+    def mean(key):
+        return float(np.mean([f[key] for f in fits]))
+
+    if regression:
+        nlpd = np.array([f["test_nlpd"] for f in fits])
+        noise = f" / {mean('noise_variance'):.3g}" if "noise_variance" in fits[0] else ""
+        return f"{mean('test_rmse'):.4f} / {nlpd.mean():.3f} ± {nlpd.std():.3f}{noise}", \
+            nlpd.mean()
+    nlp = np.array([f["test_nlp"] for f in fits])
+    return f"{mean('test_error'):.4f} / {nlp.mean():.4f} ± {nlp.std():.4f}", nlp.mean()
+
+
 def report(runs, alphas):
-    """Mean (and spread over splits) of test RMSE / NLPD and learnt noise per set, M
-    and alpha, as a Markdown table; the plot of NLPD against alpha."""
+    """A Markdown table of each set and M: the mean over splits of test RMSE / NLPD
+    (± its sd) / learnt noise for each alpha (error / NLP for classification), and
+    SVGP at 1x and 5x CPU when the run has it; the plot of NLPD against alpha."""
     keys = sorted({(r["set"], r["M"]) for r in runs})
-    print("| set, M | " + " | ".join(f"alpha = {a:g}" for a in alphas) + " |")
-    print("|---|" + "---|" * len(alphas))
-    table = {}
+    with_svgp = any("svgp" in r for r in runs)
+    print("| set, M | " + " | ".join(f"alpha = {a:g}" for a in alphas)
+          + (" | SVGP, 1x CPU | SVGP, 5x CPU" if with_svgp else "") + " |")
+    print("|---|" + "---|" * (len(alphas) + 2 * with_svgp))
+    curves = {}
     for key in keys:
+        rows = [r for r in runs if (r["set"], r["M"]) == key]
+        regression = "test_rmse" in rows[0]["fits"][0]
         cells = []
         for a in alphas:
-            fits = [f for r in runs if (r["set"], r["M"]) == key for f in r["fits"]
-                    if f["alpha"] == a]
-            rmse = np.array([f["test_rmse"] for f in fits])
-            nlpd = np.array([f["test_nlpd"] for f in fits])
-            noise = np.array([f["noise_variance"] for f in fits])
-            table[key + (a,)] = nlpd.mean()
-            cells.append(f"{rmse.mean():.4f} / {nlpd.mean():.3f} ± {nlpd.std():.3f} / "
-                         f"{noise.mean():.3g}")
-        truth = [r["noise_truth"] for r in runs if (r["set"], r["M"]) == key][0]
+            text, curves[key + (a,)] = _cell([f for r in rows for f in r["fits"]
+                                              if f["alpha"] == a], regression)
+            cells.append(text)
+        if with_svgp:
+            for k in (0, 1):
+                svgp = [{f"test_{m}": r["svgp"][k][m] for m in ("rmse", "nlpd")}
+                        for r in rows if "svgp" in r]
+                cells.append(_cell(svgp, True)[0] if svgp else "")
+        truth = rows[0].get("noise_truth")
         label = f"{key[0]}{' (noise ' + format(truth, '.3g') + ')' if truth else ''}, {key[1]}"
-        print(f"| {label} | " + " | ".join(cells) + " |")
+        print(f"| {label} ({len(rows)} splits) | " + " | ".join(cells) + " |")
     try:
         import matplotlib
 
@@ -117,11 +211,11 @@ def report(runs, alphas):
         return
     fig, ax = plt.subplots(figsize=(6, 4))
     for key in keys:
-        ax.plot(alphas, [table[key + (a,)] for a in alphas], marker="o",
+        ax.plot(alphas, [curves[key + (a,)] for a in alphas], marker="o",
                 label=f"{key[0]}, M={key[1]}")
     ax.set_xscale("log")
     ax.set_xlabel("alpha (power EP; 1 = FITC-EP / SASPA, -> 0 = VFE)")
-    ax.set_ylabel("held-out NLPD (mean over splits)")
+    ax.set_ylabel("held-out NLPD (NLP) , mean over splits")
     ax.legend(fontsize=7)
     fig.tight_layout()
     common.FIGURES.mkdir(parents=True, exist_ok=True)
@@ -130,7 +224,7 @@ def report(runs, alphas):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", nargs="+", default=["generated", *SETS])
+    parser.add_argument("--sets", nargs="+", default=["smooth", "generated", *SETS])
     parser.add_argument("--bases", nargs="+", type=int, default=[64])
     parser.add_argument("--alphas", nargs="+", type=float, default=list(ALPHAS))
     parser.add_argument("--splits", type=int, default=3)
@@ -139,6 +233,8 @@ def main():
     parser.add_argument("--max-hyper-iter", type=int, default=100)
     parser.add_argument("--blur", default="full")
     parser.add_argument("--report", help="print the table of a saved run (results/...)")
+    parser.add_argument("--svgp-from", help="add SVGP to a saved run (results/...)")
+    parser.add_argument("--classification", action="store_true")
     parser.add_argument("--out", default="power_ep.json", help="file under results/")
     add_outdir_option(parser)
     args = parser.parse_args()
@@ -147,7 +243,11 @@ def main():
         saved = json.loads((common.RESULTS / args.report).read_text())
         report(saved["runs"], saved["args"]["alphas"])
         return
-    report(run(args), args.alphas)
+    if args.svgp_from:
+        runs = add_svgp(args)
+        report(runs, json.loads((common.RESULTS / args.svgp_from).read_text())["args"]["alphas"])
+        return
+    report(classification(args) if args.classification else run(args), args.alphas)
 
 
 if __name__ == "__main__":

@@ -139,7 +139,7 @@ def _run(script, *args):
 def test_bench_idgp_small(tmp_path):
     """Four feature families at M = 4 on 400 ailerons rows: each predicts the
     standardised target far better than its mean does (RMSE 1), and the table prints."""
-    out = _run("bench_idgp.py", "--sets", "ailerons", "--n-bases", "4", "--train-rows", "400",
+    out = _run("bench_idgp.py", "--sets", "ailerons", "--bases", "4", "--train-rows", "400",
                "--max-hyper-iter", "20", "--outdir", str(tmp_path))
     runs = json.loads((tmp_path / "results" / "idgp.json").read_text())["runs"]
     assert len(runs) == 4 and "| ailerons | 4 |" in out
