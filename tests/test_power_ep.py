@@ -123,7 +123,7 @@ def _tilted_by_quad(y, mc, v, alpha):
             return u ** k * np.exp(-0.5 * ((u - mc) / sd) ** 2 + alpha * log_ndtr(y * u))
         lo, hi = mc - 12 * sd, mc + 12 * sd
         return integrate.quad(f, lo, hi, points=[0.0] if lo < 0 < hi else None,
-                              epsabs=0, epsrel=1e-12, limit=200)[0] / (sd * np.sqrt(2 * np.pi))
+                              epsabs=0, epsrel=1e-10, limit=200)[0] / (sd * np.sqrt(2 * np.pi))
 
     z0, z1, z2 = moment(0), moment(1), moment(2)
     mean, var = z1 / z0, z2 / z0 - (z1 / z0) ** 2
