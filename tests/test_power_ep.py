@@ -315,3 +315,28 @@ def test_saspa_train_alpha_reaches_the_model_and_info(tmp_path):
                             ep={"tol": 1e-10, "coarse_start": False}).fit(X, (y > 0) * 1.0)
     assert model.log_evidence_ == pytest.approx(local.log_evidence_, rel=1e-8)
     assert "fitc, power EP, alpha 0.5" in saspa("info", tmp_path / "m.zarr")
+
+
+def test_gaussian_closed_forms_hold_for_frequency_features():
+    """The same closed forms with TFIFGP's frequency features as the bases (their
+    covariances from saspa_dask.core.fourier, checked against quadrature in
+    tests/test_fourier.py): the power belongs to the site update, whatever the bases."""
+    from saspa_dask.core.fourier import fourier_cross_covariance, fourier_feature_covariance
+
+    X, y, Xs = _regression(seed=2)
+    rng = np.random.default_rng(0)
+    centres = X[rng.choice(len(X), 6, replace=False)]
+    window = np.array([0.4, 0.6])
+    basis = Basis(centres, np.repeat(np.diag(window)[None], 6, axis=0),
+                  rng.normal(size=(6, 2)), rng.uniform(0, 2 * np.pi, 6))
+    Kt = fourier_cross_covariance(X, centres, basis.frequencies, basis.phases, window, LS, S2)
+    Kh = fourier_feature_covariance(centres, basis.frequencies, basis.phases, window, LS, S2)
+    for alpha in (0.5, 0.1):
+        model = _gaussian_fit(X, y, basis, "fourier", alpha)
+        Kh_j = Kh + model.jitter_ * np.eye(6)
+        Q = Kt @ np.linalg.solve(Kh_j, Kt.T)
+        lam = S2 - np.diag(Q)
+        np.testing.assert_allclose(model.sites_tau_, 1.0 / (NOISE + alpha * lam), rtol=1e-8)
+        energy = (_log_normal(y, Q + np.diag(alpha * lam + NOISE))
+                  - (1 - alpha) / (2 * alpha) * np.sum(np.log1p(alpha * lam / NOISE)))
+        assert model.log_evidence_ == pytest.approx(energy, rel=1e-8)
