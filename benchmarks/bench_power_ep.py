@@ -116,6 +116,8 @@ def add_svgp(args):
     saved = json.loads((common.RESULTS / args.svgp_from).read_text())
     train_rows = saved["args"]["train_rows"]
     for row in saved["runs"]:
+        if row["split"] >= args.svgp_splits:
+            continue
         if row["set"] in GENERATED:
             X, y, _ = GENERATED[row["set"]](row["split"])
         else:
@@ -234,6 +236,8 @@ def main():
     parser.add_argument("--blur", default="full")
     parser.add_argument("--report", help="print the table of a saved run (results/...)")
     parser.add_argument("--svgp-from", help="add SVGP to a saved run (results/...)")
+    parser.add_argument("--svgp-splits", type=int, default=3,
+                        help="with --svgp-from: the first this many splits only")
     parser.add_argument("--classification", action="store_true")
     parser.add_argument("--out", default="power_ep.json", help="file under results/")
     add_outdir_option(parser)
