@@ -200,3 +200,17 @@ def test_the_cli_and_the_toml_schema_come_from_the_table():
     help_text = CliRunner().invoke(main, ["train", "--help"]).output
     assert "--n-bases" in help_text and "--bases " not in help_text  # old flags hidden
     assert "--no-optimize-hyperparameters" in help_text
+
+
+def test_a_bad_grouped_option_is_refused_before_any_data_or_cluster(tmp_path):
+    from click.testing import CliRunner
+
+    from saspa_dask.cli import main
+
+    for flag, value, message in (("--tol", "-1", "EPSchedule.tol must be a float > 0"),
+                                 ("--block-rows", "0", "Execution.block_rows must be"),
+                                 ("--alpha", "1.5", "'alpha' parameter")):
+        res = CliRunner().invoke(main, ["train", str(tmp_path / "missing.zarr"), "--out",
+                                        str(tmp_path / "m.zarr"), flag, value])
+        assert res.exit_code == 1 and message in res.output, res.output
+        assert "missing.zarr" not in res.output  # the options fail first

@@ -127,10 +127,12 @@ def build_estimator(task=None, **options):
         options["work_dir"] = str(options["work_dir"])
     params = estimator_parameters(options)
     cls = SASPAClassifier if task == "classification" else SASPARegressor
-    try:
-        return cls(likelihood=likelihood or allowed[0], verbose=1, **params)
-    except ValueError as err:  # a settings field out of range (EPSchedule, Execution)
+    estimator = cls(likelihood=likelihood or allowed[0], verbose=1, **params)
+    try:  # every parameter and settings field checked now, before a cluster starts
+        estimator._validate_params()
+    except ValueError as err:
         raise JobError(str(err)) from None
+    return estimator
 
 
 def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=False,
