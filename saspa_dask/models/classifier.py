@@ -10,6 +10,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..core.likelihoods import Logistic, NoisyProbit, Probit, Step
 from ..engines.chunks import is_lazy
+from ..parameters import CLASSIFICATION_LIKELIHOODS
 from .base import SASPABase, default_damping
 from .docs import _CLASSIFIER_PARAMS_DOC, _SHARED_ATTRS_DOC
 from .predictor import PosteriorClassifierMixin
@@ -17,7 +18,6 @@ from .validation import validate_training_input
 
 __all__ = ["SASPAClassifier", "classification_likelihood"]
 
-CLASSIFICATION_LIKELIHOODS = ("probit", "logistic", "step", "noisy_probit")
 
 
 def classification_likelihood(name, label_noise):

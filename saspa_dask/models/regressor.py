@@ -9,6 +9,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..core.likelihoods import Gaussian, Poisson, StudentT
+from ..parameters import REGRESSION_LIKELIHOODS
 from .augmented import augmented_latent
 from .base import SASPABase, default_damping
 from .docs import _REGRESSOR_PARAMS_DOC, _SHARED_ATTRS_DOC
@@ -17,7 +18,6 @@ from .validation import validate_training_input
 
 __all__ = ["SASPARegressor", "regression_likelihood"]
 
-REGRESSION_LIKELIHOODS = ("gaussian", "student_t", "poisson")
 
 
 def regression_likelihood(name, spread, *, noise_variance=None, dof=4.0, scale=None,

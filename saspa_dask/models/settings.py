@@ -15,12 +15,14 @@ import warnings
 from dataclasses import asdict, dataclass, fields
 from numbers import Integral, Real
 
+# the sparse approximation of the prior: FITC (the paper's SASPA; per-row residual
+# variances) or DTC (projected process, no residual variances); named once, in the
+# parameter table
+from ..parameters import APPROXIMATIONS
+
 __all__ = ["APPROXIMATIONS", "EPSchedule", "Execution", "LEGACY_NAMES", "SETTINGS_CLASSES",
            "legacy_parameters", "settings_of"]
 
-# the sparse approximation of the prior: FITC (the paper's SASPA; per-row residual
-# variances) or DTC (projected process, no residual variances)
-APPROXIMATIONS = ("fitc", "dtc")
 
 
 def _check(ok, owner, name, need, value):
