@@ -234,7 +234,8 @@ def main():
     parser.add_argument("--train-rows", type=int, default=5_000)
     parser.add_argument("--max-hyper-iter", type=int, default=100)
     parser.add_argument("--blur", default="full")
-    parser.add_argument("--report", help="print the table of a saved run (results/...)")
+    parser.add_argument("--report", nargs="+",
+                        help="print the table of saved runs (results/...), pooled")
     parser.add_argument("--svgp-from", help="add SVGP to a saved run (results/...)")
     parser.add_argument("--svgp-splits", type=int, default=3,
                         help="with --svgp-from: the first this many splits only")
@@ -244,8 +245,8 @@ def main():
     args = parser.parse_args()
     use_outdir(args)
     if args.report:
-        saved = json.loads((common.RESULTS / args.report).read_text())
-        report(saved["runs"], saved["args"]["alphas"])
+        saved = [json.loads((common.RESULTS / name).read_text()) for name in args.report]
+        report([run for s in saved for run in s["runs"]], saved[0]["args"]["alphas"])
         return
     if args.svgp_from:
         runs = add_svgp(args)
