@@ -49,6 +49,22 @@ def _mills_curvature(z, r):
     return np.where(z < -_ASYMPTOTIC_Z, series, direct)
 
 
+def _smoothed_step(y, m, s2, log_low, log_span):
+    """``(log Z, a, c)`` of a step from ``low`` to ``low + span`` in y f, smoothed by
+    N(m, s2): Z = low + span Phi(z), z = y m / sqrt(s2), a = y g, c = g (y m / s2 + g)
+    with g = span N(z) / (Z sqrt(s2)).  ``log_low = -inf`` (no floor) takes the probit's
+    tail-safe ratio.  The step with label noise and its power (:class:`Powered`) share
+    it, with their own levels."""
+    s = np.sqrt(s2)
+    z = y * m / s
+    if log_low == -np.inf:
+        r = _inverse_mills(z)
+        return log_span + log_ndtr(z), y * r / s, _mills_curvature(z, r) / s2
+    log_z = np.logaddexp(log_low, log_span + log_ndtr(z))
+    g = np.exp(log_span + _log_normal_pdf(z) - log_z) / s
+    return log_z, g * y, g * (y * m / s2 + g)
+
+
 class Gaussian:
     """Gaussian noise, y = f + e with e ~ N(0, noise_variance).
 
@@ -169,16 +185,9 @@ class Step:
         Phi(z), a = y g and c = g (y m / s2 + g), g = (1 - 2 eps) N(z) / (Z sqrt(s2)).
         """
         eps = self.label_noise
-        s2 = self._smoothing_variance(v)
-        s = np.sqrt(s2)
-        z = y * m / s
-        log_z = self._log_z(z)
-        if eps == 0.0:
-            # The probit case: the same tail-safe ratio.
-            r = _inverse_mills(z)
-            return log_z, y * r / s, _mills_curvature(z, r) / s2
-        g = np.exp(np.log1p(-2.0 * eps) + _log_normal_pdf(z) - log_z) / s
-        return log_z, g * y, g * (y * m / s2 + g)
+        log_low = -np.inf if eps == 0.0 else np.log(eps)
+        return _smoothed_step(y, m, self._smoothing_variance(v), log_low,
+                              np.log1p(-2.0 * eps))
 
     def margin(self, mean, var):
         """Standardised margin z with P(y = +1) = eps + (1 - 2 eps) Phi(z)."""
@@ -450,18 +459,11 @@ class Powered:
         return low, (1.0 - eps) ** self.alpha
 
     def _step_tilted(self, y, m, v):
-        """The step's formulas with the levels (low, high) = (eps^a, (1 - eps)^a)."""
+        """The step's moments with the levels (eps^alpha, (1 - eps)^alpha)."""
         low, high = self._step_levels()
-        s2 = self.base._smoothing_variance(v)
-        s = np.sqrt(s2)
-        z = y * m / s
-        log_phi = log_ndtr(z)
-        if low == 0.0:  # H^alpha = H: the noiseless step (or probit) itself
-            r = _inverse_mills(z)
-            return np.log(high) + log_phi, y * r / s, _mills_curvature(z, r) / s2
-        log_z = np.logaddexp(np.log(low), np.log(high - low) + log_phi)
-        g = np.exp(np.log(high - low) + _log_normal_pdf(z) - log_z) / s
-        return log_z, g * y, g * (y * m / s2 + g)
+        log_low = -np.inf if low == 0.0 else np.log(low)
+        return _smoothed_step(y, m, self.base._smoothing_variance(v), log_low,
+                              np.log(high - low))
 
     def log_z_gradient(self, y, m, v):
         """d log Z / d log(theta) per row for the base's hyperparameters."""

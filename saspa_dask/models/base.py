@@ -134,29 +134,27 @@ class SASPABase(PosteriorModel):
             init.__signature__ = signature.replace(parameters=[
                 p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD])
 
+    def _folded(self, legacy, given, stacklevel):
+        """``ep``, ``execution`` and ``approximation`` (``given`` ones first, else the
+        current ones) with the old flat names in ``legacy`` folded in, with a
+        FutureWarning."""
+        current = {name: given.get(name, getattr(self, name))
+                   for name in ("ep", "execution", "approximation")}
+        return legacy_parameters(current, legacy, owner=type(self).__name__,
+                                 stacklevel=stacklevel)
+
     def _fold_legacy(self, legacy):
-        """``__init__``'s old keyword arguments folded into ``ep``, ``execution`` and
-        ``approximation`` (with a FutureWarning)."""
-        if not legacy:
-            return
-        params = legacy_parameters(
-            {"ep": self.ep, "execution": self.execution, "approximation": self.approximation},
-            legacy, owner=type(self).__name__, stacklevel=4)
-        self.ep, self.execution = params["ep"], params["execution"]
-        self.approximation = params["approximation"]
+        """``__init__``'s old keyword arguments (see :meth:`_folded`)."""
+        if legacy:
+            for name, value in self._folded(legacy, {}, stacklevel=5).items():
+                setattr(self, name, value)
 
     def set_params(self, **params):
         """Set parameters (scikit-learn's ``set_params``); the old flat names of the
         grouped settings are accepted for one release, with a FutureWarning."""
         legacy = {k: params.pop(k) for k in list(params) if k in LEGACY_NAMES}
         if legacy:
-            params = {**legacy_parameters(
-                {"ep": params.get("ep", self.ep),
-                 "execution": params.get("execution", self.execution),
-                 "approximation": params.get("approximation", self.approximation)},
-                legacy, owner=type(self).__name__), **{k: v for k, v in params.items()
-                                                        if k not in ("ep", "execution",
-                                                                     "approximation")}}
+            params.update(self._folded(legacy, params, stacklevel=4))
         return super().set_params(**params)
 
     @property

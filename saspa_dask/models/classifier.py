@@ -194,10 +194,7 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
     def _new_rows(self, X, y):
         """Checked new rows and their EP targets: (X, targets, one-vs-rest labels)."""
         X, y, stats = validate_training_input(self, X, y, classification=True, reset=False)
-        unknown = np.setdiff1d(np.asarray(stats["classes"]), self.classes_)
-        if unknown.size:
-            raise ValueError(f"labels {unknown.tolist()} are not among classes_ "
-                             f"{self.classes_.tolist()}")
+        self._check_known_labels(stats["classes"])
         return (X, *_ep_targets(y, self.classes_))
 
     def __sklearn_tags__(self):

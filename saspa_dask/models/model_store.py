@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,7 @@ from ..files.atomic import aside, check_destination, move_into_place
 from ..files.errors import StoreError
 from ..files.groups import open_group
 from .posterior import FittedPosterior, stacked, unstacked
-from .settings import LEGACY_NAMES, SETTINGS_CLASSES, legacy_parameters, settings_fields
+from .settings import LEGACY_NAMES, SETTINGS_CLASSES, legacy_parameters
 
 __all__ = ["describe_model", "read_model", "read_model_attrs", "save_model"]
 
@@ -99,7 +100,7 @@ def _encode_params(params):
             encoded[name] = None
         elif isinstance(value, tuple(SETTINGS_CLASSES.values())):
             encoded[name] = {"__settings__": type(value).__name__,
-                             "fields": _jsonable(settings_fields(value))}
+                             "fields": _jsonable(asdict(value))}
         else:
             encoded[name] = _jsonable(value)
     return encoded, arrays
@@ -316,9 +317,10 @@ def read_model_attrs(path):
     return group, attrs
 
 
-def _read_array(group, name, path):
+def _read_array(group, name, path, dtype=np.float64):
+    """An array of the store (``dtype=None``: as stored), or a StoreError naming it."""
     try:
-        return np.asarray(group[name][...], dtype=np.float64)
+        return np.asarray(group[name][...], dtype=dtype)
     except Exception as err:
         raise StoreError(f"{path}: array {name!r} is missing or unreadable "
                          f"({type(err).__name__}: {err})") from None
@@ -489,13 +491,7 @@ def _read_report_arrays(group, attrs, fitted, path):
     names = attrs.get("report_arrays", ["sites_nu", "sites_tau"])  # format 3: sites
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise StoreError(f"{path}: attribute 'report_arrays' must be a list of names")
-    arrays = {}
-    for name in names:
-        try:
-            arrays[name] = np.asarray(group[name][...])
-        except Exception as err:
-            raise StoreError(f"{path}: array {name!r} is missing or unreadable "
-                             f"({type(err).__name__}: {err})") from None
+    arrays = {name: _read_array(group, name, path, dtype=None) for name in names}
     if "sites_tau" in arrays:
         tau, nu = arrays["sites_tau"], arrays.get("sites_nu")
         if nu is None or tau.shape != nu.shape:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
+from scipy.linalg import LinAlgError, cho_solve, cholesky
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -51,11 +51,7 @@ class _OnlineMixin:
         """The pass's state from ``fitted_posterior_`` and the counts: the whitened
         means and covariances Sigma = P^{-1} (from P's Cholesky factor)."""
         fitted = self._posterior()
-        sigmas = []
-        for post in fitted.posteriors:
-            W = solve_triangular(post.chol, np.eye(fitted.n_bases), lower=True,
-                                 check_finite=False)
-            sigmas.append(W.T @ W)
+        sigmas = [post.covariance() for post in fitted.posteriors]
         counts = {"rows": self.n_rows_seen_, "added": self.n_bases_added_,
                   "removed": self.n_bases_removed_, "invalid": self.n_invalid_cavities_,
                   "skipped": self.n_skipped_updates_}
@@ -334,10 +330,7 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
             return self
         self._check_classes(classes)
         X, y, stats = validate_training_input(self, X, y, classification=True, reset=False)
-        unknown = np.setdiff1d(np.asarray(stats["classes"]), self.classes_)
-        if unknown.size:
-            raise ValueError(f"labels {unknown.tolist()} are not among classes_ "
-                             f"{self.classes_.tolist()}")
+        self._check_known_labels(stats["classes"])
         return self._run(self._resumed(), X, _problem_targets(*_ep_targets(y, self.classes_)))
 
     def __sklearn_tags__(self):

@@ -204,6 +204,13 @@ class PosteriorClassifierMixin(ClassifierMixin):
         lambda self: self._likelihood_parameter(("step", "noisy_probit"), "label_noise"),
         doc="Fitted label noise (step and noisy-probit likelihoods only).")
 
+    def _check_known_labels(self, labels):
+        """New rows' labels are among ``classes_``."""
+        unknown = np.setdiff1d(np.asarray(labels), self.classes_)
+        if unknown.size:
+            raise ValueError(f"labels {unknown.tolist()} are not among classes_ "
+                             f"{self.classes_.tolist()}")
+
     def _check_classes(self, classes):
         """``partial_fit``'s ``classes`` (scikit-learn's convention) are the fitted ones."""
         if classes is not None and not np.array_equal(np.unique(classes), self.classes_):

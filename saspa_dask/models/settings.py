@@ -195,8 +195,3 @@ def legacy_parameters(params, legacy, *, owner, warn=True, stacklevel=3):
                       f"old names will be removed in the next release: {where}",
                       FutureWarning, stacklevel=stacklevel)
     return params
-
-
-def settings_fields(value):
-    """A settings object as a plain dict (for stores and reports)."""
-    return asdict(value)
