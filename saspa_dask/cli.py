@@ -606,9 +606,10 @@ def info(model, as_json):
                                       info["learn_bases"] or "no")
             line += f", on {info['n_rows_learnt']} rows, bases learnt: {bases}"
         if "log_evidence_start" in info:  # not recorded by older versions
+            stopped = (info["message"] if "stop_reason" in info
+                       else f"stopped at the cap {info['hit_iteration_cap']}")
             line += (f", log evidence {info['log_evidence_start']:.6g} -> "
-                     f"{info['log_evidence_end']:.6g}, stopped at the cap "
-                     f"{info['hit_iteration_cap']}, on a bound: "
+                     f"{info['log_evidence_end']:.6g}, {stopped}, on a bound: "
                      f"{', '.join(info['at_bounds']) or 'none'}")
         click.echo(f"{'hyperparameters':>17}: {line}")
     else:

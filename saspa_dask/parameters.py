@@ -136,8 +136,14 @@ TRAIN_PARAMETERS = (
     Parameter("optimize_hyperparameters", bool, True, "Maximise the EP evidence over "
               "lengthscales, signal variance and the likelihood's parameters (each optimiser "
               "step is an EP run plus a gradient pass on the cluster).",
-              off_flags=("--fixed-hyperparameters",), job_default=False),
-    Parameter("max_hyper_iter", int, 20, "Cap on optimiser iterations."),
+              off_flags=("--fixed-hyperparameters",)),
+    Parameter("max_hyper_iter", int, 500, "Safety cap on optimiser iterations (a fit that "
+              "reaches it is reported as not converged)."),
+    Parameter("hyper_tol", float, 1e-6, "The optimiser stops when the energy rises by less "
+              "than this fraction of max(|energy|, rows) per iteration (over 5 iterations) "
+              "or the projected gradient is below it."),
+    Parameter("max_fit_time", float, None, "Wall-clock budget in seconds for learning; when "
+              "spent, the best point so far is kept and EP runs once on all rows."),
     Parameter("n_restarts_optimizer", int, 0, "Further evidence maximisations from shorter "
               "starting lengthscales; the highest evidence is kept.",
               old_flags=("--hyper-restarts",), old_keys=("hyper_restarts",)),

@@ -1,38 +1,117 @@
-"""Maximising the EP evidence over the hyperparameters: L-BFGS-B in log space.
+"""Maximising the EP (power-EP) energy over the hyperparameters: L-BFGS-B in log space.
 
 L-BFGS-B in log space over the ARD lengthscales, the signal variance, the
-likelihood's parameters and optionally a multiplier of the blur covariances.  Every
-objective evaluation rebuilds the whitened blocks, runs EP warm-started from the sites
-of the best point so far, and returns -log Z_EP and its gradient.
+likelihood's parameters, optionally a multiplier of the blur covariances and the
+learnt bases.  Every objective evaluation rebuilds the whitened blocks, runs EP
+warm-started from the sites of the best point so far, and returns the energy and its
+gradient.
+
+When it stops (:class:`StopRule`), in this order of checks after every accepted
+iteration:
+
+- *energy*: the energy rose by less than ``tol`` times its scale per iteration, on
+  average over the last :data:`WINDOW` iterations;
+- *gradient*: the projected gradient's largest entry is below ``tol`` times the scale;
+- *iteration cap*: ``max_iter`` iterations (a safety cap, reported as not converged);
+- *time budget*: the wall-clock ``deadline`` passed (checked before every evaluation,
+  so a budget stops within one evaluation of it; reported as not converged).
+
+The scale is ``max(|energy|, n_rows)``: the energy is a sum over rows, so ``tol`` is a
+relative change that does not blow up where the energy passes through zero.
+L-BFGS-B's own tests (``ftol``, ``pgtol``) are set far below these so that they only
+end runs whose line search can no longer make progress (reported with scipy's
+message).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
 
-__all__ = ["optimize"]
+__all__ = ["optimize", "StopRule", "WINDOW", "DEFAULT_TOL"]
+
+# the energy test averages the gain over this many iterations: L-BFGS-B's steps vary,
+# and one short step is not convergence
+WINDOW = 5
+# relative change per iteration (see benchmarks/RESULTS.md, "When learning stops")
+DEFAULT_TOL = 1e-6
+# restarts of L-BFGS-B from the best point after its line search ran into failures
+MAX_RESTARTS = 5
 
 
-def optimize(evaluate, start, *, max_iter=20, gtol=1e-5, callback=None):
-    """Maximise the EP evidence with L-BFGS-B in log space.
+@dataclass(frozen=True)
+class StopRule:
+    """When the maximisation stops (see the module docstring).
+
+    Parameters
+    ----------
+    tol : float
+        Relative energy change per iteration and relative projected-gradient size.
+    max_iter : int
+        Safety cap on iterations.
+    deadline : float or None
+        A ``time.perf_counter()`` value after which no evaluation starts.
+    scale_rows : int
+        Rows the energy sums over (its scale's floor).
+    """
+
+    tol: float = DEFAULT_TOL
+    max_iter: int = 500
+    deadline: float | None = None
+    scale_rows: int = 1
+
+    def scale(self, energy):
+        return max(abs(float(energy)), float(self.scale_rows), 1.0)
+
+    def converged(self, trace):
+        """"energy", "gradient" or None for the trace so far."""
+        last = trace[-1]
+        if self.tol <= 0:
+            return None
+        if len(trace) > WINDOW:
+            gain = (last["log_evidence"] - trace[-1 - WINDOW]["log_evidence"]) / WINDOW
+            if gain < self.tol * self.scale(last["log_evidence"]):
+                return "energy"
+        if last["projected_gradient"] < self.tol:  # recorded relative to the scale
+            return "gradient"
+        return None
+
+
+class _Stop(Exception):
+    """Ends the L-BFGS-B run from inside its callback or objective."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+_REASONS = {
+    "energy": "converged: the energy changed by less than tol per iteration",
+    "gradient": "converged: the projected gradient is below tol",
+    "cap": "stopped at the iteration cap",
+    "time": "stopped by the time budget",
+}
+
+
+def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
+    """Maximise the energy with L-BFGS-B in log space.
 
     Parameters
     ----------
     evaluate : callable
-        ``evaluate(hyper) -> (log_evidence, grad dict, state)``: runs EP at ``hyper``
+        ``evaluate(hyper) -> (energy, grad dict, state)``: runs EP at ``hyper``
         warm-started as the caller sees fit and returns the gradient of
         :func:`assemble_gradient`; ``state`` is whatever the caller wants back for
         the best point (e.g. the EP result).  It may raise ``FloatingPointError`` or
-        ``LinAlgError`` where EP fails; the point is then treated as infinitely bad.
+        ``LinAlgError`` where EP fails.
     start : Hyperparameters
         The starting point; it says which values are learnt and their bounds.
-    max_iter : int
-        Cap on L-BFGS-B iterations (each needs one or more evaluations).
-    gtol : float
-        Projected-gradient tolerance, relative to the number of rows' evidence scale.
+    rule : StopRule, optional
+        When to stop; or give its fields as keywords (``tol``, ``max_iter``,
+        ``deadline``, ``scale_rows``).
     callback : callable, optional
         Called with each accepted iteration's record.
 
@@ -41,44 +120,97 @@ def optimize(evaluate, start, *, max_iter=20, gtol=1e-5, callback=None):
     best : Hyperparameters
     state : the ``state`` of the best evaluation
     trace : list of dict
-        Per accepted iteration: ``iteration``, ``log_evidence``, ``hyperparameters``,
-        ``n_evaluations`` so far, ``seconds``.
+        Per accepted iteration: ``iteration``, ``log_evidence`` (the energy),
+        ``relative_change`` (its gain over the iteration, relative to the rule's
+        scale), ``projected_gradient`` (the largest entry, relative likewise),
+        ``hyperparameters``, ``n_evaluations`` so far, ``seconds``.
     info : dict
-        ``n_evaluations``, ``n_iterations``, ``message``, ``n_failed_evaluations``,
-        ``converged``; ``hit_iteration_cap`` (stopped by ``max_iter`` or its evaluation
-        budget), ``at_bounds`` (names of the learnt values that ended on a bound of
+        ``n_evaluations``, ``n_iterations``, ``n_failed_evaluations``,
+        ``n_line_search_restarts``, ``converged``,
+        ``stop_reason`` ("energy", "gradient", "cap", "time" or "line search"),
+        ``message``, ``tol``, ``hit_iteration_cap``, ``hit_time_budget``,
+        ``at_bounds`` (names of the learnt values that ended on a bound of
         :meth:`Hyperparameters.bounds`), ``log_evidence_start`` and
         ``log_evidence_end``.
     """
-    objective = _Objective(evaluate, start)
+    rule = rule or StopRule(**rule_fields)
+    bounds = start.bounds()
+    lower = np.array([-np.inf if lo is None else lo for lo, _ in bounds])
+    upper = np.array([np.inf if hi is None else hi for _, hi in bounds])
+    objective = _Objective(evaluate, start, rule.deadline)
     x0 = start.to_log()
-    f0 = objective(x0)[0]
-    trace = [{"iteration": 0, "log_evidence": float(-f0), "hyperparameters": start.as_dict(),
-              "n_evaluations": 1, "seconds": objective.seconds()}]
+    try:
+        f0, g0 = objective(x0, first=True)
+    except _Stop:
+        raise FloatingPointError("the time budget ended before the first evaluation")
     if objective.best_hyper is None:
         raise FloatingPointError("EP failed at the starting hyperparameters")
+    trace = [_record(0, -f0, None, _projected(x0, g0, lower, upper), start, objective, rule)]
+    if callback is not None:
+        callback(trace[0])
 
-    def record(x):
-        rec = {"iteration": len(trace),
-               "log_evidence": float(-objective(np.asarray(x, dtype=np.float64))[0]),
-               "hyperparameters": start.from_log(x).as_dict(),
-               "n_evaluations": objective.evaluations, "seconds": objective.seconds()}
-        trace.append(rec)
+    def accept(x):
+        x = np.asarray(x, dtype=np.float64)
+        f, g = objective(x)
+        trace.append(_record(len(trace), -f, trace[-1]["log_evidence"],
+                             _projected(x, g, lower, upper), start.from_log(x), objective,
+                             rule))
         if callback is not None:
-            callback(rec)
+            callback(trace[-1])
+        reason = rule.converged(trace)
+        if reason is None and len(trace) - 1 >= rule.max_iter:
+            reason = "cap"
+        if reason is not None:
+            raise _Stop(reason)
 
-    result = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=start.bounds(),
-                      callback=record,
-                      options={"maxiter": int(max_iter), "maxfun": 3 * int(max_iter) + 5,
-                               "gtol": gtol, "ftol": 1e-9})
-    info = {"n_evaluations": objective.evaluations, "n_iterations": int(result.nit),
-            "n_failed_evaluations": objective.failed, "message": str(result.message),
-            "converged": bool(result.success),
-            # scipy's status 1: the iteration or function-evaluation limit was reached
-            "hit_iteration_cap": bool(result.status == 1),
-            "at_bounds": _at_bounds(objective.best_hyper, start.bounds()),
+    reason, message, restarts, x = "line search", "", 0, x0
+    while True:
+        failed, best = objective.failed, objective.best_value
+        try:
+            result = minimize(objective, x, jac=True, method="L-BFGS-B", bounds=bounds,
+                              callback=accept,
+                              # scipy's own tests only catch a line search that is stuck
+                              options={"maxiter": 10 * int(rule.max_iter) + 10,
+                                       "maxfun": 20 * int(rule.max_iter) + 20,
+                                       "ftol": 1e-15, "gtol": 1e-12 * rule.scale(f0)})
+        except _Stop as stop:
+            reason = stop.reason
+            break
+        # scipy's own (far smaller) projected-gradient test is convergence; anything
+        # else is a line search that could make no progress
+        reason = "gradient" if result.status == 0 else "line search"
+        message = str(result.message)
+        # a line search that ran into points where EP fails: start again from the best
+        # point with the curvature memory cleared (a steepest step along the edge of
+        # the failing region), as long as that still gains
+        gained = objective.best_value - best > rule.tol * rule.scale(best)
+        if (reason != "line search" or objective.failed == failed or not gained
+                or restarts >= MAX_RESTARTS):
+            break
+        restarts, x = restarts + 1, objective.best_x
+    info = {"n_evaluations": objective.evaluations, "n_iterations": len(trace) - 1,
+            "n_failed_evaluations": objective.failed, "n_line_search_restarts": restarts,
+            "converged": reason in ("energy", "gradient"),
+            "stop_reason": reason, "message": _REASONS.get(reason, message),
+            "tol": float(rule.tol),
+            "hit_iteration_cap": reason == "cap", "hit_time_budget": reason == "time",
+            "at_bounds": _at_bounds(objective.best_hyper, bounds),
             "log_evidence_start": float(-f0), "log_evidence_end": float(objective.best_value)}
     return objective.best_hyper, objective.best_state, trace, info
+
+
+def _record(iteration, energy, previous, gradient, hyper, objective, rule):
+    scale = rule.scale(energy)
+    return {"iteration": iteration, "log_evidence": float(energy),
+            "relative_change": None if previous is None else float((energy - previous) / scale),
+            "projected_gradient": float(gradient / scale),
+            "hyperparameters": hyper.as_dict(), "n_evaluations": objective.evaluations,
+            "seconds": objective.seconds()}
+
+
+def _projected(x, g, lower, upper):
+    """Largest entry of L-BFGS-B's projected gradient (of the minimised -energy)."""
+    return float(np.max(np.abs(x - np.clip(x - g, lower, upper)), initial=0.0))
 
 
 def _at_bounds(hyper, bounds, tol=1e-8):
@@ -89,24 +221,34 @@ def _at_bounds(hyper, bounds, tol=1e-8):
 
 
 class _Objective:
-    """-log Z_EP and its gradient at log-space points, cached per point; remembers the
-    best evaluation.  A failed evaluation (EP broke down, or a non-finite evidence) is
-    a finite but bad value, which keeps L-BFGS-B's line search backtracking."""
+    """-energy and its gradient at log-space points, cached per point; remembers the
+    best evaluation.
 
-    def __init__(self, evaluate, start):
-        self.evaluate, self.start = evaluate, start
+    Where EP fails (it broke down, or the energy is not finite) the point gets a
+    *backtracking* value: the best point's linear model plus a steep quadratic wall,
+    ``f_b + g_b.dx + w |dx|^2 / |dx|_0^2`` with a gradient to match.  L-BFGS-B's line
+    search then sees the objective rise steeply along its step with a consistent
+    slope and interpolates a shorter step towards the good point, rather than a huge
+    value with a zero gradient (which its cubic interpolation cannot use).
+    """
+
+    def __init__(self, evaluate, start, deadline):
+        self.evaluate, self.start, self.deadline = evaluate, start, deadline
         self.cache = {}
         self.best_value, self.best_hyper, self.best_state = -np.inf, None, None
+        self.best_x = self.best_grad = None
         self.evaluations = self.failed = 0
         self.t0 = time.perf_counter()
 
     def seconds(self):
         return time.perf_counter() - self.t0
 
-    def __call__(self, x):
+    def __call__(self, x, first=False):
         key = x.tobytes()
         if key not in self.cache:
-            self.cache[key] = self._evaluate(x)
+            if not first and self.deadline is not None and time.perf_counter() > self.deadline:
+                raise _Stop("time")
+            self.cache[key] = self._evaluate(np.array(x, dtype=np.float64))
         return self.cache[key]
 
     def _evaluate(self, x):
@@ -118,10 +260,21 @@ class _Objective:
             value = np.nan
         if not np.isfinite(value):
             self.failed += 1
-            bad = abs(self.best_value) * 10.0 + 1e10 if np.isfinite(self.best_value) else 1e10
-            return bad, np.zeros_like(x)
+            return self._wall(x)
+        gradient = -hyper.gradient_vector(grad)
         if value > self.best_value:
             self.best_value, self.best_hyper, self.best_state = value, hyper, state
+            self.best_x, self.best_grad = x, gradient
         # the vector's chain rule (log blur variances, Cholesky factors) needs the
         # point's own bases, not the start's
-        return -value, -hyper.gradient_vector(grad)
+        return -value, gradient
+
+    def _wall(self, x):
+        if self.best_x is None:  # the start itself failed
+            return 1e300, np.zeros_like(x)
+        dx = x - self.best_x
+        height = 10.0 * (abs(self.best_value) + 1.0)
+        width2 = max(float(dx @ dx), 1e-300)
+        f = -self.best_value + float(self.best_grad @ dx) + height
+        # the wall's slope along dx is 2 height / |dx|: steep, and pointing back
+        return f, self.best_grad + 2.0 * height * dx / width2

@@ -29,7 +29,7 @@ from ..ep.posterior import Posterior
 from ..ep.whitening import make_block, relabel_block, whiten
 from .gradient import assemble_gradient, gradient_chunk
 from .hyperparameters import Hyperparameters
-from .optimizer import optimize
+from .optimizer import StopRule, optimize
 
 __all__ = ["Trainer", "FitOutcome", "fit"]
 
@@ -224,7 +224,7 @@ def restart_points(start, n_restarts):
     return points
 
 
-def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
+def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         init_sites=None, callback=None, n_restarts=0):
     """Fit at ``start`` or maximise the summed EP evidence from it (and, with
     ``n_restarts``, from the further starts of :func:`restart_points`, keeping the
@@ -237,8 +237,9 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
     start : Hyperparameters
         The starting point; it says which values are learnt.
     optimize_hyperparameters : bool
-    max_iter : int
-        Cap on L-BFGS-B iterations.
+    rule : StopRule, optional
+        When each maximisation stops (its ``scale_rows`` is set from the trainer's
+        rows and problems); the deadline is shared by all starts.
     init_sites : list of (tau, nu) per problem, optional
     callback : callable, optional
         Called with each accepted optimiser iteration's record.
@@ -251,8 +252,8 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
     """
     if not optimize_hyperparameters:
         return _fit_at(trainer, likelihood, start, init_sites)
-    chosen = _best_start(trainer, likelihood, start, max_iter, init_sites, callback,
-                         n_restarts)
+    rule = replace(rule or StopRule(), scale_rows=trainer.X.shape[0] * trainer.n_problems)
+    chosen = _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts)
     if not all(r.converged for r in chosen.results):
         warnings.warn("EP did not converge at the chosen hyperparameters "
                       f"(max_sweeps={trainer.settings.max_sweeps}); raise max_sweeps or "
@@ -260,13 +261,15 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, max_iter,
     return chosen
 
 
-def _best_start(trainer, likelihood, start, max_iter, init_sites, callback, n_restarts):
+def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts):
     if n_restarts == 0:
-        return _maximise(trainer, likelihood, start, max_iter, init_sites, callback)
+        return _maximise(trainer, likelihood, start, rule, init_sites, callback)
     points, outcomes = restart_points(start, n_restarts), []
     for k, point in enumerate(points):
         step = None if callback is None else (lambda rec, k=k: callback({**rec, "start": k}))
-        outcome = _maximise(trainer, likelihood, point, max_iter, init_sites, step)
+        if k > 0 and rule.deadline is not None and time.perf_counter() > rule.deadline:
+            break  # the budget is spent: the starts run so far compete
+        outcome = _maximise(trainer, likelihood, point, rule, init_sites, step)
         outcomes.append(outcome)
     best = max(range(len(outcomes)), key=lambda k: outcomes[k].log_evidence)
     chosen = outcomes[best]
@@ -292,7 +295,7 @@ def _fit_at(trainer, likelihood, hyper, init_sites):
                       float(sum(r.log_evidence for r in results)))
 
 
-def _maximise(trainer, likelihood, start, max_iter, init_sites, callback):
+def _maximise(trainer, likelihood, start, rule, init_sites, callback):
     best = {"sites": init_sites, "value": -np.inf}
 
     def evaluate(hyper):
@@ -317,8 +320,7 @@ def _maximise(trainer, likelihood, start, max_iter, init_sites, callback):
                         "seconds": time.perf_counter() - t0}
         return value, grad, outcome
 
-    hyper, outcome, trace, info = optimize(evaluate, start, max_iter=max_iter,
-                                           callback=callback)
+    hyper, outcome, trace, info = optimize(evaluate, start, rule, callback=callback)
     evaluation = outcome.info
     outcome.trace = trace
     outcome.info = {**info, "best_evaluation": evaluation}

@@ -306,7 +306,15 @@ def optimiser_warnings(info):
     lines = []
     if info.get("hit_iteration_cap"):
         lines.append(f"warning: the hyperparameter optimiser stopped at its cap of "
-                     f"{info['n_iterations']} iterations (raise --max-hyper-iter)")
+                     f"{info['n_iterations']} iterations before converging (raise "
+                     "--max-hyper-iter)")
+    if info.get("hit_time_budget"):
+        lines.append(f"warning: the time budget stopped the hyperparameter optimiser after "
+                     f"{info['n_iterations']} iterations, before it converged (raise "
+                     "--max-fit-time)")
+    if info.get("stop_reason") == "line search":
+        lines.append(f"warning: the hyperparameter optimiser's line search stopped after "
+                     f"{info['n_iterations']} iterations: {info['message']}")
     names = info.get("at_bounds")
     if names:
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")

@@ -34,6 +34,7 @@ from ..engines.threads import scipy_blas_single_threaded
 from ..ep.driver import EPSettings
 from ..fitting.basis_parameters import LEARN_BASES, LearntBases, LearntFeatures
 from ..fitting.hyperparameters import Hyperparameters
+from ..fitting.optimizer import StopRule
 from ..fitting.trainer import Trainer
 from ..fitting.trainer import fit as fit_hyperparameters
 from .new_rows import adf_pass, update_pass
@@ -62,8 +63,11 @@ def _print_sweep(record):
 
 def _print_hyper(record):
     start = f"start {record['start']}  " if "start" in record else ""
+    change = record.get("relative_change")
+    change = "" if change is None else f"  change {change:+.2e}"
     print(f"[saspa] hyperparameter {start}iteration {record['iteration']:3d}  "
-          f"log evidence {record['log_evidence']:.6g}  "
+          f"energy {record['log_evidence']:.8g}{change}  "
+          f"gradient {record['projected_gradient']:.2e}  "
           f"evaluations {record['n_evaluations']}  {record['seconds']:.1f}s",
           file=sys.stderr, flush=True)
 
@@ -106,6 +110,8 @@ class SASPABase(PosteriorModel):
         "verbose": ["verbose"],
         "optimize_hyperparameters": ["boolean"],
         "max_hyper_iter": [Interval(Integral, 1, None, closed="left")],
+        "hyper_tol": [Interval(Real, 0, None, closed="left")],
+        "max_fit_time": [Interval(Real, 0, None, closed="neither"), None],
         "n_restarts_optimizer": [Interval(Integral, 0, None, closed="left")],
         "learn_blur_scale": ["boolean"],
         "learn_bases": [StrOptions(set(LEARN_BASES) | {"auto"}), Options(bool, {False}),
@@ -344,11 +350,12 @@ class SASPABase(PosteriorModel):
                            callback=progress or (_print_sweep if self.verbose else None),
                            projected_only=self.approximation == "dtc")
 
+        rule = self._stop_rule(start)  # the budget counts from the fit's start
+
         def fit(trainer, hyper, sites, optimize):
             return fit_hyperparameters(
-                trainer, likelihood, hyper, optimize_hyperparameters=optimize,
-                max_iter=self.max_hyper_iter, init_sites=sites,
-                n_restarts=int(self.n_restarts_optimizer),
+                trainer, likelihood, hyper, optimize_hyperparameters=optimize, rule=rule,
+                init_sites=sites, n_restarts=int(self.n_restarts_optimizer),
                 callback=_print_hyper if say.loud else None)
 
         rows = self._learning_rows(X.shape[0])
@@ -360,7 +367,7 @@ class SASPABase(PosteriorModel):
                                                                                 targets[rows])
             sub_sites = None if sites is None else [(t[rows], v[rows]) for t, v in sites]
             say(f"learning hyperparameters{' and bases' if self._learn_bases() else ''} on a "
-                f"subsample of {rows.size} rows (at most {self.max_hyper_iter} iterations)")
+                f"subsample of {rows.size} rows ({self._stop_description()})")
             learnt = fit(trainer_for(X_sub, y_sub, None), start_hyper, sub_sites, True)
             start_hyper = learnt.hyper
             self.timings_["hyperparameters"] = time.perf_counter() - start
@@ -377,9 +384,24 @@ class SASPABase(PosteriorModel):
         self._set_fitted(outcome, likelihood, offset, classes, X.shape[0], rows,
                          column_names)
         self.data_fingerprint_ = data_fingerprint
+        info = self.hyperparameter_info_
+        if "stop_reason" in info:
+            say(f"learning: {info['message']} after {info['n_iterations']} iterations "
+                f"(tol {info['tol']:g}), energy {info['log_evidence_start']:.8g} -> "
+                f"{info['log_evidence_end']:.8g}")
         say(f"done: {self.n_sweeps_} sweeps, converged {self.converged_}, "
             f"{self.timings_['bases'] + self.timings_['ep']:.1f}s")
         return self
+
+    def _stop_rule(self, fit_start):
+        """When the optimiser stops; the time budget counts from ``fit_start``."""
+        budget = self.max_fit_time
+        return StopRule(tol=float(self.hyper_tol), max_iter=int(self.max_hyper_iter),
+                        deadline=None if budget is None else fit_start + float(budget))
+
+    def _stop_description(self):
+        budget = "" if self.max_fit_time is None else f", budget {self.max_fit_time:g}s"
+        return f"tol {self.hyper_tol:g}, at most {self.max_hyper_iter} iterations{budget}"
 
     def _engine_settings(self, damping):
         """The EP driver's settings: ``ep`` with the damping resolved."""

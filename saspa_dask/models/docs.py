@@ -49,8 +49,22 @@ default="full"
         the likelihood's parameters (L-BFGS-B in log space; each evaluation is an EP
         run warm-started from the best sites so far, plus one gradient pass that
         costs about three sweeps).  The given values are the starting point.
-    max_hyper_iter : int, default=20
-        Cap on the optimiser's iterations (about 1-2 EP runs each).
+    max_hyper_iter : int, default=500
+        Safety cap on the optimiser's iterations (about 1-2 EP runs each); a fit
+        that reaches it is reported as not converged
+        (``hyperparameter_info_["stop_reason"] == "cap"``).
+    hyper_tol : float, default=1e-6
+        The optimiser has converged when the energy rose by less than ``hyper_tol``
+        of its scale per iteration over the last 5 iterations, or when the largest
+        entry of the projected gradient is below ``hyper_tol`` of that scale; the
+        scale is ``max(|energy|, rows)``, the energy being a sum over the rows
+        learnt on (``benchmarks/RESULTS.md``, "When learning stops", measures the
+        choice).  0 runs to the cap or budget.
+    max_fit_time : float or None, default=None
+        Wall-clock budget in seconds for learning (all starts and stages); when it
+        is spent, the optimiser stops at the best point so far
+        (``stop_reason == "time"``) and EP runs once more on all rows there.  None:
+        no budget.
     n_restarts_optimizer : int, default=0
         Further evidence maximisations, from the starting lengthscales shortened by
         factors spread geometrically from 1 to 1/sqrt(n_features) (so the last starts

@@ -119,7 +119,10 @@ _FULL_PARAMS_DOC = """
         ``jitter_``).
     optimize_hyperparameters : bool, default=True
         Maximise the EP evidence over the kernel and likelihood hyperparameters.
-    max_hyper_iter : int, default=20
+    max_hyper_iter : int, default=500
+    hyper_tol : float, default=1e-6
+    max_fit_time : float or None, default=None
+        When the optimiser stops (see :class:`SASPAClassifier`).
     n_restarts_optimizer : int, default=0
         Further evidence maximisations from shorter starting lengthscales (see
         :class:`SASPAClassifier`).
@@ -159,17 +162,19 @@ class FullGPClassifier(_FullGP, PosteriorClassifierMixin, PosteriorModel):
 
     _parameter_constraints: dict = _constraints(SASPAClassifier, (
         "likelihood", "label_noise", "lengthscale", "signal_variance", "jitter",
-        "optimize_hyperparameters", "max_hyper_iter", "n_restarts_optimizer", "verbose"))
+        "optimize_hyperparameters", "max_hyper_iter", "hyper_tol", "max_fit_time",
+        "n_restarts_optimizer", "verbose"))
 
     _SPARSE = SASPAClassifier
     _SHARED = ("likelihood", "label_noise", "lengthscale", "signal_variance", "jitter",
-               "optimize_hyperparameters", "max_hyper_iter", "n_restarts_optimizer",
-               "verbose")
+               "optimize_hyperparameters", "max_hyper_iter", "hyper_tol", "max_fit_time",
+               "n_restarts_optimizer", "verbose")
 
     def __init__(self, *, likelihood="probit", label_noise=0.01, lengthscale=None,
                  signal_variance=None, ep_mode="parallel", damping=None, max_sweeps=100,
-                 tol=1e-6, jitter=1e-6, optimize_hyperparameters=True, max_hyper_iter=20,
-                 n_restarts_optimizer=0, max_samples=5000, verbose=0):
+                 tol=1e-6, jitter=1e-6, optimize_hyperparameters=True, max_hyper_iter=500,
+                 hyper_tol=1e-6, max_fit_time=None, n_restarts_optimizer=0, max_samples=5000,
+                 verbose=0):
         self.likelihood = likelihood
         self.label_noise = label_noise
         self.lengthscale = lengthscale
@@ -181,6 +186,8 @@ class FullGPClassifier(_FullGP, PosteriorClassifierMixin, PosteriorModel):
         self.jitter = jitter
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
+        self.hyper_tol = hyper_tol
+        self.max_fit_time = max_fit_time
         self.n_restarts_optimizer = n_restarts_optimizer
         self.max_samples = max_samples
         self.verbose = verbose
@@ -214,17 +221,18 @@ class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
     _parameter_constraints: dict = _constraints(SASPARegressor, (
         "likelihood", "noise_variance", "dof", "scale", "center_y", "lengthscale",
         "signal_variance", "jitter", "optimize_hyperparameters", "max_hyper_iter",
-        "n_restarts_optimizer", "verbose"))
+        "hyper_tol", "max_fit_time", "n_restarts_optimizer", "verbose"))
 
     _SPARSE = SASPARegressor
     _SHARED = ("likelihood", "noise_variance", "dof", "scale", "center_y", "lengthscale",
                "signal_variance", "jitter", "optimize_hyperparameters", "max_hyper_iter",
-               "n_restarts_optimizer", "verbose")
+               "hyper_tol", "max_fit_time", "n_restarts_optimizer", "verbose")
 
     def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, lengthscale=None, signal_variance=None, ep_mode="parallel",
                  damping=None, max_sweeps=100, tol=1e-6, jitter=1e-6,
-                 optimize_hyperparameters=True, max_hyper_iter=20, n_restarts_optimizer=0,
+                 optimize_hyperparameters=True, max_hyper_iter=500, hyper_tol=1e-6,
+                 max_fit_time=None, n_restarts_optimizer=0,
                  max_samples=5000,
                  verbose=0):
         self.likelihood = likelihood
@@ -241,6 +249,8 @@ class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
         self.jitter = jitter
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
+        self.hyper_tol = hyper_tol
+        self.max_fit_time = max_fit_time
         self.n_restarts_optimizer = n_restarts_optimizer
         self.max_samples = max_samples
         self.verbose = verbose

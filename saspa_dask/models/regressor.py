@@ -86,7 +86,8 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
     def __init__(self, n_bases=64, *, blur="full", approximation="fitc", alpha=1.0,
                  likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, lengthscale=None, signal_variance=None, bases=None,
-                 jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=20,
+                 jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=500,
+                 hyper_tol=1e-6, max_fit_time=None,
                  n_restarts_optimizer=0, learn_blur_scale=False, learn_bases="auto",
                  hyper_subsample=20000, ep=None, execution=None, random_state=None,
                  verbose=0, **legacy):
@@ -105,6 +106,8 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         self.jitter = jitter
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
+        self.hyper_tol = hyper_tol
+        self.max_fit_time = max_fit_time
         self.n_restarts_optimizer = n_restarts_optimizer
         self.learn_blur_scale = learn_blur_scale
         self.learn_bases = learn_bases

@@ -1,0 +1,152 @@
+"""The hyperparameter optimiser stops when it has converged, at its cap, or at its time
+budget, says which, and backtracks from points where EP fails.
+
+The objectives here are written in the tests in closed form (a concave quadratic in
+log space, with a known maximiser) and fed to :func:`optimize` through real
+:class:`Hyperparameters`; the estimator-level tests compare with an independent
+dense FITC optimum.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from saspa_dask import Basis, SASPAClassifier, SASPARegressor, kmeans_bases
+from saspa_dask.fitting.hyperparameters import Hyperparameters
+from saspa_dask.fitting.optimizer import WINDOW, StopRule, optimize
+from saspa_dask.jobs.training import optimiser_warnings
+
+from reference import fitc_regression
+
+# the maximiser in log space: log lengthscales, log signal variance
+PEAK = np.array([0.3, -0.4, 0.2])
+
+
+def quadratic(fail_above=None, delay=0.0, calls=None, banana=0.0):
+    """energy = 1000 - 50 |x - PEAK|^2 in log space (a sum of many rows' worth),
+    minus ``banana`` (r0 - r1^2)^2 (a curved valley that takes many iterations);
+    EP "fails" (FloatingPointError) where log lengthscale[0] > ``fail_above``."""
+
+    def evaluate(hyper):
+        if calls is not None:
+            calls.append(hyper)
+        if delay:
+            time.sleep(delay)
+        x = np.log([*hyper.lengthscale, hyper.signal_variance])
+        if fail_above is not None and x[0] > fail_above:
+            raise FloatingPointError("EP broke down")
+        r = x - PEAK
+        valley = r[0] - r[1] ** 2
+        grad = -100.0 * r - banana * 2 * valley * np.array([1.0, -2 * r[1], 0.0])
+        return (1000.0 - 50.0 * r @ r - banana * valley ** 2,
+                {"lengthscale": grad[:2], "signal_variance": grad[2]}, None)
+
+    return evaluate
+
+
+START = Hyperparameters(np.array([1.0, 1.0]), 1.0)
+
+
+def test_converges_to_the_maximiser_and_says_so():
+    best, _, trace, info = optimize(quadratic(), START, tol=1e-9, scale_rows=100)
+    np.testing.assert_allclose(np.log([*best.lengthscale, best.signal_variance]), PEAK,
+                               atol=1e-4)
+    assert info["converged"] and info["stop_reason"] in ("energy", "gradient")
+    assert not info["hit_iteration_cap"] and not info["hit_time_budget"]
+    assert info["log_evidence_end"] == pytest.approx(1000.0, abs=1e-6)
+    # the trace's relative change is each iteration's gain over max(|energy|, rows)
+    for a, b in zip(trace, trace[1:]):
+        assert b["relative_change"] == pytest.approx(
+            (b["log_evidence"] - a["log_evidence"]) / max(abs(b["log_evidence"]), 100.0))
+
+
+def test_the_energy_rule_averages_the_last_iterations():
+    """Gains of 0.9 tol x scale per iteration stop once WINDOW of them are in; one
+    small gain after large ones does not."""
+    rule = StopRule(tol=1e-3, scale_rows=1000)
+
+    def trace(gains):
+        energy, out = 0.0, []
+        for g in [0.0, *gains]:
+            energy += g
+            out.append({"log_evidence": energy, "projected_gradient": 1.0})
+        return out
+
+    assert rule.converged(trace([0.9] * WINDOW)) == "energy"
+    assert rule.converged(trace([0.9] * (WINDOW - 1))) is None
+    assert rule.converged(trace([50.0] * (WINDOW - 1) + [0.0])) is None
+    assert StopRule(tol=0.0).converged(trace([0.0] * 10)) is None
+
+
+def test_the_cap_stops_and_is_not_convergence():
+    _, _, trace, info = optimize(quadratic(banana=1e5), START, tol=0.0, max_iter=3)
+    assert info["stop_reason"] == "cap" and info["hit_iteration_cap"]
+    assert not info["converged"] and info["n_iterations"] == 3 and len(trace) == 4
+
+
+def test_the_time_budget_stops_within_one_evaluation():
+    calls = []
+    t0 = time.perf_counter()
+    _, _, _, info = optimize(quadratic(delay=0.02, calls=calls, banana=1e5), START, tol=0.0,
+                             max_iter=10**6, deadline=t0 + 0.3)
+    elapsed = time.perf_counter() - t0
+    assert info["stop_reason"] == "time" and info["hit_time_budget"] and not info["converged"]
+    # no evaluation starts after the deadline: at most one runs past it
+    assert elapsed < 0.3 + 0.02 + 1.0
+    assert len(calls) == info["n_evaluations"] >= 2
+
+
+def test_failed_evaluations_backtrack_to_the_edge_of_the_good_region():
+    """The maximiser lies where EP fails (log lengthscale[0] > 0.15): the optimiser
+    backtracks from the failed points to the edge of the good region (log
+    lengthscale[0] -> 0.15), gains on every coordinate, and reports the failures and
+    that its line search, not convergence, stopped it."""
+    best, _, _, info = optimize(quadratic(fail_above=0.15), START, tol=1e-9,
+                                scale_rows=100)
+    x = np.log([*best.lengthscale, best.signal_variance])
+    assert info["n_failed_evaluations"] > 0 and info["stop_reason"] == "line search"
+    assert not info["converged"]
+    assert 0.14 < x[0] <= 0.15
+    assert np.all(np.abs(x - PEAK) < np.abs(PEAK))  # every coordinate moved towards it
+    assert info["log_evidence_end"] > 995.0 > info["log_evidence_start"]
+
+
+def test_estimator_converges_to_the_dense_fitc_optimum_with_defaults():
+    """Default stopping (no cap reached) lands on the optimum of an independent dense
+    FITC marginal likelihood."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, size=(150, 2))
+    y = np.sin(1.5 * X[:, 0]) * np.cos(X[:, 1]) + 0.2 * rng.normal(size=150)
+    Z = kmeans_bases(X, 12, random_state=0).means
+
+    def negative_fitc(x):
+        ls, s2, noise = np.exp(x[:2]), np.exp(x[2]), np.exp(x[3])
+        return -fitc_regression(X, y, X[:1], Z, ls, s2, noise, 1e-8 * s2)[2]
+
+    ref = minimize(negative_fitc, np.log([1.0, 1.0, 0.5, 0.1]), method="L-BFGS-B",
+                   options={"ftol": 1e-15, "gtol": 1e-9, "maxiter": 500})
+    reg = SASPARegressor(bases=Basis(Z), blur="delta", lengthscale=1.0, signal_variance=0.5,
+                         noise_variance=0.1, center_y=False).fit(X, y)
+    info = reg.hyperparameter_info_
+    assert info["converged"] and info["stop_reason"] in ("energy", "gradient")
+    ours = np.log([*reg.lengthscale_, reg.signal_variance_, reg.noise_variance_])
+    np.testing.assert_allclose(ours, ref.x, atol=2e-2)
+    assert -ref.fun - 1e-3 * 150 < reg.log_evidence_ <= -ref.fun + 1e-9
+
+
+def test_a_budget_keeps_the_best_point_and_warns():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    clf = SASPAClassifier(n_bases=12, random_state=0, max_fit_time=1e-6).fit(X, y)
+    info = clf.hyperparameter_info_
+    assert info["stop_reason"] == "time" and info["n_iterations"] == 0
+    # the start is kept: its evidence is that of a fit that learns nothing
+    fixed = SASPAClassifier(n_bases=12, random_state=0, optimize_hyperparameters=False,
+                            learn_bases=False).fit(X, y)
+    assert clf.log_evidence_ == pytest.approx(fixed.log_evidence_, rel=1e-9)
+    assert any("time budget" in line for line in optimiser_warnings(info))
