@@ -463,7 +463,8 @@ def _report_model(result):
                    "posterior (update), one assumed-density-filtering pass (adf, "
                    "sequential), or zero (empty).")
 @parameter_options(RETRAIN_PARAMETERS, defaults={"tol": None, "anderson_memory": None,
-                                               "block_rows": None})
+                                               "block_rows": None, "max_hyper_iter": None,
+                                               "hyper_tol": None})
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model.")
@@ -473,8 +474,9 @@ def retrain(model_path, data, out, refit_bases, new_rows, scheduler, workers, ti
             overwrite, latest, tls_ca_file, tls_cert, tls_key, **options):
     """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
 
-    Keeps the old model's bases and hyperparameters (bases refitted with
-    --refit-bases); the old rows start from their stored sites, the appended rows from
+    Starts from the old model's bases and hyperparameters (bases refitted with
+    --refit-bases) and learns them again from there (--fixed-hyperparameters keeps
+    them); the old rows start from their stored sites, the appended rows from
     one EP update against the old posterior (--new-rows: adf for an
     assumed-density-filtering pass, empty for zero sites).  The new model is written
     aside and renamed into place; MODEL is never touched.  --tol, --anderson-memory

@@ -21,7 +21,8 @@ __all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS", "LEAR
            "by_name", "old_names"]
 
 # the blur families: delta, spherical, diagonal and full blurs; frequency features
-BLUR_CHOICES = ("delta", "spherical", "diagonal", "full", "fourier", "fourier-global")
+BLUR_CHOICES = ("auto", "delta", "spherical", "diagonal", "full", "fourier",
+                "fourier-global")
 APPROXIMATIONS = ("fitc", "dtc")
 CLASSIFICATION_LIKELIHOODS = ("probit", "logistic", "step", "noisy_probit")
 REGRESSION_LIKELIHOODS = ("gaussian", "student_t", "poisson")
@@ -109,7 +110,9 @@ _EXECUTION_FIELDS = (
 TRAIN_PARAMETERS = (
     Parameter("n_bases", int, 64, "Basis points M (cost O(N M^2) a sweep).",
               old_flags=("--bases",), old_keys=("bases",)),
-    Parameter("blur", str, "full", "Basis blur: delta (FITC/SPGP), spherical (multiscale), "
+    Parameter("blur", str, "auto", "Basis blur: auto (full up to 16 inputs, diagonal "
+              "above: a full blur's cost grows as d^2 per row and d^3 per pair of bases), "
+              "delta (FITC/SPGP), spherical (multiscale), "
               "diagonal or full (SASPA-full, the K-means cluster covariances); or frequency "
               "inducing features: fourier (TFIFGP, a centre per feature) or fourier-global "
               "(FIFGP, one centre).", choices=BLUR_CHOICES),
@@ -139,7 +142,7 @@ TRAIN_PARAMETERS = (
               off_flags=("--fixed-hyperparameters",)),
     Parameter("max_hyper_iter", int, 500, "Safety cap on optimiser iterations (a fit that "
               "reaches it is reported as not converged)."),
-    Parameter("hyper_tol", float, 1e-6, "The optimiser stops when the energy rises by less "
+    Parameter("hyper_tol", float, 1e-4, "The optimiser stops when the energy rises by less "
               "than this fraction of max(|energy|, rows) per iteration (over 5 iterations) "
               "or the projected gradient is below it."),
     Parameter("max_fit_time", float, None, "Wall-clock budget in seconds for learning; when "
@@ -163,11 +166,12 @@ TRAIN_PARAMETERS = (
     *_EXECUTION_FIELDS,
 )
 
-# what retraining may change: the EP schedule and where it runs (the model's kernel,
-# likelihood and bases carry over)
+# what retraining may change: whether (and how long) it learns, the EP schedule and where
+# it runs (the model's kernel, likelihood and bases are its starting point)
 RETRAIN_PARAMETERS = tuple(p for p in TRAIN_PARAMETERS
-                           if p.name in ("max_sweeps", "tol", "anderson_memory", "cache",
-                                         "work_dir", "block_rows"))
+                           if p.name in ("optimize_hyperparameters", "max_hyper_iter",
+                                         "hyper_tol", "max_fit_time", "max_sweeps", "tol",
+                                         "anderson_memory", "cache", "work_dir", "block_rows"))
 
 
 def by_name(parameters=TRAIN_PARAMETERS):

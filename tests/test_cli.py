@@ -87,7 +87,7 @@ def test_train_poisson_with_learnt_hyperparameters(tmp_path):
     expected = zarr.open_group(str(scores), mode="r")["rate"][...]
     np.testing.assert_allclose(expected, load_model(model).predict(X), rtol=1e-10)
     assert np.mean(np.abs(expected - rate) / rate) < 0.08
-    res = _saspa("train", str(data), "--out", str(tmp_path / "x.zarr"), "--likelihood",
+    res = _saspa("train", "--fixed-hyperparameters", str(data), "--out", str(tmp_path / "x.zarr"), "--likelihood",
                  "poisson")
     assert res.returncode != 0 and "not a classification likelihood" in res.stderr
 
@@ -103,7 +103,7 @@ def test_train_anderson_memory_flag_reaches_the_model(tmp_path):
     fits = {}
     for memory in ("0", "3"):
         out = tmp_path / f"m{memory}.zarr"
-        res = _saspa("train", str(data), "--out", str(out), "--n-bases", "16",
+        res = _saspa("train", "--fixed-hyperparameters", str(data), "--out", str(out), "--n-bases", "16",
                      "--signal-variance", "30", "--tol", "1e-9", "--cold-start",
                      "--anderson-memory", memory, "--workers", "1")
         assert res.returncode == 0, res.stderr

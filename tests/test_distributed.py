@@ -49,7 +49,7 @@ def _saspa(*args, timeout=600):
 
 def test_cli_train_on_a_real_cluster_equals_in_memory_fit(scheduler, store, tmp_path):
     path, X, y = store
-    res = _saspa("train", path, "--out", tmp_path / "m.zarr", "--n-bases", 24, "--blur", "full",
+    res = _saspa("train", "--fixed-hyperparameters", path, "--out", tmp_path / "m.zarr", "--n-bases", 24, "--blur", "full",
                  "--likelihood", "probit", "--tol", 1e-10, "--max-sweeps", 400,
                  "--scheduler", scheduler)
     assert res.returncode == 0, res.stderr
@@ -196,7 +196,7 @@ def test_regression_on_dask_equals_in_memory(scheduler):
 def test_unreachable_scheduler_fails_fast(store, tmp_path, startup_seconds):
     path, _, _ = store
     start = time.time()
-    res = _saspa("train", path, "--out", tmp_path / "m.zarr", "--scheduler",
+    res = _saspa("train", "--fixed-hyperparameters", path, "--out", tmp_path / "m.zarr", "--scheduler",
                  "tcp://127.0.0.1:1", "--timeout", 3, timeout=120)
     assert res.returncode != 0
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in res.stderr
@@ -205,12 +205,12 @@ def test_unreachable_scheduler_fails_fast(store, tmp_path, startup_seconds):
 
 
 def test_train_rejects_bad_stores(tmp_path):
-    res = _saspa("train", tmp_path / "none.zarr", "--out", tmp_path / "m.zarr")
+    res = _saspa("train", "--fixed-hyperparameters", tmp_path / "none.zarr", "--out", tmp_path / "m.zarr")
     assert res.returncode != 0 and "no such data store" in res.stderr
     np.save(tmp_path / "d.npy", np.column_stack([np.ones((10, 2)), np.arange(10) % 2]))
     ingest(tmp_path / "d.npy", tmp_path / "d.zarr")
     (tmp_path / "m.zarr").mkdir()
-    res = _saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr")
+    res = _saspa("train", "--fixed-hyperparameters", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr")
     assert res.returncode != 0 and "exists; pass --overwrite" in res.stderr
 
 

@@ -51,7 +51,7 @@ def problem(tmp_path_factory):
     np.save(d / "d.npy", np.column_stack([X, y]))
     assert _saspa("ingest", d / "d.npy", "--out", d / "d.zarr", "--chunk-rows", 1000
                   ).returncode == 0
-    res = _saspa("train", d / "d.zarr", "--out", d / "m.zarr", "--n-bases", 10, "--workers", 1)
+    res = _saspa("train", "--fixed-hyperparameters", d / "d.zarr", "--out", d / "m.zarr", "--n-bases", 10, "--workers", 1)
     assert res.returncode == 0, res.stderr
     return d
 
@@ -388,7 +388,7 @@ def test_stale_scratch_of_a_killed_job_is_removed(problem, tmp_path):
     live = tmp_path / ".saspa-job-live"
     live.mkdir()
     (live / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
-    res = _saspa("train", problem / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 6,
+    res = _saspa("train", "--fixed-hyperparameters", problem / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 6,
                  "--workers", 1)
     assert res.returncode == 0, res.stderr
     assert not stale.exists() and live.exists()
@@ -402,7 +402,7 @@ def test_os_errors_are_one_line(problem, tmp_path):
                  "--format", "csv", "--workers", 1)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert str(read_only_out.parent) in res.stderr.splitlines()[-1]
-    res = _saspa("train", problem / "d.zarr", "--out", tmp_path / "m.zarr", "--latest",
+    res = _saspa("train", "--fixed-hyperparameters", problem / "d.zarr", "--out", tmp_path / "m.zarr", "--latest",
                  tmp_path / "missing" / "latest", "--n-bases", 6, "--workers", 1)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "missing" in res.stderr.splitlines()[-1]

@@ -55,7 +55,7 @@ def trained(tmp_path_factory):
                np.column_stack([X, y]).tolist())
     assert _saspa("ingest", d / "train.csv", "--out", d / "train.zarr",
                   "--chunk-rows", 1000).returncode == 0
-    res = _saspa("train", d / "train.zarr", "--out", d / "m.zarr", "--n-bases", 24,
+    res = _saspa("train", "--fixed-hyperparameters", d / "train.zarr", "--out", d / "m.zarr", "--n-bases", 24,
                  "--blur", "spherical", "--workers", 1)
     assert res.returncode == 0, res.stderr
     return d
@@ -294,13 +294,13 @@ def test_task_is_inferred_and_many_classes_refused(tmp_path, startup_seconds):
     np.save(tmp_path / "p.npy", np.column_stack([X, prices]))
     assert _saspa("ingest", tmp_path / "p.npy", "--out", tmp_path / "p.zarr").returncode == 0
     start = time.perf_counter()
-    res = _saspa("train", tmp_path / "p.zarr", "--out", tmp_path / "m.zarr",
+    res = _saspa("train", "--fixed-hyperparameters", tmp_path / "p.zarr", "--out", tmp_path / "m.zarr",
                  "--task", "classification", "--workers", 1)
     assert res.returncode == 1 and "distinct values" in res.stderr
     assert "--max-classes" in res.stderr and "dask:" not in res.stderr
     assert time.perf_counter() - start - startup_seconds < 15
     assert not (tmp_path / "m.zarr").exists()
-    res = _saspa("train", tmp_path / "p.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 8,
+    res = _saspa("train", "--fixed-hyperparameters", tmp_path / "p.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 8,
                  "--workers", 1, "--max-sweeps", 50)
     assert res.returncode == 0, res.stderr
     assert "task: regression (inferred" in res.stderr
@@ -362,7 +362,7 @@ def test_interrupt_cleans_up_and_keeps_the_old_model(big_store, tmp_path, how):
     log = tmp_path / "err.log"
     work = tmp_path / "work"
     with open(log, "w") as err:
-        proc = subprocess.Popen([SASPA, "train", str(d / "b.zarr"), "--out", str(old),
+        proc = subprocess.Popen([SASPA, "train", "--fixed-hyperparameters", str(d / "b.zarr"), "--out", str(old),
                                  "--overwrite", "--n-bases", "64", "--work-dir", str(work)],
                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         assert _wait_for_sweep(proc, log), log.read_text()
@@ -500,7 +500,7 @@ def test_score_store_records_classes_and_labels(tmp_path):
     _write_csv(tmp_path / "c.csv", ["a", "b", "label"],
                [[f"{x[0]:.6f}", f"{x[1]:.6f}", lab] for x, lab in zip(X, label)])
     assert _saspa("ingest", tmp_path / "c.csv", "--out", tmp_path / "c.zarr").returncode == 0
-    res = _saspa("train", tmp_path / "c.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 12,
+    res = _saspa("train", "--fixed-hyperparameters", tmp_path / "c.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 12,
                  "--workers", 1)
     assert res.returncode == 0, res.stderr
     assert "one-vs-rest over 3 classes" in res.stderr and "class 3 of 3" in res.stderr
@@ -570,7 +570,7 @@ def test_one_chunk_store_trains_on_both_workers(tmp_path):
     np.save(tmp_path / "d.npy", np.column_stack([X, X[:, 0] > 0]))
     assert _saspa("ingest", tmp_path / "d.npy", "--out", tmp_path / "d.zarr").returncode == 0
     assert zarr.open_group(str(tmp_path / "d.zarr"), mode="r")["X"].nchunks == 1
-    res = _saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 8)
+    res = _saspa("train", "--fixed-hyperparameters", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 8)
     assert res.returncode == 0, res.stderr
     assert "data: 2 chunks (one task each) over 2 workers" in res.stderr
     # and the model records the store's fingerprint, not the spread chunks'

@@ -306,7 +306,7 @@ def test_saspa_train_alpha_reaches_the_model_and_info(tmp_path):
         return res.stdout
 
     saspa("ingest", tmp_path / "d.npy", "--out", tmp_path / "d.zarr", "--chunk-rows", 200)
-    saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 6,
+    saspa("train", "--fixed-hyperparameters", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 6,
           "--alpha", 0.5, "--workers", 1, "--no-coarse-start", "--tol", 1e-10)
     model = load_model(tmp_path / "m.zarr")
     assert model.alpha == 0.5

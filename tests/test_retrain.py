@@ -45,14 +45,14 @@ def stores(tmp_path_factory):
 def test_retrain_warm_starts_and_keeps_the_old_model(stores):
     tmp, X, y = stores
     models = tmp / "models"
-    res = _saspa("train", tmp / "old.zarr", "--out", models / "v1.zarr", "--n-bases", 24,
+    res = _saspa("train", "--fixed-hyperparameters", tmp / "old.zarr", "--out", models / "v1.zarr", "--n-bases", 24,
                  "--tol", 1e-10, "--max-sweeps", 500, "--workers", 1,
                  "--latest", models / "latest")
     assert res.returncode == 0, res.stderr
     assert resolve_model_path(models / "latest") == models / "v1.zarr"
     before = _digest(models / "v1.zarr")
     res = _saspa("retrain", models / "latest", tmp / "all.zarr", "--out", models / "v2.zarr",
-                 "--tol", 1e-10, "--max-sweeps", 500, "--workers", 1,
+                 "--fixed-hyperparameters", "--tol", 1e-10, "--max-sweeps", 500, "--workers", 1,
                  "--latest", models / "latest")
     assert res.returncode == 0, res.stderr
     assert "10000 old rows warm-started, 1000 new rows" in res.stderr
@@ -68,7 +68,7 @@ def test_retrain_warm_starts_and_keeps_the_old_model(stores):
     assert "starting sites of 1000 new rows (update)" in res.stderr
     # --new-rows empty: the same fixed point, from zero sites for the new rows
     res = _saspa("retrain", models / "v1.zarr", tmp / "all.zarr", "--out", models / "v3.zarr",
-                 "--tol", 1e-10, "--max-sweeps", 500, "--workers", 1, "--new-rows", "empty")
+                 "--fixed-hyperparameters", "--tol", 1e-10, "--max-sweeps", 500, "--workers", 1, "--new-rows", "empty")
     assert res.returncode == 0, res.stderr
     assert "1000 new rows (empty)" in res.stderr and "starting sites" not in res.stderr
     empty = load_model(models / "v3.zarr")
@@ -80,6 +80,31 @@ def test_retrain_warm_starts_and_keeps_the_old_model(stores):
     res = _saspa("score", models / "latest", tmp / "all.zarr", "--out", tmp / "s.zarr",
                  "--workers", 1)
     assert res.returncode == 0, res.stderr
+
+
+def test_retrain_learns_from_the_old_hyperparameters_by_default(stores):
+    """Without --fixed-hyperparameters, retrain learns the hyperparameters again,
+    starting where the old model stopped: the trace starts at the old values, and the
+    energy it reaches is at least that of keeping them (a fixed retrain)."""
+    tmp, X, y = stores
+    old = SASPAClassifier(n_bases=10, random_state=0, optimize_hyperparameters=False,
+                          lengthscale=5.0).fit(X[:10_000], y[:10_000])
+    old.save(tmp / "o.zarr")
+    for flag, out in (("--optimize-hyperparameters", "l.zarr"),
+                      ("--fixed-hyperparameters", "f.zarr")):
+        res = _saspa("retrain", tmp / "o.zarr", tmp / "all.zarr", "--out", tmp / out,
+                     "--workers", 1, "--max-hyper-iter", 4, flag)
+        assert res.returncode == 0, res.stderr
+    default = _saspa("retrain", tmp / "o.zarr", tmp / "all.zarr", "--out", tmp / "d.zarr",
+                     "--workers", 1, "--max-hyper-iter", 4)
+    assert default.returncode == 0, default.stderr
+    learnt, fixed, by_default = (load_model(tmp / n) for n in ("l.zarr", "f.zarr", "d.zarr"))
+    np.testing.assert_allclose(fixed.lengthscale_, old.lengthscale_, rtol=0)
+    start = learnt.hyperparameter_trace_[0]["hyperparameters"]
+    np.testing.assert_allclose(start["lengthscale"], old.lengthscale_, rtol=1e-12)
+    assert learnt.log_evidence_ > fixed.log_evidence_
+    assert learnt.hyperparameter_info_["n_iterations"] >= 1
+    np.testing.assert_allclose(by_default.lengthscale_, learnt.lengthscale_, rtol=1e-9)
 
 
 def test_retrain_rejects_what_it_cannot_do(stores):

@@ -37,7 +37,7 @@ __all__ = ["optimize", "StopRule", "WINDOW", "DEFAULT_TOL"]
 # and one short step is not convergence
 WINDOW = 5
 # relative change per iteration (see benchmarks/RESULTS.md, "When learning stops")
-DEFAULT_TOL = 1e-6
+DEFAULT_TOL = 1e-4
 # restarts of L-BFGS-B from the best point after its line search ran into failures
 MAX_RESTARTS = 5
 

@@ -85,8 +85,7 @@ def estimator_parameters(options, parameters=TRAIN_PARAMETERS):
 def build_estimator(task=None, **options):
     """The estimator ``saspa train`` fits, from its options (named as in
     :mod:`saspa_dask.parameters`; the estimator's defaults where not given, except
-    the jobs' own: ``random_state=0`` so that a job is reproducible, hyperparameters
-    fixed unless ``optimize_hyperparameters``).
+    the jobs' own: ``random_state=0`` so that a job is reproducible).
 
     ``learn_bases`` may be "none" (False); "means" and "means+blur" need the
     hyperparameters learnt and turn their learning on."""
@@ -202,19 +201,31 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
 
 
 def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None,
-                          cache="memory", work_dir=None, block_rows=None, refit_bases=False):
+                          cache="memory", work_dir=None, block_rows=None, refit_bases=False,
+                          optimize_hyperparameters=True, max_hyper_iter=None, hyper_tol=None,
+                          max_fit_time=None):
     """The retrained model's parameters: the old model's, with its (possibly learnt)
-    hyperparameters kept, not re-learnt, and its bases unless ``refit_bases``; the EP
-    schedule and execution settings as given (None: the old model's)."""
+    hyperparameters as the start, and its bases unless ``refit_bases``; the EP
+    schedule and execution settings as given (None: the old model's).
+
+    With ``optimize_hyperparameters`` the hyperparameters are learnt again from that
+    start, and so are the bases where the old fit learnt them (its resolved
+    ``learn_bases``); otherwise they are kept as they are."""
     given = {"tol": tol, "anderson_memory": anderson_memory}
     ep = replace(settings_of("ep", old.ep), max_sweeps=max_sweeps,
                  **{k: v for k, v in given.items() if v is not None})
     execution = replace(settings_of("execution", old.execution), cache=cache,
                         work_dir=None if work_dir is None else str(work_dir),
                         **({} if block_rows is None else {"block_rows": block_rows}))
+    learnt_bases = (getattr(old, "hyperparameter_info_", {}) or {}).get("learn_bases")
+    stopping = {k: v for k, v in (("max_hyper_iter", max_hyper_iter),
+                                  ("hyper_tol", hyper_tol), ("max_fit_time", max_fit_time))
+                if v is not None}
     params = {**old.get_params(), "ep": ep, "execution": execution,
               "lengthscale": old.lengthscale_, "signal_variance": old.signal_variance_,
-              "optimize_hyperparameters": False, "learn_bases": False, "verbose": 0}
+              "optimize_hyperparameters": bool(optimize_hyperparameters),
+              "learn_bases": (learnt_bases or False) if optimize_hyperparameters else False,
+              "verbose": 0, **stopping}
     for attr, param in _CARRIED_LIKELIHOOD:
         if hasattr(old, attr):
             params[param] = getattr(old, attr)
@@ -225,13 +236,15 @@ def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None
 
 def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweeps=100,
             tol=None, anderson_memory=None, cache="memory", work_dir=None, block_rows=None,
-            overwrite=False,
+            optimize_hyperparameters=True, max_hyper_iter=None, hyper_tol=None,
+            max_fit_time=None, overwrite=False,
             latest=None, client=None, scheduler=None, workers=2, timeout=10, security=None,
             progress=None, echo=None):
     """Retrain a model on a data store (rows appended, labels possibly corrected).
 
-    Keeps the old model's bases and hyperparameters (bases refitted with
-    ``refit_bases``, then EP starts cold); the old rows start from their stored sites,
+    Starts from the old model's bases and hyperparameters (bases refitted with
+    ``refit_bases``, then EP starts cold) and learns them again from there unless
+    ``optimize_hyperparameters=False`` (then they are kept); the old rows start from their stored sites,
     the appended rows from one EP update against the old posterior (``new_rows``:
     ``"adf"`` for an assumed-density-filtering pass, ``"empty"`` for zero sites).  The
     new model is written aside and renamed into place; the old one is never touched.
@@ -255,6 +268,11 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
         Default: beside ``out``.
     block_rows : int, optional
         Default: the old model's.
+    optimize_hyperparameters : bool
+        Learn the hyperparameters (and the bases, where the old fit learnt them) again,
+        starting from the old model's.
+    max_hyper_iter, hyper_tol, max_fit_time : optional
+        When that learning stops (default: the old model's settings).
 
     Returns
     -------
@@ -283,7 +301,10 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     params = retraining_parameters(old, max_sweeps=max_sweeps, tol=tol,
                                    anderson_memory=anderson_memory, cache=cache,
                                    work_dir=work_dir or Path(out).resolve().parent,
-                                   block_rows=block_rows, refit_bases=refit_bases)
+                                   block_rows=block_rows, refit_bases=refit_bases,
+                                   optimize_hyperparameters=optimize_hyperparameters,
+                                   max_hyper_iter=max_hyper_iter, hyper_tol=hyper_tol,
+                                   max_fit_time=max_fit_time)
     warm = not refit_bases
     init_sites = (lambda: _warm_start_sites(old, X, y, new_rows, echo)) if warm else None
     _say(echo, f"retrain: {n_old} old rows warm-started, {n_new - n_old} new rows "

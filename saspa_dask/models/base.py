@@ -34,6 +34,8 @@ from ..engines.threads import scipy_blas_single_threaded
 from ..ep.driver import EPSettings
 from ..fitting.basis_parameters import LEARN_BASES, LearntBases, LearntFeatures
 from ..fitting.hyperparameters import Hyperparameters
+from ..fitting.costs import (SLOW_EVALUATION_SECONDS, choose_blur, evaluation_flops,
+                             evaluation_seconds)
 from ..fitting.optimizer import StopRule
 from ..fitting.trainer import Trainer
 from ..fitting.trainer import fit as fit_hyperparameters
@@ -99,7 +101,7 @@ class SASPABase(PosteriorModel):
 
     _parameter_constraints: dict = {
         "n_bases": [Interval(Integral, 1, None, closed="left")],
-        "blur": [StrOptions(set(BASIS_FAMILIES))],
+        "blur": [StrOptions(set(BASIS_FAMILIES) | {"auto"})],
         "approximation": [StrOptions(set(APPROXIMATIONS))],
         "alpha": [Interval(Real, 0, 1, closed="right")],
         "lengthscale": ["array-like", _POSITIVE, None],
@@ -126,7 +128,7 @@ class SASPABase(PosteriorModel):
         "n_sweeps_", "converged_", "log_evidence_", "n_invalid_cavities_",
         "n_skipped_updates_", "n_damping_halvings_", "n_damping_reductions_",
         "n_anderson_steps_", "n_anderson_restarts_", "coarse_start_", "history_",
-        "damping_", "blur_scale_", "hyperparameter_trace_", "hyperparameter_info_",
+        "damping_", "blur_", "blur_scale_", "cost_estimate_", "hyperparameter_trace_", "hyperparameter_info_",
         "timings_", "kmeans_info_", "data_fingerprint_")
     _REPORT_ARRAYS = ("sites_tau_", "sites_nu_")
 
@@ -206,7 +208,7 @@ class SASPABase(PosteriorModel):
             if self.bases.is_fourier:
                 return self._given_features()
             basis = self.bases
-        elif self.blur == "fourier-global":
+        elif self.blur_ == "fourier-global":
             return self._global_features(X, lazy, column_std)
         else:
             if self.n_bases > n_samples:
@@ -217,8 +219,8 @@ class SASPABase(PosteriorModel):
                 warnings.warn(f"K-means found {basis.n_bases} distinct clusters for "
                               f"n_bases={self.n_bases} (too few distinct points); using "
                               "those", UserWarning, stacklevel=4)
-        covs = blur_covariances(basis.covs, self.blur)
-        if self.blur not in FOURIER_FAMILIES:
+        covs = blur_covariances(basis.covs, self.blur_)
+        if self.blur_ not in FOURIER_FAMILIES:
             return Basis(basis.means, covs)
         return self._spectral_start(basis.means, covs, column_std)
 
@@ -249,10 +251,10 @@ class SASPABase(PosteriorModel):
     def _given_features(self):
         """``bases`` with frequencies, checked against ``blur``."""
         bases = self.bases
-        if self.blur not in FOURIER_FAMILIES:
+        if self.blur_ not in FOURIER_FAMILIES:
             raise ValueError("bases with frequencies are frequency features: use "
                              "blur='fourier' or blur='fourier-global'")
-        if self.blur == "fourier-global" and np.ptp(bases.means, axis=0).max() > 0:
+        if self.blur_ == "fourier-global" and np.ptp(bases.means, axis=0).max() > 0:
             raise ValueError("blur='fourier-global' features share one centre, but the "
                              "given bases' means differ: use blur='fourier'")
         return bases
@@ -281,14 +283,14 @@ class SASPABase(PosteriorModel):
         if learn and basis.is_fourier:
             bases = LearntFeatures(basis.means, basis.frequencies, basis.phases,
                                    basis.window_variance, learn == "means+blur", lengthscale,
-                                   centres_learnt=self.blur == "fourier")
+                                   centres_learnt=self.blur_ == "fourier")
         elif learn:
-            bases = LearntBases(basis.means, basis.covs, self.blur, learn == "means+blur",
+            bases = LearntBases(basis.means, basis.covs, self.blur_, learn == "means+blur",
                                 lengthscale)
         return Hyperparameters(
             lengthscale, float(signal_variance),
             likelihood.hyperparameters() if self.optimize_hyperparameters else {},
-            learn_blur_scale=bool(self.learn_blur_scale) and self.blur != "delta",
+            learn_blur_scale=bool(self.learn_blur_scale) and self.blur_ != "delta",
             bases=bases)
 
     def _learning_rows(self, n_samples):
@@ -329,6 +331,7 @@ class SASPABase(PosteriorModel):
             f"{', one-vs-rest over ' + str(len(labels)) + ' classes' if labels else ''}; "
             + ("bases given" if self.bases is not None else
                f"K-means for {self.n_bases} bases"))
+        self.blur_ = choose_blur(self.blur, X.shape[1])
         basis = self._resolve_bases(X, lazy, column_std)
         start_hyper = self._start_hyperparameters(X, likelihood, signal_variance, column_std,
                                                   basis)
@@ -359,6 +362,8 @@ class SASPABase(PosteriorModel):
                 callback=_print_hyper if say.loud else None)
 
         rows = self._learning_rows(X.shape[0])
+        if self.optimize_hyperparameters:
+            self._announce_cost(X.shape[0] if rows is None else rows.size, basis, say)
         learnt = None
         start = time.perf_counter()
         if rows is not None:
@@ -392,6 +397,25 @@ class SASPABase(PosteriorModel):
         say(f"done: {self.n_sweeps_} sweeps, converged {self.converged_}, "
             f"{self.timings_['bases'] + self.timings_['ep']:.1f}s")
         return self
+
+    def _announce_cost(self, n_rows, basis, say):
+        """Say what one optimiser evaluation will cost, and warn when that is slow."""
+        M, d = basis.means.shape
+        learn = self._learn_bases()
+        seconds = evaluation_seconds(n_rows, M, d, self.blur_, learn)
+        what = (f"{M} bases x {d} inputs, blur {self.blur_}"
+                + (f" (auto)" if self.blur == "auto" else "")
+                + f", bases learnt: {learn or 'no'}, {n_rows} rows")
+        self.cost_estimate_ = {"seconds_per_evaluation": seconds,
+                               "flops_per_evaluation": evaluation_flops(n_rows, M, d,
+                                                                        self.blur_, learn)}
+        say(f"learning: about {seconds:.2g}s per optimiser evaluation on one core ({what})")
+        if seconds > SLOW_EVALUATION_SECONDS:
+            warnings.warn(
+                f"learning is expected to take about {seconds:.0f}s per optimiser "
+                f"evaluation ({what}), and a fit needs tens to hundreds of them; for "
+                "less, use blur='diagonal' (or 'auto'), fewer bases, a smaller "
+                "hyper_subsample, or max_fit_time", UserWarning, stacklevel=5)
 
     def _stop_rule(self, fit_start):
         """When the optimiser stops; the time budget counts from ``fit_start``."""

@@ -4,10 +4,14 @@ _SHARED_PARAMS_DOC = """
     n_bases : int, default=64
         Number of basis points M found by K-means (ignored when ``bases`` is given;
         with ``blur="fourier-global"`` the number of features, no K-means).
-    blur : {"full", "diagonal", "spherical", "delta", "fourier", "fourier-global"}, \
-default="full"
+    blur : {"auto", "full", "diagonal", "spherical", "delta", "fourier", \
+"fourier-global"}, default="auto"
         Blur family of the bases: ``delta`` is FITC-EP / SPGP, ``spherical`` the
         multiscale GP, ``full`` SASPA-full (K-means cluster covariances).
+        ``"auto"`` is ``full`` for at most 16 inputs and ``diagonal`` above: a full
+        blur costs d^2 per row and basis and d^3 per pair of bases in every
+        evaluation of the optimiser (``benchmarks/RESULTS.md``, "What learning
+        costs"); the choice is ``blur_``.
         ``fourier`` and ``fourier-global`` make the bases frequency inducing
         features (Lazaro-Gredilla & Figueiras-Vidal): f integrated against a Gaussian
         window times a cosine, with a frequency and phase per feature and one window
@@ -53,7 +57,7 @@ default="full"
         Safety cap on the optimiser's iterations (about 1-2 EP runs each); a fit
         that reaches it is reported as not converged
         (``hyperparameter_info_["stop_reason"] == "cap"``).
-    hyper_tol : float, default=1e-6
+    hyper_tol : float, default=1e-4
         The optimiser has converged when the energy rose by less than ``hyper_tol``
         of its scale per iteration over the last 5 iterations, or when the largest
         entry of the projected gradient is below ``hyper_tol`` of that scale; the
@@ -157,6 +161,8 @@ _SHARED_ATTRS_DOC = """
         Whitened posterior (Cholesky of P, h, mu_v); not set for one-vs-rest.
     posteriors_ : list of saspa_dask.ep.Posterior
         One per EP problem (one per class for one-vs-rest, else ``[posterior_]``).
+    blur_ : str
+        The blur family used (``blur`` with ``"auto"`` resolved).
     blur_scale_ : float
         Multiplier applied to the K-means blur covariances (1 unless learnt).
     likelihood_params_ : dict

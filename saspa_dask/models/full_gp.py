@@ -120,7 +120,7 @@ _FULL_PARAMS_DOC = """
     optimize_hyperparameters : bool, default=True
         Maximise the EP evidence over the kernel and likelihood hyperparameters.
     max_hyper_iter : int, default=500
-    hyper_tol : float, default=1e-6
+    hyper_tol : float, default=1e-4
     max_fit_time : float or None, default=None
         When the optimiser stops (see :class:`SASPAClassifier`).
     n_restarts_optimizer : int, default=0
@@ -173,7 +173,7 @@ class FullGPClassifier(_FullGP, PosteriorClassifierMixin, PosteriorModel):
     def __init__(self, *, likelihood="probit", label_noise=0.01, lengthscale=None,
                  signal_variance=None, ep_mode="parallel", damping=None, max_sweeps=100,
                  tol=1e-6, jitter=1e-6, optimize_hyperparameters=True, max_hyper_iter=500,
-                 hyper_tol=1e-6, max_fit_time=None, n_restarts_optimizer=0, max_samples=5000,
+                 hyper_tol=1e-4, max_fit_time=None, n_restarts_optimizer=0, max_samples=5000,
                  verbose=0):
         self.likelihood = likelihood
         self.label_noise = label_noise
@@ -231,7 +231,7 @@ class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
     def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, lengthscale=None, signal_variance=None, ep_mode="parallel",
                  damping=None, max_sweeps=100, tol=1e-6, jitter=1e-6,
-                 optimize_hyperparameters=True, max_hyper_iter=500, hyper_tol=1e-6,
+                 optimize_hyperparameters=True, max_hyper_iter=500, hyper_tol=1e-4,
                  max_fit_time=None, n_restarts_optimizer=0,
                  max_samples=5000,
                  verbose=0):

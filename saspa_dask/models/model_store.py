@@ -537,6 +537,8 @@ def describe_model(path):
     new = attrs["format_version"] >= 3
     params = attrs["params"]
     summary["blur"] = params.get("blur", "delta") if new else attrs.get("blur")
+    if summary["blur"] == "auto":  # what the fit chose
+        summary["blur"] = report.get("blur_", "auto")
     # the sparse prior and EP's power of a SASPA model (older stores: a dtc flag, no
     # alpha: EP); None for the estimators without them
     approximation = params.get("approximation")

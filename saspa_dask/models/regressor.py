@@ -83,11 +83,11 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         "center_y": ["boolean"],
     }
 
-    def __init__(self, n_bases=64, *, blur="full", approximation="fitc", alpha=1.0,
+    def __init__(self, n_bases=64, *, blur="auto", approximation="fitc", alpha=1.0,
                  likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, lengthscale=None, signal_variance=None, bases=None,
                  jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=500,
-                 hyper_tol=1e-6, max_fit_time=None,
+                 hyper_tol=1e-4, max_fit_time=None,
                  n_restarts_optimizer=0, learn_blur_scale=False, learn_bases="auto",
                  hyper_subsample=20000, ep=None, execution=None, random_state=None,
                  verbose=0, **legacy):

@@ -1,0 +1,79 @@
+"""What learning will cost, said before it starts.
+
+One optimiser *evaluation* rebuilds the whitened blocks at the trial point, runs EP
+warm-started from the best sites so far, and makes one gradient pass.  Its floating
+point work, by term (n rows learnt on, M bases, d inputs):
+
+- EP and whitening: about ``EP_PASSES * 2 n M^2`` (a few warm sweeps, the whitening
+  solve and the gradient's products are all n x M x M);
+- rows against bases: the blurred kernel and the gradient's input moments,
+  ``n M d^2`` for full blur covariances (a d x d quadratic form per pair), ``n M d``
+  for delta, spherical and diagonal;
+- bases against bases: the M x M blurred covariance and its gradient need, per pair
+  of bases, a d x d factorisation and inverse when the blurs are full
+  (``M^2 d^3``), ``M^2 d`` otherwise.
+
+The flops are turned into seconds with the machine's float64 matmul rate on one core
+(measured once per process, a few milliseconds) and :data:`EFFICIENCY`, the fraction
+of that rate these terms reach, measured by ``benchmarks/bench_costs.py``
+(``benchmarks/RESULTS.md``, "What learning costs").
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+__all__ = ["evaluation_flops", "evaluation_seconds", "matmul_rate", "choose_blur",
+           "EFFICIENCY", "FULL_BLUR_MAX_DIMS", "SLOW_EVALUATION_SECONDS"]
+
+EP_PASSES = 8
+# measured fraction of the one-core matmul rate reached per blur family (bench_costs)
+EFFICIENCY = {"full": 0.05, "other": 0.15}
+# blur="auto": full covariances up to this many inputs, diagonal above (bench_costs:
+# where a full evaluation starts to cost more than twice a diagonal one)
+FULL_BLUR_MAX_DIMS = 16
+# warn when one evaluation is expected to take longer than this
+SLOW_EVALUATION_SECONDS = 60.0
+
+
+def evaluation_flops(n, M, d, blur, learn_bases=False):
+    """Floating-point work of one optimiser evaluation (see the module docstring)."""
+    full = blur == "full"
+    rows = n * M * (d * d if full else d)
+    pairs = M * M * (d ** 3 if full else d)
+    extra = 2.0 if learn_bases == "means+blur" and full else 1.0
+    return float(EP_PASSES * 2 * n * M * M + 6 * rows * extra + 8 * pairs * extra)
+
+
+@functools.lru_cache(maxsize=1)
+def matmul_rate():
+    """This machine's float64 matmul rate in flop/s on one core (best of 5 products of
+    256 x 256 matrices, measured once per process)."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(256, 256)), rng.normal(size=(256, 256))
+    best = np.inf
+    with threadpool_limits(1):
+        for _ in range(5):
+            start = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - start)
+    return 2 * 256 ** 3 / max(best, 1e-9)
+
+
+def evaluation_seconds(n, M, d, blur, learn_bases=False):
+    """Expected seconds of one evaluation on one core of this machine."""
+    flops = evaluation_flops(n, M, d, blur, learn_bases)
+    return flops / (matmul_rate() * EFFICIENCY["full" if blur == "full" else "other"])
+
+
+def choose_blur(blur, d):
+    """``blur="auto"``: full covariances while d is at most
+    :data:`FULL_BLUR_MAX_DIMS`, diagonal above; any other value as given."""
+    if blur != "auto":
+        return blur
+    return "full" if d <= FULL_BLUR_MAX_DIMS else "diagonal"
