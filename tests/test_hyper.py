@@ -102,7 +102,7 @@ def test_gaussian_optimum_equals_closed_form_fitc_optimum():
                    options={"ftol": 1e-15, "gtol": 1e-9, "maxiter": 500})
     reg = SASPARegressor(bases=Basis(Z), blur="delta", lengthscale=1.0, signal_variance=0.5,
                          noise_variance=0.1, center_y=False, jitter=jitter,
-                         max_hyper_iter=200).fit(X, y)
+                         max_hyper_iter=200, hyper_tol=1e-12).fit(X, y)
     ours = np.log([*reg.lengthscale_, reg.signal_variance_, reg.noise_variance_])
     np.testing.assert_allclose(ours, ref.x, atol=2e-3)
     assert reg.log_evidence_ == pytest.approx(-ref.fun, abs=1e-6)

@@ -150,3 +150,25 @@ def test_a_budget_keeps_the_best_point_and_warns():
                             learn_bases=False).fit(X, y)
     assert clf.log_evidence_ == pytest.approx(fixed.log_evidence_, rel=1e-9)
     assert any("time budget" in line for line in optimiser_warnings(info))
+
+
+def test_restarts_move_learnt_bases_out_of_a_bad_corner():
+    """Twelve bases started in one corner of a 2-D square and learnt from there stay
+    near it; restarts over basis positions (K-means with further seeds) find a
+    far higher energy, keep it, and spread the bases over the data."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(600, 2))
+    y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.normal(size=600)
+    corner = Basis(np.column_stack([np.linspace(-3, -2.6, 12)] * 2))
+    common = dict(bases=corner, blur="delta", learn_bases="means", random_state=0)
+    alone = SASPARegressor(**common).fit(X, y)
+    restarted = SASPARegressor(n_restarts_optimizer=2, **common).fit(X, y)
+    starts = restarted.hyperparameter_info_["starts"]
+    assert starts[0]["log_evidence"] == pytest.approx(alone.log_evidence_, rel=1e-9)
+    assert not starts[0]["bases_moved"] and all(s["bases_moved"] for s in starts[1:])
+    best = max(s["log_evidence"] for s in starts)
+    assert restarted.log_evidence_ == pytest.approx(best, rel=1e-9)
+    assert best > alone.log_evidence_ + 100.0
+    means = restarted.bases_.means
+    quadrants = {(bool(a > 0), bool(b > 0)) for a, b in means}
+    assert len(quadrants) == 4

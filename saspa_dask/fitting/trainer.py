@@ -28,6 +28,7 @@ from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep
 from ..ep.posterior import Posterior
 from ..ep.whitening import make_block, relabel_block, whiten
 from .gradient import assemble_gradient, gradient_chunk
+from .basis_parameters import LearntBases
 from .hyperparameters import Hyperparameters
 from .optimizer import StopRule, optimize
 
@@ -208,24 +209,31 @@ def _split(sites, blocks):
             [sites[1][a:b] for a, b in zip(edges[:-1], edges[1:])])
 
 
-def restart_points(start, n_restarts):
-    """``start`` and ``n_restarts`` copies with shorter lengthscales, spread
-    geometrically from ``start.lengthscale`` down to ``start.lengthscale / sqrt(d)``.
+def restart_points(start, n_restarts, positions=None):
+    """``start`` and ``n_restarts`` further starts with shorter lengthscales, spread
+    geometrically from ``start.lengthscale`` down to ``start.lengthscale / sqrt(d)``,
+    and, when the bases are learnt and ``positions`` is given, other basis positions:
+    restart k starts its bases at ``positions(k)`` (K-means with another seed).
 
     The data-driven default start (``std * sqrt(d)``) is smooth on purpose; in many
     dimensions the evidence has other maxima at shorter lengthscales (one per input's
-    standard deviation is the other usual start), which these restarts reach.
+    standard deviation is the other usual start), which these restarts reach.  Learnt
+    basis positions have maxima of their own: bases started in one corner of the data
+    stay near it, so the restarts move them too.
     """
     d = start.lengthscale.size
     points = [start]
     for k in range(1, n_restarts + 1):
         factor = d ** (-0.5 * k / n_restarts)
-        points.append(replace(start, lengthscale=start.lengthscale * factor))
+        point = replace(start, lengthscale=start.lengthscale * factor)
+        if positions is not None and isinstance(start.bases, LearntBases):
+            point = replace(point, bases=positions(k))
+        points.append(point)
     return points
 
 
 def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
-        init_sites=None, callback=None, n_restarts=0):
+        init_sites=None, callback=None, n_restarts=0, positions=None):
     """Fit at ``start`` or maximise the summed EP evidence from it (and, with
     ``n_restarts``, from the further starts of :func:`restart_points`, keeping the
     highest evidence).
@@ -244,7 +252,10 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
     callback : callable, optional
         Called with each accepted optimiser iteration's record.
     n_restarts : int
-        Further maximisations from shorter starting lengthscales.
+        Further maximisations from shorter starting lengthscales (and other basis
+        positions: :func:`restart_points`).
+    positions : callable, optional
+        ``positions(k, X)``: learnt bases for restart k on the learning rows X.
 
     Returns
     -------
@@ -253,7 +264,8 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
     if not optimize_hyperparameters:
         return _fit_at(trainer, likelihood, start, init_sites)
     rule = replace(rule or StopRule(), scale_rows=trainer.X.shape[0] * trainer.n_problems)
-    chosen = _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts)
+    chosen = _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts,
+                         None if positions is None else partial(_at_rows, positions, trainer.X))
     if not all(r.converged for r in chosen.results):
         warnings.warn("EP did not converge at the chosen hyperparameters "
                       f"(max_sweeps={trainer.settings.max_sweeps}); raise max_sweeps or "
@@ -261,10 +273,15 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
     return chosen
 
 
-def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts):
+def _at_rows(positions, X, k):
+    return positions(k, X)
+
+
+def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts,
+                positions=None):
     if n_restarts == 0:
         return _maximise(trainer, likelihood, start, rule, init_sites, callback)
-    points, outcomes = restart_points(start, n_restarts), []
+    points, outcomes = restart_points(start, n_restarts, positions), []
     for k, point in enumerate(points):
         step = None if callback is None else (lambda rec, k=k: callback({**rec, "start": k}))
         if k > 0 and rule.deadline is not None and time.perf_counter() > rule.deadline:
@@ -283,7 +300,8 @@ def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restar
     chosen.info = {**chosen.info, "chosen_start": best,
                    "starts": [{"start": k, "log_evidence": o.log_evidence,
                                "n_evaluations": o.info["n_evaluations"],
-                               "lengthscale_start": [float(v) for v in p.lengthscale]}
+                               "lengthscale_start": [float(v) for v in p.lengthscale],
+                               "bases_moved": p.bases is not start.bases}
                               for k, (o, p) in enumerate(zip(outcomes, points))]}
     return chosen
 

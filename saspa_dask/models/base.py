@@ -359,6 +359,7 @@ class SASPABase(PosteriorModel):
             return fit_hyperparameters(
                 trainer, likelihood, hyper, optimize_hyperparameters=optimize, rule=rule,
                 init_sites=sites, n_restarts=int(self.n_restarts_optimizer),
+                positions=self._restart_positions(start_hyper),
                 callback=_print_hyper if say.loud else None)
 
         rows = self._learning_rows(X.shape[0])
@@ -397,6 +398,24 @@ class SASPABase(PosteriorModel):
         say(f"done: {self.n_sweeps_} sweeps, converged {self.converged_}, "
             f"{self.timings_['bases'] + self.timings_['ep']:.1f}s")
         return self
+
+    def _restart_positions(self, start):
+        """Restart k's learnt bases: K-means on the learning rows with the k-th of a
+        sequence of seeds drawn from ``random_state`` (None when the bases are not
+        learnt, or are frequency features)."""
+        bases = start.bases
+        if not isinstance(bases, LearntBases) or not self.n_restarts_optimizer:
+            return None
+        seeds = check_random_state(self.random_state).randint(
+            2**31 - 1, size=int(self.n_restarts_optimizer))
+
+        def positions(k, X):
+            found, _ = kmeans(X, bases.means.shape[0], random_state=int(seeds[k - 1]))
+            if found.n_bases != bases.means.shape[0]:  # too few distinct points
+                return bases
+            return replace(bases, means=found.means,
+                           covs=blur_covariances(found.covs, self.blur_))
+        return positions
 
     def _announce_cost(self, n_rows, basis, say):
         """Say what one optimiser evaluation will cost, and warn when that is slow."""
