@@ -48,7 +48,7 @@ def parameter_options(parameters, defaults=None):
     def decorate(command):
         for p in reversed(parameters):
             default = defaults.get(p.name, p.default_in_jobs)
-            kind = click.Choice(p.choices) if p.choices else p.kind
+            kind = click.Choice(p.choices) if p.choices else (str if p.parse else p.kind)
             for flag, dest in p.old_flag_names:
                 command = click.option(flag, dest, type=kind, hidden=True,
                                        deprecated=f"use {p.flag}")(command)
@@ -614,6 +614,11 @@ def info(model, as_json):
                      f"{info['log_evidence_end']:.6g}, {stopped}, on a bound: "
                      f"{', '.join(info['at_bounds']) or 'none'}")
         click.echo(f"{'hyperparameters':>17}: {line}")
+        for k, stage in enumerate(info.get("stages", [])):
+            click.echo(f"{'stage ' + str(k):>17}: {stage['rows']} rows on the "
+                       f"{stage['where']}, {stage['n_iterations']} iterations, "
+                       f"{stage['gain_per_row']:.3g} nats per row gained, "
+                       f"{stage['seconds']:.1f}s")
     else:
         click.echo(f"{'hyperparameters':>17}: fixed (not learnt)")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS", "LEARN_BASES_CHOICES",
+__all__ = ["parse_stages", "APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS", "LEARN_BASES_CHOICES",
            "Parameter", "REGRESSION_LIKELIHOODS", "RETRAIN_PARAMETERS", "TRAIN_PARAMETERS",
            "by_name", "old_names"]
 
@@ -48,8 +48,10 @@ class Parameter:
     choices : tuple, optional
     job_default : object, optional
         Where a job (CLI, TOML) differs from the estimator: a fixed seed, so a job is
-        reproducible; hyperparameters fixed unless asked (a job's cost stays
-        predictable until learning estimates its own).
+        reproducible.
+    parse : callable, optional
+        Turns a CLI string or TOML value into the estimator's value (``kind`` is then
+        the TOML types accepted).
     old_flags, old_keys : tuple of str
         Old CLI flags and TOML / keyword names that still work, with a FutureWarning.
     off_flags : tuple of str
@@ -67,6 +69,7 @@ class Parameter:
     old_flags: tuple = ()
     old_keys: tuple = ()
     off_flags: tuple = ()
+    parse: object = None
 
     @property
     def flag(self):
@@ -106,6 +109,25 @@ _EXECUTION_FIELDS = (
     Parameter("block_rows", int, 8192, "Rows per in-memory block and per prediction block "
               "(bounds memory).", "execution", "block_rows"),
 )
+
+def parse_stages(value):
+    """``hyper_subsample`` from a CLI string or TOML value: an int, None ("all", "none"),
+    or a tuple of stage sizes with None ("all") for every row."""
+    if value is None or isinstance(value, int) and not isinstance(value, bool):
+        return value
+    items = value.split(",") if isinstance(value, str) else list(value)
+    stages = []
+    for item in items:
+        text = str(item).strip().lower()
+        if text in ("all", "none"):
+            stages.append(None)
+        elif text.isdigit() and int(text) > 0:
+            stages.append(int(text))
+        else:
+            raise ValueError(f"hyper_subsample: {item!r} is neither a positive row count "
+                             "nor 'all'")
+    return stages[0] if len(stages) == 1 else tuple(stages)
+
 
 TRAIN_PARAMETERS = (
     Parameter("n_bases", int, 64, "Basis points M (cost O(N M^2) a sweep).",
@@ -157,9 +179,11 @@ TRAIN_PARAMETERS = (
               "(and centres for fourier; the window with means+blur); auto learns the means "
               "whenever the hyperparameters are learnt and the bases come from K-means.",
               choices=LEARN_BASES_CHOICES),
-    Parameter("hyper_subsample", int, 20000, "Learn hyperparameters and bases on a seeded "
-              "uniform subsample of this many rows when the data has more, then run EP on "
-              "all rows."),
+    Parameter("hyper_subsample", (int, str, list), 20000, "Learn hyperparameters and bases "
+              "on a seeded uniform subsample of this many rows when the data has more, then "
+              "run EP on all rows.  Stages: sizes separated by commas, 'all' last to finish "
+              "on every row (e.g. 20000,100000,all), each warm-started from the last; "
+              "'all' alone learns on every row.", parse=parse_stages),
     Parameter("random_state", int, None, "Seed of K-means, the subsample and the spectral "
               "start.", job_default=0, old_flags=("--seed",), old_keys=("seed",)),
     *_EP_FIELDS,

@@ -172,3 +172,36 @@ def test_restarts_move_learnt_bases_out_of_a_bad_corner():
     means = restarted.bases_.means
     quadrants = {(bool(a > 0), bool(b > 0)) for a, b in means}
     assert len(quadrants) == 4
+
+
+def test_staged_learning_continues_from_each_stage_on_a_larger_subsample():
+    """hyper_subsample=(300, 1000): the first stage is the single-stage fit on 300
+    rows; the second starts at its learnt values on 1000 rows (a prefix of one seeded
+    permutation, containing the first), where its starting energy equals an
+    independent fixed fit there, and ends higher; 'all' (None) last learns on every
+    row."""
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-3, 3, size=(3000, 2))
+    y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.normal(size=3000)
+    common = dict(n_bases=10, blur="delta", random_state=0, center_y=False)
+    one = SASPARegressor(hyper_subsample=300, **common).fit(X, y)
+    staged = SASPARegressor(hyper_subsample=(300, 1000), **common).fit(X, y)
+    first, second = staged.hyperparameter_info_["stages"]
+    assert (first["rows"], second["rows"]) == (300, 1000)
+    assert first["log_evidence_end"] == pytest.approx(
+        one.hyperparameter_info_["log_evidence_end"], rel=1e-12)
+    rows = np.sort(np.random.RandomState(0).permutation(3000)[:1000])
+    at_first = SASPARegressor(optimize_hyperparameters=False, bases=one.bases_,
+                              lengthscale=one.lengthscale_,
+                              signal_variance=one.signal_variance_,
+                              noise_variance=one.noise_variance_, blur="delta",
+                              center_y=False, ep={"tol": 1e-10}).fit(X[rows], y[rows])
+    assert second["log_evidence_start"] == pytest.approx(at_first.log_evidence_, abs=1e-4)
+    assert second["log_evidence_end"] > second["log_evidence_start"]
+    assert staged.hyperparameter_info_["n_rows_learnt"] == 1000
+    assert {r["stage"] for r in staged.hyperparameter_trace_} == {0, 1}
+    every = SASPARegressor(hyper_subsample=(300, None), **common).fit(X, y)
+    assert every.hyperparameter_info_["n_rows_learnt"] == 3000
+    assert [s["rows"] for s in every.hyperparameter_info_["stages"]] == [300, 3000]
+    with pytest.raises(ValueError, match="must increase"):
+        SASPARegressor(hyper_subsample=(1000, 300), **common).fit(X, y)

@@ -30,10 +30,13 @@ __all__ = ["evaluation_flops", "evaluation_seconds", "matmul_rate", "choose_blur
            "EFFICIENCY", "FULL_BLUR_MAX_DIMS", "SLOW_EVALUATION_SECONDS"]
 
 EP_PASSES = 8
-# measured fraction of the one-core matmul rate reached per blur family (bench_costs)
-EFFICIENCY = {"full": 0.05, "other": 0.15}
-# blur="auto": full covariances up to this many inputs, diagonal above (bench_costs:
-# where a full evaluation starts to cost more than twice a diagonal one)
+# measured fraction of the one-core matmul rate reached per blur family: the medians
+# over bench_costs's cases (the 10-90% range is 0.075-0.24 for full, 0.045-0.12 for
+# the others, so an estimate is good to a factor of about 2)
+EFFICIENCY = {"full": 0.12, "other": 0.077}
+# blur="auto": full covariances up to this many inputs, diagonal above (bench_costs: at
+# 8,000 rows a full evaluation costs 1.4-1.7 times a diagonal one up to 16 inputs, 2.4-5
+# times at 32 and 20 times at 64-105)
 FULL_BLUR_MAX_DIMS = 16
 # warn when one evaluation is expected to take longer than this
 SLOW_EVALUATION_SECONDS = 60.0

@@ -232,7 +232,7 @@ class _Objective:
     value with a zero gradient (which its cubic interpolation cannot use).
     """
 
-    def __init__(self, evaluate, start, deadline):
+    def __init__(self, evaluate, start, deadline=None):
         self.evaluate, self.start, self.deadline = evaluate, start, deadline
         self.cache = {}
         self.best_value, self.best_hyper, self.best_state = -np.inf, None, None

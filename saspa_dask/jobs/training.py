@@ -92,6 +92,12 @@ def build_estimator(task=None, **options):
     options = canonical_options(options)
     for name in ("random_state", "optimize_hyperparameters"):
         options.setdefault(name, by_name()[name].default_in_jobs)
+    for p in by_name().values():
+        if p.parse is not None and options.get(p.name) is not None:
+            try:
+                options[p.name] = p.parse(options[p.name])
+            except ValueError as err:
+                raise JobError(str(err)) from None
     learn_bases = options.get("learn_bases", "auto")
     learn_bases = False if learn_bases in (None, "none", False) else learn_bases
     if learn_bases not in (False, "auto", *LEARN_BASES):

@@ -96,6 +96,38 @@ def _legacy_attribute(name):
     return property(read, doc=f"Deprecated: ``{group}`` ({field}).")
 
 
+# a later learning stage that gains less energy than this per row ends the stages
+STAGE_GAIN_PER_ROW = 1e-3
+
+
+def _sites_at(sites, rows):
+    """Per-problem (tau, nu) restricted to ``rows`` (None stays None)."""
+    return None if sites is None else [(t[rows], v[rows]) for t, v in sites]
+
+
+def _sites_on_all(outcome, rows, n_samples, sites):
+    """Sites on all rows: the stage's fitted ones on its rows, the given ``sites`` (or
+    zero: no information yet) elsewhere."""
+    out = []
+    for k, result in enumerate(outcome.results):
+        tau = np.zeros(n_samples) if sites is None else np.array(sites[k][0], dtype=np.float64)
+        nu = np.zeros(n_samples) if sites is None else np.array(sites[k][1], dtype=np.float64)
+        tau[rows], nu[rows] = result.tau, result.nu
+        out.append((tau, nu))
+    return out
+
+
+def _stage_record(outcome, n_rows, where):
+    info = outcome.info
+    return {"rows": int(n_rows), "where": where, "n_iterations": info["n_iterations"],
+            "stop_reason": info["stop_reason"],
+            "log_evidence_start": info["log_evidence_start"],
+            "log_evidence_end": info["log_evidence_end"],
+            "gain_per_row": (info["log_evidence_end"] - info["log_evidence_start"]) / n_rows,
+            "seconds": outcome.trace[-1]["seconds"] if outcome.trace else 0.0,
+            "trace": outcome.trace}
+
+
 class SASPABase(PosteriorModel):
     """Fitting, fitted state and new rows shared by the SASPA estimators."""
 
@@ -118,7 +150,7 @@ class SASPABase(PosteriorModel):
         "learn_blur_scale": ["boolean"],
         "learn_bases": [StrOptions(set(LEARN_BASES) | {"auto"}), Options(bool, {False}),
                         None],
-        "hyper_subsample": [Interval(Integral, 1, None, closed="left"), None],
+        "hyper_subsample": [Interval(Integral, 1, None, closed="left"), tuple, list, None],
         "ep": [EPSchedule, dict, None],
         "execution": [Execution, dict, None],
     }
@@ -293,14 +325,52 @@ class SASPABase(PosteriorModel):
             learn_blur_scale=bool(self.learn_blur_scale) and self.blur_ != "delta",
             bases=bases)
 
-    def _learning_rows(self, n_samples):
-        """Sorted row indices of the seeded subsample the hyperparameters are learnt
-        on, or None for all rows."""
-        size = self.hyper_subsample
-        if not self.optimize_hyperparameters or size is None or n_samples <= size:
-            return None
-        rng = check_random_state(self.random_state)
-        return np.sort(rng.choice(n_samples, size=size, replace=False))
+    def _learning_stages(self, n_samples):
+        """The subsample stages of learning: a list of sorted row-index arrays, each
+        containing the last (prefixes of one seeded permutation), and whether learning
+        then continues on all rows."""
+        if not self.optimize_hyperparameters:
+            return [], False
+        sizes = self.hyper_subsample
+        sizes = [sizes] if sizes is None or isinstance(sizes, Integral) else list(sizes)
+        for k, size in enumerate(sizes):
+            if size is None and k < len(sizes) - 1 or size is not None and (
+                    not isinstance(size, Integral) or size < 1):
+                raise InvalidParameterError(
+                    f"hyper_subsample must be row counts, increasing, optionally ending "
+                    f"with None (all rows); got {self.hyper_subsample!r}")
+        stages = []
+        for size in sizes:
+            if size is None or size >= n_samples:
+                return self._stage_rows(stages, n_samples), True
+            if stages and size <= stages[-1]:
+                raise InvalidParameterError(f"hyper_subsample stages must increase; got "
+                                            f"{self.hyper_subsample!r}")
+            stages.append(int(size))
+        return self._stage_rows(stages, n_samples), False
+
+    def _stage_rows(self, sizes, n_samples):
+        if not sizes:
+            return []
+        # RandomState.choice without replacement is a permutation's prefix: one
+        # permutation gives every stage, each containing the last
+        order = check_random_state(self.random_state).permutation(n_samples)
+        return [np.sort(order[:size]) for size in sizes]
+
+    def _stages_end(self, records, say):
+        """After a stage: True when later stages are not worth running (this stage's
+        energy gain per row was below :data:`STAGE_GAIN_PER_ROW`, or the time budget
+        is spent)."""
+        last = records[-1]
+        if last["stop_reason"] == "time":
+            say("learning: the time budget is spent; no further stages")
+            return True
+        if len(records) > 1 and last["gain_per_row"] < STAGE_GAIN_PER_ROW:
+            say(f"learning: the stage on {last['rows']} rows gained "
+                f"{last['gain_per_row']:.2g} nats per row (< {STAGE_GAIN_PER_ROW:g}); no "
+                "further stages")
+            return True
+        return False
 
     def _fit_posterior(self, X, targets, likelihood, signal_variance, damping, column_std,
                        **kwargs):
@@ -355,38 +425,54 @@ class SASPABase(PosteriorModel):
 
         rule = self._stop_rule(start)  # the budget counts from the fit's start
 
-        def fit(trainer, hyper, sites, optimize):
+        def fit(trainer, hyper, sites, optimize, restarts=True):
             return fit_hyperparameters(
                 trainer, likelihood, hyper, optimize_hyperparameters=optimize, rule=rule,
-                init_sites=sites, n_restarts=int(self.n_restarts_optimizer),
+                init_sites=sites, n_restarts=int(self.n_restarts_optimizer) if restarts else 0,
                 positions=self._restart_positions(start_hyper),
                 callback=_print_hyper if say.loud else None)
 
-        rows = self._learning_rows(X.shape[0])
+        stages, learn_on_all = self._learning_stages(X.shape[0])
         if self.optimize_hyperparameters:
-            self._announce_cost(X.shape[0] if rows is None else rows.size, basis, say)
-        learnt = None
+            self._announce_cost(stages[0].size if stages else X.shape[0], basis, say)
         start = time.perf_counter()
-        if rows is not None:
+        learnt, rows, stage_sites, records = None, None, sites, []
+        for k, rows in enumerate(stages):
             # one pass over the chunks for both (lazy inputs); NumPy indexes in memory
             X_sub, y_sub = dask.compute(X[rows], targets[rows]) if lazy else (X[rows],
                                                                                 targets[rows])
-            sub_sites = None if sites is None else [(t[rows], v[rows]) for t, v in sites]
             say(f"learning hyperparameters{' and bases' if self._learn_bases() else ''} on a "
-                f"subsample of {rows.size} rows ({self._stop_description()})")
-            learnt = fit(trainer_for(X_sub, y_sub, None), start_hyper, sub_sites, True)
+                f"subsample of {rows.size} rows, in memory on the driver "
+                f"({self._stop_description()})")
+            learnt = fit(trainer_for(X_sub, y_sub, None), start_hyper,
+                         _sites_at(stage_sites, rows), True, restarts=k == 0)
             start_hyper = learnt.hyper
+            stage_sites = _sites_on_all(learnt, rows, X.shape[0], stage_sites)
+            records.append(_stage_record(learnt, rows.size, "driver (in memory)"))
+            if self._stages_end(records, say):
+                learn_on_all = False
+                break
+        if stages:
             self.timings_["hyperparameters"] = time.perf_counter() - start
-        say(f"EP on {X.shape[0]} rows"
-            + (", learning hyperparameters" if self.optimize_hyperparameters and learnt is None
-               else ""))
+        learn_here = bool(self.optimize_hyperparameters) and learn_on_all
+        say(f"EP on {X.shape[0]} rows" + (", learning hyperparameters" if learn_here else ""))
         # Dask inputs keep their sites in a scratch store (removed afterwards)
         with WorkDir(execution.work_dir) if lazy else nullcontext() as work_dir:
-            outcome = fit(trainer_for(X, targets, work_dir), start_hyper, sites,
-                          bool(self.optimize_hyperparameters) and learnt is None)
+            outcome = fit(trainer_for(X, targets, work_dir), start_hyper,
+                          stage_sites if learn_here else sites, learn_here,
+                          restarts=not stages)
         self.timings_["ep"] = time.perf_counter() - start
-        if learnt is not None:
+        if learn_here:
+            records.append(_stage_record(outcome, X.shape[0], "workers" if lazy else "driver (in memory)"))
+            rows = None
+        elif learnt is not None:
             outcome.trace, outcome.info = learnt.trace, learnt.info
+        if len(records) > 1:
+            outcome.trace = [{**rec, "stage": k} for k, r in enumerate(records)
+                             for rec in r.pop("trace")]
+            outcome.info = {**outcome.info, "stages": records}
+        elif records:
+            records[0].pop("trace")
         self._set_fitted(outcome, likelihood, offset, classes, X.shape[0], rows,
                          column_names)
         self.data_fingerprint_ = data_fingerprint
