@@ -201,7 +201,7 @@ def test_demo_reports_the_multiclass_nlp_of_the_true_class(tmp_path):
 
 
 def test_blur_choices_are_the_basis_families(tmp_path):
-    """The CLI's written-out --blur choices are the estimators' families, and
+    """The CLI's written-out --blur choices are "auto" and the estimators' families, and
     frequency features train and score end to end on the embedded cluster."""
     import zarr
 
@@ -209,7 +209,7 @@ def test_blur_choices_are_the_basis_families(tmp_path):
     from saspa_dask.cli import BLUR_CHOICES
     from saspa_dask.core.kernels import BASIS_FAMILIES
 
-    assert BLUR_CHOICES == BASIS_FAMILIES
+    assert BLUR_CHOICES == ("auto", *BASIS_FAMILIES)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(2000, 2))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=2000)

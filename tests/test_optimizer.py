@@ -205,3 +205,36 @@ def test_staged_learning_continues_from_each_stage_on_a_larger_subsample():
     assert [s["rows"] for s in every.hyperparameter_info_["stages"]] == [300, 3000]
     with pytest.raises(ValueError, match="must increase"):
         SASPARegressor(hyper_subsample=(1000, 300), **common).fit(X, y)
+
+
+def test_cli_learns_in_stages_and_info_says_where(tmp_path):
+    """saspa train --hyper-subsample 300,1000,all on a Dask store: two stages in
+    memory on the driver, the last on the workers; saspa info lists them; a bad stage
+    list is refused naming the option."""
+    import subprocess
+    import sys
+
+    from saspa_dask import load_model
+
+    def saspa(*args):
+        return subprocess.run([sys.executable, "-m", "saspa_dask.cli", *map(str, args)],
+                              capture_output=True, text=True, timeout=600)
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=3000)
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    assert saspa("ingest", tmp_path / "d.npy", "--out", tmp_path / "d.zarr",
+                 "--chunk-rows", 1000).returncode == 0
+    res = saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--task",
+                "regression", "--n-bases", 6, "--blur", "delta", "--hyper-subsample",
+                "300,1000,all", "--max-hyper-iter", 4, "--workers", 1)
+    assert res.returncode == 0, res.stderr
+    info = load_model(tmp_path / "m.zarr").hyperparameter_info_
+    assert [(s["rows"], s["where"]) for s in info["stages"]] == [
+        (300, "driver (in memory)"), (1000, "driver (in memory)"), (3000, "workers")]
+    shown = saspa("info", tmp_path / "m.zarr").stdout
+    assert "stage 2: 3000 rows on the workers" in shown
+    bad = saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "n.zarr",
+                "--hyper-subsample", "300,lots", "--workers", 1)
+    assert bad.returncode != 0 and "hyper_subsample: 'lots'" in bad.stderr

@@ -395,6 +395,17 @@ def _children_of(pid):
         return []
 
 
+def _listening(process):
+    """A process's listening TCP sockets; none when it has just exited (the start-up
+    script's short-lived helpers come and go while we look)."""
+    import psutil
+
+    try:
+        return [c for c in process.net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+    except psutil.NoSuchProcess:
+        return []
+
+
 def test_start_local_stops_cleanly_from_a_script(tmp_path):
     """Started and stopped with ``kill $!`` by a script: the script survives, the
     cluster's processes end, no crash, and the address was printed."""
@@ -427,8 +438,6 @@ echo "caller survived, script exit $?"
 
 
 def test_start_local_listens_on_loopback_only(tmp_path):
-    import psutil
-
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
     proc = subprocess.Popen(["bash", str(SCRIPT), "--workers", "1", "--port", "0",
                              "--scheduler-file", str(tmp_path / "s.json")],
@@ -438,9 +447,7 @@ def test_start_local_listens_on_loopback_only(tmp_path):
         assert proc.stdout.readline().startswith("scheduler: tcp://127.0.0.1:")
         deadline = time.time() + 60
         while time.time() < deadline:  # until the worker has started listening
-            children = _children_of(proc.pid)
-            sockets = [c for p in children for c in p.net_connections("tcp")
-                       if c.status == psutil.CONN_LISTEN]
+            sockets = [c for p in _children_of(proc.pid) for c in _listening(p)]
             if len(sockets) >= 4:
                 break
             time.sleep(0.5)

@@ -163,6 +163,22 @@ def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
         if reason is not None:
             raise _Stop(reason)
 
+    reason, message, restarts = _run(objective, x0, bounds, accept, rule, f0)
+    info = {"n_evaluations": objective.evaluations, "n_iterations": len(trace) - 1,
+            "n_failed_evaluations": objective.failed, "n_line_search_restarts": restarts,
+            "converged": reason in ("energy", "gradient"),
+            "stop_reason": reason, "message": _REASONS.get(reason, message),
+            "tol": float(rule.tol),
+            "hit_iteration_cap": reason == "cap", "hit_time_budget": reason == "time",
+            "at_bounds": _at_bounds(objective.best_hyper, bounds),
+            "log_evidence_start": float(-f0), "log_evidence_end": float(objective.best_value)}
+    return objective.best_hyper, objective.best_state, trace, info
+
+
+def _run(objective, x0, bounds, accept, rule, f0):
+    """L-BFGS-B from ``x0`` until the rule (raised from ``accept``) or scipy stops it,
+    restarted from the best point after a line search that ran into failed points.
+    Returns (stop reason, scipy's message, restarts)."""
     reason, message, restarts, x = "line search", "", 0, x0
     while True:
         failed, best = objective.failed, objective.best_value
@@ -188,15 +204,7 @@ def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
                 or restarts >= MAX_RESTARTS):
             break
         restarts, x = restarts + 1, objective.best_x
-    info = {"n_evaluations": objective.evaluations, "n_iterations": len(trace) - 1,
-            "n_failed_evaluations": objective.failed, "n_line_search_restarts": restarts,
-            "converged": reason in ("energy", "gradient"),
-            "stop_reason": reason, "message": _REASONS.get(reason, message),
-            "tol": float(rule.tol),
-            "hit_iteration_cap": reason == "cap", "hit_time_budget": reason == "time",
-            "at_bounds": _at_bounds(objective.best_hyper, bounds),
-            "log_evidence_start": float(-f0), "log_evidence_end": float(objective.best_value)}
-    return objective.best_hyper, objective.best_state, trace, info
+    return reason, message, restarts
 
 
 def _record(iteration, energy, previous, gradient, hyper, objective, rule):

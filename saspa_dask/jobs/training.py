@@ -240,6 +240,20 @@ def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None
     return params
 
 
+def _retrainable(model, out):
+    """The old model's path, the model and its store's attributes, checked: a SASPA
+    model, and not the store ``out`` would write."""
+    with reported():
+        old_path = resolve_model_path(absolute(model))
+        old, old_attrs = load_model_and_attrs(old_path)
+    if not isinstance(old, (SASPAClassifier, SASPARegressor)):
+        raise JobError(f"{old_path}: a {type(old).__name__} cannot be retrained (retraining "
+                       "warm-starts the per-row sites of a SASPA model); train a new one")
+    if Path(out).resolve() == old_path.resolve():
+        raise JobError("--out must differ from MODEL (the old model is kept)")
+    return old_path, old, old_attrs
+
+
 def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweeps=100,
             tol=None, anderson_memory=None, cache="memory", work_dir=None, block_rows=None,
             optimize_hyperparameters=True, max_hyper_iter=None, hyper_tol=None,
@@ -287,14 +301,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     """
     data, out, latest = absolute(data), absolute(out), absolute(latest)
     work_dir = absolute(work_dir)
-    with reported():
-        old_path = resolve_model_path(absolute(model))
-        old, old_attrs = load_model_and_attrs(old_path)
-    if not isinstance(old, (SASPAClassifier, SASPARegressor)):
-        raise JobError(f"{old_path}: a {type(old).__name__} cannot be retrained (retraining "
-                       "warm-starts the per-row sites of a SASPA model); train a new one")
-    if Path(out).resolve() == old_path.resolve():
-        raise JobError("--out must differ from MODEL (the old model is kept)")
+    old_path, old, old_attrs = _retrainable(model, out)
     X, y, attrs = _training_data(data, out, overwrite)
     with reported():
         match = match_columns(_column_names(old), attrs.get("columns"), str(data),

@@ -128,6 +128,20 @@ def _stage_record(outcome, n_rows, where):
             "trace": outcome.trace}
 
 
+def _merge_stages(outcome, learnt, records):
+    """The learning report of a fit: the stage that learnt last gives the info
+    (``learnt``, when the final fit on all rows did not learn), with every stage's
+    trace (tagged ``stage``) and record when there were several."""
+    if learnt is not None:
+        outcome.trace, outcome.info = learnt.trace, learnt.info
+    traces = [r.pop("trace") for r in records]
+    for r in records:
+        r.pop("ended_stages", None)
+    if len(records) > 1:
+        outcome.trace = [{**rec, "stage": k} for k, t in enumerate(traces) for rec in t]
+        outcome.info = {**outcome.info, "stages": records}
+
+
 class SASPABase(PosteriorModel):
     """Fitting, fitted state and new rows shared by the SASPA estimators."""
 
@@ -325,10 +339,12 @@ class SASPABase(PosteriorModel):
             learn_blur_scale=bool(self.learn_blur_scale) and self.blur_ != "delta",
             bases=bases)
 
-    def _learning_stages(self, n_samples):
+    def _learning_stages(self, n_samples, lazy=False):
         """The subsample stages of learning: a list of sorted row-index arrays, each
         containing the last (prefixes of one seeded permutation), and whether learning
-        then continues on all rows."""
+        then continues on all rows.  Dask data no larger than a stage's size is
+        learnt on in memory on the driver (one stage of every row): an evaluation there
+        costs a fraction of a distributed one."""
         if not self.optimize_hyperparameters:
             return [], False
         sizes = self.hyper_subsample
@@ -341,6 +357,8 @@ class SASPABase(PosteriorModel):
                     f"with None (all rows); got {self.hyper_subsample!r}")
         stages = []
         for size in sizes:
+            if size is not None and size >= n_samples and lazy:
+                return self._stage_rows(stages + [n_samples], n_samples), False
             if size is None or size >= n_samples:
                 return self._stage_rows(stages, n_samples), True
             if stages and size <= stages[-1]:
@@ -411,17 +429,9 @@ class SASPABase(PosteriorModel):
             + (f", K-means converged {km.get('converged')}" if km else "") + ")")
         self.damping_ = float(damping)
         likelihood = powered(likelihood, float(self.alpha))  # EP's power: 1 is EP
-        settings, execution = self._engine_settings(self.damping_), self._execution
-        n_problems = 1 if labels is None else len(labels)
-        sites = check_init_sites(init_sites, X.shape[0], n_problems)
-
-        def trainer_for(X, targets, work_dir):
-            return Trainer(X, targets, labels, basis.means, basis.covs, settings,
-                           frequencies=basis.frequencies, phases=basis.phases,
-                           jitter=self.jitter, block_rows=execution.block_rows,
-                           cache=execution.cache, work_dir=work_dir,
-                           callback=progress or (_print_sweep if self.verbose else None),
-                           projected_only=self.approximation == "dtc")
+        execution = self._execution
+        sites = check_init_sites(init_sites, X.shape[0], 1 if labels is None else len(labels))
+        trainer_for = self._trainer_factory(labels, basis, progress)
 
         rule = self._stop_rule(start)  # the budget counts from the fit's start
 
@@ -432,47 +442,30 @@ class SASPABase(PosteriorModel):
                 positions=self._restart_positions(start_hyper),
                 callback=_print_hyper if say.loud else None)
 
-        stages, learn_on_all = self._learning_stages(X.shape[0])
+        stages, learn_on_all = self._learning_stages(X.shape[0], lazy)
         if self.optimize_hyperparameters:
             self._announce_cost(stages[0].size if stages else X.shape[0], basis, say)
         start = time.perf_counter()
-        learnt, rows, stage_sites, records = None, None, sites, []
-        for k, rows in enumerate(stages):
-            # one pass over the chunks for both (lazy inputs); NumPy indexes in memory
-            X_sub, y_sub = dask.compute(X[rows], targets[rows]) if lazy else (X[rows],
-                                                                                targets[rows])
-            say(f"learning hyperparameters{' and bases' if self._learn_bases() else ''} on a "
-                f"subsample of {rows.size} rows, in memory on the driver "
-                f"({self._stop_description()})")
-            learnt = fit(trainer_for(X_sub, y_sub, None), start_hyper,
-                         _sites_at(stage_sites, rows), True, restarts=k == 0)
+        learnt, rows, stage_sites, records = self._learn_in_stages(
+            X, targets, stages, start_hyper, sites, trainer_for, fit, say)
+        if learnt is not None:
             start_hyper = learnt.hyper
-            stage_sites = _sites_on_all(learnt, rows, X.shape[0], stage_sites)
-            records.append(_stage_record(learnt, rows.size, "driver (in memory)"))
-            if self._stages_end(records, say):
-                learn_on_all = False
-                break
-        if stages:
             self.timings_["hyperparameters"] = time.perf_counter() - start
+            learn_on_all = learn_on_all and not records[-1]["ended_stages"]
         learn_here = bool(self.optimize_hyperparameters) and learn_on_all
         say(f"EP on {X.shape[0]} rows" + (", learning hyperparameters" if learn_here else ""))
         # Dask inputs keep their sites in a scratch store (removed afterwards)
         with WorkDir(execution.work_dir) if lazy else nullcontext() as work_dir:
+            covered = bool(stages) and stages[-1].size == X.shape[0]
             outcome = fit(trainer_for(X, targets, work_dir), start_hyper,
-                          stage_sites if learn_here else sites, learn_here,
+                          stage_sites if learn_here or covered else sites, learn_here,
                           restarts=not stages)
         self.timings_["ep"] = time.perf_counter() - start
         if learn_here:
-            records.append(_stage_record(outcome, X.shape[0], "workers" if lazy else "driver (in memory)"))
+            records.append(_stage_record(outcome, X.shape[0],
+                                         "workers" if lazy else "driver (in memory)"))
             rows = None
-        elif learnt is not None:
-            outcome.trace, outcome.info = learnt.trace, learnt.info
-        if len(records) > 1:
-            outcome.trace = [{**rec, "stage": k} for k, r in enumerate(records)
-                             for rec in r.pop("trace")]
-            outcome.info = {**outcome.info, "stages": records}
-        elif records:
-            records[0].pop("trace")
+        _merge_stages(outcome, learnt if not learn_here else None, records)
         self._set_fitted(outcome, likelihood, offset, classes, X.shape[0], rows,
                          column_names)
         self.data_fingerprint_ = data_fingerprint
@@ -484,6 +477,44 @@ class SASPABase(PosteriorModel):
         say(f"done: {self.n_sweeps_} sweeps, converged {self.converged_}, "
             f"{self.timings_['bases'] + self.timings_['ep']:.1f}s")
         return self
+
+    def _trainer_factory(self, labels, basis, progress):
+        """``trainer_for(X, targets, work_dir)``: a Trainer of these bases and
+        settings on some rows."""
+        settings, execution = self._engine_settings(self.damping_), self._execution
+
+        def trainer_for(X, targets, work_dir):
+            return Trainer(X, targets, labels, basis.means, basis.covs, settings,
+                           frequencies=basis.frequencies, phases=basis.phases,
+                           jitter=self.jitter, block_rows=execution.block_rows,
+                           cache=execution.cache, work_dir=work_dir,
+                           callback=progress or (_print_sweep if self.verbose else None),
+                           projected_only=self.approximation == "dtc")
+        return trainer_for
+
+    def _learn_in_stages(self, X, targets, stages, hyper, sites, trainer_for, fit, say):
+        """Learn on each subsample stage in memory on the driver, each warm-started from
+        the last (its values, and its sites on its rows).  Returns the last stage's
+        outcome (None without stages), its rows, the sites on all rows and the stage
+        records."""
+        learnt, rows, records = None, None, []
+        for k, rows in enumerate(stages):
+            # one pass over the chunks for both (lazy inputs); NumPy indexes in memory
+            X_sub, y_sub = (dask.compute(X[rows], targets[rows]) if is_lazy(X)
+                            else (X[rows], targets[rows]))
+            what = "all" if rows.size == X.shape[0] else "a subsample of"
+            say(f"learning hyperparameters{' and bases' if self._learn_bases() else ''} on "
+                f"{what} {rows.size} rows, in memory on the driver "
+                f"({self._stop_description()})")
+            learnt = fit(trainer_for(X_sub, y_sub, None), hyper, _sites_at(sites, rows),
+                         True, restarts=k == 0)
+            hyper = learnt.hyper
+            sites = _sites_on_all(learnt, rows, X.shape[0], sites)
+            records.append(_stage_record(learnt, rows.size, "driver (in memory)"))
+            records[-1]["ended_stages"] = self._stages_end(records, say)
+            if records[-1]["ended_stages"]:
+                break
+        return learnt, rows, sites, records
 
     def _restart_positions(self, start):
         """Restart k's learnt bases: K-means on the learning rows with the k-th of a
