@@ -143,13 +143,8 @@ def _svgp_scores(model, likelihood, Xte, yte, my, sy):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--test-rows", type=int, default=100_000)
-    parser.add_argument("--features", type=int, default=8)
-    parser.add_argument("--bases", type=int, default=256)
+    add_data_options(parser)
     parser.add_argument("--blur", default="full")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--chunk-rows", type=int, default=65536)
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--svgp-minutes", type=float, default=20.0)
     parser.add_argument("--no-svgp", action="store_true")
@@ -162,13 +157,7 @@ def main():
     print(f"float64 matmul: {report['matmul_gflops']:.1f} GFLOP/s", flush=True)
     with tempfile.TemporaryDirectory(prefix="saspa-learnt-scale-") as tmp:
         work = Path(tmp)
-        for name, rows, seed in (("train", args.rows, 0), ("test", args.test_rows, 1)):
-            run([BIN / "saspa", "make-data", work / f"{name}.npy", "--rows", rows,
-                 "--features", args.features, "--seed", seed, "--kind",
-                 "multiscale-regression"])
-            run([BIN / "saspa", "ingest", work / f"{name}.npy", "--out", work / f"{name}.zarr",
-                 "--chunk-rows", args.chunk_rows])
-        report["noise_sd"] = _noise_sd(work / "test.npy", seed=1)
+        report["noise_sd"] = make_data(work, args)
         fits = saspa_fits(work, args)
         report["saspa"] = fits
         report["learning_cost"] = fits["learnt_means"]["seconds"] / fits["fixed"]["seconds"]
@@ -178,6 +167,27 @@ def main():
     common.RESULTS.mkdir(parents=True, exist_ok=True)
     (common.RESULTS / args.out).write_text(json.dumps(report, indent=1))
     print(json.dumps({k: report[k] for k in ("matmul_gflops", "noise_sd", "learning_cost")}))
+
+
+def add_data_options(parser):
+    """The generated data's and the cluster's options (shared with bench_race)."""
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--test-rows", type=int, default=100_000)
+    parser.add_argument("--features", type=int, default=8)
+    parser.add_argument("--bases", type=int, default=256)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--chunk-rows", type=int, default=65536)
+
+
+def make_data(work, args):
+    """train.zarr (``args.rows``, seed 0) and test.zarr (``args.test_rows``, seed 1) of
+    generated multiscale regression rows in ``work``; returns the test noise sd."""
+    for name, rows, seed in (("train", args.rows, 0), ("test", args.test_rows, 1)):
+        run([BIN / "saspa", "make-data", work / f"{name}.npy", "--rows", rows,
+             "--features", args.features, "--seed", seed, "--kind", "multiscale-regression"])
+        run([BIN / "saspa", "ingest", work / f"{name}.npy", "--out", work / f"{name}.zarr",
+             "--chunk-rows", args.chunk_rows])
+    return _noise_sd(work / "test.npy", seed=1)
 
 
 def _noise_sd(test_npy, seed):
