@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["parse_stages", "APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS", "LEARN_BASES_CHOICES",
-           "Parameter", "REGRESSION_LIKELIHOODS", "RETRAIN_PARAMETERS", "TRAIN_PARAMETERS",
-           "by_name", "old_names"]
+__all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS",
+           "LEARN_BASES_CHOICES", "Parameter", "REGRESSION_LIKELIHOODS", "RETRAIN_PARAMETERS",
+           "TRAIN_PARAMETERS", "by_name", "old_names", "parse_stages"]
 
 # the blur families: delta, spherical, diagonal and full blurs; frequency features
 BLUR_CHOICES = ("auto", "delta", "spherical", "diagonal", "full", "fourier",

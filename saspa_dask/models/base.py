@@ -174,8 +174,8 @@ class SASPABase(PosteriorModel):
         "n_sweeps_", "converged_", "log_evidence_", "n_invalid_cavities_",
         "n_skipped_updates_", "n_damping_halvings_", "n_damping_reductions_",
         "n_anderson_steps_", "n_anderson_restarts_", "coarse_start_", "history_",
-        "damping_", "blur_", "blur_scale_", "cost_estimate_", "hyperparameter_trace_", "hyperparameter_info_",
-        "timings_", "kmeans_info_", "data_fingerprint_")
+        "damping_", "blur_", "blur_scale_", "cost_estimate_", "hyperparameter_trace_",
+        "hyperparameter_info_", "timings_", "kmeans_info_", "data_fingerprint_")
     _REPORT_ARRAYS = ("sites_tau_", "sites_nu_")
 
     def __init_subclass__(cls, **kwargs):
@@ -540,7 +540,7 @@ class SASPABase(PosteriorModel):
         learn = self._learn_bases()
         seconds = evaluation_seconds(n_rows, M, d, self.blur_, learn)
         what = (f"{M} bases x {d} inputs, blur {self.blur_}"
-                + (f" (auto)" if self.blur == "auto" else "")
+                + (" (auto)" if self.blur == "auto" else "")
                 + f", bases learnt: {learn or 'no'}, {n_rows} rows")
         self.cost_estimate_ = {"seconds_per_evaluation": seconds,
                                "flops_per_evaluation": evaluation_flops(n_rows, M, d,
