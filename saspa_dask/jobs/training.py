@@ -266,9 +266,8 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     ``refit_bases``, then EP starts cold) and learns them again from there unless
     ``optimize_hyperparameters=False`` (then they are kept); the old rows start from
     their stored sites, the appended rows from one EP update against the old posterior
-    (``new_rows``:
-    ``"adf"`` for an assumed-density-filtering pass, ``"empty"`` for zero sites).  The
-    new model is written aside and renamed into place; the old one is never touched.
+    (``new_rows``: ``"adf"`` for an assumed-density-filtering pass, ``"empty"`` for
+    zero sites).  The new model is written aside and renamed into place; the old one is never touched.
 
     Parameters
     ----------
