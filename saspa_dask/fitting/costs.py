@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-__all__ = ["evaluation_flops", "evaluation_seconds", "matmul_rate", "choose_blur",
+__all__ = ["evaluation_flops", "evaluation_cost", "matmul_rate", "choose_blur",
            "EFFICIENCY", "FULL_BLUR_MAX_DIMS", "SLOW_EVALUATION_SECONDS"]
 
 EP_PASSES = 8
@@ -68,10 +68,12 @@ def matmul_rate():
     return 2 * 256 ** 3 / max(best, 1e-9)
 
 
-def evaluation_seconds(n, M, d, blur, learn_bases=False):
-    """Expected seconds of one evaluation on one core of this machine."""
+def evaluation_cost(n, M, d, blur, learn_bases=False):
+    """``flops_per_evaluation`` and the expected ``seconds_per_evaluation`` on one core
+    of this machine."""
     flops = evaluation_flops(n, M, d, blur, learn_bases)
-    return flops / (matmul_rate() * EFFICIENCY["full" if blur == "full" else "other"])
+    seconds = flops / (matmul_rate() * EFFICIENCY["full" if blur == "full" else "other"])
+    return {"flops_per_evaluation": flops, "seconds_per_evaluation": seconds}
 
 
 def choose_blur(blur, d):

@@ -68,9 +68,9 @@ class StopRule:
 
     def converged(self, trace):
         """"energy", "gradient" or None for the trace so far."""
-        last = trace[-1]
         if self.tol <= 0:
             return None
+        last = trace[-1]
         if len(trace) > WINDOW:
             gain = (last["log_evidence"] - trace[-1 - WINDOW]["log_evidence"]) / WINDOW
             if gain < self.tol * self.scale(last["log_evidence"]):
@@ -139,10 +139,7 @@ def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
     upper = np.array([np.inf if hi is None else hi for _, hi in bounds])
     objective = _Objective(evaluate, start, rule.deadline)
     x0 = start.to_log()
-    try:
-        f0, g0 = objective(x0, first=True)
-    except _Stop:
-        raise FloatingPointError("the time budget ended before the first evaluation")
+    f0, g0 = objective(x0)  # the start is always evaluated, whatever the budget
     if objective.best_hyper is None:
         raise FloatingPointError("EP failed at the starting hyperparameters")
     trace = [_record(0, -f0, None, _projected(x0, g0, lower, upper), start, objective, rule)]
@@ -251,10 +248,11 @@ class _Objective:
     def seconds(self):
         return time.perf_counter() - self.t0
 
-    def __call__(self, x, first=False):
+    def __call__(self, x):
         key = x.tobytes()
         if key not in self.cache:
-            if not first and self.deadline is not None and time.perf_counter() > self.deadline:
+            if (self.evaluations and self.deadline is not None
+                    and time.perf_counter() > self.deadline):
                 raise _Stop("time")
             self.cache[key] = self._evaluate(np.array(x, dtype=np.float64))
         return self.cache[key]

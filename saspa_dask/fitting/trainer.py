@@ -28,7 +28,6 @@ from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep
 from ..ep.posterior import Posterior
 from ..ep.whitening import make_block, relabel_block, whiten
 from .gradient import assemble_gradient, gradient_chunk
-from .basis_parameters import LearntBases
 from .hyperparameters import Hyperparameters
 from .optimizer import StopRule, optimize
 
@@ -212,8 +211,8 @@ def _split(sites, blocks):
 def restart_points(start, n_restarts, positions=None):
     """``start`` and ``n_restarts`` further starts with shorter lengthscales, spread
     geometrically from ``start.lengthscale`` down to ``start.lengthscale / sqrt(d)``,
-    and, when the bases are learnt and ``positions`` is given, other basis positions:
-    restart k starts its bases at ``positions(k)`` (K-means with another seed).
+    and, when ``positions`` is given (learnt bases), other basis positions: restart k
+    starts its bases at ``positions(k)`` (K-means with another seed).
 
     The data-driven default start (``std * sqrt(d)``) is smooth on purpose; in many
     dimensions the evidence has other maxima at shorter lengthscales (one per input's
@@ -226,7 +225,7 @@ def restart_points(start, n_restarts, positions=None):
     for k in range(1, n_restarts + 1):
         factor = d ** (-0.5 * k / n_restarts)
         point = replace(start, lengthscale=start.lengthscale * factor)
-        if positions is not None and isinstance(start.bases, LearntBases):
+        if positions is not None:
             point = replace(point, bases=positions(k))
         points.append(point)
     return points
@@ -265,16 +264,12 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         return _fit_at(trainer, likelihood, start, init_sites)
     rule = replace(rule or StopRule(), scale_rows=trainer.X.shape[0] * trainer.n_problems)
     chosen = _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts,
-                         None if positions is None else partial(_at_rows, positions, trainer.X))
+                         None if positions is None else (lambda k: positions(k, trainer.X)))
     if not all(r.converged for r in chosen.results):
         warnings.warn("EP did not converge at the chosen hyperparameters "
                       f"(max_sweeps={trainer.settings.max_sweeps}); raise max_sweeps or "
                       "lower damping", EPConvergenceWarning, stacklevel=3)
     return chosen
-
-
-def _at_rows(positions, X, k):
-    return positions(k, X)
 
 
 def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts,

@@ -90,9 +90,9 @@ def build_estimator(task=None, **options):
     ``learn_bases`` may be "none" (False); "means" and "means+blur" need the
     hyperparameters learnt and turn their learning on."""
     options = canonical_options(options)
-    for name in ("random_state", "optimize_hyperparameters"):
-        options.setdefault(name, by_name()[name].default_in_jobs)
     for p in by_name().values():
+        if p.job_default is not None:
+            options.setdefault(p.name, p.job_default)
         if p.parse is not None and options.get(p.name) is not None:
             try:
                 options[p.name] = p.parse(options[p.name])

@@ -34,8 +34,7 @@ from ..engines.threads import scipy_blas_single_threaded
 from ..ep.driver import EPSettings
 from ..fitting.basis_parameters import LEARN_BASES, LearntBases, LearntFeatures
 from ..fitting.hyperparameters import Hyperparameters
-from ..fitting.costs import (SLOW_EVALUATION_SECONDS, choose_blur, evaluation_flops,
-                             evaluation_seconds)
+from ..fitting.costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost
 from ..fitting.optimizer import StopRule
 from ..fitting.trainer import Trainer
 from ..fitting.trainer import fit as fit_hyperparameters
@@ -110,36 +109,35 @@ def _sites_on_all(outcome, rows, n_samples, sites):
     zero: no information yet) elsewhere."""
     out = []
     for k, result in enumerate(outcome.results):
-        tau = np.zeros(n_samples) if sites is None else np.array(sites[k][0], dtype=np.float64)
-        nu = np.zeros(n_samples) if sites is None else np.array(sites[k][1], dtype=np.float64)
+        tau, nu = ((np.zeros(n_samples), np.zeros(n_samples)) if sites is None
+                   else (np.array(s, dtype=np.float64) for s in sites[k]))
         tau[rows], nu[rows] = result.tau, result.nu
         out.append((tau, nu))
     return out
 
 
 def _stage_record(outcome, n_rows, where):
+    """What ``saspa info`` lists of one learning stage."""
     info = outcome.info
     return {"rows": int(n_rows), "where": where, "n_iterations": info["n_iterations"],
             "stop_reason": info["stop_reason"],
             "log_evidence_start": info["log_evidence_start"],
             "log_evidence_end": info["log_evidence_end"],
             "gain_per_row": (info["log_evidence_end"] - info["log_evidence_start"]) / n_rows,
-            "seconds": outcome.trace[-1]["seconds"] if outcome.trace else 0.0,
-            "trace": outcome.trace}
+            "seconds": outcome.trace[-1]["seconds"] if outcome.trace else 0.0}
 
 
-def _merge_stages(outcome, learnt, records):
-    """The learning report of a fit: the stage that learnt last gives the info
-    (``learnt``, when the final fit on all rows did not learn), with every stage's
-    trace (tagged ``stage``) and record when there were several."""
+def _merge_stages(outcome, learnt, stages):
+    """The learning report of a fit from its stages, a list of (outcome, rows, where):
+    the stage that learnt last gives the info (``learnt``, when the final fit on all
+    rows did not learn), with every stage's trace (tagged ``stage``) and record when
+    there were several."""
     if learnt is not None:
         outcome.trace, outcome.info = learnt.trace, learnt.info
-    traces = [r.pop("trace") for r in records]
-    for r in records:
-        r.pop("ended_stages", None)
-    if len(records) > 1:
-        outcome.trace = [{**rec, "stage": k} for k, t in enumerate(traces) for rec in t]
-        outcome.info = {**outcome.info, "stages": records}
+    if len(stages) > 1:
+        outcome.trace = [{**rec, "stage": k} for k, (o, _, _) in enumerate(stages)
+                         for rec in o.trace]
+        outcome.info = {**outcome.info, "stages": [_stage_record(*s) for s in stages]}
 
 
 class SASPABase(PosteriorModel):
@@ -375,15 +373,15 @@ class SASPABase(PosteriorModel):
         order = check_random_state(self.random_state).permutation(n_samples)
         return [np.sort(order[:size]) for size in sizes]
 
-    def _stages_end(self, records, say):
+    def _stages_end(self, stages, say):
         """After a stage: True when later stages are not worth running (this stage's
         energy gain per row was below :data:`STAGE_GAIN_PER_ROW`, or the time budget
         is spent)."""
-        last = records[-1]
+        last = _stage_record(*stages[-1])
         if last["stop_reason"] == "time":
             say("learning: the time budget is spent; no further stages")
             return True
-        if len(records) > 1 and last["gain_per_row"] < STAGE_GAIN_PER_ROW:
+        if len(stages) > 1 and last["gain_per_row"] < STAGE_GAIN_PER_ROW:
             say(f"learning: the stage on {last['rows']} rows gained "
                 f"{last['gain_per_row']:.2g} nats per row (< {STAGE_GAIN_PER_ROW:g}); no "
                 "further stages")
@@ -435,23 +433,24 @@ class SASPABase(PosteriorModel):
 
         rule = self._stop_rule(start)  # the budget counts from the fit's start
 
+        positions = self._restart_positions(start_hyper)
+
         def fit(trainer, hyper, sites, optimize, restarts=True):
             return fit_hyperparameters(
                 trainer, likelihood, hyper, optimize_hyperparameters=optimize, rule=rule,
                 init_sites=sites, n_restarts=int(self.n_restarts_optimizer) if restarts else 0,
-                positions=self._restart_positions(start_hyper),
-                callback=_print_hyper if say.loud else None)
+                positions=positions, callback=_print_hyper if say.loud else None)
 
         stages, learn_on_all = self._learning_stages(X.shape[0], lazy)
         if self.optimize_hyperparameters:
             self._announce_cost(stages[0].size if stages else X.shape[0], basis, say)
         start = time.perf_counter()
-        learnt, rows, stage_sites, records = self._learn_in_stages(
+        learnt, rows, stage_sites, done, ended = self._learn_in_stages(
             X, targets, stages, start_hyper, sites, trainer_for, fit, say)
         if learnt is not None:
             start_hyper = learnt.hyper
             self.timings_["hyperparameters"] = time.perf_counter() - start
-            learn_on_all = learn_on_all and not records[-1]["ended_stages"]
+            learn_on_all = learn_on_all and not ended
         learn_here = bool(self.optimize_hyperparameters) and learn_on_all
         say(f"EP on {X.shape[0]} rows" + (", learning hyperparameters" if learn_here else ""))
         # Dask inputs keep their sites in a scratch store (removed afterwards)
@@ -462,10 +461,9 @@ class SASPABase(PosteriorModel):
                           restarts=not stages)
         self.timings_["ep"] = time.perf_counter() - start
         if learn_here:
-            records.append(_stage_record(outcome, X.shape[0],
-                                         "workers" if lazy else "driver (in memory)"))
+            done.append((outcome, X.shape[0], "workers" if lazy else "driver (in memory)"))
             rows = None
-        _merge_stages(outcome, learnt if not learn_here else None, records)
+        _merge_stages(outcome, learnt if not learn_here else None, done)
         self._set_fitted(outcome, likelihood, offset, classes, X.shape[0], rows,
                          column_names)
         self.data_fingerprint_ = data_fingerprint
@@ -495,9 +493,9 @@ class SASPABase(PosteriorModel):
     def _learn_in_stages(self, X, targets, stages, hyper, sites, trainer_for, fit, say):
         """Learn on each subsample stage in memory on the driver, each warm-started from
         the last (its values, and its sites on its rows).  Returns the last stage's
-        outcome (None without stages), its rows, the sites on all rows and the stage
-        records."""
-        learnt, rows, records = None, None, []
+        outcome (None without stages), its rows, the sites on all rows, the stages run
+        as (outcome, rows, where), and whether a stage ended the stages early."""
+        learnt, rows, done = None, None, []
         for k, rows in enumerate(stages):
             # one pass over the chunks for both (lazy inputs); NumPy indexes in memory
             X_sub, y_sub = (dask.compute(X[rows], targets[rows]) if is_lazy(X)
@@ -510,11 +508,10 @@ class SASPABase(PosteriorModel):
                          True, restarts=k == 0)
             hyper = learnt.hyper
             sites = _sites_on_all(learnt, rows, X.shape[0], sites)
-            records.append(_stage_record(learnt, rows.size, "driver (in memory)"))
-            records[-1]["ended_stages"] = self._stages_end(records, say)
-            if records[-1]["ended_stages"]:
-                break
-        return learnt, rows, sites, records
+            done.append((learnt, rows.size, "driver (in memory)"))
+            if self._stages_end(done, say):
+                return learnt, rows, sites, done, True
+        return learnt, rows, sites, done, False
 
     def _restart_positions(self, start):
         """Restart k's learnt bases: K-means on the learning rows with the k-th of a
@@ -538,13 +535,11 @@ class SASPABase(PosteriorModel):
         """Say what one optimiser evaluation will cost, and warn when that is slow."""
         M, d = basis.means.shape
         learn = self._learn_bases()
-        seconds = evaluation_seconds(n_rows, M, d, self.blur_, learn)
+        self.cost_estimate_ = evaluation_cost(n_rows, M, d, self.blur_, learn)
+        seconds = self.cost_estimate_["seconds_per_evaluation"]
         what = (f"{M} bases x {d} inputs, blur {self.blur_}"
                 + (" (auto)" if self.blur == "auto" else "")
                 + f", bases learnt: {learn or 'no'}, {n_rows} rows")
-        self.cost_estimate_ = {"seconds_per_evaluation": seconds,
-                               "flops_per_evaluation": evaluation_flops(n_rows, M, d,
-                                                                        self.blur_, learn)}
         say(f"learning: about {seconds:.2g}s per optimiser evaluation on one core ({what})")
         if seconds > SLOW_EVALUATION_SECONDS:
             warnings.warn(
