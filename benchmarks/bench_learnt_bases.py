@@ -28,8 +28,8 @@ import numpy as np
 import common
 from bench_peers import svgp_model
 from bench_train import matmul_rate
-from common import (DATASETS, add_outdir_option, machine, regression_scores, use_outdir,
-                    versions)
+from common import (DATASETS, add_outdir_option, error_and_nlp, machine, regression_scores,
+                    use_outdir, versions)
 
 SETS = ("ailerons", "house_16h", "cpu_act", "california_housing")
 
@@ -99,17 +99,19 @@ def fit_exact(Xtr, ytr, Xte, yte, warm_rows, max_iter):
     return out
 
 
-def svgp(Xtr, ytr, Xte, yte, centres, budgets, batch=256, lr=0.01, by_cpu=False):
+def svgp(Xtr, ytr, Xte, yte, centres, budgets, batch=256, lr=0.01, by_cpu=False,
+         regression=True):
     """SVGP trained by minibatch Adam; scores at each wall-time budget (seconds of
     training, evaluation outside the clock), or CPU-time budget with ``by_cpu`` (for a
-    machine that runs other work too)."""
+    machine that runs other work too).  ``regression=False``: the Bernoulli (probit)
+    likelihood on 0/1 labels, scored by test error and NLP."""
     import gpytorch
     import torch
 
     torch.set_num_threads(2)
     X = torch.tensor(Xtr, dtype=torch.float32)
     y = torch.tensor(ytr, dtype=torch.float32)
-    model, likelihood = svgp_model(centres, Xtr.shape[1], regression=True)
+    model, likelihood = svgp_model(centres, Xtr.shape[1], regression=regression)
     model.train()
     likelihood.train()
     optimizer = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=lr)
@@ -136,9 +138,10 @@ def svgp(Xtr, ytr, Xte, yte, centres, budgets, batch=256, lr=0.01, by_cpu=False)
                     mean, var = pred.mean.double().numpy(), pred.variance.double().numpy()
                 model.train()
                 likelihood.train()
+                scores = (regression_scores(mean, var, yte) if regression else
+                          dict(zip(("error", "nlp"), error_and_nlp(mean, yte))))
                 out.append({"budget": budgets.pop(0), "seconds": seconds, "cpu_seconds": cpu,
-                            "epochs": epochs,
-                            **regression_scores(mean, var, yte)})
+                            "epochs": epochs, **scores})
         epochs += 1
     return out
 

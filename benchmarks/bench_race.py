@@ -25,18 +25,20 @@ import json
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 import common
 from bench_learnt_bases import save
 from bench_learnt_scale import (_evaluate, _info, _timed, add_data_options, make_data,
                                 svgp_run)
-from bench_train import BIN, matmul_rate
+from bench_train import BIN, matmul_rate, run
 from common import machine, versions
 
 
 def saspa_run(work, args, extra):
     model = work / "model.zarr"
     res, seconds = _timed([BIN / "saspa", "train", work / "train.zarr", "--out", model,
-                           "--task", "regression", "--n-bases", args.bases, "--workers",
+                           "--task", args.task, "--n-bases", args.bases, "--workers",
                            args.workers, "--overwrite", *extra])
     info = _info(model)
     hyper = info["hyperparameters"]["info"] or {}
@@ -54,6 +56,13 @@ def main():
     parser.add_argument("--budgets", type=float, nargs="+", default=[30, 60, 150, 600])
     parser.add_argument("--stages", default="20000,100000,all")
     parser.add_argument("--svgp-minutes", type=float, default=20.0)
+    parser.add_argument("--task", choices=["regression", "classification"],
+                        default="regression")
+    parser.add_argument("--svgp-lrs", type=float, nargs="+", default=[0.01],
+                        help="Adam learning rates tried for SVGP; several: each trains "
+                             "--sweep-seconds and is scored on validation rows (seed 2), "
+                             "and the best runs the race")
+    parser.add_argument("--sweep-seconds", type=float, default=60.0)
     parser.add_argument("--out", default="race.json", help="file under results/")
     common.add_outdir_option(parser)
     args = parser.parse_args()
@@ -64,20 +73,83 @@ def main():
     with tempfile.TemporaryDirectory(prefix="saspa-race-") as tmp:
         work = Path(tmp)
         report["noise_sd"] = make_data(work, args)
+        if args.task == "classification":
+            report["bayes_error"] = to_classification(work, args)
         fixed = saspa_run(work, args, ["--fixed-hyperparameters"])
         report["fixed"] = fixed
         print(json.dumps({"fixed": fixed}), flush=True)
         for budget in args.budgets:
-            learn = max(budget - fixed["seconds"], 1.0)
+            if budget <= fixed["seconds"]:  # no fit, learnt or not, ends in that time
+                report["saspa"].append({"budget": budget, "infeasible": True})
+                continue
+            learn = budget - fixed["seconds"]
             row = {"budget": budget, "max_fit_time": learn,
                    **saspa_run(work, args, ["--hyper-subsample", args.stages,
                                             "--max-fit-time", f"{learn:.1f}"])}
             report["saspa"].append(row)
             print(json.dumps({"saspa": row}), flush=True)
             save(report, args.out)
-        budgets = [r["seconds"] for r in report["saspa"]] + [60 * args.svgp_minutes]
-        report["svgp"] = svgp_run(work, args, budgets)
+        lr = report["svgp_lr"] = best_lr(work, args, report)
+        budgets = ([r.get("seconds", r["budget"]) for r in report["saspa"]]
+                   + [60 * args.svgp_minutes])
+        report["svgp"] = svgp_run(work, args, budgets, lr=lr,
+                                  regression=args.task == "regression")
     save(report, args.out)
+
+
+def best_lr(work, args, report):
+    """SVGP's learning rate: each of ``--svgp-lrs`` trained ``--sweep-seconds`` and
+    scored on validation rows drawn with seed 2 (not the test rows)."""
+    if len(args.svgp_lrs) == 1:
+        return args.svgp_lrs[0]
+    _store(work, args, "valid", args.test_rows, seed=2)
+    key = "rmse" if args.task == "regression" else "error"
+    sweep = {lr: svgp_run(work, args, [args.sweep_seconds], lr=lr, test="valid.zarr",
+                          regression=args.task == "regression")[0]
+             for lr in args.svgp_lrs}
+    report["svgp_sweep"] = {str(lr): row for lr, row in sweep.items()}
+    return min(sweep, key=lambda lr: (sweep[lr][key], sweep[lr]["nlp" if key == "error"
+                                                                 else "nlpd"]))
+
+
+LABEL_NOISE = 0.35  # latent noise sd / signal sd: a Bayes error near 0.1
+
+
+def to_classification(work, args):
+    """Relabel the generated train and test stores 0/1 (:func:`_store`).  Returns the
+    test rows' Bayes error, the floor of any classifier's: mean Phi(-|f - t| / sd)."""
+    from scipy.stats import norm
+
+    from saspa_dask.datasets import multiscale_regression
+
+    _store(work, args, "train", args.rows, seed=0)
+    _store(work, args, "test", args.test_rows, seed=1)
+    threshold, sd = _latent_scale(args)
+    f_test = multiscale_regression(args.test_rows, args.features, 1)[2]
+    return float(norm.cdf(-abs(f_test - threshold) / sd).mean())
+
+
+def _latent_scale(args):
+    """The labels' threshold (the training rows' median signal: balanced classes) and
+    latent noise sd."""
+    from saspa_dask.datasets import multiscale_regression
+
+    f_train = multiscale_regression(args.rows, args.features, 0)[2]
+    return float(np.median(f_train)), LABEL_NOISE * float(f_train.std())
+
+
+def _store(work, args, name, rows, seed):
+    """Store ``name`` of ``rows`` generated rows; for classification the label is 1 where
+    the signal plus latent Gaussian noise exceeds the threshold."""
+    from saspa_dask.datasets import multiscale_regression
+
+    X, y, f = multiscale_regression(rows, args.features, seed)
+    if args.task == "classification":
+        threshold, sd = _latent_scale(args)
+        y = f + sd * np.random.default_rng(100 + seed).normal(size=rows) > threshold
+    np.save(work / f"{name}.npy", np.column_stack([X, y]))
+    run([BIN / "saspa", "ingest", work / f"{name}.npy", "--out", work / f"{name}.zarr",
+         "--chunk-rows", args.chunk_rows, "--overwrite"])
 
 
 if __name__ == "__main__":

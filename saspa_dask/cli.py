@@ -137,7 +137,8 @@ def read_csv(path, target):
     label column (default: the last)."""
     import numpy as np
 
-    from .storage.csv_reader import read_rows, target_index
+    from .storage.column_plan import target_index
+    from .storage.csv_reader import read_rows
 
     rows = read_rows(path)
     _, header = next(rows)
@@ -154,8 +155,35 @@ def read_csv(path, target):
 
 @click.group()
 @click.version_option(__version__, prog_name="saspa")
-def main():
+@click.option("--verbose", "-v", is_flag=True,
+              help="Show Dask's own log lines and warnings too (by default only the "
+                   "tool's lines and Dask's critical errors are shown).")
+def main(verbose):
     """Sparse Gaussian processes by SASPA expectation propagation."""
+    if not verbose:
+        quiet_dask()
+
+
+# What a normal run would otherwise print from Dask: scheduler and nanny warnings
+# ("Detected different run_spec", "Worker process still alive after 4.0 seconds,
+# killing"), the client's large-graph warning, a worker's heartbeat traceback while the
+# cluster closes.  Failures reach the user as the job's own errors.
+DASK_LOG_LEVEL = "critical"
+
+
+def quiet_dask():
+    """Dask's loggers at :data:`DASK_LOG_LEVEL`, here and in the worker processes an
+    embedded cluster starts (they read the environment when they import distributed),
+    and the client's "Sending large graph" warning ignored."""
+    import warnings
+
+    os.environ["DASK_LOGGING__DISTRIBUTED"] = DASK_LOG_LEVEL
+    import logging
+
+    for name in ("distributed", "tornado", "asyncio", "bokeh"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    warnings.filterwarnings("ignore", message=r"\s*Sending large graph",
+                            category=UserWarning)
 
 
 @main.command()
@@ -278,40 +306,73 @@ def make_data(out, rows, features, seed, kind):
 @click.option("--chunk-rows", default=65536, show_default=True, type=click.IntRange(1),
               help="Rows per zarr chunk (one task per chunk on the cluster).")
 @click.option("--missing", default="error", show_default=True,
-              type=click.Choice(["error", "drop-rows"]),
-              help="Missing or non-finite values: an error naming the columns, or drop "
-                   "the rows holding them.")
+              type=click.Choice(["error", "drop-rows", "impute"]),
+              help="Missing or non-finite values: an error naming the columns, drop the "
+                   "rows holding them, or impute (a number column's median, a text "
+                   "column's '(missing)' category; recorded and reapplied by --like).")
 @click.option("--text", default="error", show_default=True,
               type=click.Choice(["error", "onehot", "drop"]),
               help="Text input columns: an error naming them, one-hot encode, or drop.")
+@click.option("--id-column", help="A column of row ids: kept out of the inputs, stored "
+              "with each row and carried by split, score, predict and export.")
+@click.option("--exclude", multiple=True, metavar="NAME",
+              help="A column to leave out (repeat for several).")
+@click.option("--delimiter", help="CSV field delimiter (default: the most frequent of , ; "
+              "tab | in the header line).")
 @click.option("--like", "like", type=click.Path(exists=True, file_okay=False),
               help="Encode SOURCE exactly as this data store was encoded (same columns, "
-                   "categories, target labels, missing-value rule): new data to score or "
+                   "categories, target labels, id column, missing-value rule and "
+                   "imputation values) and count the drift from it: new data to score or "
                    "evaluate with a model trained on it.")
 @click.option("--unknown", default="error", show_default=True,
               type=click.Choice(["error", "ignore"]),
               help="With --like: a category the --like store never saw is an error, or "
-                   "(ignore) all zeros.")
+                   "(ignore) all zeros, counted as drift.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store.")
 @_job_errors
-def ingest_command(source, out, target, chunk_rows, missing, text, like, unknown, overwrite):
+def ingest_command(source, out, target, chunk_rows, missing, text, id_column, exclude,
+                   delimiter, like, unknown, overwrite):
     """Stream a CSV, Parquet or .npy file into a chunked zarr data store."""
     from . import jobs
 
-    if like and (target or missing != "error" or text != "error"):
-        raise click.UsageError("--like takes the target, --missing and --text from the "
-                               "--like store; do not give them too")
+    if like and (target or missing != "error" or text != "error" or id_column or exclude):
+        raise click.UsageError("--like takes the target, --missing, --text, --id-column and "
+                               "--exclude from the --like store; do not give them too")
     start = time.perf_counter()
     attrs = jobs.ingest(source, out, target=target, chunk_rows=chunk_rows, missing=missing,
-                        text=text, overwrite=overwrite, like=like, unknown=unknown)
+                        text=text, overwrite=overwrite, like=like, unknown=unknown,
+                        id_column=id_column, exclude=exclude, delimiter=delimiter)
     for note in attrs.get("notes", []):
         _echo(f"note: {note}")
+    for line in drift_lines(attrs.get("drift") or {}):
+        _echo(line)
+    pre = attrs["preprocessing"]
     target_text = (f"target {attrs['target']!r}" if attrs.get("has_target", True)
                    else "no target column (data to score)")
+    imputed = sum((pre.get("values_imputed") or {}).values())
     click.echo(f"ingested {attrs['n_rows']} rows x {len(attrs['columns'])} inputs into {out} "
                f"({time.perf_counter() - start:.1f}s; {target_text}, "
-               f"{attrs['preprocessing'].get('rows_dropped_for_missing', 0)} rows dropped"
+               f"{pre.get('rows_dropped_for_missing', 0)} rows dropped"
+               f"{f', {imputed} values imputed' if imputed else ''}"
                f"{', encoded like ' + str(like) if like else ''})")
+
+
+def drift_lines(drift):
+    """One line per drifted column of a ``--like`` ingest."""
+    lines = []
+    for name, entry in drift.items():
+        parts = []
+        if entry.get("unseen_categories"):
+            parts.append(f"{entry['unseen_categories']} rows with unseen categories")
+        if entry.get("below_range") or entry.get("above_range"):
+            parts.append(f"{entry['below_range']} below and {entry['above_range']} above "
+                         "the training range")
+        if "missing" in entry:
+            old = entry["training_missing_rate"]
+            parts.append(f"missing {entry['missing_rate']:.2%}"
+                         + ("" if old is None else f" (training {old:.2%})"))
+        lines.append(f"drift: column {name!r}: " + "; ".join(parts))
+    return lines
 
 
 @main.command("split")
@@ -421,10 +482,13 @@ class SweepReporter:
 @click.option("--overwrite", is_flag=True, help="Replace an existing model store.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model (e.g. models/latest).")
+@click.option("--test", "test", type=click.Path(exists=True, file_okay=False),
+              help="A held-out data store: print the model's metrics on it and record "
+                   "them in the model store.")
 @cluster_options
 @_job_errors
-def train(data, out, overwrite, latest, scheduler, workers, timeout, tls_ca_file, tls_cert,
-          tls_key, **options):
+def train(data, out, overwrite, latest, test, scheduler, workers, timeout, tls_ca_file,
+          tls_cert, tls_key, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Classification with more than two classes is one-vs-rest on shared bases.
@@ -434,7 +498,8 @@ def train(data, out, overwrite, latest, scheduler, workers, timeout, tls_ca_file
     options = _take_old_flags(TRAIN_PARAMETERS, options)
     reporter = SweepReporter(options["tol"])
     try:
-        result = jobs.train(data, out, overwrite=overwrite, latest=latest, progress=reporter,
+        result = jobs.train(data, out, overwrite=overwrite, latest=latest, test=test,
+                            progress=reporter,
                             **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
                                        tls_key), **options)
     finally:
@@ -443,10 +508,14 @@ def train(data, out, overwrite, latest, scheduler, workers, timeout, tls_ca_file
 
 
 def _report_model(result):
+    from .jobs import metrics_line
+
     model = result["model"]
     click.echo(f"model: {result['out']}  sweeps {model.n_sweeps_}  converged "
                f"{model.converged_}  log evidence {model.log_evidence_:.6g}  invalid "
                f"cavities {model.n_invalid_cavities_}  {result['seconds']:.1f}s")
+    if result.get("metrics"):
+        click.echo("held out: " + metrics_line(result["metrics"]))
     if not result["converged"]:
         sys.exit(3)
 
@@ -468,10 +537,13 @@ def _report_model(result):
 @click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
 @click.option("--latest", type=click.Path(dir_okay=False),
               help="Pointer file to update to the new model.")
+@click.option("--test", "test", type=click.Path(exists=True, file_okay=False),
+              help="A held-out data store: print the new model's metrics on it and "
+                   "record them in the model store.")
 @cluster_options
 @_job_errors
 def retrain(model_path, data, out, refit_bases, new_rows, scheduler, workers, timeout,
-            overwrite, latest, tls_ca_file, tls_cert, tls_key, **options):
+            overwrite, latest, test, tls_ca_file, tls_cert, tls_key, **options):
     """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
 
     Starts from the old model's bases and hyperparameters (bases refitted with
@@ -488,6 +560,7 @@ def retrain(model_path, data, out, refit_bases, new_rows, scheduler, workers, ti
     try:
         result = jobs.retrain(model_path, data, out, refit_bases=refit_bases,
                               new_rows=new_rows, overwrite=overwrite, latest=latest,
+                              test=test,
                               progress=reporter, **options,
                               **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
                                          tls_key))
@@ -524,6 +597,47 @@ def score_command(model_path, data, out, fmt, overwrite, scheduler, workers, tim
     click.echo(f"scores of {data}: {out} ({fmt})  {result['rows']} rows, "
                f"{result['chunks_written']} of {result['chunks_total']} chunks written this "
                f"run, {result['columns']}, {time.perf_counter() - start:.1f}s")
+
+
+@main.command("predict")
+@click.argument("model_path", metavar="MODEL", type=click.Path())
+@click.argument("source", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", required=True, type=click.Path(),
+              help="CSV or Parquet file to write: id, row, then the scores.")
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]),
+              help="Default: from --out's suffix.")
+@click.option("--unknown", default="error", show_default=True,
+              type=click.Choice(["error", "ignore"]),
+              help="A category the training rows never had: an error, or all zeros "
+                   "(counted as drift).")
+@click.option("--delimiter", help="FILE's field delimiter (default: found from its header).")
+@click.option("--chunk-rows", default=65536, show_default=True, type=click.IntRange(1),
+              help="Rows per chunk (one scoring task each).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+@cluster_options
+@_job_errors
+def predict_command(model_path, source, out, fmt, unknown, delimiter, chunk_rows, overwrite,
+                    scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
+    """Score a CSV or Parquet FILE with MODEL, without a separate ingest.
+
+    FILE is encoded as MODEL's training store was (columns, categories, imputation
+    values, id column); the drift from the training rows is printed.  Resumable: a
+    rerun after an interruption reuses the encoded rows and the scores written.
+    """
+    from . import jobs
+
+    start = time.perf_counter()
+    result = jobs.predict(model_path, source, out, unknown=unknown, delimiter=delimiter,
+                          format=fmt, overwrite=overwrite, chunk_rows=chunk_rows,
+                          **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
+                                     tls_key))
+    for note in result["notes"]:
+        _echo(f"note: {note}")
+    for line in drift_lines(result["drift"]):
+        _echo(line)
+    click.echo(f"predictions for {source}: {out}  {result['rows']} rows"
+               f"{' (resumed)' if result['reused'] else ''}, "
+               f"{time.perf_counter() - start:.1f}s")
 
 
 @main.command("evaluate")
@@ -584,6 +698,10 @@ def info(model, as_json):
     seconds = summary["train_seconds"]
     click.echo(f"{'training time':>17}: "
                + ("not recorded" if seconds is None else f"{seconds:.1f}s"))
+    if summary.get("test_metrics"):
+        from .jobs import metrics_line
+
+        click.echo(f"{'held out':>17}: {metrics_line(summary['test_metrics'])}")
     km = summary["kmeans"]
     not_run = ("not run (features on the inputs' mean)" if summary["blur"] == "fourier-global"
                else "not run (bases given)")

@@ -1,7 +1,7 @@
 """Declarative jobs: ``saspa run JOB.toml``.
 
 A job is a list of steps (``ingest``, ``split``, ``train``, ``retrain``, ``score``,
-``evaluate``)
+``predict``, ``evaluate``)
 run in order, each the job function of the same name (:mod:`saspa_dask.jobs`, what the
 CLI command of that name calls) with the step's keys as its options.
 Relative paths are relative to the job file.  ``{date}`` and ``{timestamp}`` in an
@@ -66,25 +66,31 @@ _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 STEP_OPTIONS = {
     "ingest": {"source": (str, True), "out": (str, True), "target": ((str, int), False),
                "chunk_rows": (int, False), "missing": (str, False), "text": (str, False),
-               "like": (str, False), "unknown": (str, False), "overwrite": (bool, False)},
+               "like": (str, False), "unknown": (str, False), "overwrite": (bool, False),
+               "id_column": (str, False), "exclude": (list, False),
+               "delimiter": (str, False)},
     "split": {"store": (str, True), "train_out": (str, False), "test_out": (str, False),
               "test_fraction": (_NUM, False), "seed": (int, False),
               "overwrite": (bool, False)},
     "train": {"data": (str, True), "out": (str, True), "task": (str, False),
               "max_classes": (int, False), **_table_keys(TRAIN_PARAMETERS),
-              "overwrite": (bool, False), "latest": (str, False)},
+              "overwrite": (bool, False), "latest": (str, False), "test": (str, False)},
     "retrain": {"model": (str, True), "data": (str, True), "out": (str, True),
                 "refit_bases": (bool, False), "new_rows": (str, False),
                 **_table_keys(RETRAIN_PARAMETERS),
-                "overwrite": (bool, False), "latest": (str, False)},
+                "overwrite": (bool, False), "latest": (str, False), "test": (str, False)},
     "score": {"model": (str, True), "data": (str, True), "out": (str, True),
               "format": (str, False), "overwrite": (bool, False)},
+    "predict": {"model": (str, True), "source": (str, True), "out": (str, True),
+                "unknown": (str, False), "delimiter": (str, False), "format": (str, False),
+                "chunk_rows": (int, False), "overwrite": (bool, False)},
     "evaluate": {"model": (str, True), "data": (str, True)},
 }
 _POSITIONAL = {"ingest": ["source"], "split": ["store"], "train": ["data"], "retrain": ["model", "data"],
-               "score": ["model", "data"], "evaluate": ["model", "data"]}
+               "score": ["model", "data"], "predict": ["model", "source"],
+               "evaluate": ["model", "data"]}
 _PATH_KEYS = {"source", "out", "data", "model", "work_dir", "latest", "store", "like",
-              "train_out", "test_out"}
+              "train_out", "test_out", "test"}
 _CLUSTER_KEYS = {"scheduler": (str, False), "workers": (int, False), "timeout": (int, False),
                  "tls_ca_file": (str, False), "tls_cert": (str, False),
                  "tls_key": (str, False)}
@@ -113,7 +119,34 @@ def _check_table(table, schema, where):
 
 def _names(kinds):
     return " or ".join({int: "an integer", float: "a number", str: "a string",
-                        bool: "true/false"}[k] for k in kinds)
+                        bool: "true/false", list: "a list", dict: "a table"}[k]
+                       for k in kinds)
+
+
+# Ranges of the [cluster] numbers (a TOML integer may be as large as 2**63 - 1)
+_RANGES = {"workers": (1, 4096), "timeout": (1, 86_400)}
+
+
+def _check_ranges(table, where):
+    for key, (low, high) in _RANGES.items():
+        if key in table and not low <= table[key] <= high:
+            raise JobError(f"{where}: {key} = {table[key]} is outside {low}..{high}")
+
+
+def _parse(path):
+    """The job file's TOML document, or a JobError naming the file and the fault."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise JobError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise JobError(f"{path}: cannot read it ({err.strerror})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise JobError(f"{path}: not valid TOML ({err})") from None
+    except RecursionError:
+        raise JobError(f"{path}: not a job file (nested too deeply to read)") from None
 
 
 def load_job(path):
@@ -121,10 +154,7 @@ def load_job(path):
     path = Path(path)
     if not path.is_file():
         raise JobError(f"{path}: no such job file")
-    try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise JobError(f"{path}: not valid TOML ({err})") from None
+    doc = _parse(path)
     _check_table(doc, {"job": (dict, False), "cluster": (dict, False),
                        "steps": (list, True)}, str(path))
     job = doc.get("job", {})
@@ -135,6 +165,7 @@ def load_job(path):
                        "'-', not starting with '.' (it names the state file beside the job)")
     cluster = doc.get("cluster", {})
     _check_table(cluster, _CLUSTER_KEYS, f"{path} [cluster]")
+    _check_ranges(cluster, f"{path} [cluster]")
     if "scheduler" in cluster and "workers" in cluster:
         raise JobError(f"{path} [cluster]: give scheduler or workers, not both")
     steps = doc["steps"]
@@ -150,6 +181,8 @@ def load_job(path):
             raise JobError(f"{where}: unknown kind {kind!r}; one of {', '.join(STEP_OPTIONS)}")
         _check_table({k: v for k, v in step.items() if k != "kind"}, STEP_OPTIONS[kind],
                      f"{where} ({kind})")
+        if not all(isinstance(v, str) for v in step.get("exclude", [])):
+            raise JobError(f"{where} ({kind}): exclude must be a list of column names")
         _check_templates(step, f"{where} ({kind})")
     return {"name": name}, cluster, steps
 
@@ -237,6 +270,10 @@ def _run_step(kind, settings, cluster, echo, out):
             f"{model.converged_}  log evidence {model.log_evidence_:.6g}")
         if not result["converged"]:
             raise JobError("EP did not converge (raise max_sweeps or lower damping)")
+    elif kind == "predict":
+        result = jobs.predict(options.pop("model"), options.pop("source"),
+                              options.pop("out"), **options, **where)
+        out(f"predictions: {result['rows']} rows -> {result['out']}")
     elif kind == "score":
         result = jobs.score(options.pop("model"), options.pop("data"), options.pop("out"),
                             **options, **where)
@@ -253,6 +290,15 @@ def _cluster_options(cluster):
     options["security"] = jobs.tls_security(cluster.get("tls_ca_file"),
                                             cluster.get("tls_cert"), cluster.get("tls_key"))
     return options
+
+
+def _previous_state(state_path):
+    """The last completed run's record; an unreadable one counts as none (the job runs)."""
+    try:
+        state = json.loads(state_path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
 
 
 def run_job(path, *, force=False, echo=print, out=print):
@@ -273,15 +319,19 @@ def run_job(path, *, force=False, echo=print, out=print):
     cluster = {k: (str((base / v).resolve()) if k.startswith("tls_") else v)
                for k, v in cluster.items()}
     state_path = base / f".{job['name']}.state.json"
-    previous = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    previous = _previous_state(state_path)
     now = _dt.datetime.now(_dt.timezone.utc)
     templates = [{k: v for k, v in s.items() if k != "kind"} for s in steps]
     current = [_signature(s["kind"], _resolve(t, base, now), t)
                for s, t in zip(steps, templates)]
+    lost = [p for p in previous.get("outputs", []) if not Path(p).exists()]
     if not force and previous.get("completed") and previous.get("signatures") == current:
-        echo(f"job {job['name']}: already completed with these inputs; nothing to do "
-             "(--force to run again)")
-        return {"ran": [], "skipped": True}
+        if not lost:
+            echo(f"job {job['name']}: already completed with these inputs; nothing to "
+                 "do (--force to run again)")
+            return {"ran": [], "skipped": True}
+        echo(f"job {job['name']}: completed before, but its output {lost[0]} is gone: "
+             "running it again")
     options = _cluster_options(cluster)
     for i, (step, template) in enumerate(zip(steps, templates), start=1):
         kind = step["kind"]
@@ -295,7 +345,10 @@ def run_job(path, *, force=False, echo=print, out=print):
     # the next run is a no-op while they stay so.
     signatures = [_signature(s["kind"], _resolve(t, base, now), t)
                   for s, t in zip(steps, templates)]
-    state = {"completed": True, "signatures": signatures, "finished": now.isoformat()}
+    outputs = [settings[k] for settings in (_resolve(t, base, now) for t in templates)
+               for k in ("out", "train_out", "test_out", "latest") if k in settings]
+    state = {"completed": True, "signatures": signatures, "outputs": outputs,
+             "finished": now.isoformat()}
     tmp = state_path.with_name(f"{state_path.name}.{uuid.uuid4().hex[:8]}")
     tmp.write_text(json.dumps(state, indent=2))
     os.replace(tmp, state_path)

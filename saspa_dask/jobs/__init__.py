@@ -7,7 +7,7 @@ files are thin layers over them.
 
 - :mod:`~saspa_dask.jobs.stores`: ingest, split, describe;
 - :mod:`~saspa_dask.jobs.training`: train, retrain (and the retraining rules);
-- :mod:`~saspa_dask.jobs.scoring`: score, evaluate;
+- :mod:`~saspa_dask.jobs.scoring`: score, predict (a file, directly), evaluate;
 - :mod:`~saspa_dask.jobs.cluster`: Dask clients, TLS;
 - :mod:`~saspa_dask.jobs.task`: which task a target calls for;
 - :mod:`~saspa_dask.jobs.errors`: :class:`JobError`, interrupts.
@@ -15,9 +15,9 @@ files are thin layers over them.
 
 from .cluster import dask_client, tls_security
 from .errors import JobError
-from .scoring import evaluate, metrics_line, score
+from .scoring import evaluate, metrics_line, predict, score
 from .stores import describe, ingest, split
 from .training import retrain, train
 
 __all__ = ["JobError", "dask_client", "describe", "evaluate", "ingest", "metrics_line",
-           "retrain", "score", "split", "tls_security", "train"]
+           "predict", "retrain", "score", "split", "tls_security", "train"]

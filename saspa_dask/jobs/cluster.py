@@ -4,6 +4,12 @@ Every job takes ``client`` (an existing ``distributed.Client``, used as it is),
 or ``scheduler`` (an address to connect to, within ``timeout`` seconds), or neither
 (an embedded ``LocalCluster`` of ``workers`` single-threaded processes, closed
 afterwards).  ``security`` (TLS) comes from :func:`tls_security`.
+
+The embedded cluster is private to the job: it listens on 127.0.0.1 only, over TLS
+with a throw-away certificate made for this job and held in memory
+(``Security.temporary()``), and requires it of every peer; another local user, who can
+reach the loopback port, has no certificate and cannot connect, so cannot run code in
+the workers.
 """
 
 from __future__ import annotations
@@ -55,25 +61,45 @@ def dask_client(client=None, *, scheduler=None, workers=2, timeout=10, security=
                            f"use 1 to {limit} (4 per core), or --scheduler for a cluster")
         # Work stealing would move a chunk's cached whitened block to an idle worker,
         # costing more than it saves; the blocks are spread evenly instead.
+        from distributed.security import Security
+
+        private = Security.temporary()
         with dask.config.set({"distributed.scheduler.work-stealing": False}), \
                 _workers_ignore_ctrl_c():
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address="127.0.0.1:0")
-        client = Client(cluster)
+                                   host="127.0.0.1", protocol="tls://", security=private,
+                                   dashboard_address="127.0.0.1:0")
+        client = Client(cluster, security=private)
     try:
         if echo is not None:
-            where = scheduler or f"embedded LocalCluster, {workers} workers"
+            where = scheduler or (f"embedded LocalCluster at {cluster.scheduler_address} "
+                                  f"(TLS, this job's certificate only), {workers} workers")
             echo(f"dask: {where}; dashboard: {dashboard_link(client)}")
         yield client
-    except BaseException:  # an error, Ctrl-C or SIGTERM (jobs.errors.Interrupted)
+    except BaseException as err:  # an error, Ctrl-C or SIGTERM (jobs.errors.Interrupted)
         # the job is over: workers stopped first cannot log a lost scheduler
         if cluster is not None:
             _stop_workers_now(cluster)
+        if isinstance(err, Exception) and _scheduler_lost(err, client):
+            where = scheduler or "the embedded cluster's scheduler"
+            raise JobError(f"lost the Dask scheduler ({where}) while the job ran "
+                           f"({type(err).__name__}: {err}); nothing was marked complete: "
+                           "run the job again when the scheduler is back") from None
         raise
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _scheduler_lost(err, client):
+    """Whether ``err`` came from losing the scheduler (its connection closed, or the
+    client no longer running), rather than from the job."""
+    from distributed.comm.core import CommClosedError
+
+    if isinstance(err, CommClosedError):
+        return True
+    return getattr(client, "status", "running") not in ("running", "newly-created")
 
 
 def max_workers():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-__all__ = ["Interrupted", "JobError", "reported"]
+__all__ = ["Interrupted", "JobError", "locked", "reported"]
 
 
 class JobError(ValueError):
@@ -28,6 +28,22 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal_name)
         self.signal_name = signal_name
         self.exit_code = 128 + int(signal_number)
+
+
+@contextlib.contextmanager
+def locked(path, what):
+    """Hold the writer lock of the output ``path``
+    (:func:`~saspa_dask.files.locks.writer_lock`) for the ``with`` block; a lock
+    another job holds is a :class:`JobError` naming it."""
+    from ..files.locks import writer_lock
+
+    with reported():
+        lock = writer_lock(path, what)
+        lock.__enter__()
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 @contextlib.contextmanager

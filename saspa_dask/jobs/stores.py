@@ -9,27 +9,31 @@ from ..storage.ingestion import ingest as ingest_file
 from ..files.atomic import resolve_model_path
 from ..storage import describe_model
 from ..storage.split import split_store
-from .errors import reported
+from .errors import locked, reported
 from .paths import absolute
 
 __all__ = ["describe", "ingest", "split"]
 
 
 def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
-           overwrite=False, like=None, unknown="error"):
+           overwrite=False, like=None, unknown="error", id_column=None, exclude=(),
+           delimiter=None):
     """Stream a CSV, Parquet or ``.npy`` file into a chunked zarr data store.
 
     ``like=TRAIN_STORE`` encodes the file as TRAIN_STORE was encoded (same columns,
-    categories, target labels and missing-value rule; ``unknown="ignore"`` encodes an
-    unseen category as all zeros).  See :func:`saspa_dask.storage.ingestion.ingest`
-    for the options; returns the store's attributes (columns, target, rows,
-    preprocessing, fingerprint, notes).
+    categories, target labels, id column and missing-value rule; ``unknown="ignore"``
+    encodes an unseen category as all zeros) and records the drift from it.
+    ``missing="impute"`` fills missing values (medians, a ``"(missing)"`` category);
+    ``id_column`` keeps a column of row ids out of the inputs.  See
+    :func:`saspa_dask.storage.ingestion.ingest` for the options; returns the store's
+    attributes (columns, target, rows, preprocessing, drift, fingerprint, notes).
     """
     source, out, like = absolute(source), absolute(out), absolute(like)
-    with reported():
+    with locked(out, "data store"), reported():
         return ingest_file(source, out, target=target, chunk_rows=chunk_rows,
                            missing=missing, text=text, overwrite=overwrite, like=like,
-                           unknown=unknown)
+                           unknown=unknown, id_column=id_column, exclude=tuple(exclude),
+                           delimiter=delimiter)
 
 
 def split(store, train_out=None, test_out=None, *, test_fraction=0.2, seed=0,
@@ -44,7 +48,7 @@ def split(store, train_out=None, test_out=None, *, test_fraction=0.2, seed=0,
     stem = base.name[:-5] if base.name.endswith(".zarr") else base.name
     train_out = Path(train_out) if train_out else base.with_name(f"{stem}-train.zarr")
     test_out = Path(test_out) if test_out else base.with_name(f"{stem}-test.zarr")
-    with reported():
+    with locked(train_out, "data store"), locked(test_out, "data store"), reported():
         counts = split_store(store, train_out, test_out, test_fraction=test_fraction,
                              seed=seed, overwrite=overwrite)
     return {"train": train_out, "test": test_out, **counts}

@@ -91,10 +91,15 @@ def choose_task(summary, task=None, max_classes=DEFAULT_MAX_CLASSES):
     Raises
     ------
     JobError
-        Non-finite targets, or a classification with more than ``max_classes``.
+        Non-finite targets, a classification with more than ``max_classes``, or a
+        regression on text labels (it would fit their codes, which mean nothing).
     """
     if summary.n_nonfinite:
         raise JobError(f"the target has {summary.n_nonfinite} NaN or infinite values")
+    if task == "regression" and summary.text_labels:
+        raise JobError(f"the target holds text labels (e.g. {summary.text_labels[0]!r}): a "
+                       "regression would fit their codes 0, 1, ..., which mean nothing; use "
+                       "--task classification, or ingest a numeric target")
     if task is None:
         task, why = _inferred(summary)
         reason = f"task: {task} (inferred: {why}; pass --task to choose)"

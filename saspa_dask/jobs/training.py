@@ -28,11 +28,14 @@ from ..parameters import (CLASSIFICATION_LIKELIHOODS, REGRESSION_LIKELIHOODS,
                           TRAIN_PARAMETERS, by_name, old_names)
 from ..files.atomic import check_not_an_input, resolve_model_path, write_latest
 from ..storage.columns import match_columns
+from ..files.errors import StoreError
 from ..storage.data_store import open_data_store
+from ..storage.encoding import like_encoding
+from ..storage.scores import evaluate as evaluate_store
 from ..storage.fingerprint import check_recorded, fingerprint_and_rows
 from ..storage import load_model_and_attrs, save_model
 from .cluster import dask_client, n_workers
-from .errors import JobError, reported
+from .errors import JobError, locked, reported
 from .paths import absolute
 from .task import DEFAULT_MAX_CLASSES, choose_task, summarise_target
 
@@ -141,8 +144,8 @@ def build_estimator(task=None, **options):
 
 
 def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=False,
-          latest=None, client=None, scheduler=None, workers=2, timeout=10, security=None,
-          progress=None, echo=None, **options):
+          latest=None, test=None, client=None, scheduler=None, workers=2, timeout=10,
+          security=None, progress=None, echo=None, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Parameters
@@ -161,6 +164,10 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
         Replace an existing store at ``out``.
     latest : str or Path, optional
         Pointer file to move to the new model.
+    test : str or Path, optional
+        A held-out data store (``saspa split``'s test part): the model's metrics on it
+        (as :func:`~saspa_dask.jobs.scoring.evaluate` gives them) are returned and
+        recorded in the model store (``saspa info`` shows them).
     client, scheduler, workers, timeout, security
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
     progress : callable, optional
@@ -175,7 +182,8 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     Returns
     -------
     dict
-        ``model`` (the fitted estimator), ``out``, ``seconds``, ``converged``.
+        ``model`` (the fitted estimator), ``out``, ``seconds`` (float), ``converged``
+        (bool), ``metrics`` (dict on ``test``, or None).
 
     Examples
     --------
@@ -203,7 +211,7 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     return _fit_and_save(model, X, y, attrs, data, out, overwrite=overwrite, latest=latest,
                          cluster=dict(client=client, scheduler=scheduler, workers=workers,
                                       timeout=timeout, security=security),
-                         progress=progress, echo=echo)
+                         progress=progress, echo=echo, test=absolute(test))
 
 
 def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None,
@@ -258,8 +266,8 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
             tol=None, anderson_memory=None, cache="memory", work_dir=None, block_rows=None,
             optimize_hyperparameters=True, max_hyper_iter=None, hyper_tol=None,
             max_fit_time=None, overwrite=False,
-            latest=None, client=None, scheduler=None, workers=2, timeout=10, security=None,
-            progress=None, echo=None):
+            latest=None, test=None, client=None, scheduler=None, workers=2, timeout=10,
+            security=None, progress=None, echo=None):
     """Retrain a model on a data store (rows appended, labels possibly corrected).
 
     Starts from the old model's bases and hyperparameters (bases refitted with
@@ -273,7 +281,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     ----------
     model : str or Path
         The old model store, or a ``latest`` pointer to it.
-    data, out, overwrite, latest, client, scheduler, workers, timeout, security,
+    data, out, overwrite, latest, test, client, scheduler, workers, timeout, security,
     progress, echo
         As for :func:`train`.
     refit_bases : bool
@@ -327,7 +335,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
         cluster=dict(client=client, scheduler=scheduler, workers=workers, timeout=timeout,
                      security=security),
         progress=progress, echo=echo, init_sites=init_sites, reordered=match.reordered,
-        old_probes=old_attrs.get("row_probes"),
+        old_probes=old_attrs.get("row_probes"), test=absolute(test),
         extra={"retrained_from": str(old_path.resolve()),
                "warm_started_rows": n_old if warm else 0,
                "new_rows_start": new_rows if warm else "empty"})
@@ -441,6 +449,15 @@ def _say(echo, message):
         echo(message)
 
 
+def encoding_record(attrs, data):
+    """How the training store was encoded (``saspa predict`` encodes a file the same
+    way), or None for a store not written by ingest."""
+    try:
+        return like_encoding(attrs, Path(data).resolve())
+    except StoreError:
+        return None
+
+
 def _training_data(data, out, overwrite):
     """The data store to train on, after checking the destination is free."""
     with reported():
@@ -484,9 +501,37 @@ def _check_data(X, y, attrs, data, reordered, old_probes):
 
 
 def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, progress,
-                  echo, init_sites=None, extra=None, reordered=False, old_probes=None):
-    """Fit on the cluster, write the model aside and rename it, update ``latest``."""
+                  echo, init_sites=None, extra=None, reordered=False, old_probes=None,
+                  test=None):
+    """Fit on the cluster, write the model aside and rename it, update ``latest``; the
+    writer lock of ``out`` is held throughout (:func:`~saspa_dask.jobs.errors.locked`)."""
     start = time.perf_counter()
+    with locked(out, "model store"):
+        probes, metrics = _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo,
+                                          init_sites, reordered, old_probes, test)
+        seconds = time.perf_counter() - start
+        attributes = {"data_store": str(Path(data).resolve()),
+                      "data_columns": attrs.get("columns"),
+                      "data_encoding": encoding_record(attrs, data), "row_probes": probes,
+                      "target": attrs.get("target"),
+                      "target_classes": attrs.get("target_classes"), "train_seconds": seconds,
+                      "test_metrics": metrics, **(extra or {})}
+        with reported():
+            save_model(model, out, overwrite=overwrite, extra_attrs=attributes)
+        if latest:
+            write_latest(latest, out)
+    for level in getattr(model, "coarse_start_", []):
+        _say(echo, f"coarse start: {level['rows']} rows, {level['sweeps']} sweeps, "
+                   f"{level['seconds']:.1f}s")
+    for line in optimiser_warnings(model.hyperparameter_info_):
+        _say(echo, line)
+    return {"model": model, "out": Path(out), "seconds": float(seconds),
+            "converged": bool(model.converged_), "metrics": metrics}
+
+
+def _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo, init_sites,
+                    reordered, old_probes, test):
+    """The fit itself (and its held-out metrics): ``(row probes, metrics or None)``."""
     with scratch_directory(model), dask_client(**cluster, echo=echo) as client:
         _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs); checking its "
                    "fingerprint")
@@ -500,20 +545,8 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
         with reported():
             model.fit(X, y, progress=progress, init_sites=init_sites,
                       column_names=attrs.get("columns"), data_fingerprint=data_fingerprint)
-    seconds = time.perf_counter() - start
-    attributes = {"data_store": str(Path(data).resolve()), "data_columns": attrs.get("columns"),
-                  "row_probes": probes,
-                  "target": attrs.get("target"),
-                  "target_classes": attrs.get("target_classes"), "train_seconds": seconds,
-                  **(extra or {})}
-    with reported():
-        save_model(model, out, overwrite=overwrite, extra_attrs=attributes)
-    if latest:
-        write_latest(latest, out)
-    for level in getattr(model, "coarse_start_", []):
-        _say(echo, f"coarse start: {level['rows']} rows, {level['sweeps']} sweeps, "
-                   f"{level['seconds']:.1f}s")
-    for line in optimiser_warnings(model.hyperparameter_info_):
-        _say(echo, line)
-    return {"model": model, "out": Path(out), "seconds": seconds,
-            "converged": bool(model.converged_)}
+        if test is None:
+            return probes, None
+        with reported(f"{test}: "):
+            return probes, {"data": str(test), **evaluate_store(
+                model, test, columns=attrs.get("columns"), n_workers=workers)}

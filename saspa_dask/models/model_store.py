@@ -318,9 +318,22 @@ def read_model_attrs(path):
 
 
 def _read_array(group, name, path, dtype=np.float64):
-    """An array of the store (``dtype=None``: as stored), or a StoreError naming it."""
+    """An array of the store (``dtype=None``: as stored), or a StoreError naming it.
+
+    Checked before anything is read, from the metadata alone: every chunk of a float
+    array is stored (the writer's fill value is NaN, which it never writes), so an
+    array whose metadata claims more than its files hold (a tampered or truncated
+    store) is refused before its shape is allocated."""
     try:
-        return np.asarray(group[name][...], dtype=dtype)
+        array = group[name]
+        if np.asarray(array.fill_value).dtype.kind == "f" and np.isnan(array.fill_value) \
+                and array.nchunks_initialized != array.nchunks:
+            raise StoreError(f"{path}: array {name!r} claims shape {array.shape} but "
+                             f"only {array.nchunks_initialized} of its {array.nchunks} "
+                             "chunks are stored")
+        return np.asarray(array[...], dtype=dtype)
+    except StoreError:
+        raise
     except Exception as err:
         raise StoreError(f"{path}: array {name!r} is missing or unreadable "
                          f"({type(err).__name__}: {err})") from None
@@ -502,6 +515,14 @@ def _read_report_arrays(group, attrs, fitted, path):
     return arrays
 
 
+def label_text(value):
+    """A class as the user wrote it: a whole number without the ``.0`` a float64 target
+    gives it (``1``, not ``1.0``), anything else as ``str`` does."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def _class_labels(attrs):
     """The original label of each class: the training store's text labels when the
     model's classes are their codes, else the classes themselves."""
@@ -509,11 +530,11 @@ def _class_labels(attrs):
     if classes is None:
         return None
     if labels is None:
-        return [str(c) for c in classes]
+        return [label_text(c) for c in classes]
     try:
         return [str(labels[int(c)]) for c in classes]
     except (IndexError, TypeError, ValueError):
-        return [str(c) for c in classes]
+        return [label_text(c) for c in classes]
 
 
 def _ep_mode(attrs):
@@ -566,6 +587,7 @@ def describe_model(path):
     summary["class_labels"] = _class_labels(attrs)
     summary["lengthscale"] = attrs["kernel"].get("lengthscale")
     summary["train_seconds"] = attrs.get("train_seconds")
+    summary["test_metrics"] = attrs.get("test_metrics")
     kmeans = report.get("kmeans_info_")
     summary["kmeans"] = None if not kmeans else {
         k: kmeans.get(k) for k in ("converged", "n_iter", "inertia")}

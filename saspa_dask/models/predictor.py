@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..engines.chunks import is_lazy
 from .model_store import save_model
+from .validation import dense_rows
 
 __all__ = ["PosteriorClassifierMixin", "PosteriorModel", "PosteriorRegressorMixin"]
 
@@ -118,7 +119,9 @@ class PosteriorModel(BaseEstimator):
 
     def _checked_rows(self, X):
         """Rows to predict at: lazy input checked for its width (and left lazy),
-        NumPy-like input validated as scikit-learn does."""
+        NumPy-like input validated as scikit-learn does (sparse input densified:
+        :func:`~saspa_dask.models.validation.dense_rows`)."""
+        X = dense_rows(X)
         if not is_lazy(X):
             return validate_data(self, X, reset=False, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:

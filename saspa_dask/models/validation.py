@@ -2,7 +2,8 @@
 
 :func:`check_training_data` validates lazy (dask/zarr) training data in one pass and
 raises the same kinds of errors, with the same wording, as scikit-learn's validation of
-in-memory data; :func:`check_init_sites` checks warm-start sites.
+in-memory data; :func:`check_init_sites` checks warm-start sites; :func:`dense_rows`
+turns a SciPy sparse matrix (a one-hot encoder's output) into dense rows.
 """
 
 from __future__ import annotations
@@ -17,7 +18,34 @@ from sklearn.utils.validation import validate_data
 from ..engines.chunks import as_dask, is_lazy, row_chunked
 
 __all__ = ["check_init_sites", "check_lazy_features", "check_training_data",
-           "default_lengthscale", "resolve_lengthscale", "validate_training_input"]
+           "default_lengthscale", "dense_rows", "resolve_lengthscale",
+           "validate_training_input"]
+
+DENSE_BYTES = 1 << 28  # a sparse input densified whole up to this size, else per block
+
+
+def dense_rows(X, max_bytes=DENSE_BYTES):
+    """``X`` itself, or a SciPy sparse matrix as dense rows: one array when it fits
+    ``max_bytes``, else a dask array whose row blocks (of at most ``max_bytes``) are
+    densified only when a task reads them.  The kernels need every input of a row, so
+    nothing is gained by keeping it sparse past this point."""
+    import scipy.sparse
+
+    if not scipy.sparse.issparse(X):
+        return X
+    X = scipy.sparse.csr_array(X)
+    n, d = X.shape
+    if n * d * 8 <= max_bytes:
+        return X.toarray().astype(np.float64, copy=False)
+    step = max(1, max_bytes // (8 * max(d, 1)))
+    blocks = [da.from_delayed(dask.delayed(_densified)(X[a:a + step]),
+                              shape=(min(step, n - a), d), dtype=np.float64)
+              for a in range(0, n, step)]
+    return da.concatenate(blocks, axis=0)
+
+
+def _densified(block):
+    return block.toarray().astype(np.float64, copy=False)
 
 
 def default_lengthscale(column_std):
@@ -68,6 +96,20 @@ def check_init_sites(init_sites, n_samples, n_problems=1):
     return list(zip(tau, nu))
 
 
+MAX_MAGNITUDE = 1e150  # squared distances must stay finite: (2 * 1e150)**2 < 1.8e308
+
+
+def check_magnitude(absmax):
+    """Inputs whose squares overflow (values near 1e300) would make every kernel
+    distance infinite: refused, naming the columns (by index)."""
+    absmax = np.asarray(absmax)
+    big = np.flatnonzero(absmax > MAX_MAGNITUDE)
+    if big.size:
+        raise ValueError(f"input columns {big.tolist()} hold values up to "
+                         f"{absmax[big].max():.3g}; beyond {MAX_MAGNITUDE:g} their squared "
+                         "distances overflow: rescale them (e.g. divide by a power of ten)")
+
+
 def check_lazy_features(estimator, X):
     if X.ndim == 2 and X.shape[1] != estimator.n_features_in_:
         raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
@@ -94,7 +136,8 @@ def check_training_data(X, y, classification):
     if not np.issubdtype(X.dtype, np.number):
         raise ValueError(f"X must be numeric, got dtype {X.dtype}")
     X, y = row_chunked(X.astype(np.float64), y)
-    lazy_stats = {"bad_rows": (~da.isfinite(X)).any(axis=1).sum(), "std": X.std(axis=0)}
+    lazy_stats = {"bad_rows": (~da.isfinite(X)).any(axis=1).sum(), "std": X.std(axis=0),
+                  "absmax": abs(X).max(axis=0)}
     if classification:
         lazy_stats["classes"] = da.unique(y)
     else:
@@ -104,6 +147,7 @@ def check_training_data(X, y, classification):
     stats = dict(zip(lazy_stats, dask.compute(*lazy_stats.values())))
     if stats["bad_rows"]:
         raise ValueError(f"Input X contains NaN or infinity in {int(stats['bad_rows'])} rows")
+    check_magnitude(stats["absmax"])
     if not classification and stats["bad_y"]:
         raise ValueError(f"Input y contains NaN or infinity in {int(stats['bad_y'])} rows")
     return X, y, stats
@@ -119,6 +163,7 @@ def validate_training_input(estimator, X, y, *, classification, reset):
     classification, the ``classes`` found; for regression ``mean``, ``var``, ``min``
     and ``non_integer`` of y.
     """
+    X = dense_rows(X)
     if is_lazy(X) or is_lazy(y):
         if not reset:
             check_lazy_features(estimator, X)
@@ -128,6 +173,7 @@ def validate_training_input(estimator, X, y, *, classification, reset):
         return X, y, stats
     X, y = validate_data(estimator, X, y, reset=reset, dtype=np.float64,
                          ensure_min_samples=2 if reset else 1, y_numeric=not classification)
+    check_magnitude(np.abs(X).max(axis=0))
     if classification:
         if reset:
             check_classification_targets(y)

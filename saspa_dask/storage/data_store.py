@@ -17,23 +17,43 @@ from ..files.groups import open_group
 from .columns import match_columns
 
 __all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_data_complete",
-           "input_arrays",
-           "open_data_store"]
+           "input_arrays", "open_data_store", "row_identity"]
 
 DATA_FORMAT = "saspa-data"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: row numbers, ids, imputation and column stats
 
 
 def check_chunks(path, array, name):
-    """Every chunk of ``array`` is stored.  zarr reads a missing chunk as the fill
-    value (zeros, for most writers), so a lost chunk file would be read as rows of
-    zeros; ingest never leaves one missing (its fill value is NaN, which it never
-    writes)."""
+    """Every chunk of ``array`` is stored, when its writer stores every chunk.
+
+    zarr does not store a chunk that equals the fill value and reads a missing chunk
+    as the fill value.  Ingest's fill value is NaN, which it never writes, so a missing
+    chunk of its arrays is a lost file (refused: it would be read as NaN).  An array
+    whose fill value is a number (another writer's store) may well have left chunks
+    of that value unstored on purpose: they are read as what was written."""
+    fill = np.asarray(array.fill_value)
+    if fill.dtype.kind != "f" or not np.isnan(fill):
+        return
     missing = array.nchunks - array.nchunks_initialized
     if missing:
         raise StoreError(f"{path}: {missing} of {array.nchunks} chunks of {name!r} are "
                          "missing (lost or deleted files); zarr would read them as "
                          f"{array.fill_value!r}, so nothing is read")
+
+
+def row_identity(group):
+    """``(numbers, ids)`` of a data store: ``numbers(start, stop)`` gives the source row
+    numbers of rows start..stop (``row``; their positions for a store without one),
+    ``ids`` the ``id`` array or None."""
+    keys = set(group.array_keys())
+    row = group["row"] if "row" in keys else None
+
+    def numbers(start, stop):
+        if row is None:
+            return np.arange(start, stop, dtype=np.int64)
+        return np.asarray(row[start:stop], dtype=np.int64)
+
+    return numbers, (group["id"] if "id" in keys else None)
 
 
 def check_data_complete(path, attrs):

@@ -2,7 +2,9 @@
 
 A store written by ingest records how its file was encoded: its input columns (numeric
 ones by name, one-hot ones as ``name=category``), the target column and its text labels
-(``target_classes``), and the missing-value rule.  :func:`plan_like` turns that record
+(``target_classes``), the id and excluded columns, the missing-value rule with its
+imputation values, and each column's range and missing count (``column_stats``, the
+reference for drift counts).  :func:`plan_like` turns that record
 into a column plan for a new table, so the new store has the same columns in the same
 order, the same categories and the same label codes: a test split that lacks a rare
 category still gets its all-zero column.  Anything the record cannot encode is an
@@ -13,10 +15,11 @@ before.
 
 from __future__ import annotations
 
-from .data_store import DATA_FORMAT
 from ..files.errors import StoreError
+from .column_plan import MISSING_CATEGORY, ZEROS
+from .data_store import DATA_FORMAT
 
-__all__ = ["UNKNOWN_POLICIES", "like_encoding", "plan_like"]
+__all__ = ["UNKNOWN_POLICIES", "like_encoding", "plan_like", "recorded_ranges"]
 
 UNKNOWN_POLICIES = ("error", "ignore")
 
@@ -30,7 +33,20 @@ def like_encoding(group_attrs, like):
     return {"columns": list(group_attrs["columns"]), "target": group_attrs.get("target"),
             "target_classes": group_attrs.get("target_classes"),
             "missing": pre.get("missing", "error"), "onehot": pre.get("onehot") or {},
-            "dropped": list(pre.get("dropped_text_columns") or []), "like": str(like)}
+            "dropped": list(pre.get("dropped_text_columns") or []),
+            "id_column": pre.get("id_column"), "excluded": list(pre.get("excluded") or []),
+            "impute": pre.get("impute") or {}, "column_stats": pre.get("column_stats") or {},
+            "like": str(like)}
+
+
+def recorded_ranges(encoding, header):
+    """Column index -> (min, max) of the recorded numeric columns present in
+    ``header``: the training ranges the new table's values are counted against."""
+    out = {}
+    for name, stats in encoding["column_stats"].items():
+        if name in header and stats.get("min") is not None:
+            out[header.index(name)] = (stats["min"], stats["max"])
+    return out
 
 
 def _origins(encoding):
@@ -57,7 +73,7 @@ def plan_like(encoding, survey, path, unknown="error"):
 
     Returns
     -------
-    plan : list of (column index, kind, categories)
+    plan : list of (column index, kind, categories, fill)
     target : int or None
         None when the table has no target column (data to score).
 
@@ -75,7 +91,8 @@ def plan_like(encoding, survey, path, unknown="error"):
     origins = _origins(encoding)
     missing_cols = [name for name, _, _ in origins if name not in position]
     target = survey.target  # the survey located it by the recorded name
-    used = {name for name, _, _ in origins} | {encoding["target"]} | set(encoding["dropped"])
+    used = ({name for name, _, _ in origins} | {encoding["target"], encoding["id_column"]}
+            | set(encoding["dropped"]) | set(encoding["excluded"]))
     extra = [name for name in header if name not in used]
     if missing_cols or extra:
         raise StoreError(f"{path}: columns differ from {encoding['like']}'s: "
@@ -95,12 +112,22 @@ def plan_like(encoding, survey, path, unknown="error"):
                                 "to encode them as all zeros")
         if survey.missing[j] and encoding["missing"] == "error":
             problems.append(f"column {name!r} has {survey.missing[j]} missing values")
-        plan.append((j, kind, cats))
+        plan.append((j, kind, cats, _fill(encoding, name, kind, cats)))
     if target is not None:
         problems += _target_problems(encoding, survey, target)
     if problems:
         raise StoreError(f"{path}: " + "; ".join(problems))
     return plan, target
+
+
+def _fill(encoding, name, kind, cats):
+    """What a missing value of column ``name`` becomes under the recorded rule (see
+    :mod:`~saspa_dask.storage.column_plan`)."""
+    if encoding["missing"] != "impute":
+        return None
+    if kind == "numeric":
+        return encoding["impute"][name]
+    return cats.index(MISSING_CATEGORY) if MISSING_CATEGORY in cats else ZEROS
 
 
 def _target_problems(encoding, survey, target):

@@ -1,7 +1,8 @@
 """Exporting a complete score store to CSV or Parquet, one row chunk at a time.
 
-Columns: ``mean`` and ``variance`` (one per class for a one-vs-rest model, named
-``mean[LABEL]``), ``proba[LABEL]`` for each class whose probability the store holds,
+Columns: ``id`` (when the scored data had an id column) and ``row`` (the row's number
+in the file the data came from) first, then ``mean`` and ``variance`` (one per class for
+a one-vs-rest model, named ``mean[LABEL]``), ``proba[LABEL]`` for each class whose probability the store holds,
 ``label`` (the predicted class's original label) and ``rate`` (Poisson).  The file is
 written aside and renamed into place when complete.  Parquet needs ``pyarrow``
 (``pip install 'saspa-dask[parquet]'``).
@@ -32,8 +33,11 @@ def _column_names(attrs, name, width):
 
 
 def _columns(group, attrs):
-    """(column names, arrays) in export order; 2-D arrays are split per class."""
-    names, arrays = [], []
+    """(column names, (array, column within it or None) per name) in export order:
+    id and row first, then the outputs, 2-D arrays split per class."""
+    keys = set(group.array_keys())
+    names = [n for n in ("id", "row") if n in keys]
+    sources = [(group[n], None) for n in names]
     for name in attrs["outputs"]:
         arr = group[name]
         width = 1 if arr.ndim == 1 else arr.shape[1]
@@ -41,13 +45,20 @@ def _columns(group, attrs):
             names.append(f"proba[{attrs['proba_columns'][0]}]")
         else:
             names.extend(_column_names(attrs, name, width))
-        arrays.append(arr)
-    return names, arrays
+        sources.extend([(arr, None)] if arr.ndim == 1 else [(arr, k) for k in range(width)])
+    return names, sources
 
 
-def _block(group, arrays, start, stop):
-    parts = [np.asarray(a[start:stop]) for a in arrays]
-    return np.column_stack([p if p.ndim == 2 else p[:, None] for p in parts])
+def _block(sources, names, attrs, start, stop):
+    """The columns of rows start..stop: ids and labels as text, row numbers as
+    integers, the rest as floats."""
+    cache, out = {}, []
+    for name, (arr, k) in zip(names, sources):
+        if id(arr) not in cache:
+            cache[id(arr)] = np.asarray(arr[start:stop])
+        values = cache[id(arr)] if k is None else cache[id(arr)][:, k]
+        out.append(_label_text(attrs, values) if name == "label" else values)
+    return out
 
 
 def _label_text(attrs, values):
@@ -57,8 +68,8 @@ def _label_text(attrs, values):
         return values
     if attrs.get("label_values") == "classes":
         index = {float(c): i for i, c in enumerate(attrs["classes"])}
-        return [labels[index[v]] for v in values]
-    return [labels[int(v)] for v in values]
+        return np.array([labels[index[v]] for v in values], dtype=object)
+    return np.array([labels[int(v)] for v in values], dtype=object)
 
 
 def export_scores(store, path, fmt):
@@ -77,18 +88,14 @@ def export_scores(store, path, fmt):
     attrs = dict(group.attrs)
     if not attrs.get("complete"):
         raise StoreError(f"{store}: scores are incomplete; nothing exported")
-    names, arrays = _columns(group, attrs)
-    label_at = names.index("label") if "label" in names else None
+    names, sources = _columns(group, attrs)
     n, step = int(attrs["n_rows"]), int(attrs["chunk_rows"])
     tmp = aside(path)
     try:
-        writer = _CsvWriter(tmp, names) if fmt == "csv" else _ParquetWriter(tmp, names,
-                                                                              label_at)
+        writer = _CsvWriter(tmp, names) if fmt == "csv" else _ParquetWriter(tmp, names)
         with writer:
             for start in range(0, n, step):
-                block = _block(group, arrays, start, min(start + step, n))
-                labels = None if label_at is None else _label_text(attrs, block[:, label_at])
-                writer.write(block, labels, label_at)
+                writer.write(_block(sources, names, attrs, start, min(start + step, n)))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -108,16 +115,12 @@ class _CsvWriter:
     def __exit__(self, *exc):
         self.handle.close()
 
-    def write(self, block, labels, label_at):
-        rows = block.tolist()
-        if labels is not None:
-            for row, label in zip(rows, labels):
-                row[label_at] = label
-        self.writer.writerows(rows)
+    def write(self, columns):
+        self.writer.writerows(zip(*[c.tolist() for c in columns]))
 
 
 class _ParquetWriter:
-    def __init__(self, path, names, label_at):
+    def __init__(self, path, names):
         try:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -125,9 +128,8 @@ class _ParquetWriter:
             raise StoreError("Parquet export needs pyarrow: pip install "
                              "'saspa-dask[parquet]'") from None
         self.pa = pa
-        fields = [pa.field(n, pa.string() if j == label_at else pa.float64())
-                  for j, n in enumerate(names)]
-        self.schema = pa.schema(fields)
+        kinds = {"id": pa.string(), "label": pa.string(), "row": pa.int64()}
+        self.schema = pa.schema([pa.field(n, kinds.get(n, pa.float64())) for n in names])
         self.writer = pq.ParquetWriter(str(path), self.schema)
 
     def __enter__(self):
@@ -136,7 +138,7 @@ class _ParquetWriter:
     def __exit__(self, *exc):
         self.writer.close()
 
-    def write(self, block, labels, label_at):
-        columns = [self.pa.array([str(v) for v in labels]) if j == label_at
-                   else self.pa.array(block[:, j]) for j in range(block.shape[1])]
-        self.writer.write_table(self.pa.Table.from_arrays(columns, schema=self.schema))
+    def write(self, columns):
+        arrays = [self.pa.array([str(v) for v in c] if f.type == self.pa.string() else c,
+                                type=f.type) for c, f in zip(columns, self.schema)]
+        self.writer.write_table(self.pa.Table.from_arrays(arrays, schema=self.schema))

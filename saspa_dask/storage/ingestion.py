@@ -1,11 +1,14 @@
 """Ingest: stream a CSV, Parquet or ``.npy`` file into a chunked zarr data store.
 
 Data store: a group with ``X`` (N x d float64, row chunks), ``y`` (N; absent when a
-``like`` ingest finds no target column), attributes ``format = "saspa-data"``,
-``format_version``, ``columns``, ``target``, ``target_classes``, ``preprocessing``,
-``fingerprint`` and ``complete``.  The file is never held in memory: a CSV or Parquet
-file is read in two passes (survey, then encode), a ``.npy`` file memory-mapped.
-``like=STORE`` encodes a new file exactly as STORE was (:mod:`~saspa_dask.storage.encoding`).
+``like`` ingest finds no target column), ``row`` (each row's number in the source file,
+0 for its first data row) and, with an id column, ``id`` (text); attributes ``format =
+"saspa-data"``, ``format_version``, ``columns``, ``target``, ``target_classes``,
+``preprocessing`` (the encoding record, imputation values, each source column's range
+and missing count), ``fingerprint``, ``complete`` and, for a ``like`` ingest, ``drift``.
+The file is never held in memory: a CSV or Parquet file is read in two passes (survey,
+then encode), a ``.npy`` file memory-mapped.  ``like=STORE`` encodes a new file exactly
+as STORE was (:mod:`~saspa_dask.storage.encoding`) and counts what is new in it.
 """
 
 from __future__ import annotations
@@ -17,36 +20,44 @@ import numpy as np
 import zarr
 
 from ..files.atomic import aside, check_destination, check_not_an_input, move_into_place
-from .chunk_writer import ChunkWriter
-from .csv_reader import (encode_row, feature_names, plan_columns, read_rows, survey_csv,
-                         target_index)
-from .data_store import DATA_FORMAT, FORMAT_VERSION
-from ..files.groups import open_group
-from .encoding import UNKNOWN_POLICIES, like_encoding, plan_like
 from ..files.errors import StoreError
+from ..files.groups import open_group
+from .chunk_writer import ChunkWriter
+from .column_plan import (MISSING_POLICIES, encode_row, feature_names, named_columns,
+                          plan_columns, target_index)
+from .csv_reader import choose_delimiter, read_rows
+from .data_store import DATA_FORMAT, FORMAT_VERSION
+from .encoding import UNKNOWN_POLICIES, like_encoding, plan_like, recorded_ranges
+from .survey import TableSurvey, drift_report
 
-__all__ = ["ingest"]
+__all__ = ["MAX_CHUNK_BYTES", "ingest"]
+
+MAX_CHUNK_BYTES = 1 << 30  # one chunk of X: what a task holds in memory at once
 
 
 def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
-           overwrite=False, like=None, unknown="error"):
+           overwrite=False, like=None, unknown="error", id_column=None, exclude=(),
+           delimiter=None, encoding=None):
     """Stream a CSV, Parquet or ``.npy`` file into a zarr data store.
 
     Parameters
     ----------
     source : str or Path
-        ``.csv`` with a header row, ``.parquet`` (needs ``pyarrow``), or ``.npy``
-        holding a 2-D real array.
+        ``.csv`` with a header row (gzip-compressed or not), ``.parquet`` (needs
+        ``pyarrow``), or ``.npy`` holding a 2-D real array.
     out : str or Path
         Destination directory (a zarr v3 group).
     target : str or int, optional
         Target column: a CSV column name, or a column index (``.npy`` and CSV).
         Default: the last column.
     chunk_rows : int
-        Rows per zarr chunk.
-    missing : {"error", "drop-rows"}
+        Rows per zarr chunk (at most the file's rows, and at most 1 GiB of ``X``).
+    missing : {"error", "drop-rows", "impute"}
         Missing values (empty, NA, NaN, null, None, ?) raise an error naming the
-        columns and counts, or the rows holding them are dropped (and counted).
+        columns and counts, or the rows holding them are dropped (and counted), or
+        they are imputed: a number column's median, a text column's
+        ``"(missing)"`` category; the values are recorded and reapplied by ``like``.
+        A row missing its target is dropped under both ``drop-rows`` and ``impute``.
     text : {"error", "onehot", "drop"}
         Non-numeric input columns raise an error naming them, are one-hot encoded
         (one 0/1 column per value, recorded in the attributes) or are dropped.
@@ -56,12 +67,27 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     like : str or Path, optional
         A data store written by ingest (the training data): encode ``source`` exactly
         as it was encoded (same columns in the same order, same categories, same
-        target labels and codes, same missing-value rule).  ``target``, ``missing``
-        and ``text`` are then taken from it; a source without the target column gives
-        a store without ``y`` (data to score).
+        target labels and codes, same id column, same missing-value rule and
+        imputation values).  ``target``, ``missing``, ``text``, ``id_column`` and
+        ``exclude`` are then taken from it; a source without the target column gives
+        a store without ``y`` (data to score).  Drift against it (unseen categories,
+        values outside the training range, missing rates, per column) is recorded in
+        the ``drift`` attribute.
     unknown : {"error", "ignore"}
         With ``like``: a category the like store never saw is an error naming it, or
-        (``"ignore"``) encoded as all zeros.
+        (``"ignore"``) encoded as all zeros and counted in ``drift``.
+    id_column : str, optional
+        A column of row identifiers (CSV and Parquet): kept out of the inputs and
+        stored as text in the ``id`` array, carried by split, score and export.
+    exclude : sequence of str
+        Columns left out entirely (CSV and Parquet).
+    delimiter : str, optional
+        The CSV's field delimiter; default: the most frequent of ``,;\\t|`` in the
+        header line.
+    encoding : dict, optional
+        An encoding record (:func:`~saspa_dask.storage.encoding.like_encoding`: what a
+        model store keeps of its training store) to follow instead of a ``like``
+        store.
 
     Returns
     -------
@@ -70,18 +96,8 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
         (a target name that is also another column's index).
     """
     source = Path(source)
-    if not source.is_file():
-        raise StoreError(f"{source}: no such file")
-    if missing not in ("error", "drop-rows"):
-        raise ValueError(f"missing must be 'error' or 'drop-rows', got {missing!r}")
-    if text not in ("error", "onehot", "drop"):
-        raise ValueError(f"text must be 'error', 'onehot' or 'drop', got {text!r}")
-    if int(chunk_rows) < 1:
-        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
-    if unknown not in UNKNOWN_POLICIES:
-        raise ValueError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")
+    _check_options(source, missing, text, chunk_rows, unknown)
     check_not_an_input(out, {"source file": source, "--like store": like})
-    encoding = None
     if like is not None:
         encoding = like_encoding(dict(open_group(like, "data store").attrs), like)
     check_destination(out, overwrite)
@@ -89,14 +105,22 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     try:
         group = zarr.open_group(str(tmp), mode="w")
         if source.suffix.lower() == ".npy":
+            if id_column or exclude:
+                raise StoreError(f"{source}: --id-column and --exclude name columns of a "
+                                 "CSV or Parquet file; a .npy array has none")
             attrs = _ingest_npy(source, group, target, int(chunk_rows), missing, encoding)
         else:
-            attrs = _ingest_table(source, group, target, int(chunk_rows), missing, text,
-                                  encoding, unknown)
+            options = {"target": target, "missing": missing, "text": text,
+                       "id_column": id_column, "exclude": list(exclude),
+                       "delimiter": choose_delimiter(source, delimiter)}
+            attrs = _ingest_table(source, group, int(chunk_rows), options, encoding,
+                                  unknown)
+        stat = source.stat()
         attrs.update(format=DATA_FORMAT, format_version=FORMAT_VERSION,
-                     source=str(source), chunk_rows=int(chunk_rows), complete=True)
-        if like is not None:
-            attrs["like"] = str(Path(like).resolve())
+                     source=str(source), source_size=stat.st_size,
+                     source_mtime_ns=stat.st_mtime_ns, complete=True)
+        if encoding is not None:
+            attrs["like"] = encoding["like"] if like is None else str(Path(like).resolve())
         group.attrs.update(attrs)
         move_into_place(tmp, out, overwrite)
     except BaseException:
@@ -105,60 +129,207 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     return attrs
 
 
+def _check_options(source, missing, text, chunk_rows, unknown):
+    if not source.is_file():
+        raise StoreError(f"{source}: no such file")
+    if missing not in MISSING_POLICIES:
+        raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
+    if text not in ("error", "onehot", "drop"):
+        raise ValueError(f"text must be 'error', 'onehot' or 'drop', got {text!r}")
+    if int(chunk_rows) < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
+    if unknown not in UNKNOWN_POLICIES:
+        raise ValueError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")
 
-def _ingest_table(path, group, target, chunk_rows, missing, text, encoding, unknown):
-    """A CSV or Parquet table: survey, plan the columns (or follow ``encoding``), encode."""
+
+def chunk_size(requested, n_rows, n_features, path):
+    """The rows per chunk: ``requested``, but no more than the file's rows; refused
+    when one chunk of X would pass :data:`MAX_CHUNK_BYTES`."""
+    rows = max(1, min(int(requested), int(n_rows)))
+    if rows * max(n_features, 1) * 8 > MAX_CHUNK_BYTES:
+        raise StoreError(f"{path}: --chunk-rows {requested} with {n_features} inputs makes "
+                         f"chunks of {rows * n_features * 8 / 2**30:.1f} GiB; at most "
+                         f"{MAX_CHUNK_BYTES // (8 * max(n_features, 1))} rows a chunk")
+    return rows
+
+
+def _survey(path, delimiter, locate):
+    """The first pass: ``locate(header)`` gives (target, skip, ranges)."""
+    rows = read_rows(path, delimiter)
+    _, header = next(rows)
+    target, skip, ranges = locate(header)
+    survey = TableSurvey(header, target, skip, ranges=ranges)
+    for _, row in rows:
+        survey.add(row)
+    if survey.n_rows == 0:
+        raise StoreError(f"{path}: no data rows after the header")
+    return survey.finish()
+
+
+def _fresh_plan(path, options, notes):
+    """Survey and plan of a table encoded from scratch."""
+    located = {}
+
+    def locate(header):
+        t = target_index(header, options["target"], path, notes)
+        ids = (named_columns(header, [options["id_column"]], path, "--id-column")
+               if options["id_column"] else [])
+        excluded = named_columns(header, options["exclude"], path, "--exclude")
+        if t in ids or t in excluded:
+            raise StoreError(f"{path}: the target column {header[t]!r} cannot be the id "
+                             "column or excluded")
+        located["id"] = ids[0] if ids else None
+        return t, {*ids, *excluded}, None
+
+    survey = _survey(path, options["delimiter"], locate)
+    plan = plan_columns(survey, survey.target, options["missing"], options["text"], path)
+    return survey, plan, located["id"], survey.labels()
+
+
+def _like_plan(path, options, encoding, unknown, notes):
+    """Survey and plan of a table encoded as the ``like`` store was."""
+    located = {}
+
+    def locate(header):
+        name, id_name = encoding["target"], encoding["id_column"]
+        located["id"] = header.index(id_name) if id_name in header else None
+        if id_name and located["id"] is None:
+            notes.append(f"no id column {id_name!r} here: the store has row numbers only")
+        skip = {j for j, h in enumerate(header)
+                if h == id_name or h in encoding["excluded"]}
+        return (header.index(name) if name in header else None), skip, \
+            recorded_ranges(encoding, header)
+
+    survey = _survey(path, options["delimiter"], locate)
+    plan, t = plan_like(encoding, survey, path, unknown)
+    assert t == survey.target
+    return survey, plan, located["id"], encoding["target_classes"]
+
+
+def _ingest_table(path, group, chunk_rows, options, encoding, unknown):
+    """A CSV or Parquet table: survey, plan the columns (or follow ``encoding``),
+    encode."""
     notes = []
     if encoding is None:
-        survey = survey_csv(path, lambda header: target_index(header, target, path, notes))
-        t = survey.target
-        plan = plan_columns(survey, t, missing, text, path)
-        target_classes = survey.labels()
+        survey, plan, id_at, target_classes = _fresh_plan(path, options, notes)
+        missing, text = options["missing"], options["text"]
     else:
-        name = encoding["target"]
-        survey = survey_csv(path, lambda header: header.index(name) if name in header
-                            else None)
-        plan, t = plan_like(encoding, survey, path, unknown)
-        target_classes = encoding["target_classes"]
+        survey, plan, id_at, target_classes = _like_plan(path, options, encoding, unknown,
+                                                         notes)
         missing, text = encoding["missing"], "as --like"
-    header = survey.header
+    header, t = survey.header, survey.target
     names = feature_names(header, plan)
-    writer = ChunkWriter(group, len(names), chunk_rows, with_target=t is not None)
+    chunk_rows = chunk_size(chunk_rows, survey.n_rows, len(names), path)
+    writer = ChunkWriter(group, len(names), chunk_rows, with_target=t is not None,
+                         with_ids=id_at is not None)
+    dropped = _encode_rows(path, options["delimiter"], plan, t, target_classes, id_at,
+                           writer)
+    if writer.n == 0:
+        raise StoreError(f"{path}: every row has a missing value")
+    target_name = header[t] if t is not None else (encoding or {}).get("target")
+    attrs = {"columns": names, "target": target_name, "target_classes": target_classes,
+             "has_target": t is not None, "n_rows": writer.n, "chunk_rows": chunk_rows,
+             "notes": notes, "fingerprint": writer.hasher.hexdigest(writer.n),
+             "preprocessing": _preprocessing(survey, plan, encoding, options, missing,
+                                             text, dropped, id_at, unknown)}
+    if encoding is not None:
+        attrs["drift"] = drift_report(survey, encoding,
+                                      [(j, header[j], kind, cats)
+                                       for j, kind, cats, _ in plan])
+    return attrs
+
+
+def _encode_rows(path, delimiter, plan, t, target_classes, id_at, writer):
+    """The second pass: every row encoded and written; returns the rows dropped."""
     # categories and labels as positions, for the per-row lookups
-    positions = [(j, kind, None if cats is None else {c: i for i, c in enumerate(cats)})
-                 for j, kind, cats in plan]
+    positions = [(j, kind, None if cats is None else {c: i for i, c in enumerate(cats)},
+                  fill) for j, kind, cats, fill in plan]
     codes = None if target_classes is None else {c: i for i, c in enumerate(target_classes)}
     dropped = 0
-    rows = read_rows(path)
+    rows = read_rows(path, delimiter)
     next(rows)
-    for _, row in rows:
+    for number, (_, row) in enumerate(rows):
         encoded = encode_row(row, positions, t, codes)
         if encoded is None:
             dropped += 1
             continue
-        writer.add(*encoded)
+        writer.add(*encoded, number, None if id_at is None else row[id_at].strip())
     writer.flush()
-    if writer.n == 0:
-        raise StoreError(f"{path}: every row has a missing value")
-    onehot = {header[j]: cats for j, kind, cats in plan if kind == "onehot"}
-    preprocessing = {
-        "missing": missing,
-        "rows_dropped_for_missing": dropped,
-        "text": text,
-        "onehot": onehot,
-        "dropped_text_columns": (encoding["dropped"] if encoding is not None else
-                                 [header[j] for j in survey.text_columns()
-                                  if j != t and all(j != p[0] for p in plan)]),
-    }
+    return dropped
+
+
+def _preprocessing(survey, plan, encoding, options, missing, text, dropped, id_at,
+                   unknown):
+    """The encoding record of a table ingest (what ``like`` reapplies)."""
+    header = survey.header
     if encoding is not None:
-        preprocessing["unknown_categories"] = unknown
-    target_name = header[t] if t is not None else (encoding or {}).get("target")
-    return {"columns": names, "target": target_name, "target_classes": target_classes,
-            "has_target": t is not None, "n_rows": writer.n, "preprocessing": preprocessing,
-            "notes": notes, "fingerprint": writer.hasher.hexdigest(writer.n)}
+        keep = {k: encoding[k] for k in ("onehot", "impute", "column_stats", "excluded")}
+        return {**keep, "missing": missing, "rows_dropped_for_missing": dropped,
+                "text": text, "dropped_text_columns": encoding["dropped"],
+                "id_column": encoding["id_column"] if id_at is not None else None,
+                "unknown_categories": unknown}
+    used = {j for j, *_ in plan}
+    return {
+        "missing": missing, "rows_dropped_for_missing": dropped, "text": text,
+        "onehot": {header[j]: cats for j, kind, cats, _ in plan if kind == "onehot"},
+        "impute": ({header[j]: fill for j, kind, _, fill in plan if kind == "numeric"}
+                   if missing == "impute" else {}),
+        "values_imputed": ({header[j]: survey.missing[j] for j in used
+                            if survey.missing[j]} if missing == "impute" else {}),
+        "dropped_text_columns": [header[j] for j in survey.text_columns()
+                                 if j != survey.target and j not in used
+                                 and j not in survey.skip],
+        "id_column": options["id_column"], "excluded": options["exclude"],
+        "delimiter": options["delimiter"],
+        "column_stats": {header[j]: survey.stats(j) for j in used},
+    }
 
 
 def _ingest_npy(path, group, target, chunk_rows, missing, encoding=None):
+    data = _load_npy(path)
+    header = [f"x{j}" for j in range(data.shape[1])]
+    if encoding is not None:
+        if encoding["columns"] != [h for h in header if h != encoding["target"]]:
+            raise StoreError(f"{path}: columns {header} do not match {encoding['like']}'s "
+                             f"{encoding['columns']} plus target {encoding['target']!r}")
+        target, missing = encoding["target"], encoding["missing"]
+    t = target_index(header, target, path)
+    keep = [j for j in range(data.shape[1]) if j != t]
+    chunk_rows = chunk_size(chunk_rows, data.shape[0], len(keep), path)
+    n_missing = 0
+    for start in range(0, data.shape[0], chunk_rows):  # first pass: missing values
+        n_missing += int((~np.isfinite(np.asarray(data[start:start + chunk_rows], float))
+                          ).any(axis=1).sum())
+    if n_missing and missing == "error":
+        raise StoreError(f"{path}: {n_missing} rows hold NaN or inf; use "
+                         "missing='drop-rows' or 'impute' (--missing drop-rows / impute)")
+    fills = None
+    if missing == "impute":
+        fills = (np.array([encoding["impute"][header[j]] for j in keep])
+                 if encoding is not None else _npy_medians(data, keep, path, header))
+    writer = ChunkWriter(group, len(keep), chunk_rows)
+    dropped = 0
+    for start in range(0, data.shape[0], chunk_rows):
+        block = np.asarray(data[start:start + chunk_rows], dtype=np.float64)
+        rows = np.arange(start, start + len(block))
+        X, y = block[:, keep], block[:, t]
+        if fills is not None:
+            X = np.where(np.isfinite(X), X, fills)
+        ok = np.isfinite(X).all(axis=1) & np.isfinite(y)
+        dropped += int((~ok).sum())
+        writer.add_block(X[ok], y[ok], rows[ok])
+    writer.flush()
+    if writer.n == 0:
+        raise StoreError(f"{path}: every row holds NaN or inf")
+    preprocessing = {"missing": missing, "rows_dropped_for_missing": dropped}
+    if fills is not None:
+        preprocessing["impute"] = {header[j]: float(v) for j, v in zip(keep, fills)}
+    return {"columns": [header[j] for j in keep], "target": header[t], "target_classes": None,
+            "n_rows": writer.n, "chunk_rows": chunk_rows, "preprocessing": preprocessing,
+            "fingerprint": writer.hasher.hexdigest(writer.n)}
+
+
+def _load_npy(path):
     try:
         data = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:
@@ -170,31 +341,18 @@ def _ingest_npy(path, group, target, chunk_rows, missing, encoding=None):
     if not np.issubdtype(data.dtype, np.number) or np.issubdtype(data.dtype,
                                                                    np.complexfloating):
         raise StoreError(f"{path}: dtype {data.dtype} is not a real number type")
-    header = [f"x{j}" for j in range(data.shape[1])]
-    if encoding is not None:
-        if encoding["columns"] != [h for h in header if h != encoding["target"]]:
-            raise StoreError(f"{path}: columns {header} do not match {encoding['like']}'s "
-                             f"{encoding['columns']} plus target {encoding['target']!r}")
-        target, missing = encoding["target"], encoding["missing"]
-    t = target_index(header, target, path)
-    keep = [j for j in range(data.shape[1]) if j != t]
-    n_missing = 0
-    for start in range(0, data.shape[0], chunk_rows):  # first pass: missing values
-        n_missing += int((~np.isfinite(np.asarray(data[start:start + chunk_rows], float))
-                          ).any(axis=1).sum())
-    if n_missing and missing == "error":
-        raise StoreError(f"{path}: {n_missing} rows hold NaN or inf; "
-                         "use missing='drop-rows' (--missing drop-rows)")
-    writer = ChunkWriter(group, len(keep), chunk_rows)
-    for start in range(0, data.shape[0], chunk_rows):
-        block = np.asarray(data[start:start + chunk_rows], dtype=np.float64)
-        block = block[np.isfinite(block).all(axis=1)]
-        writer.add_block(block[:, keep], block[:, t])
-    writer.flush()
-    if writer.n == 0:
-        raise StoreError(f"{path}: every row holds NaN or inf")
-    return {"columns": [header[j] for j in keep], "target": header[t], "target_classes": None,
-            "n_rows": writer.n,
-            "preprocessing": {"missing": missing, "rows_dropped_for_missing": n_missing},
-            "fingerprint": writer.hasher.hexdigest(writer.n)}
+    return data
 
+
+def _npy_medians(data, keep, path, header):
+    """Each input column's median over its finite values, from every k-th row (at most
+    :data:`~saspa_dask.storage.survey.SAMPLE_SIZE` rows; all of them below that)."""
+    from .survey import SAMPLE_SIZE
+
+    step = max(1, -(-data.shape[0] // SAMPLE_SIZE))
+    sample = np.asarray(data[::step], dtype=np.float64)[:, keep]
+    sample[~np.isfinite(sample)] = np.nan
+    empty = [header[j] for j, col in zip(keep, sample.T) if np.isnan(col).all()]
+    if empty:
+        raise StoreError(f"{path}: columns {empty} have no finite values to impute from")
+    return np.nanmedian(sample, axis=0)

@@ -2,7 +2,9 @@
 
 Score store layout: a zarr group with arrays ``mean`` and ``variance`` (latent) and,
 for classification, ``proba`` (P(y = classes_[1])), all chunk-aligned with the input's
-row chunks, plus ``done`` (one flag per chunk).  A one-vs-rest multi-class model writes
+row chunks; ``row`` (each row's number in the file the data store was ingested from)
+and, when the data store has ids, ``id``, so every score can be joined back to its
+row; plus ``done`` (one flag per chunk).  A one-vs-rest multi-class model writes
 (N, n_classes) arrays (one column per class; ``proba`` normalised over the classes); a
 Poisson model also writes ``rate``, the expected count exp(mean + variance / 2).  A
 chunk task writes its rows, then its flag; the group's ``complete`` attribute is set
@@ -16,6 +18,7 @@ fingerprint and chunking) and computes only the chunks whose flag is not set.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import dask
@@ -24,7 +27,8 @@ import zarr
 from dask import delayed
 
 from ..engines.chunks import chunk_bounds, spread_rows
-from .data_store import input_arrays
+from ..models.model_store import label_text
+from .data_store import input_arrays, row_identity
 from ..files.errors import StoreError
 from .fingerprint import check_recorded, chunk_digest, combine_digests
 
@@ -89,12 +93,19 @@ def _outputs(fitted):
     return names
 
 
-def _score_chunk(Xb, path, index, start, stop, fitted, names):
-    """Score one chunk, write its rows, then its done flag (in that order)."""
+def _score_chunk(Xb, path, data, index, start, stop, fitted, names, owner):
+    """Score one chunk, write its rows and their row numbers and ids, then its done
+    flag (in that order); nothing (-1) when the store is no longer this run's."""
     values = fitted.outputs(Xb, names)
     group = zarr.open_group(str(path), mode="r+")
+    if group.attrs.get("owner") != owner:
+        return -1
     for name in names:
         group[name][start:stop] = values[name]
+    numbers, ids = row_identity(zarr.open_group(str(data), mode="r"))
+    group["row"][start:stop] = numbers(start, stop)
+    if ids is not None:
+        group["id"][start:stop] = np.asarray(ids[start:stop])
     group["done"][index] = 1
     return stop - start
 
@@ -140,9 +151,12 @@ def _open_existing(path, expected, overwrite):
     return group
 
 
-def _create(path, fitted, X, attrs):
+def _create(path, fitted, X, attrs, with_ids):
     group = zarr.open_group(str(path), mode="w")
     rows = X.chunks[0][0]
+    group.create_array("row", shape=(X.shape[0],), chunks=(rows,), dtype="i8", fill_value=-1)
+    if with_ids:
+        group.create_array("id", shape=(X.shape[0],), chunks=(rows,), dtype=str)
     K = fitted.n_problems
     shape, chunks = ((X.shape[0],), (rows,)) if K == 1 else ((X.shape[0], K), (rows, K))
     for name in _outputs(fitted):
@@ -169,7 +183,7 @@ def class_metadata(fitted, class_labels=None):
     ``proba`` is the probability of)."""
     if not fitted.is_classifier:
         return {}
-    labels = ([str(c) for c in fitted.classes] if class_labels is None
+    labels = ([label_text(c) for c in fitted.classes] if class_labels is None
               else [str(class_labels[int(c)]) for c in fitted.classes])
     columns = labels[1:] if len(labels) == 2 and fitted.n_problems == 1 else labels
     return {"classes": [c.item() if hasattr(c, "item") else c for c in fitted.classes],
@@ -228,23 +242,38 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
                 "n_rows": int(X.shape[0]), "outputs": _outputs(fitted)}
     group = _open_existing(out, expected, overwrite)
     if group is None:
+        has_ids = row_identity(zarr.open_group(str(data), mode="r"))[1] is not None
         group = _create(out, fitted, X, {**expected, "input": str(Path(data).resolve()),
-                                         **class_metadata(fitted, class_labels)})
+                                         **class_metadata(fitted, class_labels)}, has_ids)
+    # the writer lock (jobs layer) keeps other jobs on this machine out; the owner token
+    # makes a job elsewhere that took the store over visible to this one
+    owner = uuid.uuid4().hex
+    group.attrs["owner"] = owner
     done = _read_done(group)
     shared = delayed(fitted, pure=True)  # shipped once: no per-row state in it
     blocks = X.to_delayed().ravel()
     todo = [i for i in range(len(blocks)) if not done[i]]
     bounds = chunk_bounds(X)
-    tasks = [delayed(_score_chunk)(blocks[i], str(out), i, *bounds[i], shared,
-                                   _outputs(fitted))
+    tasks = [delayed(_score_chunk)(blocks[i], str(out), str(data), i, *bounds[i], shared,
+                                   _outputs(fitted), owner)
              for i in todo]
-    dask.compute(*tasks)
+    results = dask.compute(*tasks)
+    if -1 in results or _owner(out) != owner:
+        raise StoreError(f"{out}: another job took this score store over while this one "
+                         "ran; this run does not mark it complete")
     written = _read_done(group)
     if not written.all():
         raise RuntimeError(f"{out}: {int((written == 0).sum())} chunks were not written")
     group.attrs["complete"] = True
     return {"chunks_total": len(blocks), "chunks_written": len(todo), "rows": int(X.shape[0]),
             "columns": match.describe()}
+
+
+def _owner(path):
+    try:
+        return zarr.open_group(str(path), mode="r").attrs.get("owner")
+    except Exception:  # replaced or removed meanwhile
+        return None
 
 
 def _target_problem(yb, fitted):
@@ -264,7 +293,8 @@ def _target_problem(yb, fitted):
 
 
 def _evaluate_chunk(Xb, yb, fitted):
-    """(rows, errors or squared residuals, sum of -log p, sum of |residual|), or the
+    """(rows, errors or squared residuals, sum of -log p, sum of |residual|) and, for a
+    classifier, the rows' class probabilities and class codes (for the AUC); or the
     problem with the chunk's targets (:func:`_target_problem`)."""
     yb = np.asarray(yb)
     problem = _target_problem(yb, fitted)
@@ -274,11 +304,26 @@ def _evaluate_chunk(Xb, yb, fitted):
     log_p = fitted.log_predictive_at(mean, var, yb)
     if fitted.is_classifier:
         proba = fitted.class_probabilities(mean, var)
-        errors = float((proba.argmax(axis=1) != fitted.class_codes(yb)).sum())
-        return np.array([len(yb), errors, -log_p.sum(), 0.0])
+        codes = fitted.class_codes(yb)
+        errors = float((proba.argmax(axis=1) != codes).sum())
+        return np.array([len(yb), errors, -log_p.sum(), 0.0]), proba, codes
     # the point prediction only: a Gaussian model has no rate to compute
     resid = yb - fitted.point_prediction(mean, var)[:, 0]
-    return np.array([len(yb), float((resid**2).sum()), -log_p.sum(), float(np.abs(resid).sum())])
+    return np.array([len(yb), float((resid**2).sum()), -log_p.sum(),
+                     float(np.abs(resid).sum())]), None, None
+
+
+def area_under_roc(proba, codes):
+    """The area under the ROC curve (exact, ties counted half): of P(y = classes[1])
+    for two classes, else the mean over classes of each class against the rest
+    (classes absent from ``codes`` or present alone are left out); None when no class
+    can be scored."""
+    from sklearn.metrics import roc_auc_score
+
+    columns = [1] if proba.shape[1] == 2 else range(proba.shape[1])
+    areas = [roc_auc_score(codes == k, proba[:, k]) for k in columns
+             if 0 < np.count_nonzero(codes == k) < len(codes)]
+    return float(np.mean(areas)) if areas else None
 
 
 def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
@@ -288,7 +333,8 @@ def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
     -------
     dict
         Classification: ``error`` (rate), ``nlp`` (mean negative log probability of
-        the true label).  Regression: ``rmse``, ``mae``, ``nlpd`` (mean negative log
+        the true label), ``auc`` (:func:`area_under_roc`; None when the rows hold one
+        class).  Regression: ``rmse``, ``mae``, ``nlpd`` (mean negative log
         predictive density of y, noise included).  Always ``rows`` and ``columns``
         (how the store's columns were matched to the model's, by name when both
         record them; ``columns=`` and ``inputs=`` as for :func:`score`).
@@ -307,9 +353,11 @@ def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
     problems = sorted({r for r in results if isinstance(r, str)})
     if problems:
         raise StoreError(f"{data}: " + "; ".join(problems[:3]))
-    n, a, nlp, c = np.sum(results, axis=0)
+    n, a, nlp, c = (float(v) for v in np.sum([r[0] for r in results], axis=0))
     if fitted.is_classifier:
-        metrics = {"rows": int(n), "error": a / n, "nlp": nlp / n}
+        auc = area_under_roc(np.concatenate([r[1] for r in results]),
+                             np.concatenate([r[2] for r in results]))
+        metrics = {"rows": int(n), "error": a / n, "nlp": nlp / n, "auc": auc}
     else:
         metrics = {"rows": int(n), "rmse": float(np.sqrt(a / n)), "mae": c / n,
                    "nlpd": nlp / n}

@@ -25,7 +25,7 @@ import zarr
 
 from ..files.atomic import aside, check_destination, move_into_place
 from .chunk_writer import ChunkWriter
-from .data_store import check_data_complete
+from .data_store import check_data_complete, row_identity
 from ..files.groups import open_group
 from ..files.errors import StoreError
 
@@ -94,14 +94,19 @@ def split_store(store, train_out, test_out, *, test_fraction=0.2, seed=0, overwr
 
 def _write_parts(group, attrs, tmps, test_fraction, seed, store):
     X, y = group["X"], group["y"]
+    numbers, ids = row_identity(group)
     rows = int(X.chunks[0])
     parts = [zarr.open_group(str(tmp), mode="w") for tmp in tmps]
-    writers = [ChunkWriter(part, X.shape[1], rows) for part in parts]
+    writers = [ChunkWriter(part, X.shape[1], rows, with_ids=ids is not None)
+               for part in parts]
     for index, start in enumerate(range(0, X.shape[0], rows)):
-        Xb, yb = np.asarray(X[start:start + rows]), np.asarray(y[start:start + rows])
+        stop = min(start + rows, X.shape[0])
+        Xb, yb = np.asarray(X[start:stop]), np.asarray(y[start:stop])
+        rb = numbers(start, stop)
+        ib = None if ids is None else np.asarray(ids[start:stop])
         test = _test_mask(seed, index, len(yb)) < test_fraction
-        writers[0].add_block(Xb[~test], yb[~test])
-        writers[1].add_block(Xb[test], yb[test])
+        for writer, part in ((writers[0], ~test), (writers[1], test)):
+            writer.add_block(Xb[part], yb[part], rb[part], None if ib is None else ib[part])
     for name, writer, part in zip(("train", "test"), writers, parts):
         writer.flush()
         if writer.n == 0:

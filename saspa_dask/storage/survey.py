@@ -1,0 +1,203 @@
+"""The first pass over a table: what each column holds.
+
+Per column: rows, missing values, distinct text values with their counts, and for
+numbers the range and a uniform sample of the values (bottom-k sampling by random keys,
+merged block by block: the median of up to :data:`SAMPLE_SIZE` values, exact below
+that).  Given the training store's record (``reference``), the survey also counts what
+is new in this table against it: unseen categories and values outside the training
+range (drift, :func:`drift_report`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..files.errors import StoreError
+
+__all__ = ["MAX_CATEGORIES", "MISSING_TOKENS", "SAMPLE_SIZE", "TableSurvey", "drift_report",
+           "parse_token"]
+
+MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "?"})
+MAX_CATEGORIES = 1000
+SAMPLE_SIZE = 100_000  # values kept per numeric column for its median
+_BLOCK = 65536  # rows between vectorised merges of the numeric values
+
+MISSING, NUMBER, TEXT = "missing", "number", "text"
+
+
+def parse_token(token):
+    """What one field is, read once: ``(MISSING, None)`` for an empty or NA-like token
+    or a number that is not finite (``inf``, ``1e309``: one rule with the ``.npy``
+    reader, which calls NaN and inf missing), ``(NUMBER, value)``, or
+    ``(TEXT, stripped token)``."""
+    stripped = token.strip()
+    if stripped.lower() in MISSING_TOKENS:
+        return MISSING, None
+    try:
+        value = float(stripped)
+    except ValueError:
+        return TEXT, stripped
+    return (NUMBER, value) if math.isfinite(value) else (MISSING, None)
+
+
+class TableSurvey:
+    """Counts of a table's columns, gathered row by row (:meth:`add`, then
+    :meth:`finish`).
+
+    Parameters
+    ----------
+    header : list of str
+    target : int or None
+        The target column (its distinct numeric tokens are kept too: a target mixing
+        "0", "1" and "unknown" is encoded with all of them as labels).
+    skip : set of int
+        Columns not surveyed (the id column, excluded columns).
+    seed : int
+        Seeds the median samples (the same file gives the same medians).
+    ranges : dict, optional
+        Column index -> (low, high), the training range: rows outside it are counted
+        per column in ``range_counts`` ([below, above]).
+    """
+
+    def __init__(self, header, target=None, skip=(), seed=0, ranges=None):
+        self.header = header
+        self.target = target
+        self.skip = frozenset(skip)
+        self.n_rows = 0
+        self.missing = [0] * len(header)
+        self.categories = [dict() for _ in header]  # value -> rows holding it
+        self.target_numbers = set()
+        self.low = [math.inf] * len(header)
+        self.high = [-math.inf] * len(header)
+        self._numbers = [[] for _ in header]  # this block's numbers, per column
+        self._samples = [(np.empty(0), np.empty(0)) for _ in header]  # (keys, values)
+        self._rng = np.random.default_rng(seed)
+        self.ranges = dict(ranges or {})
+        self.range_counts = {j: [0, 0] for j in self.ranges}
+
+    def add(self, row):
+        self.n_rows += 1
+        for j, token in enumerate(row):
+            if j in self.skip:
+                continue
+            kind, value = parse_token(token)
+            if kind is MISSING:
+                self.missing[j] += 1
+            elif kind is TEXT:
+                cats = self.categories[j]
+                if value in cats:
+                    cats[value] += 1
+                elif len(cats) <= MAX_CATEGORIES:
+                    cats[value] = 1
+            else:
+                self._numbers[j].append(value)
+                if j == self.target and len(self.target_numbers) <= MAX_CATEGORIES:
+                    self.target_numbers.add(token.strip())
+        if self.n_rows % _BLOCK == 0:
+            self._merge()
+
+    def finish(self):
+        """Merge the last block; returns the survey."""
+        self._merge()
+        return self
+
+    def _merge(self):
+        for j, values in enumerate(self._numbers):
+            if not values:
+                continue
+            block = np.asarray(values, dtype=np.float64)
+            self._numbers[j] = []
+            self.low[j] = min(self.low[j], float(block.min()))
+            self.high[j] = max(self.high[j], float(block.max()))
+            if j in self.ranges:
+                low, high = self.ranges[j]
+                self.range_counts[j][0] += int((block < low).sum())
+                self.range_counts[j][1] += int((block > high).sum())
+            keys, kept = self._samples[j]
+            keys = np.concatenate([keys, self._rng.random(block.size)])
+            kept = np.concatenate([kept, block])
+            if keys.size > SAMPLE_SIZE:  # the SAMPLE_SIZE smallest keys: a uniform sample
+                top = np.argpartition(keys, SAMPLE_SIZE)[:SAMPLE_SIZE]
+                keys, kept = keys[top], kept[top]
+            self._samples[j] = (keys, kept)
+
+    def median(self, j):
+        """The median of column ``j``'s numbers (of a uniform sample of
+        :data:`SAMPLE_SIZE` of them when it has more), or None when it has none."""
+        values = self._samples[j][1]
+        return float(np.median(values)) if values.size else None
+
+    def target_tokens(self):
+        """Every distinct token of the target column, text and numbers alike."""
+        if len(self.target_numbers) > MAX_CATEGORIES:
+            raise StoreError(f"target column {self.header[self.target]!r} mixes text labels "
+                             f"with over {MAX_CATEGORIES} distinct numbers")
+        return set(self.categories[self.target]) | self.target_numbers
+
+    def labels(self):
+        """Sorted labels of a target column that holds text (numeric tokens among them
+        kept as text), or None for a numeric target."""
+        if not self.categories[self.target]:
+            return None
+        if len(self.categories[self.target]) > MAX_CATEGORIES:
+            raise StoreError(f"target column {self.header[self.target]!r} holds over "
+                             f"{MAX_CATEGORIES} distinct text labels: as classes that is "
+                             "one EP problem each; give a numeric target, or group the "
+                             "labels first")
+        return sorted(self.target_tokens())
+
+    def text_columns(self):
+        return [j for j, cats in enumerate(self.categories) if cats]
+
+    def stats(self, j):
+        """Column ``j``'s record for a data store: rows, missing, and the range of its
+        numbers (None when it holds none)."""
+        numeric = self.low[j] <= self.high[j]
+        return {"rows": self.n_rows, "missing": self.missing[j],
+                "min": self.low[j] if numeric else None,
+                "max": self.high[j] if numeric else None}
+
+
+def drift_report(survey, reference, plan_names):
+    """What is new in a surveyed table against the training store's column record.
+
+    Parameters
+    ----------
+    survey : TableSurvey
+        Of the new table, made with the training columns' ``ranges``.
+    reference : dict
+        The training store's ``column_stats`` (name -> rows, missing, min, max) and
+        ``onehot`` categories.
+    plan_names : list of (column index, name, kind, categories)
+
+    Returns
+    -------
+    dict
+        Per column with anything to report: ``unseen_categories`` (rows holding a
+        category the training rows lacked), ``below_range`` / ``above_range`` (rows
+        outside the training range), ``missing`` (rows) and ``missing_rate`` against
+        ``training_missing_rate``.
+    """
+    out = {}
+    stats = reference.get("column_stats") or {}
+    for j, name, kind, cats in plan_names:
+        entry = {}
+        if kind == "onehot":
+            known = set(cats)
+            unseen = sum(n for value, n in survey.categories[j].items() if value not in known)
+            if unseen:
+                entry["unseen_categories"] = unseen
+        ranged = survey.range_counts.get(j)
+        if ranged and any(ranged):
+            entry["below_range"], entry["above_range"] = ranged
+        old = stats.get(name)
+        rate = survey.missing[j] / survey.n_rows
+        old_rate = (old["missing"] / old["rows"]) if old and old.get("rows") else None
+        if survey.missing[j] or (old_rate or 0.0) > 0:
+            entry.update(missing=survey.missing[j], missing_rate=rate,
+                         training_missing_rate=old_rate)
+        if entry:
+            out[name] = entry
+    return out

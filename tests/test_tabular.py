@@ -1,0 +1,285 @@
+"""The data a user brings, through real ``saspa`` processes and stores on disk: row ids
+and source row numbers from ingest to the exported scores, imputation reapplied by
+``--like``, drift counts, delimiters, compressed and malformed files, direct scoring
+of a file, held-out metrics and AUC.  Every expected value is computed here from the
+CSV text itself (the test's own encoding), or by scikit-learn."""
+
+import csv
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from saspa_dask import jobs, load_model
+
+BIN = Path(sys.executable).parent
+
+
+def saspa(*args, check=True):
+    res = subprocess.run([str(BIN / "saspa"), *map(str, args)], capture_output=True,
+                         text=True, timeout=300)
+    if check:
+        assert res.returncode == 0, res.stderr
+    return res
+
+
+def write_table(path, rows, delimiter=","):
+    with open(path, "w", newline="") as fh:
+        csv.writer(fh, delimiter=delimiter).writerows(rows)
+
+
+def people(n=240, seed=0):
+    """A table with an id, a number with gaps, a text column with gaps and a text
+    label; returns its rows (header first)."""
+    rng = np.random.default_rng(seed)
+    rows = [["key", "age", "city", "score", "label"]]
+    for i in range(n):
+        age = rng.normal(40, 10)
+        city = rng.choice(["paris", "rome", "oslo"])
+        score = rng.normal()
+        label = "good" if score + (city == "oslo") > 0.3 else "bad"
+        rows.append([f"id{i:04d}", "" if i % 7 == 3 else f"{age:.3f}",
+                     "" if i % 11 == 5 else city, f"{score:.4f}", label])
+    return rows
+
+
+def own_encoding(rows, medians):
+    """The test's own encoding of ``rows`` (header first): age (median-imputed),
+    city one-hot over oslo, paris, rome, (missing) when present, score."""
+    header, body = rows[0], rows[1:]
+    cities = sorted({r[2] for r in body if r[2]})
+    if any(r[2] == "" for r in body):
+        cities.append("(missing)")
+    X = [[float(r[1]) if r[1] else medians["age"],
+          *[1.0 if (r[2] or "(missing)") == c else 0.0 for c in cities],
+          float(r[3])] for r in body]
+    return np.array(X), cities
+
+
+def test_ids_imputation_and_row_numbers_reach_the_exported_scores(tmp_path):
+    rows = people()
+    write_table(tmp_path / "t.csv", rows)
+    saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "t.zarr", "--id-column", "key",
+          "--missing", "impute", "--text", "onehot")
+    group = zarr.open_group(str(tmp_path / "t.zarr"), mode="r")
+    ages = np.array([float(r[1]) for r in rows[1:] if r[1]])
+    scores = np.array([float(r[3]) for r in rows[1:]])
+    assert group.attrs["preprocessing"]["impute"] == {"age": float(np.median(ages)),
+                                                      "score": float(np.median(scores))}
+    X, cities = own_encoding(rows, {"age": np.median(ages)})
+    assert group.attrs["columns"] == ["age", *[f"city={c}" for c in cities], "score"]
+    np.testing.assert_array_equal(group["X"][...], X)
+    np.testing.assert_array_equal(group["id"][...], [r[0] for r in rows[1:]])
+    np.testing.assert_array_equal(group["row"][...], np.arange(len(rows) - 1))
+
+    saspa("split", tmp_path / "t.zarr", "--test-fraction", "0.3")
+    saspa("train", tmp_path / "t-train.zarr", "--out", tmp_path / "m.zarr", "--n-bases",
+          "8", "--fixed-hyperparameters", "--workers", "1")
+    saspa("score", tmp_path / "m.zarr", tmp_path / "t-test.zarr", "--out",
+          tmp_path / "s.csv", "--format", "csv", "--workers", "1")
+    with open(tmp_path / "s.csv") as fh:
+        out = list(csv.DictReader(fh))
+    model = load_model(tmp_path / "m.zarr")
+    source_rows = [int(r["row"]) for r in out]
+    assert [r["id"] for r in out] == [rows[1 + k][0] for k in source_rows]
+    proba = model.predict_proba(X[source_rows])[:, list(model.classes_).index(1.0)]
+    np.testing.assert_allclose([float(r["proba[good]"]) for r in out], proba, rtol=1e-10)
+    assert {r["label"] for r in out} <= {"good", "bad"}
+
+
+def test_like_reapplies_imputation_and_counts_drift(tmp_path):
+    rows = people()
+    write_table(tmp_path / "t.csv", rows)
+    saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "t.zarr", "--id-column", "key",
+          "--missing", "impute", "--text", "onehot")
+    ages = [float(r[1]) for r in rows[1:] if r[1]]
+    new = [["key", "age", "city", "score"],
+           ["n1", "", "paris", "0.1"],                  # missing age: the training median
+           ["n2", f"{max(ages) + 5}", "lima", "0.2"],  # above range, unseen city
+           ["n3", f"{min(ages) - 1}", "", "0.3"],      # below range, missing city
+           ["n4", "41", "rome", "9.5"]]                 # score above range
+    write_table(tmp_path / "new.csv", new, delimiter=";")
+    res = saspa("ingest", tmp_path / "new.csv", "--out", tmp_path / "new.zarr", "--like",
+                tmp_path / "t.zarr", "--unknown", "ignore")
+    group = zarr.open_group(str(tmp_path / "new.zarr"), mode="r")
+    drift = group.attrs["drift"]
+    assert drift["age"]["below_range"] == 1 and drift["age"]["above_range"] == 1
+    assert drift["age"]["missing"] == 1
+    assert drift["age"]["training_missing_rate"] == pytest.approx(
+        sum(r[1] == "" for r in rows[1:]) / (len(rows) - 1))
+    assert drift["city"]["unseen_categories"] == 1 and drift["city"]["missing"] == 1
+    assert drift["score"] == {"below_range": 0, "above_range": 1}
+    assert "drift: column 'age'" in res.stderr
+    names = ["oslo", "paris", "rome", "(missing)"]  # lima, unseen: all zeros
+    expected = [[float(r[1]) if r[1] else float(np.median(ages)),
+                 *[1.0 if (r[2] or "(missing)") == c else 0.0 for c in names], float(r[3])]
+                for r in new[1:]]
+    np.testing.assert_array_equal(group["X"][...], expected)
+    np.testing.assert_array_equal(group["id"][...], ["n1", "n2", "n3", "n4"])
+
+
+@pytest.mark.parametrize("delimiter", [";", "\t", "|"])
+def test_delimiters_are_found_from_the_header(tmp_path, delimiter):
+    rows = [["a", "b", "y"]] + [[f"{i}", f"{i * 0.5}", f"{i % 2}"] for i in range(30)]
+    write_table(tmp_path / "comma.csv", rows)
+    write_table(tmp_path / "other.csv", rows, delimiter=delimiter)
+    saspa("ingest", tmp_path / "comma.csv", "--out", tmp_path / "c.zarr")
+    saspa("ingest", tmp_path / "other.csv", "--out", tmp_path / "o.zarr")
+    c = zarr.open_group(str(tmp_path / "c.zarr"), mode="r")
+    o = zarr.open_group(str(tmp_path / "o.zarr"), mode="r")
+    np.testing.assert_array_equal(c["X"][...], o["X"][...])
+    assert o.attrs["preprocessing"]["delimiter"] == delimiter
+
+
+def test_a_given_delimiter_is_used_and_a_wrong_one_named(tmp_path):
+    (tmp_path / "pipe.csv").write_text("a|b\n1|2\n3|4\n")
+    saspa("ingest", tmp_path / "pipe.csv", "--out", tmp_path / "p.zarr", "--delimiter", "|")
+    group = zarr.open_group(str(tmp_path / "p.zarr"), mode="r")
+    np.testing.assert_array_equal(group["X"][...], [[1.0], [3.0]])
+    (tmp_path / "one.csv").write_text("a|b\n1,2|3\n")
+    res = saspa("ingest", tmp_path / "one.csv", "--out", tmp_path / "y.zarr", "--delimiter",
+                ",", check=False)
+    assert res.returncode == 1 and "one.csv:2" in res.stderr and "--delimiter" in res.stderr
+
+
+def test_gzip_named_csv_is_read_and_bad_bytes_are_named(tmp_path):
+    rows = [["a", "y"]] + [[f"{i}", f"{i % 2}"] for i in range(20)]
+    write_table(tmp_path / "plain.csv", rows)
+    (tmp_path / "packed.csv").write_bytes(gzip.compress((tmp_path / "plain.csv").read_bytes()))
+    saspa("ingest", tmp_path / "packed.csv", "--out", tmp_path / "p.zarr")
+    np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "p.zarr"), mode="r")["X"][:, 0],
+                                  np.arange(20.0))
+    (tmp_path / "latin.csv").write_bytes(b"a,y\n1,0\n\xe9t\xe9,1\n")
+    res = saspa("ingest", tmp_path / "latin.csv", "--out", tmp_path / "l.zarr", check=False)
+    assert res.returncode == 1 and "latin.csv" in res.stderr and "UTF-8" in res.stderr
+    (tmp_path / "huge.csv").write_text("a,y\n1,0\n" + "x" * (2 << 20) + ",1\n")
+    res = saspa("ingest", tmp_path / "huge.csv", "--out", tmp_path / "h.zarr", check=False)
+    assert res.returncode == 1 and "huge.csv:3" in res.stderr and "unexpected" not in res.stderr
+
+
+def test_chunk_rows_are_bounded_by_the_rows(tmp_path):
+    write_table(tmp_path / "t.csv", [["a", "y"]] + [[f"{i}", "1"] for i in range(20)])
+    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    res = subprocess.run([sys.executable, "-c", probe, str(BIN / "saspa"), "ingest",
+                          str(tmp_path / "t.csv"), "--out", str(tmp_path / "t.zarr"),
+                          "--chunk-rows", "200000000"], capture_output=True, text=True,
+                         check=True)
+    assert int(res.stdout.split()[-1]) < 1_000_000  # kB: under 1 GB (was 6.6 GB)
+    group = zarr.open_group(str(tmp_path / "t.zarr"), mode="r")
+    assert group["X"].chunks[0] == 20 and group.attrs["chunk_rows"] == 20
+
+
+def test_text_target_is_refused_as_a_regression(tmp_path):
+    write_table(tmp_path / "t.csv", people(60))
+    saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "t.zarr", "--id-column", "key",
+          "--missing", "drop-rows", "--text", "onehot")
+    res = saspa("train", tmp_path / "t.zarr", "--out", tmp_path / "m.zarr", "--task",
+                "regression", check=False)
+    assert res.returncode == 1 and "text labels" in res.stderr
+    assert not (tmp_path / "m.zarr").exists()
+
+
+def test_predict_scores_a_file_directly_and_resumes(tmp_path):
+    rows = people()
+    write_table(tmp_path / "t.csv", rows)
+    saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "t.zarr", "--id-column", "key",
+          "--missing", "impute", "--text", "onehot")
+    saspa("train", tmp_path / "t.zarr", "--out", tmp_path / "m.zarr", "--n-bases", "8",
+          "--fixed-hyperparameters", "--workers", "1")
+    new = [r[:4] for r in people(50, seed=1)]
+    write_table(tmp_path / "new.csv", new)
+    saspa("predict", tmp_path / "m.zarr", tmp_path / "new.csv", "--out",
+          tmp_path / "p.parquet", "--workers", "1")
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "p.parquet").to_pydict()
+    assert table["id"] == [r[0] for r in new[1:]] and table["row"] == list(range(50))
+    ages = np.array([float(r[1]) for r in rows[1:] if r[1]])
+    X, _ = own_encoding([r + ["bad"] for r in new], {"age": float(np.median(ages))})
+    model = load_model(tmp_path / "m.zarr")
+    np.testing.assert_allclose(table["proba[good]"], model.predict_proba(X)[:, 1],
+                               rtol=1e-10)
+    # an interrupted run left its encoded rows: the next run reuses them
+    work = tmp_path / ".again.csv.predict"
+    work.mkdir()
+    jobs.ingest(tmp_path / "new.csv", work / "data.zarr", like=tmp_path / "t.zarr")
+    result = jobs.predict(tmp_path / "m.zarr", tmp_path / "new.csv", tmp_path / "again.csv",
+                          workers=1)
+    assert result["reused"] and not work.exists()
+    with open(tmp_path / "again.csv") as fh:
+        again = list(csv.DictReader(fh))
+    np.testing.assert_allclose([float(r["proba[good]"]) for r in again],
+                               table["proba[good]"], rtol=1e-12)
+
+
+def test_held_out_metrics_and_auc(tmp_path):
+    from sklearn.metrics import roc_auc_score
+
+    rows = [r for r in people(300) if "" not in r[1:3]]
+    write_table(tmp_path / "t.csv", rows)
+    jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", id_column="key", text="onehot")
+    jobs.split(tmp_path / "t.zarr", test_fraction=0.3)
+    result = jobs.train(tmp_path / "t-train.zarr", tmp_path / "m.zarr", n_bases=8,
+                        optimize_hyperparameters=False, workers=1,
+                        test=tmp_path / "t-test.zarr")
+    test = zarr.open_group(str(tmp_path / "t-test.zarr"), mode="r")
+    X, y = test["X"][...], test["y"][...]
+    model = load_model(tmp_path / "m.zarr")
+    proba = model.predict_proba(X)[:, 1]
+    metrics = result["metrics"]
+    assert metrics["auc"] == pytest.approx(roc_auc_score(y == 1, proba), abs=1e-12)
+    assert metrics["error"] == pytest.approx(np.mean((proba > 0.5) != (y == 1)), abs=1e-12)
+    assert isinstance(metrics["rows"], int) and isinstance(metrics["nlp"], float)
+    shown = json.loads(saspa("evaluate", tmp_path / "m.zarr", tmp_path / "t-test.zarr",
+                             "--json", "--workers", "1").stdout)
+    assert shown["auc"] == pytest.approx(metrics["auc"], abs=1e-12)
+    info = json.loads(saspa("info", tmp_path / "m.zarr", "--json").stdout)
+    assert info["class_labels"] == ["bad", "good"]
+    assert info["test_metrics"]["auc"] == pytest.approx(metrics["auc"], abs=1e-12)
+
+
+def test_info_shows_numeric_labels_as_given(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    np.save(tmp_path / "d.npy", np.column_stack([X, X[:, 0] > 0]))
+    jobs.ingest(tmp_path / "d.npy", tmp_path / "d.zarr")
+    jobs.train(tmp_path / "d.zarr", tmp_path / "m.zarr", n_bases=4, workers=1,
+               optimize_hyperparameters=False)
+    assert jobs.describe(tmp_path / "m.zarr")["class_labels"] == ["0", "1"]
+
+
+def test_sparse_input_is_densified_per_row_block():
+    import scipy.sparse
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    from saspa_dask import SASPAClassifier
+    from saspa_dask.models.validation import dense_rows
+
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 5, size=(300, 2))
+    x = rng.normal(size=300)
+    y = (x + (codes[:, 0] == 2) > 0.2).astype(int)
+    table = np.column_stack([codes, x])
+    encoder = ColumnTransformer([("hot", OneHotEncoder(sparse_output=True), [0, 1])],
+                                remainder="passthrough", sparse_threshold=1.0)
+    sparse = encoder.fit_transform(table)
+    assert scipy.sparse.issparse(sparse)
+    dense = sparse.toarray()
+    blocks = dense_rows(sparse, max_bytes=8 * dense.shape[1] * 7)  # 7-row blocks
+    assert blocks.chunks[0][0] == 7
+    np.testing.assert_array_equal(blocks.compute(), dense)
+    params = dict(n_bases=8, optimize_hyperparameters=False, random_state=0)
+    reference = SASPAClassifier(**params).fit(dense, y).predict_proba(dense)
+    from_sparse = SASPAClassifier(**params).fit(sparse, y)
+    np.testing.assert_allclose(from_sparse.predict_proba(sparse), reference, rtol=1e-12,
+                               atol=1e-14)
+    pipe = make_pipeline(encoder, SASPAClassifier(**params)).fit(table, y)
+    np.testing.assert_allclose(pipe.predict_proba(table), reference, rtol=1e-12, atol=1e-14)

@@ -1,0 +1,153 @@
+"""Writers exclude each other, the embedded cluster is private to its job, and a normal
+run prints the tool's lines only: real ``saspa`` processes, real stores on disk, a
+real embedded cluster on 127.0.0.1."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from conftest import scoring_problem, wait_for_done_flags
+from saspa_dask import load_model
+from saspa_dask.files.errors import StoreError
+from saspa_dask.files.locks import writer_lock
+from saspa_dask.storage import scores
+
+BIN = Path(sys.executable).parent
+
+
+def _start(*args):
+    return subprocess.Popen([str(BIN / "saspa"), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _paused(process):
+    """Stop a job's client process (it keeps its lock) until the block ends."""
+    class Paused:
+        def __enter__(self):
+            os.kill(process.pid, signal.SIGSTOP)
+
+        def __exit__(self, *exc):
+            os.kill(process.pid, signal.SIGCONT)
+    return Paused()
+
+
+def test_two_score_runs_on_one_output_cannot_both_succeed(tmp_path):
+    X, model, data = scoring_problem(tmp_path, 60_000, 2_000, seed=3)
+    out = tmp_path / "s.zarr"
+    first = _start("score", model, data, "--out", out, "--workers", "1")
+    assert wait_for_done_flags(out, first, at_least=1) >= 1  # the first is writing
+    with _paused(first):  # still running, however fast this machine is
+        assert first.poll() is None
+        second = subprocess.run([str(BIN / "saspa"), "score", str(model), str(data),
+                                 "--out", str(out), "--overwrite", "--workers", "1"],
+                                capture_output=True, text=True, timeout=300)
+    assert second.returncode == 1, second.stderr
+    assert "another saspa job is writing" in second.stderr and "process" in second.stderr
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    group = zarr.open_group(str(out), mode="r")
+    assert group.attrs["complete"] and group["done"][...].all()
+    proba = load_model(model).predict_proba(X)[:, 1]
+    np.testing.assert_allclose(group["proba"][...], proba, rtol=1e-10)
+    # the lock is free again: a third run may replace the store
+    third = subprocess.run([str(BIN / "saspa"), "score", str(model), str(data), "--out",
+                            str(out), "--overwrite", "--workers", "1"],
+                           capture_output=True, text=True, timeout=300)
+    assert third.returncode == 0, third.stderr
+
+
+def test_a_store_taken_over_elsewhere_is_not_marked_complete(tmp_path):
+    """The owner token: a chunk task of a run whose store another run took over
+    writes nothing, and that run does not mark the store complete."""
+    X, model, data = scoring_problem(tmp_path, 8_000, 1_000, seed=4)
+    fitted = load_model(model).fitted_posterior_
+    out = tmp_path / "s.zarr"
+    scores.score(fitted, data, out)
+    group = zarr.open_group(str(out), mode="r+")
+    group.attrs["owner"] = "another-run"
+    before = group["mean"][:4_000].copy()
+    written = scores._score_chunk(X[:4_000] + 1.0, str(out), str(data), 0, 0, 4_000,
+                                  fitted, ["mean", "variance", "proba", "label"], "this-run")
+    assert written == -1
+    np.testing.assert_array_equal(group["mean"][:4_000], before)
+
+
+def test_a_held_lock_is_refused_and_freed_by_a_killed_holder(tmp_path):
+    target = tmp_path / "m.zarr"
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sys, time; from saspa_dask.files.locks import "
+                               "writer_lock\nwith writer_lock(sys.argv[1]):\n"
+                               " print('held', flush=True); time.sleep(600)", str(target)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreError, match=f"process {holder.pid} on"):
+            with writer_lock(target):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    (tmp_path / ".m.zarr.partial-dead").mkdir()  # the dead holder's aside-copy
+    with writer_lock(target):  # the kernel released the killed holder's lock
+        assert not (tmp_path / ".m.zarr.partial-dead").exists()
+
+
+def test_two_trainings_to_one_model_store(tmp_path):
+    _, _, data = scoring_problem(tmp_path, 40_000, 1_000, seed=5)
+    out = tmp_path / "model.zarr"
+    args = ["train", data, "--out", out, "--n-bases", "64", "--fixed-hyperparameters",
+            "--workers", "1", "--overwrite"]
+    first = _start(*args)
+    deadline = time.time() + 120
+    while not (tmp_path / ".model.zarr.lock").exists() or not \
+            (tmp_path / ".model.zarr.lock").read_text():
+        assert time.time() < deadline and first.poll() is None
+        time.sleep(0.05)
+    with _paused(first):
+        assert first.poll() is None
+        second = subprocess.run([str(BIN / "saspa"), *map(str, args)], capture_output=True,
+                                text=True, timeout=300)
+    assert second.returncode == 1 and "another saspa job is writing" in second.stderr
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    assert load_model(out).n_features_in_ == 6
+
+
+def test_embedded_cluster_refuses_a_client_without_the_jobs_certificate(tmp_path):
+    from distributed import Client
+
+    _, model, data = scoring_problem(tmp_path, 200_000, 1_000, seed=6)
+    job = _start("score", model, data, "--out", tmp_path / "s.zarr", "--workers", "1")
+    try:
+        line = ""
+        while "embedded LocalCluster at" not in line:
+            line = job.stderr.readline()
+            assert line, "the job ended before it said where its cluster is"
+        address = re.search(r"at (tls://127\.0\.0\.1:\d+)", line).group(1)
+        for attempt in (address, address.replace("tls://", "tcp://")):
+            start = time.perf_counter()
+            with pytest.raises(Exception):  # refused: no certificate of this job's CA
+                Client(attempt, timeout=3).close()
+            assert time.perf_counter() - start < 60
+        assert job.poll() is None or job.returncode == 0
+    finally:
+        assert job.wait(timeout=300) == 0
+
+
+def test_normal_runs_print_only_the_tools_lines(tmp_path):
+    _, model, data = scoring_problem(tmp_path, 30_000, 1_000, seed=7)
+    res = subprocess.run([str(BIN / "saspa"), "train", str(data), "--out",
+                          str(tmp_path / "trained.zarr"), "--n-bases", "16", "--workers", "2",
+                          "--fixed-hyperparameters"], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    dask_lines = [ln for ln in res.stderr.splitlines()
+                  if re.search(r"distributed\.|tornado|Traceback|run_spec|large graph|"
+                               r"still alive", ln)]
+    assert dask_lines == []
