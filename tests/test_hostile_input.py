@@ -146,15 +146,25 @@ def test_lost_chunk_and_changed_content_are_refused(problem, tmp_path):
                  ("evaluate", problem / "m.zarr", lost),
                  ("score", problem / "m.zarr", lost, "--out", tmp_path / "s.zarr")):
         _one_line_error(_saspa(*args, "--workers", 1), "1 of 4 chunks of 'X' are missing")
-    # a foreign store (zeros as fill value) with a chunk file lost
+    # a store made by hand (fill value 0): zarr leaves a chunk equal to the fill value
+    # unstored on purpose and reads it back as that value, so an unstored chunk there
+    # is data (rows of zeros), not a lost file: it is evaluated as zeros
     foreign = zarr.open_group(str(tmp_path / "foreign.zarr"), mode="w")
     foreign.create_array("X", shape=(400, 3), chunks=(100, 3), dtype="f8", fill_value=0.0)
     foreign.create_array("y", shape=(400,), chunks=(100,), dtype="f8", fill_value=0.0)
-    foreign["X"][...] = np.random.default_rng(1).normal(size=(400, 3))
-    foreign["y"][...] = np.arange(400) % 2 + 1.0
+    X = np.random.default_rng(1).normal(size=(400, 3))
+    foreign["X"][...] = X
+    foreign["y"][...] = np.arange(400) % 2
     shutil.rmtree(tmp_path / "foreign.zarr" / "X" / "c" / "1")
-    _one_line_error(_saspa("evaluate", problem / "m.zarr", tmp_path / "foreign.zarr",
-                           "--workers", 1), "chunks of 'X' are missing")
+    res = _saspa("evaluate", problem / "m.zarr", tmp_path / "foreign.zarr", "--workers", 1,
+                 "--json")
+    assert res.returncode == 0, res.stderr
+    X[100:200] = 0.0
+    from saspa_dask import load_model
+
+    proba = load_model(problem / "m.zarr").predict_proba(X)[:, 1]
+    assert json.loads(res.stdout)["error"] == pytest.approx(
+        np.mean((proba > 0.5) != (np.arange(400) % 2 == 1)), abs=1e-12)
     # content changed after ingest: the recorded fingerprint no longer matches
     changed = tmp_path / "changed.zarr"
     shutil.copytree(problem / "d.zarr", changed)

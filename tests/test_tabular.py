@@ -283,3 +283,47 @@ def test_sparse_input_is_densified_per_row_block():
                                atol=1e-14)
     pipe = make_pipeline(encoder, SASPAClassifier(**params)).fit(table, y)
     np.testing.assert_allclose(pipe.predict_proba(table), reference, rtol=1e-12, atol=1e-14)
+
+
+def test_a_loop_of_symbolic_links_is_named(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    write_table(tmp_path / "t.csv", [["x", "y"], ["1", "0"], ["2", "1"]])
+    res = saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "a", check=False)
+    assert res.returncode == 1 and "loop of symbolic links" in res.stderr
+    assert "unexpected" not in res.stderr
+
+
+def test_a_chunk_replaced_by_another_dtype_is_named(tmp_path):
+    import shutil
+
+    rows = [["a", "b", "y"]] + [[f"{i}", f"{i % 3}", f"{i % 2}"] for i in range(40)]
+    write_table(tmp_path / "t.csv", rows)
+    jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", chunk_rows=10)
+    jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=4, workers=1,
+               optimize_hyperparameters=False)
+    # chunk 2 of X replaced by the int64 row numbers' chunk file
+    shutil.copy(tmp_path / "t.zarr" / "row" / "c" / "2", tmp_path / "t.zarr" / "X" / "c" / "2" / "0")
+    for command in (["evaluate", tmp_path / "m.zarr", tmp_path / "t.zarr"],
+                    ["train", tmp_path / "t.zarr", "--out", tmp_path / "m2.zarr"]):
+        res = saspa(*command, "--workers", "1", check=False)
+        assert res.returncode == 1, res.stderr
+        assert "chunk 2 of 'X' (rows 20 to 29)" in res.stderr, res.stderr
+
+
+def test_a_hand_made_store_with_unstored_fill_value_chunks_is_read(tmp_path):
+    """zarr does not store a chunk equal to its fill value: in a store made by hand
+    (fill value 0) an all-zero chunk of X is data, not a lost file."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    X[10:20] = 0.0  # chunk 1: all zeros, never written to disk
+    y = (X[:, 0] > 0).astype(float)
+    group = zarr.open_group(str(tmp_path / "hand.zarr"), mode="w")
+    group.create_array("X", shape=X.shape, chunks=(10, 2), dtype="f8", fill_value=0.0)[...] = X
+    group.create_array("y", shape=y.shape, chunks=(10,), dtype="f8", fill_value=0.0)[...] = y
+    assert group["X"].nchunks_initialized == 3
+    jobs.train(tmp_path / "hand.zarr", tmp_path / "m.zarr", n_bases=4, workers=1,
+               optimize_hyperparameters=False)
+    metrics = jobs.evaluate(tmp_path / "m.zarr", tmp_path / "hand.zarr", workers=1)
+    proba = load_model(tmp_path / "m.zarr").predict_proba(X)[:, 1]
+    assert metrics["error"] == pytest.approx(np.mean((proba > 0.5) != (y == 1)), abs=1e-12)

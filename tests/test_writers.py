@@ -151,3 +151,34 @@ def test_normal_runs_print_only_the_tools_lines(tmp_path):
                   if re.search(r"distributed\.|tornado|Traceback|run_spec|large graph|"
                                r"still alive", ln)]
     assert dask_lines == []
+
+
+def test_dead_copies_of_a_latest_pointer_are_removed(tmp_path):
+    import os as _os
+
+    from saspa_dask.files.atomic import write_latest
+
+    dead, live = tmp_path / ".latest.deadbeef", tmp_path / ".latest.cafebabe"
+    dead.write_text("models/old.zarr\n")
+    live.write_text("models/new.zarr\n")  # another writer's, between write and rename
+    _os.utime(dead, (time.time() - 3600,) * 2)
+    write_latest(tmp_path / "latest", tmp_path / "m.zarr")
+    assert not dead.exists() and live.exists()
+    assert (tmp_path / "latest").read_text() == "m.zarr\n"
+
+
+def test_a_lost_scheduler_is_said_plainly(tmp_path):
+    from conftest import start_cluster, stop_cluster
+
+    _, model, data = scoring_problem(tmp_path, 240_000, 1_000, seed=8)
+    cluster = start_cluster(tmp_path, n_workers=1)
+    try:
+        job = _start("score", model, data, "--out", tmp_path / "s.zarr", "--scheduler",
+                     cluster.address)
+        assert wait_for_done_flags(tmp_path / "s.zarr", job, at_least=1) >= 1
+    finally:
+        stop_cluster(cluster)
+    _, err = job.communicate(timeout=300)
+    assert job.returncode == 1, err
+    assert "lost the Dask scheduler" in err and "unexpected" not in err
+    assert not zarr.open_group(str(tmp_path / "s.zarr"), mode="r").attrs["complete"]

@@ -94,9 +94,34 @@ def write_latest(pointer, model_path):
         target = model_path.relative_to(pointer.resolve().parent)
     except ValueError:
         target = model_path
+    _remove_dead_pointer_copies(pointer)
     tmp = pointer.with_name(f".{pointer.name}.{uuid.uuid4().hex[:8]}")
-    tmp.write_text(f"{target}\n")
-    os.replace(tmp, pointer)
+    try:
+        tmp.write_text(f"{target}\n")
+        os.replace(tmp, pointer)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# a pointer's copy lives for the milliseconds between its write and its rename: one
+# older than this belongs to a process that died there
+_DEAD_COPY_SECONDS = 600
+
+
+def _remove_dead_pointer_copies(pointer):
+    import re
+    import time
+
+    pattern = re.compile(rf"\.{re.escape(pointer.name)}\.[0-9a-f]{{8}}")
+    now = time.time()
+    for copy in pointer.parent.glob(f".{pointer.name}.*"):
+        try:
+            if (pattern.fullmatch(copy.name) and copy.is_file()
+                    and now - copy.stat().st_mtime > _DEAD_COPY_SECONDS):
+                copy.unlink()
+        except OSError:  # gone meanwhile, or not ours to remove
+            pass
 
 
 # a pointer holds one path on one line; anything larger is not a pointer

@@ -6,9 +6,10 @@ would mix, and whichever finishes last would mark a store complete that it did n
 wholly write.  :func:`writer_lock` takes an advisory ``flock`` on a lock file beside the
 output (``.NAME.lock``) for as long as the job runs; a second job finds it held and
 stops at once with a message naming the holder.  The kernel drops the lock when its
-process dies however it dies, so a killed job never leaves a stale lock; the empty
-file stays (removing it would let a third job lock a new file while a second still
-holds the old one).
+process dies however it dies, so a killed job never leaves a stale lock.  The holder
+removes the file before it lets go; a job that locked a file no longer at the path (it
+was removed meanwhile) tries again on the new one, so two jobs never hold locks on two
+different files for one output.
 
 While the lock is held no other job on this machine writes the output, so aside-copies
 (``.NAME.partial-*``) found beside it are a dead job's and are removed.
@@ -52,25 +53,38 @@ def writer_lock(path, what="output"):
         raise StoreError(f"{path.parent}: cannot make the directory for {what} "
                          f"{path.name} ({err.strerror})") from None
     lock = lock_path(path)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _locked_fd(lock, path, what)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StoreError(f"{path}: another saspa job is writing this {what} "
-                             f"({_holder(fd)}); wait for it to finish, or choose another "
-                             "output") from None
-        os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                   "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
         _remove_dead_partials(path)
-        try:
-            yield lock
-        finally:
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        yield lock
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)  # while still holding it: see the module docstring
+        fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _locked_fd(lock, path, what):
+    """An open descriptor of the lock file at ``lock``, locked by us."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise StoreError(f"{path}: another saspa job is writing this {what} "
+                             f"({holder}); wait for it to finish, or choose another "
+                             "output") from None
+        try:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder removed this file as we opened it: try the new one
 
 
 def _holder(fd):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 
+from ..files.locks import writer_lock
+
 __all__ = ["Interrupted", "JobError", "locked", "reported"]
 
 
@@ -35,8 +37,6 @@ def locked(path, what):
     """Hold the writer lock of the output ``path``
     (:func:`~saspa_dask.files.locks.writer_lock`) for the ``with`` block; a lock
     another job holds is a :class:`JobError` naming it."""
-    from ..files.locks import writer_lock
-
     with reported():
         lock = writer_lock(path, what)
         lock.__enter__()

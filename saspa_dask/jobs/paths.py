@@ -8,13 +8,26 @@ every job therefore makes its paths absolute here, in the client's directory.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
+
+from .errors import JobError
 
 __all__ = ["absolute"]
 
 
 def absolute(path):
-    """``path`` as an absolute :class:`~pathlib.Path` (``~`` expanded), or None."""
+    """``path`` as an absolute :class:`~pathlib.Path` (``~`` expanded), or None; a loop
+    of symbolic links is an error naming the path (every later open would fail on it
+    with a less helpful one)."""
     if path is None:
         return None
-    return Path(path).expanduser().absolute()
+    path = Path(path).expanduser().absolute()
+    try:
+        path.resolve()
+    except RuntimeError:  # Python before 3.13 reports a loop so
+        raise JobError(f"{path}: a loop of symbolic links") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise JobError(f"{path}: a loop of symbolic links") from None
+    return path

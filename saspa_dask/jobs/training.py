@@ -29,7 +29,7 @@ from ..parameters import (CLASSIFICATION_LIKELIHOODS, REGRESSION_LIKELIHOODS,
 from ..files.atomic import check_not_an_input, resolve_model_path, write_latest
 from ..storage.columns import match_columns
 from ..files.errors import StoreError
-from ..storage.data_store import open_data_store
+from ..storage.data_store import open_data_store, unreadable_chunk
 from ..storage.encoding import like_encoding
 from ..storage.scores import evaluate as evaluate_store
 from ..storage.fingerprint import check_recorded, fingerprint_and_rows
@@ -488,8 +488,11 @@ def _check_data(X, y, attrs, data, reordered, old_probes):
     and, when retraining, the rows at the old model's probes (checked against them)."""
     index = probe_index(X.shape[0])
     old_index = np.zeros(0, dtype=int) if not old_probes else np.asarray(old_probes["index"])
-    computed, X_rows, y_rows = fingerprint_and_rows(
-        X, y, np.concatenate([index, old_index]).astype(int), attrs.get("chunk_rows"))
+    try:
+        computed, X_rows, y_rows = fingerprint_and_rows(
+            X, y, np.concatenate([index, old_index]).astype(int), attrs.get("chunk_rows"))
+    except ValueError as err:
+        raise JobError(str(unreadable_chunk(data, err) or err)) from None
     if not reordered:  # a reordered store is not the content that was fingerprinted
         with reported():
             check_recorded(data, attrs.get("fingerprint"), computed)

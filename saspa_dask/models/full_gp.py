@@ -30,6 +30,7 @@ from .classifier import SASPAClassifier
 from .predictor import PosteriorClassifierMixin, PosteriorModel, PosteriorRegressorMixin
 from .regressor import SASPARegressor
 from .settings import EPSchedule
+from .validation import dense_rows
 
 __all__ = ["FullGPClassifier", "FullGPRegressor"]
 
@@ -86,7 +87,7 @@ class _FullGP:
         return self
 
     def _validated_rows(self, X, y):
-        X, _ = validate_data(self, X, y, reset=True, dtype=np.float64, ensure_min_samples=2,
+        X, _ = validate_data(self, dense_rows(X), y, reset=True, dtype=np.float64, ensure_min_samples=2,
                              y_numeric=isinstance(self, PosteriorRegressorMixin))
         return X
 

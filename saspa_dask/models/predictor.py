@@ -94,6 +94,7 @@ class PosteriorModel(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = True  # densified per row block (validation.dense_rows)
         return tags
 
     def _reset(self):

@@ -17,7 +17,7 @@ from ..files.groups import open_group
 from .columns import match_columns
 
 __all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_data_complete",
-           "input_arrays", "open_data_store", "row_identity"]
+           "input_arrays", "open_data_store", "row_identity", "unreadable_chunk"]
 
 DATA_FORMAT = "saspa-data"
 FORMAT_VERSION = 3  # 3: row numbers, ids, imputation and column stats
@@ -39,6 +39,29 @@ def check_chunks(path, array, name):
         raise StoreError(f"{path}: {missing} of {array.nchunks} chunks of {name!r} are "
                          "missing (lost or deleted files); zarr would read them as "
                          f"{array.fill_value!r}, so nothing is read")
+
+
+def unreadable_chunk(path, err):
+    """The StoreError naming the first chunk of the store's X or y that zarr cannot
+    read as its metadata says (a chunk file replaced by another array's, or damaged),
+    found by reading each chunk on the client; None when every chunk reads (``err``
+    then came from elsewhere)."""
+    group = open_group(path, "data store")
+    for name in ("X", "y"):
+        if name not in set(group.array_keys()):
+            continue
+        array = group[name]
+        rows = array.chunks[0]
+        for index in range(-(-array.shape[0] // rows)):
+            try:
+                array.blocks[(index,) + (0,) * (array.ndim - 1)]
+            except Exception as chunk_err:  # zarr's codecs raise many kinds
+                return StoreError(
+                    f"{path}: chunk {index} of {name!r} (rows {index * rows} to "
+                    f"{min((index + 1) * rows, array.shape[0]) - 1}) cannot be read as "
+                    f"stored ({type(chunk_err).__name__}: {chunk_err}); the file was "
+                    "replaced or damaged: ingest the data again")
+    return None
 
 
 def row_identity(group):

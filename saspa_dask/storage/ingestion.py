@@ -28,7 +28,7 @@ from .column_plan import (MISSING_POLICIES, encode_row, feature_names, named_col
 from .csv_reader import choose_delimiter, read_rows
 from .data_store import DATA_FORMAT, FORMAT_VERSION
 from .encoding import UNKNOWN_POLICIES, like_encoding, plan_like, recorded_ranges
-from .survey import TableSurvey, drift_report
+from .survey import SAMPLE_SIZE, TableSurvey, drift_report
 
 __all__ = ["MAX_CHUNK_BYTES", "ingest"]
 
@@ -101,20 +101,27 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     if like is not None:
         encoding = like_encoding(dict(open_group(like, "data store").attrs), like)
     check_destination(out, overwrite)
+    options = {"target": target, "missing": missing, "text": text, "id_column": id_column,
+               "exclude": list(exclude), "delimiter": delimiter, "unknown": unknown,
+               "chunk_rows": int(chunk_rows)}
+    return _write_store(source, out, options, encoding, like, overwrite)
+
+
+def _write_store(source, out, options, encoding, like, overwrite):
+    """The store, written aside and moved into place when complete."""
     tmp = aside(out)
     try:
         group = zarr.open_group(str(tmp), mode="w")
         if source.suffix.lower() == ".npy":
-            if id_column or exclude:
+            if options["id_column"] or options["exclude"]:
                 raise StoreError(f"{source}: --id-column and --exclude name columns of a "
                                  "CSV or Parquet file; a .npy array has none")
-            attrs = _ingest_npy(source, group, target, int(chunk_rows), missing, encoding)
+            attrs = _ingest_npy(source, group, options["target"], options["chunk_rows"],
+                                options["missing"], encoding)
         else:
-            options = {"target": target, "missing": missing, "text": text,
-                       "id_column": id_column, "exclude": list(exclude),
-                       "delimiter": choose_delimiter(source, delimiter)}
-            attrs = _ingest_table(source, group, int(chunk_rows), options, encoding,
-                                  unknown)
+            options["delimiter"] = choose_delimiter(source, options["delimiter"])
+            attrs = _ingest_table(source, group, options["chunk_rows"], options, encoding,
+                                  options["unknown"])
         stat = source.stat()
         attrs.update(format=DATA_FORMAT, format_version=FORMAT_VERSION,
                      source=str(source), source_size=stat.st_size,
@@ -347,8 +354,6 @@ def _load_npy(path):
 def _npy_medians(data, keep, path, header):
     """Each input column's median over its finite values, from every k-th row (at most
     :data:`~saspa_dask.storage.survey.SAMPLE_SIZE` rows; all of them below that)."""
-    from .survey import SAMPLE_SIZE
-
     step = max(1, -(-data.shape[0] // SAMPLE_SIZE))
     sample = np.asarray(data[::step], dtype=np.float64)[:, keep]
     sample[~np.isfinite(sample)] = np.nan

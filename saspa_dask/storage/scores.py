@@ -28,7 +28,7 @@ from dask import delayed
 
 from ..engines.chunks import chunk_bounds, spread_rows
 from ..models.model_store import label_text
-from .data_store import input_arrays, row_identity
+from .data_store import input_arrays, row_identity, unreadable_chunk
 from ..files.errors import StoreError
 from .fingerprint import check_recorded, chunk_digest, combine_digests
 
@@ -75,11 +75,14 @@ def verify_fingerprint(path, fitted, X, y, match):
     score store)."""
     attrs = zarr.open_group(str(path), mode="r").attrs
     recorded = attrs.get("fingerprint")
-    if recorded is None or y is None or match.reordered:
-        # nothing recorded, or not comparable (no y; columns reordered): check only
-        return check_scoring_input(fitted, X)
-    # the fingerprint is over the store's chunk size (the first chunk may be shorter)
-    computed = check_scoring_input(fitted, X, y, chunk_rows=attrs.get("chunk_rows"))
+    try:
+        if recorded is None or y is None or match.reordered:
+            # nothing recorded, or not comparable (no y; columns reordered): check only
+            return check_scoring_input(fitted, X)
+        # the fingerprint is over the store's chunk size (the first chunk may be shorter)
+        computed = check_scoring_input(fitted, X, y, chunk_rows=attrs.get("chunk_rows"))
+    except ValueError as err:
+        raise (unreadable_chunk(path, err) or err) from None
     check_recorded(path, recorded, computed)
     return computed
 
