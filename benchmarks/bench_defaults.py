@@ -37,7 +37,7 @@ import numpy as np
 import common
 from bench_learnt_bases import SETS, load_regression, save, split, svgp
 from bench_train import matmul_rate
-from common import error_and_nlp, machine, regression_scores, versions
+from common import error_and_nlp, regression_scores
 
 CLASSIFICATION = {"ionosphere": (common.ionosphere, 200, None),
                   "spambase": (common.spambase, 2761, 1840)}
@@ -109,12 +109,8 @@ def main():
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--train-rows", type=int, default=10_000)
     parser.add_argument("--out", default="defaults.json", help="file under results/")
-    common.add_outdir_option(parser)
-    args = parser.parse_args()
-    common.use_outdir(args)
-    report = {"machine": machine(), "versions": versions("torch", "gpytorch"),
-              "matmul_gflops": matmul_rate() / 1e9, "args": vars(args), "runs": []}
-    print(f"float64 matmul: {report['matmul_gflops']:.1f} GFLOP/s", flush=True)
+    args = common.parse(parser)
+    report = common.start_report(args, matmul_rate, "torch", "gpytorch", runs=[])
     for name in args.sets:
         for seed in range(args.splits):
             report["runs"].append(one_split(name, seed, args))

@@ -32,7 +32,6 @@ from bench_learnt_bases import save
 from bench_learnt_scale import (_evaluate, _info, _timed, add_data_options, make_data,
                                 svgp_run)
 from bench_train import BIN, matmul_rate, run
-from common import machine, versions
 
 
 def saspa_run(work, args, extra):
@@ -64,12 +63,8 @@ def main():
                              "and the best runs the race")
     parser.add_argument("--sweep-seconds", type=float, default=60.0)
     parser.add_argument("--out", default="race.json", help="file under results/")
-    common.add_outdir_option(parser)
-    args = parser.parse_args()
-    common.use_outdir(args)
-    report = {"machine": machine(), "versions": versions("torch", "gpytorch"),
-              "matmul_gflops": matmul_rate() / 1e9, "args": vars(args), "saspa": []}
-    print(f"float64 matmul: {report['matmul_gflops']:.1f} GFLOP/s", flush=True)
+    args = common.parse(parser)
+    report = common.start_report(args, matmul_rate, "torch", "gpytorch", saspa=[])
     with tempfile.TemporaryDirectory(prefix="saspa-race-") as tmp:
         work = Path(tmp)
         report["noise_sd"] = make_data(work, args)

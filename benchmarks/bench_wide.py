@@ -108,9 +108,7 @@ def main():
     parser.add_argument("--train-args", nargs=argparse.REMAINDER, default=[],
                         help="further `saspa train` options (after everything else)")
     parser.add_argument("--out", default="wide.json", help="file under results/")
-    common.add_outdir_option(parser)
-    args = parser.parse_args()
-    common.use_outdir(args)
+    args = common.parse(parser)
     report = {"machine": machine(), "versions": versions(),
               "matmul_gflops": matmul_rate() / 1e9, "args": {**vars(args), "csv": str(args.csv)},
               "sha256": hashlib.sha256(args.csv.read_bytes()).hexdigest()}

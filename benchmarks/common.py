@@ -94,3 +94,21 @@ def use_outdir(args):
     global FIGURES, RESULTS
     if args.outdir:
         FIGURES, RESULTS = Path(args.outdir) / "figures", Path(args.outdir) / "results"
+
+
+def start_report(args, matmul_rate, *packages, **fields):
+    """A benchmark's report: the machine, the versions of the package and of
+    ``packages``, the float64 matmul rate measured now (``matmul_rate()``, FLOP/s, said
+    on stdout) and the arguments, plus ``fields``."""
+    report = {"machine": machine(), "versions": versions(*packages),
+              "matmul_gflops": matmul_rate() / 1e9, "args": vars(args), **fields}
+    print(f"float64 matmul: {report['matmul_gflops']:.1f} GFLOP/s", flush=True)
+    return report
+
+
+def parse(parser):
+    """The arguments, with ``--outdir`` added and applied (:func:`use_outdir`)."""
+    add_outdir_option(parser)
+    args = parser.parse_args()
+    use_outdir(args)
+    return args

@@ -304,3 +304,25 @@ def test_a_format_2_store_still_loads(tmp_path):
 
     summary = describe_model(tmp_path / "m.zarr")
     assert summary["n_training_rows"] == 200 and summary["ep"]["mode"] == "parallel"
+
+
+def test_a_huge_claimed_site_array_is_refused_before_it_is_read(tmp_path):
+    """A model store whose metadata claims 10^12 sites: refused from the metadata (its
+    chunks are not there), without allocating 8 TB."""
+    import json
+    import resource
+    import shutil
+
+    X = np.random.default_rng(3).normal(size=(60, 2))
+    model = SASPAClassifier(optimize_hyperparameters=False, n_bases=5, random_state=0)
+    model.fit(X, X[:, 0] > 0).save(tmp_path / "m.zarr")
+    shutil.copytree(tmp_path / "m.zarr", tmp_path / "huge.zarr")
+    meta_path = tmp_path / "huge.zarr" / "sites_tau" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["shape"] = [10**12]
+    meta_path.write_text(json.dumps(meta))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(StoreError, match=r"'sites_tau' claims shape \(1000000000000,\) "
+                                         r"\(7.45e\+03 GiB\): more than any model holds"):
+        load_model(tmp_path / "huge.zarr")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000  # kB

@@ -182,3 +182,21 @@ def test_a_lost_scheduler_is_said_plainly(tmp_path):
     assert job.returncode == 1, err
     assert "lost the Dask scheduler" in err and "unexpected" not in err
     assert not zarr.open_group(str(tmp_path / "s.zarr"), mode="r").attrs["complete"]
+
+
+def test_swap_recovery_orders_waiting_stores_by_their_recorded_time(tmp_path):
+    """Two crashed swaps left two old stores waiting; the later swap's is restored even
+    when file times say otherwise (a copy or restore resets them)."""
+    import os as _os
+
+    from saspa_dask.files.atomic import recover_swap
+
+    earlier = tmp_path / f".m.zarr.replaced-{1_000:020d}-aaaaaaaa"
+    later = tmp_path / f".m.zarr.replaced-{2_000:020d}-bbbbbbbb"
+    for store, text in ((earlier, "earlier"), (later, "later")):
+        store.mkdir()
+        (store / "which").write_text(text)
+    _os.utime(later, (1, 1))  # the later swap's store looks oldest on disk
+    assert recover_swap(tmp_path / "m.zarr")
+    assert (tmp_path / "m.zarr" / "which").read_text() == "later"
+    assert not earlier.exists()

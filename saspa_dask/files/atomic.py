@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -24,8 +25,18 @@ def aside(path):
 
 
 def _replaced(path):
-    """Where an existing store waits while its replacement is renamed in."""
-    return path.with_name(f".{path.name}.replaced-{uuid.uuid4().hex[:8]}")
+    """Where an existing store waits while its replacement is renamed in; the name
+    carries the time of the swap (nanoseconds), so recovery can order the waiting
+    stores without trusting file times (which a copy or a restore changes)."""
+    return path.with_name(f".{path.name}.replaced-{time.time_ns():020d}-"
+                          f"{uuid.uuid4().hex[:8]}")
+
+
+def _swap_time(waiting):
+    """The swap time a waiting store's name records; 0 for a name from before it was
+    recorded (such a store is the oldest)."""
+    stamp = waiting.name.rsplit(".replaced-", 1)[-1].split("-")[0]
+    return int(stamp) if len(stamp) == 20 and stamp.isdigit() else 0
 
 
 def move_into_place(tmp, path, overwrite):
@@ -57,7 +68,7 @@ def recover_swap(path):
     if path.exists() or not path.parent.is_dir():
         return False
     waiting = sorted(path.parent.glob(f".{path.name}.replaced-*"),
-                     key=lambda p: p.stat().st_mtime)
+                     key=lambda p: (_swap_time(p), p.name))
     if not waiting:
         return False
     os.replace(waiting[-1], path)

@@ -317,6 +317,11 @@ def read_model_attrs(path):
     return group, attrs
 
 
+# a model's largest arrays are its sites (8 bytes per training row and problem): 16 GiB
+# is 2 * 10^9 rows; a claim beyond it is a changed store, refused before any read
+_MAX_ARRAY_BYTES = 1 << 34
+
+
 def _read_array(group, name, path, dtype=np.float64):
     """An array of the store (``dtype=None``: as stored), or a StoreError naming it.
 
@@ -326,6 +331,11 @@ def _read_array(group, name, path, dtype=np.float64):
     store) is refused before its shape is allocated."""
     try:
         array = group[name]
+        claimed = int(np.prod(array.shape, dtype=object)) * array.dtype.itemsize
+        if claimed > _MAX_ARRAY_BYTES:
+            raise StoreError(f"{path}: array {name!r} claims shape {array.shape} "
+                             f"({claimed / 2**30:.3g} GiB): more than any model holds; "
+                             "the store's metadata was changed")
         if np.asarray(array.fill_value).dtype.kind == "f" and np.isnan(array.fill_value) \
                 and array.nchunks_initialized != array.nchunks:
             raise StoreError(f"{path}: array {name!r} claims shape {array.shape} but "
