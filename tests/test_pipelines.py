@@ -99,10 +99,19 @@ def test_example_jobs_run_and_rerun_is_a_no_op(project):
     ('[cluster]\nworkers = 2\nscheduler = "tcp://x:1"\n[[steps]]\nkind = "evaluate"\n'
      'model = "m"\ndata = "d"\n', "scheduler or workers, not both"),
     ('[[steps]\n', "not valid TOML"),
+    ('steps = 5\n', "steps must be a list, got int 5"),
+    ('[cluster]\ntimeout = 1e20\n[[steps]]\nkind = "evaluate"\nmodel = "m"\ndata = "d"\n',
+     "timeout must be an integer, got float"),
+    ('[cluster]\ntimeout = 100000000000000000\n[[steps]]\nkind = "evaluate"\nmodel = "m"\n'
+     'data = "d"\n', "timeout = 100000000000000000 is outside 1..86400"),
+    ('x = ' + '[' * 5000 + ']' * 5000 + '\n', "nested too deeply|not valid TOML"),
+    ('name = "a\x00b"\n', "not valid TOML"),
+    ('[[steps]]\nkind = "ingest"\nsource = "a.csv"\nout = "a.zarr"\nexclude = [1]\n',
+     "exclude must be a list of column names"),
 ])
 def test_job_validation_errors(tmp_path, text, match):
     job = tmp_path / "job.toml"
-    job.write_text(text)
+    job.write_bytes(text.encode())
     with pytest.raises(JobError, match=match):
         load_job(job)
     res = _run(job)
@@ -116,3 +125,19 @@ def test_failing_step_names_itself(tmp_path):
     res = _run(job)
     assert res.returncode != 0 and "failed: " in res.stderr and "no such model store" in res.stderr
     assert not (tmp_path / ".job.state.json").exists()
+
+
+def test_a_completed_job_whose_outputs_are_gone_runs_again(tmp_path):
+    X, y = synthetic_two_class(200, 2, seed=3)
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    job = tmp_path / "job.toml"
+    job.write_text('[[steps]]\nkind = "ingest"\nsource = "d.npy"\nout = "d.zarr"\n'
+                   'overwrite = true\n')
+    assert _run(job).returncode == 0
+    assert "nothing to do" in _run(job).stderr
+    shutil.rmtree(tmp_path / "d.zarr")
+    res = _run(job)
+    assert res.returncode == 0, res.stderr
+    assert f"its output {tmp_path / 'd.zarr'} is gone: running it again" in res.stderr
+    np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "d.zarr"), mode="r")["X"][...],
+                                  X)

@@ -26,7 +26,7 @@ LINE = st.one_of(
     st.text(alphabet=string.printable + "\x00é", max_size=30))
 
 
-@settings(max_examples=100, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(LINE, max_size=12), raw=st.binary(max_size=40))
 def test_random_job_files_give_a_job_error_or_load(lines, raw):
@@ -44,7 +44,7 @@ CELLS = st.sampled_from(["1", "2.5", "", "NA", "?", "x", "é", "1e309", "-0", '"
 ROW = st.lists(CELLS, min_size=1, max_size=4).map(lambda r: ",".join(r))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(header=st.lists(st.sampled_from(["a", "b", "y", "a", "", "é", "1", '"q,r"']),
                        min_size=1, max_size=4),
        rows=st.lists(ROW, max_size=8), tail=st.binary(max_size=24),

@@ -7,6 +7,7 @@ CSV text itself (the test's own encoding), or by scikit-learn."""
 import csv
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 import zarr
 
-from saspa_dask import jobs, load_model
+from saspa_dask import SASPAClassifier, jobs, load_model
 
 BIN = Path(sys.executable).parent
 
@@ -61,12 +62,23 @@ def own_encoding(rows, medians):
     return np.array(X), cities
 
 
-def test_ids_imputation_and_row_numbers_reach_the_exported_scores(tmp_path):
-    rows = people()
-    write_table(tmp_path / "t.csv", rows)
-    saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "t.zarr", "--id-column", "key",
-          "--missing", "impute", "--text", "onehot")
-    group = zarr.open_group(str(tmp_path / "t.zarr"), mode="r")
+@pytest.fixture(scope="module")
+def people_store(tmp_path_factory):
+    """people() ingested by the command line (ids, imputation, one-hot), its split and
+    a model trained on the training part: shared by the tests that read them."""
+    d = tmp_path_factory.mktemp("people")
+    write_table(d / "t.csv", people())
+    saspa("ingest", d / "t.csv", "--out", d / "t.zarr", "--id-column", "key", "--missing",
+          "impute", "--text", "onehot")
+    saspa("split", d / "t.zarr", "--test-fraction", "0.3")
+    saspa("train", d / "t-train.zarr", "--out", d / "m.zarr", "--n-bases", "8",
+          "--fixed-hyperparameters", "--workers", "1")
+    return d
+
+
+def test_ids_imputation_and_row_numbers_reach_the_exported_scores(people_store, tmp_path):
+    rows, d = people(), people_store
+    group = zarr.open_group(str(d / "t.zarr"), mode="r")
     ages = np.array([float(r[1]) for r in rows[1:] if r[1]])
     scores = np.array([float(r[3]) for r in rows[1:]])
     assert group.attrs["preprocessing"]["impute"] == {"age": float(np.median(ages)),
@@ -77,14 +89,11 @@ def test_ids_imputation_and_row_numbers_reach_the_exported_scores(tmp_path):
     np.testing.assert_array_equal(group["id"][...], [r[0] for r in rows[1:]])
     np.testing.assert_array_equal(group["row"][...], np.arange(len(rows) - 1))
 
-    saspa("split", tmp_path / "t.zarr", "--test-fraction", "0.3")
-    saspa("train", tmp_path / "t-train.zarr", "--out", tmp_path / "m.zarr", "--n-bases",
-          "8", "--fixed-hyperparameters", "--workers", "1")
-    saspa("score", tmp_path / "m.zarr", tmp_path / "t-test.zarr", "--out",
-          tmp_path / "s.csv", "--format", "csv", "--workers", "1")
+    saspa("score", d / "m.zarr", d / "t-test.zarr", "--out", tmp_path / "s.csv", "--format",
+          "csv", "--workers", "1")
     with open(tmp_path / "s.csv") as fh:
         out = list(csv.DictReader(fh))
-    model = load_model(tmp_path / "m.zarr")
+    model = load_model(d / "m.zarr")
     source_rows = [int(r["row"]) for r in out]
     assert [r["id"] for r in out] == [rows[1 + k][0] for k in source_rows]
     proba = model.predict_proba(X[source_rows])[:, list(model.classes_).index(1.0)]
@@ -123,17 +132,18 @@ def test_like_reapplies_imputation_and_counts_drift(tmp_path):
     np.testing.assert_array_equal(group["id"][...], ["n1", "n2", "n3", "n4"])
 
 
-@pytest.mark.parametrize("delimiter", [";", "\t", "|"])
-def test_delimiters_are_found_from_the_header(tmp_path, delimiter):
+def test_delimiters_are_found_from_the_header(tmp_path):
     rows = [["a", "b", "y"]] + [[f"{i}", f"{i * 0.5}", f"{i % 2}"] for i in range(30)]
     write_table(tmp_path / "comma.csv", rows)
-    write_table(tmp_path / "other.csv", rows, delimiter=delimiter)
-    saspa("ingest", tmp_path / "comma.csv", "--out", tmp_path / "c.zarr")
-    saspa("ingest", tmp_path / "other.csv", "--out", tmp_path / "o.zarr")
-    c = zarr.open_group(str(tmp_path / "c.zarr"), mode="r")
-    o = zarr.open_group(str(tmp_path / "o.zarr"), mode="r")
-    np.testing.assert_array_equal(c["X"][...], o["X"][...])
-    assert o.attrs["preprocessing"]["delimiter"] == delimiter
+    jobs.ingest(tmp_path / "comma.csv", tmp_path / "c.zarr")
+    X = zarr.open_group(str(tmp_path / "c.zarr"), mode="r")["X"][...]
+    np.testing.assert_array_equal(X, [[float(r[0]), float(r[1])] for r in rows[1:]])
+    for k, delimiter in enumerate([";", "\t", "|"]):
+        write_table(tmp_path / f"{k}.csv", rows, delimiter=delimiter)
+        attrs = jobs.ingest(tmp_path / f"{k}.csv", tmp_path / f"{k}.zarr")
+        assert attrs["preprocessing"]["delimiter"] == delimiter
+        np.testing.assert_array_equal(
+            zarr.open_group(str(tmp_path / f"{k}.zarr"), mode="r")["X"][...], X)
 
 
 def test_a_given_delimiter_is_used_and_a_wrong_one_named(tmp_path):
@@ -185,31 +195,26 @@ def test_text_target_is_refused_as_a_regression(tmp_path):
     assert not (tmp_path / "m.zarr").exists()
 
 
-def test_predict_scores_a_file_directly_and_resumes(tmp_path):
-    rows = people()
-    write_table(tmp_path / "t.csv", rows)
-    saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "t.zarr", "--id-column", "key",
-          "--missing", "impute", "--text", "onehot")
-    saspa("train", tmp_path / "t.zarr", "--out", tmp_path / "m.zarr", "--n-bases", "8",
-          "--fixed-hyperparameters", "--workers", "1")
+def test_predict_scores_a_file_directly_and_resumes(people_store, tmp_path):
+    rows, d = people(), people_store
     new = [r[:4] for r in people(50, seed=1)]
     write_table(tmp_path / "new.csv", new)
-    saspa("predict", tmp_path / "m.zarr", tmp_path / "new.csv", "--out",
-          tmp_path / "p.parquet", "--workers", "1")
+    saspa("predict", d / "m.zarr", tmp_path / "new.csv", "--out", tmp_path / "p.parquet",
+          "--workers", "1")
     import pyarrow.parquet as pq
 
     table = pq.read_table(tmp_path / "p.parquet").to_pydict()
     assert table["id"] == [r[0] for r in new[1:]] and table["row"] == list(range(50))
     ages = np.array([float(r[1]) for r in rows[1:] if r[1]])
     X, _ = own_encoding([r + ["bad"] for r in new], {"age": float(np.median(ages))})
-    model = load_model(tmp_path / "m.zarr")
+    model = load_model(d / "m.zarr")
     np.testing.assert_allclose(table["proba[good]"], model.predict_proba(X)[:, 1],
                                rtol=1e-10)
     # an interrupted run left its encoded rows: the next run reuses them
     work = tmp_path / ".again.csv.predict"
     work.mkdir()
-    jobs.ingest(tmp_path / "new.csv", work / "data.zarr", like=tmp_path / "t.zarr")
-    result = jobs.predict(tmp_path / "m.zarr", tmp_path / "new.csv", tmp_path / "again.csv",
+    jobs.ingest(tmp_path / "new.csv", work / "data.zarr", like=d / "t.zarr")
+    result = jobs.predict(d / "m.zarr", tmp_path / "new.csv", tmp_path / "again.csv",
                           workers=1)
     assert result["reused"] and not work.exists()
     with open(tmp_path / "again.csv") as fh:
@@ -260,7 +265,6 @@ def test_sparse_input_is_densified_per_row_block():
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import OneHotEncoder
 
-    from saspa_dask import SASPAClassifier
     from saspa_dask.models.validation import dense_rows
 
     rng = np.random.default_rng(0)
@@ -300,15 +304,17 @@ def test_a_chunk_replaced_by_another_dtype_is_named(tmp_path):
     rows = [["a", "b", "y"]] + [[f"{i}", f"{i % 3}", f"{i % 2}"] for i in range(40)]
     write_table(tmp_path / "t.csv", rows)
     jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", chunk_rows=10)
-    jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=4, workers=1,
-               optimize_hyperparameters=False)
+    group = zarr.open_group(str(tmp_path / "t.zarr"), mode="r")
+    SASPAClassifier(n_bases=4, optimize_hyperparameters=False, random_state=0).fit(
+        group["X"][...], group["y"][...], column_names=group.attrs["columns"]).save(
+        tmp_path / "m.zarr")
     # chunk 2 of X replaced by the int64 row numbers' chunk file
     shutil.copy(tmp_path / "t.zarr" / "row" / "c" / "2", tmp_path / "t.zarr" / "X" / "c" / "2" / "0")
-    for command in (["evaluate", tmp_path / "m.zarr", tmp_path / "t.zarr"],
-                    ["train", tmp_path / "t.zarr", "--out", tmp_path / "m2.zarr"]):
-        res = saspa(*command, "--workers", "1", check=False)
-        assert res.returncode == 1, res.stderr
-        assert "chunk 2 of 'X' (rows 20 to 29)" in res.stderr, res.stderr
+    message = "chunk 2 of 'X' (rows 20 to 29) cannot be read as stored"
+    with pytest.raises(jobs.JobError, match=re.escape(message)):
+        jobs.evaluate(tmp_path / "m.zarr", tmp_path / "t.zarr", workers=1)
+    with pytest.raises(jobs.JobError, match=re.escape(message)):
+        jobs.train(tmp_path / "t.zarr", tmp_path / "m2.zarr", workers=1)
 
 
 def test_a_hand_made_store_with_unstored_fill_value_chunks_is_read(tmp_path):
@@ -327,3 +333,17 @@ def test_a_hand_made_store_with_unstored_fill_value_chunks_is_read(tmp_path):
     metrics = jobs.evaluate(tmp_path / "m.zarr", tmp_path / "hand.zarr", workers=1)
     proba = load_model(tmp_path / "m.zarr").predict_proba(X)[:, 1]
     assert metrics["error"] == pytest.approx(np.mean((proba > 0.5) != (y == 1)), abs=1e-12)
+
+
+def test_over_a_thousand_text_labels_and_huge_values_are_named(tmp_path):
+    rows = [["a", "label"]] + [[f"{i}", f"label{i}"] for i in range(1_100)]
+    write_table(tmp_path / "many.csv", rows)
+    res = saspa("ingest", tmp_path / "many.csv", "--out", tmp_path / "m.zarr", check=False)
+    assert res.returncode == 1 and "over 1000 distinct text labels" in res.stderr
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    X[:, 1] *= 1e300
+    np.save(tmp_path / "big.npy", np.column_stack([X, X[:, 0] > 0]))
+    jobs.ingest(tmp_path / "big.npy", tmp_path / "big.zarr")
+    with pytest.raises(jobs.JobError, match=r"input columns \[1\] hold values up to"):
+        jobs.train(tmp_path / "big.zarr", tmp_path / "b.zarr", workers=1)
