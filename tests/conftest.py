@@ -145,3 +145,36 @@ def wait_for_done_flags(out, proc, at_least, timeout=120):
             break
         time.sleep(0.02)
     return n_done
+
+
+# The longest tests (measured with --durations on 2 cores, 15 s and more each) run
+# first: started last, one of them would leave the other worker idle for its length.
+LONGEST_FIRST = (
+    "tests/test_readme.py::test_readme_main_job_as_written",
+    "tests/test_retrain.py::test_retrain_warm_starts_and_keeps_the_old_model",
+    "tests/test_cli.py::test_train_anderson_memory_flag_reaches_the_model",
+    "tests/test_pipelines.py::test_example_jobs_run_and_rerun_is_a_no_op",
+    "tests/test_hostile_input.py::test_evaluate_refuses_unknown_labels_and_non_finite",
+    "tests/test_models.py::test_waveform_one_vs_rest_against_sklearn",
+    "tests/test_pipeline_trust.py::test_score_store_records_classes_and_labels",
+    "tests/test_distributed.py::test_worker_count_and_mode_invariance",
+    "tests/test_cli.py::test_train_poisson_with_learnt_hyperparameters",
+    "tests/test_scoring.py::test_killed_scorer_resumes_and_marks_only_written_chunks",
+    "tests/test_retrain.py::test_retrain_learns_from_the_old_hyperparameters_by_default",
+    "tests/test_hostile_input.py::test_lost_chunk_and_changed_content_are_refused",
+    "tests/test_pipeline_trust.py::test_swapped_columns_are_reordered_by_name",
+    "tests/test_optimizer.py::test_cli_learns_in_stages_and_info_says_where",
+    "tests/test_pipeline_trust.py::test_interrupt_cleans_up_and_keeps_the_old_model",
+    "tests/test_distributed.py::test_cli_train_on_a_real_cluster_equals_in_memory_fit",
+    "tests/test_writers.py::test_two_trainings_to_one_model_store",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        for k, prefix in enumerate(LONGEST_FIRST):
+            if item.nodeid.startswith(prefix):
+                return k
+        return len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order
