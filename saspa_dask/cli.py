@@ -177,11 +177,11 @@ def quiet_dask():
     and the client's "Sending large graph" warning ignored."""
     import warnings
 
-    os.environ["DASK_LOGGING__DISTRIBUTED"] = DASK_LOG_LEVEL
     import logging
 
+    os.environ["DASK_LOGGING__DISTRIBUTED"] = DASK_LOG_LEVEL
     for name in ("distributed", "tornado", "asyncio", "bokeh"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+        logging.getLogger(name).setLevel(DASK_LOG_LEVEL.upper())
     warnings.filterwarnings("ignore", message=r"\s*Sending large graph",
                             category=UserWarning)
 

@@ -161,17 +161,25 @@ def test_a_lost_scheduler_is_said_plainly(tmp_path):
 
     _, model, data = scoring_problem(tmp_path, 240_000, 1_000, seed=8)
     cluster = start_cluster(tmp_path, n_workers=1)
+    log = open(tmp_path / "job.err", "w+")  # a file: the job never blocks on a full pipe
+    job = subprocess.Popen([str(BIN / "saspa"), "score", str(model), str(data), "--out",
+                            str(tmp_path / "s.zarr"), "--scheduler", cluster.address],
+                           stdout=subprocess.DEVNULL, stderr=log)
     try:
-        job = _start("score", model, data, "--out", tmp_path / "s.zarr", "--scheduler",
-                     cluster.address)
-        assert wait_for_done_flags(tmp_path / "s.zarr", job, at_least=1) >= 1
+        started = wait_for_done_flags(tmp_path / "s.zarr", job, at_least=1)
     finally:
         stop_cluster(cluster)
-    _, err = job.communicate(timeout=300)
+    try:
+        job.wait(timeout=180)
+    finally:
+        job.kill()
+        log.seek(0)
+        err = log.read()
+        log.close()
+    assert started >= 1, err
     assert job.returncode == 1, err
     assert "lost the Dask scheduler" in err and "unexpected" not in err
     assert not zarr.open_group(str(tmp_path / "s.zarr"), mode="r").attrs["complete"]
-
 
 def test_swap_recovery_orders_waiting_stores_by_their_recorded_time(tmp_path):
     """Two crashed swaps left two old stores waiting; the later swap's is restored even

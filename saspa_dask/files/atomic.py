@@ -16,12 +16,19 @@ from pathlib import Path
 from .errors import StoreError
 
 __all__ = ["aside", "check_destination", "check_not_an_input", "move_into_place",
-           "recover_swap", "resolve_model_path", "write_latest"]
+           "partial_copies", "recover_swap", "resolve_model_path", "write_latest"]
 
 
 def aside(path):
+    """Where a store for ``path`` is written until it is complete."""
     path = Path(path)
     return path.with_name(f".{path.name}.partial-{uuid.uuid4().hex[:8]}")
+
+
+def partial_copies(path):
+    """The :func:`aside` copies of ``path`` that exist now."""
+    path = Path(path)
+    return path.parent.glob(f".{path.name}.partial-*")
 
 
 def _replaced(path):

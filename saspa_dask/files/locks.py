@@ -26,6 +26,7 @@ import socket
 import time
 from pathlib import Path
 
+from .atomic import partial_copies
 from .errors import StoreError
 
 __all__ = ["lock_path", "writer_lock"]
@@ -100,7 +101,7 @@ def _holder(fd):
 def _remove_dead_partials(path):
     """Aside-copies of ``path`` left by a job that died (none can be live: the lock is
     ours)."""
-    for partial in path.parent.glob(f".{path.name}.partial-*"):
+    for partial in partial_copies(path):
         if partial.is_dir() and not partial.is_symlink():
             shutil.rmtree(partial, ignore_errors=True)
         else:

@@ -37,13 +37,10 @@ def locked(path, what):
     """Hold the writer lock of the output ``path``
     (:func:`~saspa_dask.files.locks.writer_lock`) for the ``with`` block; a lock
     another job holds is a :class:`JobError` naming it."""
-    with reported():
-        lock = writer_lock(path, what)
-        lock.__enter__()
-    try:
+    with contextlib.ExitStack() as stack:
+        with reported():
+            stack.enter_context(writer_lock(path, what))
         yield
-    finally:
-        lock.__exit__(None, None, None)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from ..storage import scores
 from ..storage.ingestion import ingest as ingest_file
 from ..files.atomic import check_not_an_input, resolve_model_path
 from ..storage.export import EXPORT_FORMATS, export_scores
+from ..models.model_store import read_model_attrs
 from ..storage import load_model_and_attrs
 from ..storage.data_store import input_arrays
 from .cluster import dask_client, n_workers
@@ -129,9 +130,9 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
     """
     model, source, out = absolute(model), absolute(source), absolute(out)
     fmt = format or _format_of(out)
-    with reported():
+    with reported():  # the attributes only: score() loads the model itself
         model_path = resolve_model_path(model)
-        _, attrs = load_model_and_attrs(model_path)
+        _, attrs = read_model_attrs(model_path)
         check_not_an_input(out, {"source file": source, "model": model_path})
     encoding = attrs.get("data_encoding")
     if not encoding:

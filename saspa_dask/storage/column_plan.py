@@ -98,24 +98,16 @@ def encode_row(row, plan, target_index, target_codes):
     out = []
     for j, kind, cats, fill in plan:
         what, value = parse_token(row[j])
-        if what is MISSING:
-            if fill is None:
-                return None
-            if kind == "numeric":
-                out.append(fill)
-            else:
-                hot = [0.0] * len(cats)
-                if fill != ZEROS:
-                    hot[fill] = 1.0
-                out.extend(hot)
-        elif kind == "numeric":
-            out.append(value)
-        else:
-            hot = [0.0] * len(cats)
-            position = cats.get(row[j].strip())
-            if position is not None:
-                hot[position] = 1.0
-            out.extend(hot)
+        if what is MISSING and fill is None:
+            return None
+        if kind == "numeric":
+            out.append(fill if what is MISSING else value)
+            continue
+        hot = [0.0] * len(cats)
+        position = fill if what is MISSING else cats.get(row[j].strip(), ZEROS)
+        if position != ZEROS:
+            hot[position] = 1.0
+        out.extend(hot)
     if target_index is None:
         return out, float("nan")
     what, value = parse_token(row[target_index])

@@ -68,14 +68,13 @@ def _origins(encoding):
 
 
 def plan_like(encoding, survey, path, unknown="error"):
-    """The column plan (as :func:`~saspa_dask.storage.csv_reader.plan_columns` gives)
-    and target index for a surveyed table, following ``encoding``.
+    """The column plan (as :func:`~saspa_dask.storage.column_plan.plan_columns` gives)
+    for a surveyed table, following ``encoding``; the survey located the target by its
+    recorded name (None: a table without it, data to score).
 
     Returns
     -------
     plan : list of (column index, kind, categories, fill)
-    target : int or None
-        None when the table has no target column (data to score).
 
     Raises
     ------
@@ -90,7 +89,7 @@ def plan_like(encoding, survey, path, unknown="error"):
     position = {name: j for j, name in enumerate(header)}
     origins = _origins(encoding)
     missing_cols = [name for name, _, _ in origins if name not in position]
-    target = survey.target  # the survey located it by the recorded name
+    target = survey.target
     used = ({name for name, _, _ in origins} | {encoding["target"], encoding["id_column"]}
             | set(encoding["dropped"]) | set(encoding["excluded"]))
     extra = [name for name in header if name not in used]
@@ -117,7 +116,7 @@ def plan_like(encoding, survey, path, unknown="error"):
         problems += _target_problems(encoding, survey, target)
     if problems:
         raise StoreError(f"{path}: " + "; ".join(problems))
-    return plan, target
+    return plan
 
 
 def _fill(encoding, name, kind, cats):

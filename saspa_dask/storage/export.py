@@ -33,11 +33,11 @@ def _column_names(attrs, name, width):
 
 
 def _columns(group, attrs):
-    """(column names, (array, column within it or None) per name) in export order:
-    id and row first, then the outputs, 2-D arrays split per class."""
+    """(column names, (array name, column within it or None) per name) in export
+    order: id and row first, then the outputs, 2-D arrays split per class."""
     keys = set(group.array_keys())
     names = [n for n in ("id", "row") if n in keys]
-    sources = [(group[n], None) for n in names]
+    sources = [(n, None) for n in names]
     for name in attrs["outputs"]:
         arr = group[name]
         width = 1 if arr.ndim == 1 else arr.shape[1]
@@ -45,20 +45,16 @@ def _columns(group, attrs):
             names.append(f"proba[{attrs['proba_columns'][0]}]")
         else:
             names.extend(_column_names(attrs, name, width))
-        sources.extend([(arr, None)] if arr.ndim == 1 else [(arr, k) for k in range(width)])
+        sources.extend([(name, None)] if arr.ndim == 1 else [(name, k) for k in range(width)])
     return names, sources
 
 
-def _block(sources, names, attrs, start, stop):
-    """The columns of rows start..stop: ids and labels as text, row numbers as
-    integers, the rest as floats."""
-    cache, out = {}, []
-    for name, (arr, k) in zip(names, sources):
-        if id(arr) not in cache:
-            cache[id(arr)] = np.asarray(arr[start:stop])
-        values = cache[id(arr)] if k is None else cache[id(arr)][:, k]
-        out.append(_label_text(attrs, values) if name == "label" else values)
-    return out
+def _block(group, sources, attrs, start, stop):
+    """The columns of rows start..stop, each array read once: ids and labels as text,
+    row numbers as integers, the rest as floats."""
+    read = {name: np.asarray(group[name][start:stop]) for name in dict(sources)}
+    return [_label_text(attrs, read[name]) if name == "label"
+            else read[name] if k is None else read[name][:, k] for name, k in sources]
 
 
 def _label_text(attrs, values):
@@ -95,7 +91,7 @@ def export_scores(store, path, fmt):
         writer = _CsvWriter(tmp, names) if fmt == "csv" else _ParquetWriter(tmp, names)
         with writer:
             for start in range(0, n, step):
-                writer.write(_block(sources, names, attrs, start, min(start + step, n)))
+                writer.write(_block(group, sources, attrs, start, min(start + step, n)))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -120,8 +120,7 @@ def _write_store(source, out, options, encoding, like, overwrite):
                                 options["missing"], encoding)
         else:
             options["delimiter"] = choose_delimiter(source, options["delimiter"])
-            attrs = _ingest_table(source, group, options["chunk_rows"], options, encoding,
-                                  options["unknown"])
+            attrs = _ingest_table(source, group, options, encoding)
         stat = source.stat()
         attrs.update(format=DATA_FORMAT, format_version=FORMAT_VERSION,
                      source=str(source), source_size=stat.st_size,
@@ -160,11 +159,18 @@ def chunk_size(requested, n_rows, n_features, path):
     return rows
 
 
-def _survey(path, delimiter, locate):
-    """The first pass: ``locate(header)`` gives (target, skip, ranges)."""
+def _header(path, delimiter):
+    rows = read_rows(path, delimiter)
+    try:
+        return next(rows)[1]
+    finally:
+        rows.close()
+
+
+def _survey(path, delimiter, target, skip=(), ranges=None):
+    """The first pass over the table's rows (:class:`TableSurvey`)."""
     rows = read_rows(path, delimiter)
     _, header = next(rows)
-    target, skip, ranges = locate(header)
     survey = TableSurvey(header, target, skip, ranges=ranges)
     for _, row in rows:
         survey.add(row)
@@ -174,46 +180,37 @@ def _survey(path, delimiter, locate):
 
 
 def _fresh_plan(path, options, notes):
-    """Survey and plan of a table encoded from scratch."""
-    located = {}
-
-    def locate(header):
-        t = target_index(header, options["target"], path, notes)
-        ids = (named_columns(header, [options["id_column"]], path, "--id-column")
-               if options["id_column"] else [])
-        excluded = named_columns(header, options["exclude"], path, "--exclude")
-        if t in ids or t in excluded:
-            raise StoreError(f"{path}: the target column {header[t]!r} cannot be the id "
-                             "column or excluded")
-        located["id"] = ids[0] if ids else None
-        return t, {*ids, *excluded}, None
-
-    survey = _survey(path, options["delimiter"], locate)
-    plan = plan_columns(survey, survey.target, options["missing"], options["text"], path)
-    return survey, plan, located["id"], survey.labels()
+    """Survey, plan, id column and target labels of a table encoded from scratch."""
+    header = _header(path, options["delimiter"])
+    t = target_index(header, options["target"], path, notes)
+    ids = (named_columns(header, [options["id_column"]], path, "--id-column")
+           if options["id_column"] else [])
+    excluded = named_columns(header, options["exclude"], path, "--exclude")
+    if t in ids or t in excluded:
+        raise StoreError(f"{path}: the target column {header[t]!r} cannot be the id "
+                         "column or excluded")
+    survey = _survey(path, options["delimiter"], t, {*ids, *excluded})
+    plan = plan_columns(survey, t, options["missing"], options["text"], path)
+    return survey, plan, (ids[0] if ids else None), survey.labels()
 
 
-def _like_plan(path, options, encoding, unknown, notes):
-    """Survey and plan of a table encoded as the ``like`` store was."""
-    located = {}
-
-    def locate(header):
-        name, id_name = encoding["target"], encoding["id_column"]
-        located["id"] = header.index(id_name) if id_name in header else None
-        if id_name and located["id"] is None:
-            notes.append(f"no id column {id_name!r} here: the store has row numbers only")
-        skip = {j for j, h in enumerate(header)
-                if h == id_name or h in encoding["excluded"]}
-        return (header.index(name) if name in header else None), skip, \
-            recorded_ranges(encoding, header)
-
-    survey = _survey(path, options["delimiter"], locate)
-    plan, t = plan_like(encoding, survey, path, unknown)
-    assert t == survey.target
-    return survey, plan, located["id"], encoding["target_classes"]
+def _like_plan(path, options, encoding, notes):
+    """Survey, plan, id column and target labels of a table encoded as the ``like``
+    store was."""
+    header = _header(path, options["delimiter"])
+    name, id_name = encoding["target"], encoding["id_column"]
+    id_at = header.index(id_name) if id_name in header else None
+    if id_name and id_at is None:
+        notes.append(f"no id column {id_name!r} here: the store has row numbers only")
+    skip = {j for j, h in enumerate(header) if h == id_name or h in encoding["excluded"]}
+    survey = _survey(path, options["delimiter"],
+                     header.index(name) if name in header else None, skip,
+                     recorded_ranges(encoding, header))
+    plan = plan_like(encoding, survey, path, options["unknown"])
+    return survey, plan, id_at, encoding["target_classes"]
 
 
-def _ingest_table(path, group, chunk_rows, options, encoding, unknown):
+def _ingest_table(path, group, options, encoding):
     """A CSV or Parquet table: survey, plan the columns (or follow ``encoding``),
     encode."""
     notes = []
@@ -221,12 +218,11 @@ def _ingest_table(path, group, chunk_rows, options, encoding, unknown):
         survey, plan, id_at, target_classes = _fresh_plan(path, options, notes)
         missing, text = options["missing"], options["text"]
     else:
-        survey, plan, id_at, target_classes = _like_plan(path, options, encoding, unknown,
-                                                         notes)
+        survey, plan, id_at, target_classes = _like_plan(path, options, encoding, notes)
         missing, text = encoding["missing"], "as --like"
     header, t = survey.header, survey.target
     names = feature_names(header, plan)
-    chunk_rows = chunk_size(chunk_rows, survey.n_rows, len(names), path)
+    chunk_rows = chunk_size(options["chunk_rows"], survey.n_rows, len(names), path)
     writer = ChunkWriter(group, len(names), chunk_rows, with_target=t is not None,
                          with_ids=id_at is not None)
     dropped = _encode_rows(path, options["delimiter"], plan, t, target_classes, id_at,
@@ -238,11 +234,9 @@ def _ingest_table(path, group, chunk_rows, options, encoding, unknown):
              "has_target": t is not None, "n_rows": writer.n, "chunk_rows": chunk_rows,
              "notes": notes, "fingerprint": writer.hasher.hexdigest(writer.n),
              "preprocessing": _preprocessing(survey, plan, encoding, options, missing,
-                                             text, dropped, id_at, unknown)}
+                                             text, dropped, id_at)}
     if encoding is not None:
-        attrs["drift"] = drift_report(survey, encoding,
-                                      [(j, header[j], kind, cats)
-                                       for j, kind, cats, _ in plan])
+        attrs["drift"] = drift_report(survey, encoding, plan)
     return attrs
 
 
@@ -265,8 +259,7 @@ def _encode_rows(path, delimiter, plan, t, target_classes, id_at, writer):
     return dropped
 
 
-def _preprocessing(survey, plan, encoding, options, missing, text, dropped, id_at,
-                   unknown):
+def _preprocessing(survey, plan, encoding, options, missing, text, dropped, id_at):
     """The encoding record of a table ingest (what ``like`` reapplies)."""
     header = survey.header
     if encoding is not None:
@@ -274,7 +267,7 @@ def _preprocessing(survey, plan, encoding, options, missing, text, dropped, id_a
         return {**keep, "missing": missing, "rows_dropped_for_missing": dropped,
                 "text": text, "dropped_text_columns": encoding["dropped"],
                 "id_column": encoding["id_column"] if id_at is not None else None,
-                "unknown_categories": unknown}
+                "unknown_categories": options["unknown"]}
     used = {j for j, *_ in plan}
     return {
         "missing": missing, "rows_dropped_for_missing": dropped, "text": text,
@@ -303,13 +296,12 @@ def _ingest_npy(path, group, target, chunk_rows, missing, encoding=None):
     t = target_index(header, target, path)
     keep = [j for j in range(data.shape[1]) if j != t]
     chunk_rows = chunk_size(chunk_rows, data.shape[0], len(keep), path)
-    n_missing = 0
-    for start in range(0, data.shape[0], chunk_rows):  # first pass: missing values
-        n_missing += int((~np.isfinite(np.asarray(data[start:start + chunk_rows], float))
-                          ).any(axis=1).sum())
-    if n_missing and missing == "error":
-        raise StoreError(f"{path}: {n_missing} rows hold NaN or inf; use "
-                         "missing='drop-rows' or 'impute' (--missing drop-rows / impute)")
+    if missing == "error":  # refused before anything is written: a pass of its own
+        n_missing = sum(int((~np.isfinite(np.asarray(data[a:a + chunk_rows], float))
+                             ).any(axis=1).sum()) for a in range(0, data.shape[0], chunk_rows))
+        if n_missing:
+            raise StoreError(f"{path}: {n_missing} rows hold NaN or inf; use missing="
+                             "'drop-rows' or 'impute' (--missing drop-rows / impute)")
     fills = None
     if missing == "impute":
         fills = (np.array([encoding["impute"][header[j]] for j in keep])

@@ -160,7 +160,7 @@ class TableSurvey:
                 "max": self.high[j] if numeric else None}
 
 
-def drift_report(survey, reference, plan_names):
+def drift_report(survey, reference, plan):
     """What is new in a surveyed table against the training store's column record.
 
     Parameters
@@ -170,7 +170,8 @@ def drift_report(survey, reference, plan_names):
     reference : dict
         The training store's ``column_stats`` (name -> rows, missing, min, max) and
         ``onehot`` categories.
-    plan_names : list of (column index, name, kind, categories)
+    plan : list of (column index, kind, categories, fill)
+        The new table's column plan (:mod:`~saspa_dask.storage.column_plan`).
 
     Returns
     -------
@@ -182,8 +183,8 @@ def drift_report(survey, reference, plan_names):
     """
     out = {}
     stats = reference.get("column_stats") or {}
-    for j, name, kind, cats in plan_names:
-        entry = {}
+    for j, kind, cats, _ in plan:
+        name, entry = survey.header[j], {}
         if kind == "onehot":
             known = set(cats)
             unseen = sum(n for value, n in survey.categories[j].items() if value not in known)
