@@ -23,7 +23,7 @@ __all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS",
 # the blur families: delta, spherical, diagonal and full blurs; frequency features
 BLUR_CHOICES = ("auto", "delta", "spherical", "diagonal", "full", "fourier",
                 "fourier-global")
-APPROXIMATIONS = ("fitc", "dtc")
+APPROXIMATIONS = ("fitc", "dtc", "sor")
 CLASSIFICATION_LIKELIHOODS = ("probit", "logistic", "step", "noisy_probit")
 REGRESSION_LIKELIHOODS = ("gaussian", "student_t", "poisson")
 LEARN_BASES_CHOICES = ("auto", "none", "means", "means+blur")
@@ -139,7 +139,9 @@ TRAIN_PARAMETERS = (
               "inducing features: fourier (TFIFGP, a centre per feature) or fourier-global "
               "(FIFGP, one centre).", choices=BLUR_CHOICES),
     Parameter("approximation", str, "fitc", "The sparse prior: fitc (the paper's SASPA, "
-              "per-row residual variances) or dtc (projected process).",
+              "per-row residual variances), dtc (projected process) or sor (subset of "
+              "regressors: dtc whose predictions also drop the residual, a comparison "
+              "mode whose variance falls to zero away from the bases).",
               choices=APPROXIMATIONS),
     Parameter("alpha", float, 1.0, "Power EP's power in (0, 1]: 1 is EP as published "
               "(FITC-EP / SASPA); towards 0 the fit tends to the variational (VFE) one, "

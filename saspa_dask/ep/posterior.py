@@ -79,12 +79,16 @@ class Posterior:
         return 2.0 * np.log(np.diag(self.chol)).sum()
 
 
-def predict_latent(phi, posterior, signal_variance):
+def predict_latent(phi, posterior, signal_variance, projected=False):
     """Latent predictive mean and variance at rows with whitened features phi.
 
-    variance = s2 - |phi|^2 + phi^T Sigma_v phi, clipped at 0 against round-off.
+    variance = s2 - |phi|^2 + phi^T Sigma_v phi, clipped at 0 against round-off; with
+    ``projected`` (subset of regressors) the prior's residual s2 - |phi|^2 is left
+    out, so the variance is phi^T Sigma_v phi.
     """
     mean, var_v = posterior.marginals(phi)
+    if projected:
+        return mean, var_v
     prior_part = signal_variance - np.einsum("ij,ij->i", phi, phi)
     return mean, np.maximum(prior_part, 0.0) + var_v
 

@@ -487,7 +487,7 @@ class SASPABase(PosteriorModel):
                            jitter=self.jitter, block_rows=execution.block_rows,
                            cache=execution.cache, work_dir=work_dir,
                            callback=progress or (_print_sweep if self.verbose else None),
-                           projected_only=self.approximation == "dtc")
+                           projected_only=self.approximation != "fitc")
         return trainer_for
 
     def _learn_in_stages(self, X, targets, stages, hyper, sites, trainer_for, fit, say):
@@ -589,7 +589,8 @@ class SASPABase(PosteriorModel):
             outcome.jitter, outcome.L, [r.posterior for r in outcome.results],
             fitted_likelihood.name, fitted_likelihood.params(), offset=offset,
             classes=classes, feature_names=column_names_of(self, column_names),
-            frequencies=outcome.basis.frequencies, phases=outcome.basis.phases)
+            frequencies=outcome.basis.frequencies, phases=outcome.basis.phases,
+            projected_prediction=self.approximation == "sor")
         self.blur_scale_ = hyper.blur_scale
         self.hyperparameter_trace_ = outcome.trace or []
         info = dict(outcome.info or {})

@@ -19,11 +19,15 @@ _SHARED_PARAMS_DOC = """
         centre); ``fourier-global`` is FIFGP (every feature centred on the inputs'
         mean, the window as wide as their spread).  Frequencies start drawn from the
         kernel's spectral density, phases uniform.
-    approximation : {"fitc", "dtc"}, default="fitc"
+    approximation : {"fitc", "dtc", "sor"}, default="fitc"
         The sparse prior.  ``"fitc"`` keeps each row's residual variance
         s2 - k^T Kh^{-1} k (FITC-EP for delta blur, SASPA otherwise: the paper's
         method); ``"dtc"`` lets the likelihood see only the projection of f onto the
-        bases (DTC-EP, a baseline; predictions keep the residual).
+        bases (DTC-EP, a baseline; predictions keep the residual); ``"sor"`` (subset
+        of regressors) trains as DTC and predicts from the degenerate prior
+        K(x, B) Kh^{-1} K(B, x) too, so its latent variance falls to zero away from
+        the bases: the failure the sparse-GP literature warns of, kept as a comparison
+        mode.
     alpha : float in (0, 1], default=1.0
         The power of power EP (Minka; Bui, Yan & Turner 2017): each site update
         removes alpha of the site from the posterior, matches moments against the

@@ -173,6 +173,7 @@ def _posterior_attrs(fitted):
         "feature_names": (None if fitted.feature_names is None
                           else [str(c) for c in fitted.feature_names]),
         "fourier_features": fitted.frequencies is not None,
+        "projected_prediction": bool(fitted.projected_prediction),
         **({"fourier_scaling": FOURIER_SCALING} if fitted.frequencies is not None else {}),
     }
 
@@ -289,9 +290,10 @@ def _check_attrs(attrs, path):
     if names is not None and (not isinstance(names, list)
                               or not all(isinstance(n, str) for n in names)):
         raise StoreError(f"{path}: attribute 'feature_names' must be a list of strings")
-    if not isinstance(attrs.get("fourier_features", False), bool):
-        raise StoreError(f"{path}: attribute 'fourier_features' has the wrong type "
-                         f"({type(attrs['fourier_features']).__name__})")
+    for flag in ("fourier_features", "projected_prediction"):
+        if not isinstance(attrs.get(flag, False), bool):
+            raise StoreError(f"{path}: attribute {flag!r} has the wrong type "
+                             f"({type(attrs[flag]).__name__})")
     if attrs.get("fourier_features") and attrs.get("fourier_scaling") != FOURIER_SCALING:
         raise StoreError(f"{path}: its frequency features were saved unscaled (before "
                          "saspa_dask scaled them to variance s2); their predictions would "
@@ -386,7 +388,8 @@ def _read_posterior(group, attrs, path):
             [Posterior(*parts) for parts in zip(*fields)], name, likelihood,
             offset=float(attrs.get("y_mean") or 0.0), classes=classes,
             feature_names=None if names is None else np.array(names, dtype=object),
-            frequencies=arrays.get("bases_frequencies"), phases=arrays.get("bases_phases"))
+            frequencies=arrays.get("bases_frequencies"), phases=arrays.get("bases_phases"),
+            projected_prediction=bool(attrs.get("projected_prediction", False)))
         fitted.basis  # noqa: B018 - checks the features (one shared diagonal window)
         fitted.likelihood_object  # noqa: B018 - checks the likelihood parameters now
     except (KeyError, TypeError, ValueError) as err:

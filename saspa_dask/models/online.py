@@ -2,17 +2,26 @@
 
 One pass over the rows (NumPy in memory, dask and zarr one row chunk at a time), each
 row an ADF update projected onto a basis set that grows with the novel rows and is
-pruned to a budget (:mod:`saspa_dask.ep.online`).  Kernel and likelihood
-hyperparameters are fixed (given, or the SASPA estimators' data-driven starting
-values).  The fitted model is a SASPA posterior on delta bases, so predictions are
-every estimator's own (:mod:`saspa_dask.models.predictor`), ``bases_`` can start a
-SASPA fit (``SASPAClassifier(bases=online.bases_, blur="delta")``), and
-``partial_fit`` continues the pass from the fitted posterior alone (also after
-loading a saved model).
+pruned to a budget (:mod:`saspa_dask.ep.online`).  The fitted model is a SASPA
+posterior on delta bases, so predictions are every estimator's own
+(:mod:`saspa_dask.models.predictor`), ``bases_`` can start a SASPA fit
+(``SASPAClassifier(bases=online.bases_, blur="delta")``), and ``partial_fit``
+continues the pass from the fitted posterior alone (also after loading a saved model).
+
+Csató & Opper iterate the pass as EP: each row's update is then made against its
+cavity (the posterior without that row's earlier contribution), with the basis set the
+pass chose.  With the residual variance kept in each row's marginal, as the pass keeps
+it, the fixed point of those sweeps is FITC-EP on those bases, so ``ep_passes``
+refines the pass by the engine's own EP (a composed SASPA estimator on the kept delta
+bases, parallel EP over the data's chunks on Dask).  ``optimize_hyperparameters``
+maximises that EP's energy (the batch estimators' objective) at the kept bases, then
+alternates once with selection: the pass is run again with the learnt kernel and
+likelihood, and EP refines its bases.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -20,6 +29,7 @@ from scipy.linalg import LinAlgError, cho_solve, cholesky
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ..core.bases import Basis
 from ..ep.online import OnlineSparseGP
 from ..ep.posterior import Posterior
 from .classifier import SASPAClassifier, _ep_targets, classification_likelihood
@@ -27,6 +37,7 @@ from .new_rows import row_slices
 from .posterior import FittedPosterior
 from .predictor import PosteriorClassifierMixin, PosteriorModel, PosteriorRegressorMixin
 from .regressor import SASPARegressor, regression_likelihood
+from .settings import EPSchedule, Execution
 from .validation import column_names_of, resolve_lengthscale, validate_training_input
 
 __all__ = ["SparseOnlineGPClassifier", "SparseOnlineGPRegressor"]
@@ -37,7 +48,11 @@ class _OnlineMixin:
     fitted posterior."""
 
     _REPORT_ATTRIBUTES = ("n_rows_seen_", "n_bases_added_", "n_bases_removed_",
-                          "n_invalid_cavities_", "n_skipped_updates_", "log_evidence_")
+                          "n_invalid_cavities_", "n_skipped_updates_", "log_evidence_",
+                          "n_sweeps_", "converged_", "hyperparameter_info_")
+    # the SASPA estimator that refines the pass by EP, and its likelihood parameters
+    _SPARSE: type
+    _LIKELIHOOD_PARAMS: tuple
 
     def _start(self, X, likelihood, signal_variance, column_std, offset, classes,
                n_problems=1):
@@ -68,6 +83,49 @@ class _OnlineMixin:
             state.add_rows(X_part, t_part)
         return self._publish(state, offset, classes)
 
+    def _refined(self, start, X, y, targets):
+        """``fit``'s pass, then (``ep_passes``) EP at its bases; with
+        ``optimize_hyperparameters`` the kernel and likelihood learnt by that EP's
+        energy, the pass again under them, and EP at its bases."""
+        self._run(start, X, targets)
+        if not self.ep_passes:
+            if self.optimize_hyperparameters:
+                raise ValueError("optimize_hyperparameters=True learns by the EP energy "
+                                 "at the pass's bases: set ep_passes >= 1")
+            return self
+        sparse = self._ep_at_bases(X, y, self.optimize_hyperparameters)
+        if self.optimize_hyperparameters:
+            learnt = sparse.fitted_posterior_
+            state, offset, classes = start
+            again = OnlineSparseGP(learnt.likelihood_object, learnt.lengthscale,
+                                   learnt.signal_variance, learnt.jitter,
+                                   self.novelty_threshold, self.max_bases,
+                                   len(state.means))
+            self._run((again, offset, classes), X, targets)
+            info = sparse.hyperparameter_info_
+            sparse = self._ep_at_bases(X, y, False)
+            sparse.hyperparameter_info_ = info
+        for name in ("log_evidence_", "n_sweeps_", "converged_", "hyperparameter_info_",
+                     "n_invalid_cavities_", "n_skipped_updates_"):
+            setattr(self, name, getattr(sparse, name))
+        self.fitted_posterior_ = replace(sparse.fitted_posterior_,
+                                         feature_names=self.fitted_posterior_.feature_names)
+        return self
+
+    def _ep_at_bases(self, X, y, learn):
+        """A SASPA fit on delta bases at the pass's bases, from its hyperparameters."""
+        fitted = self.fitted_posterior_
+        likelihood = {k: v for k, v in fitted.likelihood_params.items()
+                      if k in self._LIKELIHOOD_PARAMS}
+        sparse = self._SPARSE(
+            n_bases=fitted.n_bases, bases=Basis(fitted.means), blur="delta",
+            likelihood=self.likelihood, **likelihood, lengthscale=fitted.lengthscale,
+            signal_variance=fitted.signal_variance, jitter=self.jitter,
+            optimize_hyperparameters=learn, max_hyper_iter=self.max_hyper_iter,
+            ep=EPSchedule(max_sweeps=self.ep_passes),
+            execution=Execution(block_rows=self.block_rows), verbose=self.verbose)
+        return sparse.fit(X, y)
+
     def _publish(self, state, offset, classes):
         if state.bases.shape[0] == 0:
             raise ValueError(f"no row was novel enough to become a basis "
@@ -88,7 +146,9 @@ class _OnlineMixin:
         self.n_bases_removed_ = counts["removed"]
         self.n_invalid_cavities_ = counts["invalid"]
         self.n_skipped_updates_ = counts["skipped"]
-        self.log_evidence_ = float("nan")  # one ADF pass has no EP evidence
+        # one ADF pass has no EP evidence and makes no sweeps
+        self.log_evidence_, self.n_sweeps_, self.converged_ = float("nan"), 0, False
+        self.hyperparameter_info_ = {}
         return self
 
 
@@ -114,6 +174,9 @@ def _posterior_from_moments(mean, sigma):
 _ONLINE_CONSTRAINTS = {
     "novelty_threshold": [Interval(Real, 0, 1, closed="left")],
     "max_bases": [Interval(Integral, 1, None, closed="left")],
+    "ep_passes": [Interval(Integral, 0, None, closed="left")],
+    "optimize_hyperparameters": ["boolean"],
+    "max_hyper_iter": [Interval(Integral, 1, None, closed="left")],
 }
 
 _ONLINE_PARAMS_DOC = """
@@ -128,8 +191,20 @@ _ONLINE_PARAMS_DOC = """
     signal_variance : float, default=None
     jitter : float, default=1e-8
         Jitter relative to the signal variance on the basis covariance.
+    ep_passes : int, default=0
+        Csató & Opper's iterated sparse EP: after the pass, at most this many EP
+        sweeps over the data with the pass's bases (stopping earlier at convergence).
+        Its fixed point is FITC-EP on those bases.  0 keeps the single
+        assumed-density pass.  ``partial_fit`` continues the pass without refining
+        (refinement revisits every row: call ``fit``).
+    optimize_hyperparameters : bool, default=False
+        Learn the kernel and likelihood hyperparameters by the EP energy at the
+        pass's bases (needs ``ep_passes >= 1``), then run the pass again under them
+        and refine its bases by EP.
+    max_hyper_iter : int, default=500
+        Optimiser iterations of that learning.
     block_rows : int, default=8192
-        Rows per kernel block when predicting.
+        Rows per kernel block.
     verbose : int, default=0
 """
 
@@ -174,9 +249,14 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         **_ONLINE_CONSTRAINTS,
     }
 
+    _SPARSE = SASPARegressor
+    _LIKELIHOOD_PARAMS = ("noise_variance", "dof", "scale")
+
     def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  max_bases=64, novelty_threshold=1e-3, lengthscale=None,
-                 signal_variance=None, jitter=1e-8, block_rows=8192, verbose=0):
+                 signal_variance=None, jitter=1e-8, ep_passes=0,
+                 optimize_hyperparameters=False, max_hyper_iter=500, block_rows=8192,
+                 verbose=0):
         self.likelihood = likelihood
         self.noise_variance = noise_variance
         self.dof = dof
@@ -186,6 +266,9 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         self.lengthscale = lengthscale
         self.signal_variance = signal_variance
         self.jitter = jitter
+        self.ep_passes = ep_passes
+        self.optimize_hyperparameters = optimize_hyperparameters
+        self.max_hyper_iter = max_hyper_iter
         self.block_rows = block_rows
         self.verbose = verbose
 
@@ -209,8 +292,8 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         likelihood = regression_likelihood(self.likelihood, spread,
                                            noise_variance=self.noise_variance, dof=self.dof,
                                            scale=self.scale)
-        return self._run(self._start(X, likelihood, s2, stats["std"], offset, None), X,
-                         y - offset)
+        return self._refined(self._start(X, likelihood, s2, stats["std"], offset, None), X,
+                             y, y - offset)
 
     def partial_fit(self, X, y):
         """Continue the pass with more rows (``fit`` on an unfitted estimator).
@@ -271,9 +354,13 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
         **_ONLINE_CONSTRAINTS,
     }
 
+    _SPARSE = SASPAClassifier
+    _LIKELIHOOD_PARAMS = ("label_noise",)
+
     def __init__(self, *, likelihood="probit", label_noise=0.01, max_bases=64,
                  novelty_threshold=1e-3, lengthscale=None, signal_variance=None,
-                 jitter=1e-8, block_rows=8192, verbose=0):
+                 jitter=1e-8, ep_passes=0, optimize_hyperparameters=False,
+                 max_hyper_iter=500, block_rows=8192, verbose=0):
         self.likelihood = likelihood
         self.label_noise = label_noise
         self.max_bases = max_bases
@@ -281,6 +368,9 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
         self.lengthscale = lengthscale
         self.signal_variance = signal_variance
         self.jitter = jitter
+        self.ep_passes = ep_passes
+        self.optimize_hyperparameters = optimize_hyperparameters
+        self.max_hyper_iter = max_hyper_iter
         self.block_rows = block_rows
         self.verbose = verbose
 
@@ -307,8 +397,9 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
         s2 = 1.0 if self.signal_variance is None else self.signal_variance
         n_problems = 1 if classes.size == 2 else classes.size
         likelihood = classification_likelihood(self.likelihood, self.label_noise)
-        return self._run(self._start(X, likelihood, s2, stats["std"], 0.0, classes,
-                                     n_problems), X, _problem_targets(*_ep_targets(y, classes)))
+        return self._refined(self._start(X, likelihood, s2, stats["std"], 0.0, classes,
+                                         n_problems), X, y,
+                             _problem_targets(*_ep_targets(y, classes)))
 
     def partial_fit(self, X, y, classes=None):
         """Continue the pass with more rows (``fit`` on an unfitted estimator).

@@ -61,6 +61,9 @@ class FittedPosterior:
         Names of the input columns, when they were known at fit time.
     frequencies, phases : ndarray of shape (M, d) and (M,), optional
         The bases are frequency inducing features (:mod:`saspa_dask.core.fourier`).
+    projected_prediction : bool, default=False
+        Subset of regressors: predictions come from the degenerate (projected) prior,
+        without the residual variance s2 - |phi|^2.
     """
 
     means: np.ndarray
@@ -77,6 +80,7 @@ class FittedPosterior:
     feature_names: np.ndarray | None = None
     frequencies: np.ndarray | None = None
     phases: np.ndarray | None = None
+    projected_prediction: bool = False
 
     def __post_init__(self):
         # one memory layout (C order, float64) for a fitted model and its saved copy:
@@ -173,6 +177,8 @@ class FittedPosterior:
                 "name": self.likelihood,
                 "classes": [] if self.classes is None else [str(c) for c in self.classes],
                 "y_mean": float(self.offset)}
+        if self.projected_prediction:  # absent otherwise: older fingerprints stay valid
+            meta["projected_prediction"] = True
         h.update(json.dumps(meta, sort_keys=True).encode())
         return h.hexdigest()
 
@@ -191,7 +197,7 @@ class FittedPosterior:
         -------
         mean, variance : ndarray of shape (n, n_problems)
             variance = s2 - |phi|^2 + phi^T Sigma_v phi: the signal variance far from
-            the bases.
+            the bases (phi^T Sigma_v phi alone for subset of regressors).
         """
         X = np.asarray(X, dtype=np.float64)
         if not np.all(np.isfinite(X)):
@@ -203,8 +209,8 @@ class FittedPosterior:
             block = self.block(X[part])
             # one kernel block serves every problem (one-vs-rest classes)
             for k, post in enumerate(self.posteriors):
-                mean[part, k], var[part, k] = predict_latent(block.phi, post,
-                                                             self.signal_variance)
+                mean[part, k], var[part, k] = predict_latent(
+                    block.phi, post, self.signal_variance, self.projected_prediction)
         return mean, var
 
     def class_probabilities(self, mean, var):

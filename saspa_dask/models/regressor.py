@@ -258,5 +258,5 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         X_train, targets, _ = self._new_rows(*augment)
         # the rows go in with their EP targets (y centred by y_mean_)
         return augmented_latent(fitted, self._checked_rows(X), [(X_train, targets)],
-                                self.noise_variance_, self.approximation == "dtc",
+                                self.noise_variance_, self.approximation != "fitc",
                                 self._execution.block_rows)
