@@ -15,6 +15,17 @@ selection of d rows O(N d^2), plus one kernel column per step.
 The active rows are the bases of the IVM posterior (delta bases); their ADF sites
 give it.  :func:`ivm_select` returns both; :func:`ivm_bases` the bases alone, e.g. to
 start a SASPA fit (``SASPAClassifier(bases=ivm_bases(...), blur="delta")``).
+
+Lawrence et al. learn the kernel by the IVM's approximate evidence: with the active
+set I and its sites (site means m~ = nu / tau, variances 1 / tau) held fixed,
+
+    log p(y) ~ log N(m~ | 0, K_II + diag(1 / tau)),
+
+maximised over the kernel, then the active set is selected again under the new kernel
+(:func:`ivm_evidence` gives it and its gradient).  The likelihood's bias b (the latent
+seen by the likelihood is f + b) is, as in their software, the maximiser of the
+training rows' predictive log likelihood sum_n log p(y_n | m_n + b, v_n) under the
+current posterior marginals (:func:`ivm_bias`).
 """
 
 from __future__ import annotations
@@ -22,11 +33,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import cho_solve, cholesky
+from scipy.optimize import minimize_scalar
 
 from ..core.bases import Basis
 from ..core.kernels import se_kernel
 
-__all__ = ["IVMSelection", "ivm_bases", "ivm_select"]
+__all__ = ["IVMSelection", "ivm_bases", "ivm_bias", "ivm_evidence", "ivm_select"]
+
+# the bias is searched within this many latent standard deviations of zero
+_BIAS_RANGE = 6.0
 
 
 @dataclass
@@ -41,15 +57,19 @@ class IVMSelection:
         Their ADF sites (natural parameters) at the time they joined.
     entropy_reductions : ndarray of shape (k,)
         dH of each chosen row when it joined.
+    mean, var : ndarray of shape (n,)
+        The posterior marginals of every row's latent f after the selection.
     """
 
     indices: np.ndarray
     tau: np.ndarray
     nu: np.ndarray
     entropy_reductions: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
 
 
-def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance):
+def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance, bias=0.0):
     """Greedy IVM selection of ``n_active`` rows (module docstring).
 
     Parameters
@@ -61,6 +81,8 @@ def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance):
     likelihood : likelihood object (``tilted``)
     lengthscale : ndarray of shape (d,)
     signal_variance : float
+    bias : float, default=0.0
+        The likelihood sees f + bias.
 
     Returns
     -------
@@ -77,7 +99,7 @@ def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance):
     free = np.ones(n, dtype=bool)
     chosen, taus, nus, gains = [], [], [], []
     for k in range(n_active):
-        _, a, c = likelihood.tilted(y, mean, var)
+        _, a, c = likelihood.tilted(y, mean + bias, var)
         shrink = c * var
         with np.errstate(divide="ignore", invalid="ignore"):
             gain = np.where(free & (shrink > 0) & (shrink < 1), -0.5 * np.log1p(-shrink),
@@ -98,7 +120,61 @@ def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance):
         chosen.append(j)
         gains.append(gain[j])
     return IVMSelection(np.array(chosen, dtype=np.intp), np.array(taus), np.array(nus),
-                        np.array(gains))
+                        np.array(gains), mean, var)
+
+
+def ivm_evidence(X_active, tau, nu, lengthscale, signal_variance, jitter):
+    """Lawrence et al.'s approximate log evidence of an active set and its gradient.
+
+    log N(m~ | 0, C), C = K_II + jitter s2 I + diag(1 / tau), m~ = nu / tau: the
+    marginal likelihood of the sites read as Gaussian observations.
+
+    Parameters
+    ----------
+    X_active : ndarray of shape (k, d)
+    tau, nu : ndarray of shape (k,)
+        The active rows' sites (tau > 0, as the selection keeps them).
+    lengthscale : ndarray of shape (d,)
+    signal_variance : float
+    jitter : float
+        Relative to the signal variance.
+
+    Returns
+    -------
+    value : float
+    gradient : ndarray of shape (d + 1,)
+        With respect to log lengthscales, then log signal variance.
+    """
+    X_active = np.asarray(X_active, dtype=np.float64)
+    k = len(tau)
+    K_se = se_kernel(X_active, X_active, lengthscale, signal_variance)
+    K = K_se + jitter * signal_variance * np.eye(k)
+    R = cholesky(K + np.diag(1.0 / tau), lower=True, check_finite=False)
+    m = nu / tau
+    a = cho_solve((R, True), m, check_finite=False)
+    value = (-0.5 * m @ a - np.log(np.diag(R)).sum() - 0.5 * k * np.log(2 * np.pi))
+    # dL/dtheta = 1/2 (a^T dK a - tr(C^{-1} dK)), one solve per parameter
+    scaled = (X_active / lengthscale).T
+    derivatives = [K_se * (scaled[j][:, None] - scaled[j][None, :]) ** 2
+                   for j in range(len(lengthscale))] + [K]
+    gradient = np.array([0.5 * (a @ dK @ a - np.trace(cho_solve((R, True), dK,
+                                                                check_finite=False)))
+                         for dK in derivatives])
+    return float(value), gradient
+
+
+def ivm_bias(likelihood, y, mean, var):
+    """The bias b maximising sum_n log p(y_n | mean_n + b, var_n): the training rows'
+    predictive log likelihood under the current marginals (a concave 1-D search for
+    the log-concave likelihoods)."""
+    spread = _BIAS_RANGE * np.sqrt(1.0 + np.max(var))
+
+    def negative(b):
+        return -np.sum(likelihood.log_predictive(y, mean + b, var))
+
+    result = minimize_scalar(negative, bounds=(-spread, spread), method="bounded",
+                             options={"xatol": 1e-8})
+    return float(result.x)
 
 
 def ivm_bases(X, y, n_bases, likelihood, lengthscale, signal_variance):

@@ -28,7 +28,7 @@ from ..ep.posterior import Posterior
 from ..files.atomic import aside, check_destination, move_into_place
 from ..files.errors import StoreError
 from ..files.groups import open_group
-from .posterior import FittedPosterior, stacked, unstacked
+from .posterior import FittedPosterior, offset_value, stacked, unstacked
 from .settings import LEGACY_NAMES, SETTINGS_CLASSES, legacy_parameters
 
 __all__ = ["describe_model", "read_model", "read_model_attrs", "save_model"]
@@ -169,7 +169,7 @@ def _posterior_attrs(fitted):
         "likelihood": _jsonable({**fitted.likelihood_params, "name": fitted.likelihood}),
         "classes": None if classes is None else _jsonable(classes),
         "classes_dtype": None if classes is None else classes.dtype.str,
-        "y_mean": float(fitted.offset),
+        "y_mean": offset_value(fitted.offset),
         "feature_names": (None if fitted.feature_names is None
                           else [str(c) for c in fitted.feature_names]),
         "fourier_features": fitted.frequencies is not None,
@@ -281,8 +281,15 @@ def _check_attrs(attrs, path):
     for key, value in likelihood.items():
         if key != "name":
             _number(value, f"likelihood.{key}", path)
-    if attrs.get("y_mean") is not None:
-        _number(attrs["y_mean"], "y_mean", path)
+    offset = attrs.get("y_mean")
+    if isinstance(offset, list):  # a classifier's bias per one-vs-rest problem
+        if len(offset) != attrs.get("n_problems", 1):
+            raise StoreError(f"{path}: attribute 'y_mean' has {len(offset)} values, "
+                             f"expected one per problem")
+        for value in offset:
+            _number(value, "y_mean", path)
+    elif offset is not None:
+        _number(offset, "y_mean", path)
     if attrs.get("classes") is not None:
         need("classes", list)
         need("classes_dtype", str)
@@ -351,6 +358,12 @@ def _read_array(group, name, path, dtype=np.float64):
                          f"({type(err).__name__}: {err})") from None
 
 
+def _offset(value):
+    if isinstance(value, list):
+        return np.array(value, dtype=np.float64)
+    return float(value or 0.0)
+
+
 def _read_posterior(group, attrs, path):
     """The stored :class:`FittedPosterior`, its arrays checked for shape and NaN."""
     fourier = bool(attrs.get("fourier_features", False))
@@ -386,7 +399,7 @@ def _read_posterior(group, attrs, path):
             arrays["bases_means"], arrays["bases_covs"], arrays["lengthscale"],
             float(kernel["signal_variance"]), float(kernel["jitter"]), arrays["whitening"],
             [Posterior(*parts) for parts in zip(*fields)], name, likelihood,
-            offset=float(attrs.get("y_mean") or 0.0), classes=classes,
+            offset=_offset(attrs.get("y_mean")), classes=classes,
             feature_names=None if names is None else np.array(names, dtype=object),
             frequencies=arrays.get("bases_frequencies"), phases=arrays.get("bases_phases"),
             projected_prediction=bool(attrs.get("projected_prediction", False)))

@@ -27,7 +27,7 @@ from ..engines.chunks import as_dask, is_lazy
 from ..ep.posterior import Posterior, predict_latent
 from ..ep.whitening import make_block
 
-__all__ = ["FittedPosterior", "stacked", "unstacked"]
+__all__ = ["FittedPosterior", "offset_value", "stacked", "unstacked"]
 
 # rows predicted at a time: the n x M whitened block of a whole chunk is never formed
 _PREDICT_ROWS = 16384
@@ -52,8 +52,10 @@ class FittedPosterior:
     likelihood : str
         Likelihood name (:func:`saspa_dask.core.likelihoods.make_likelihood`).
     likelihood_params : dict
-    offset : float, default=0.0
-        Added to the latent mean: the mean of y, or log(mean count) for Poisson.
+    offset : float or ndarray of shape (n_problems,), default=0.0
+        Added to the latent mean: the mean of y, log(mean count) for Poisson, or a
+        classifier's bias (the likelihood sees f + offset; one per one-vs-rest
+        problem).
     classes : ndarray of shape (n_classes,), optional
         Class labels (classification); ``classes[1]`` is the positive class of a
         binary model, and a one-vs-rest model has one problem per class.
@@ -75,7 +77,7 @@ class FittedPosterior:
     posteriors: tuple
     likelihood: str
     likelihood_params: dict = field(default_factory=dict)
-    offset: float = 0.0
+    offset: float | np.ndarray = 0.0
     classes: np.ndarray | None = None
     feature_names: np.ndarray | None = None
     frequencies: np.ndarray | None = None
@@ -95,6 +97,13 @@ class FittedPosterior:
             self.frequencies, self.phases = c_array(self.frequencies), c_array(self.phases)
         self.posteriors = tuple(Posterior(c_array(p.chol), c_array(p.h), c_array(p.mean))
                                 for p in self.posteriors)
+        if np.ndim(self.offset) == 0:
+            self.offset = float(self.offset)
+        elif np.shape(self.offset) != (len(self.posteriors),):
+            raise ValueError(f"offset has shape {np.shape(self.offset)}, expected a number "
+                             f"or one per problem ({len(self.posteriors)})")
+        else:
+            self.offset = c_array(self.offset)
         M, d = np.shape(self.means)
         if np.shape(self.covs) != (M, d, d) or np.shape(self.lengthscale) != (d,):
             raise ValueError(f"inconsistent shapes: means {np.shape(self.means)}, covs "
@@ -176,7 +185,7 @@ class FittedPosterior:
         meta = {"s2": float(self.signal_variance), "likelihood": self.likelihood_params,
                 "name": self.likelihood,
                 "classes": [] if self.classes is None else [str(c) for c in self.classes],
-                "y_mean": float(self.offset)}
+                "y_mean": offset_value(self.offset)}
         if self.projected_prediction:  # absent otherwise: older fingerprints stay valid
             meta["projected_prediction"] = True
         h.update(json.dumps(meta, sort_keys=True).encode())
@@ -216,7 +225,7 @@ class FittedPosterior:
     def class_probabilities(self, mean, var):
         """Class probabilities (n, n_classes) from latent moments (offset not added):
         [1 - p, p] for two classes, the one-vs-rest p normalised to sum to one."""
-        p = np.clip(self.likelihood_object.proba(mean, var), 0.0, 1.0)
+        p = np.clip(self.likelihood_object.proba(mean + self.offset, var), 0.0, 1.0)
         if p.shape[1] == 1:
             return np.column_stack([1.0 - p[:, 0], p[:, 0]])
         total = p.sum(axis=1, keepdims=True)
@@ -278,7 +287,8 @@ class FittedPosterior:
             codes = self.class_codes(y)
             if self.n_problems == 1:
                 sign = np.where(codes == 1, 1.0, -1.0)
-                return self.likelihood_object.log_predictive(sign, mean[:, 0], var[:, 0])
+                return self.likelihood_object.log_predictive(
+                    sign, (mean + self.offset)[:, 0], var[:, 0])
             p = self.class_probabilities(mean, var)
             return np.log(np.maximum(p[np.arange(len(codes)), codes], 1e-300))
         y = np.asarray(y, dtype=np.float64)
@@ -319,6 +329,11 @@ class FittedPosterior:
                                 meta=np.empty((0,), dtype=dtype))
         return X.map_blocks(_apply, func, shared, rows, chunks=(X.chunks[0], (columns,)),
                             dtype=dtype, meta=np.empty((0, columns), dtype=dtype))
+
+
+def offset_value(offset):
+    """The offset as JSON: a number, or a list of one per problem."""
+    return offset if isinstance(offset, float) else [float(v) for v in offset]
 
 
 def _apply(Xb, func, posterior, rows):
