@@ -1,8 +1,17 @@
 """Augmented prediction over training rows in memory, in zarr or on Dask.
 
-:mod:`saspa_dask.ep.augmentation` holds the mathematics; this module maps it over the
-training rows' chunks (one task per chunk, summed by a tree as a sweep is) for one
-batch of test rows at a time, and solves for the batch on the driver.
+Gaussian likelihood: :mod:`saspa_dask.ep.augmentation` holds the closed form; this
+module maps it over the training rows' chunks (one task per chunk, summed by a tree as
+a sweep is) for one batch of test rows at a time, and solves for the batch on the
+driver (:func:`augmented_latent`).
+
+Every other likelihood (probit, logistic, step, noisy probit, Student-t, Poisson):
+there is no closed form, so for each test row EP is run again on the training rows
+with the support "the bases plus a delta basis at the test row", warm-started from
+the model's own sites, and the test row's latent is read from that posterior
+(:func:`augmented_ep_latent`).  It is the fitted estimator's own EP (same kernel,
+likelihood, approximation and power, nothing learnt), so the training rows may be
+NumPy, dask or zarr like any fit's; it costs a (warm) EP run per test row.
 """
 
 from __future__ import annotations
@@ -11,12 +20,15 @@ import dask
 import numpy as np
 from dask.delayed import Delayed
 
+from sklearn.base import clone
+
+from ..core.bases import Basis
 from ..core.kernels import se_kernel
 from ..engines.chunks import as_dask, is_lazy, tree_reduce
 from ..ep.augmentation import (add_statistics, chunk_statistics, solve_augmented,
                                test_features)
 
-__all__ = ["augmented_latent"]
+__all__ = ["as_numpy", "augmented_ep_latent", "augmented_latent", "check_augment"]
 
 # FITC keeps one M x M matrix per test row of a batch: at most this many bytes of them
 _GRAM_BYTES = 256 * 2**20
@@ -106,3 +118,69 @@ def _chunk_sums(Xc, yc, fitted, X_test, phi_star, delta, noise_variance, project
                                 noise_variance, projected_only)
         total = part if total is None else add_statistics(total, part)
     return total
+
+
+def check_augment(augment):
+    """``augment`` is a pair (X_train, y_train)."""
+    if augment is True:
+        # the estimator does not keep its training rows (a pickle or a model store
+        # would carry the data)
+        raise ValueError("augment=True is no longer supported: the estimator does not "
+                         "keep its training rows; pass augment=(X_train, y_train)")
+    if not isinstance(augment, tuple) or len(augment) != 2:
+        raise ValueError("augment must be False or a tuple (X_train, y_train); got "
+                         f"{type(augment).__name__}")
+
+
+def as_numpy(X):
+    """Test rows in memory (they are predicted one at a time)."""
+    return np.asarray(X.compute() if hasattr(X, "compute") else X, dtype=np.float64)
+
+
+# the likelihood parameters an estimator takes, as its fitted posterior names them
+_LIKELIHOOD_PARAMETERS = ("noise_variance", "dof", "scale", "label_noise")
+
+
+def augmented_ep_latent(model, X, X_train, y_train):
+    """Latent mean and variance (offset not added, one column per EP problem) at each
+    row of X by EP with that row joined to the bases (module docstring).
+
+    Parameters
+    ----------
+    model : fitted SASPAClassifier or SASPARegressor
+    X : ndarray of shape (n, d)
+        Test rows.
+    X_train, y_train : array-like, dask or zarr arrays
+        The training rows and labels (targets); warm-started from the model's sites
+        when their number matches.
+
+    Returns
+    -------
+    mean, variance : ndarray of shape (n, n_problems)
+    """
+    fitted = model.fitted_posterior_
+    if fitted.frequencies is not None:
+        raise ValueError("augmented prediction adds a delta basis at the test row; "
+                         "frequency features cannot be mixed with it")
+    n_train = X_train.shape[0]
+    sites = getattr(model, "sites_tau_", None)
+    init = None
+    if sites is not None and sites.shape[-1] == n_train:
+        init = (model.sites_tau_, model.sites_nu_)
+    likelihood = {k: v for k, v in fitted.likelihood_params.items()
+                  if k in _LIKELIHOOD_PARAMETERS}
+    template = clone(model).set_params(
+        n_bases=fitted.n_bases + 1, blur="full", lengthscale=fitted.lengthscale,
+        signal_variance=fitted.signal_variance, optimize_hyperparameters=False,
+        learn_bases=False, verbose=0, **likelihood)
+    X = np.asarray(X, dtype=np.float64)
+    mean = np.empty((X.shape[0], fitted.n_problems))
+    var = np.empty_like(mean)
+    d = fitted.n_features
+    for i, row in enumerate(X):
+        support = Basis(np.vstack([fitted.means, row]),
+                        np.concatenate([fitted.covs, np.zeros((1, d, d))]))
+        joined = clone(template).set_params(bases=support)
+        joined.fit(X_train, y_train, init_sites=init)
+        mean[i], var[i] = (a[0] for a in joined.fitted_posterior_.latent(row[None]))
+    return mean, var

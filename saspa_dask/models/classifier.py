@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..core.likelihoods import Logistic, NoisyProbit, Probit, Step
 from ..engines.chunks import is_lazy
 from ..parameters import CLASSIFICATION_LIKELIHOODS
+from .augmented import as_numpy, augmented_ep_latent, check_augment
 from .base import SASPABase, default_damping
 from .docs import _CLASSIFIER_PARAMS_DOC, _SHARED_ATTRS_DOC
 from .predictor import PosteriorClassifierMixin
@@ -193,6 +194,32 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
             return self
         self._check_classes(classes)
         return self._partial_fit_rows(X, y)
+
+    def predict_proba(self, X, *, augment=False):
+        """Class probabilities, columns ordered as ``classes_``.
+
+        For more than two classes the one-vs-rest probabilities P(y = k | x) of the
+        classes' binary models are normalised to sum to one.
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+        augment : False or tuple (X_train, y_train), default=False
+            Augmented prediction: each test row joins the bases as a delta basis and
+            EP is run again on the training rows with that support (warm-started
+            from the fitted sites: give the rows in their fitting order), so the
+            latent variance no longer collapses to the bases' span away from them.
+            A (warm) EP run per test row; returns a NumPy array.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        if augment is False:
+            return super().predict_proba(X)
+        check_augment(augment)
+        mean, var = augmented_ep_latent(self, as_numpy(self._checked_rows(X)), *augment)
+        return self._posterior().class_probabilities(mean, var)
 
     def _new_rows(self, X, y):
         """Checked new rows and their EP targets: (X, targets, one-vs-rest labels)."""

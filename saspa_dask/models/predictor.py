@@ -291,7 +291,11 @@ def _mean(fitted, Xb, rows):
 
 def _mean_and_std(fitted, Xb, rows):
     """Predictive mean of y and the standard deviation of a new observation."""
-    mean, var = fitted.latent(Xb, rows)
+    return mean_and_std_at(fitted, *fitted.latent(Xb, rows))
+
+
+def mean_and_std_at(fitted, mean, var):
+    """:func:`_mean_and_std` from latent moments (n, 1), offset not added."""
     point, var = fitted.point_prediction(mean, var)[:, 0], var[:, 0]
     if fitted.likelihood == "poisson":
         rate_var = (np.exp(var) - 1.0) * point * point

@@ -10,10 +10,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..core.likelihoods import Gaussian, Poisson, StudentT
 from ..parameters import REGRESSION_LIKELIHOODS
-from .augmented import augmented_latent
+from .augmented import as_numpy, augmented_ep_latent, augmented_latent, check_augment
 from .base import SASPABase, default_damping
 from .docs import _REGRESSOR_PARAMS_DOC, _SHARED_ATTRS_DOC
-from .predictor import PosteriorRegressorMixin
+from .predictor import PosteriorRegressorMixin, mean_and_std_at
 from .validation import validate_training_input
 
 __all__ = ["SASPARegressor", "regression_likelihood"]
@@ -220,13 +220,15 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
             poisson the count's, E[rate] + Var[rate]); ``predict_latent`` gives the
             latent one.
         augment : False or tuple (X_train, y_train), default=False
-            Augmented prediction (Gaussian likelihood only; Quiñonero-Candela &
-            Rasmussen): each test row joins the bases for its own prediction, so the
-            predictive variance no longer collapses to the bases' span away from
-            them.  The tuple gives the training rows (NumPy, or dask or zarr arrays
-            read chunk by chunk): the estimator does not keep its training data.
-            Costs O(N M) a test row for a DTC model (``approximation="dtc"``) and
-            O(N M^2) for FITC, whose residual variances every test row changes.
+            Augmented prediction (Quiñonero-Candela & Rasmussen): each test row joins
+            the bases for its own prediction, so the predictive variance no longer
+            collapses to the bases' span away from them.  The tuple gives the
+            training rows (NumPy, or dask or zarr arrays read chunk by chunk): the
+            estimator does not keep its training data.  Gaussian likelihood: closed
+            form, O(N M) a test row for DTC and O(N M^2) for FITC, whose residual
+            variances every test row changes.  Student-t and Poisson: EP is run
+            again for each test row on the augmented support, warm-started from
+            the fitted sites (give the training rows in their fitting order).
             Returns NumPy arrays.
 
         Returns
@@ -238,23 +240,16 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         if augment is False:
             return super().predict(X, return_std=return_std)
         mean, var = self._augmented_latent(X, augment)
-        mean = mean + self.y_mean_
-        return (mean, np.sqrt(var + self.noise_variance_)) if return_std else mean
+        both = mean_and_std_at(self._posterior(), mean[:, None], var[:, None])
+        return (both[:, 0], both[:, 1]) if return_std else both[:, 0]
 
     def _augmented_latent(self, X, augment):
         """Latent mean (offset not added) and variance by augmented prediction."""
         fitted = self._posterior()
+        check_augment(augment)
         if fitted.likelihood != "gaussian":
-            raise ValueError("augmented prediction needs the Gaussian likelihood; this "
-                             f"model's is {fitted.likelihood!r}")
-        if augment is True:
-            # the estimator no longer keeps its training rows (a pickle or a model
-            # store would carry the data)
-            raise ValueError("augment=True is no longer supported: the estimator does not "
-                             "keep its training rows; pass augment=(X_train, y_train)")
-        if not isinstance(augment, tuple) or len(augment) != 2:
-            raise ValueError("augment must be False or a tuple (X_train, y_train); got "
-                             f"{type(augment).__name__}")
+            mean, var = augmented_ep_latent(self, as_numpy(self._checked_rows(X)), *augment)
+            return mean[:, 0], var[:, 0]
         X_train, targets, _ = self._new_rows(*augment)
         # the rows go in with their EP targets (y centred by y_mean_)
         return augmented_latent(fitted, self._checked_rows(X), [(X_train, targets)],
