@@ -35,6 +35,7 @@ _PUBLIC = {
     "SparseOnlineGPClassifier": ".models",
     "SparseOnlineGPRegressor": ".models",
     "StoreError": ".files.errors",
+    "greedy_bases": ".engines.greedy",
     "ivm_bases": ".engines.ivm",
     "kmeans_bases": ".engines.kmeans",
     "load_model": ".models",

@@ -210,3 +210,44 @@ def test_one_vs_rest_problems_have_their_own_active_sets(tmp_path):
     loaded = load_model(tmp_path / "ivm.zarr")
     np.testing.assert_array_equal(loaded.predict_proba(Xs), clf.predict_proba(Xs))
     np.testing.assert_array_equal(loaded.bias_, clf.bias_)
+
+
+# ----------------------------------------------------------------------------------
+# Greedy support selection by information gain (regression)
+# ----------------------------------------------------------------------------------
+
+
+def test_greedy_selection_equals_the_dense_information_gain():
+    """Each step picks the row of largest 1/2 log(1 + v_i / noise), v_i the DTC
+    predictive variance of f(x_i) given all rows, written densely here:
+    v_i = k_ii - q_ii + k_iB (K_BB + K_BX K_XB / noise)^{-1} k_Bi."""
+    from saspa_dask import greedy_bases
+    from saspa_dask.engines.greedy import greedy_select
+
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-3, 3, size=(80, 2))
+    ls, s2, noise, jitter = np.array([1.1, 0.7]), 1.3, 0.05, 1e-8
+    got, gains = greedy_select(X, 10, ls, s2, noise, n_candidates=None, jitter=jitter)
+    chosen = []
+    for step in range(10):
+        if chosen:
+            B = X[chosen]
+            Kbb = se(B, B, ls, s2) + jitter * s2 * np.eye(len(B))
+            Kbx = se(B, X, ls, s2)
+            q = np.einsum("ij,ij->j", Kbx, np.linalg.solve(Kbb, Kbx))
+            post = np.einsum("ij,ij->j", Kbx,
+                             np.linalg.solve(Kbb + Kbx @ Kbx.T / noise, Kbx))
+            v = s2 - q + post
+        else:
+            v = np.full(80, s2)
+        v[chosen] = -np.inf
+        chosen.append(int(np.argmax(v)))
+        assert gains[step] == pytest.approx(0.5 * np.log1p(v[chosen[-1]] / noise),
+                                            rel=1e-9)
+    assert got.tolist() == chosen
+    # Smola & Bartlett's random candidate subsets: distinct rows, the gains of the
+    # rows taken, and a basis set a SASPA fit accepts
+    sub, sub_gains = greedy_select(X, 10, ls, s2, noise, random_state=0)
+    assert len(set(sub.tolist())) == 10 and np.all(sub_gains > 0)
+    basis = greedy_bases(X, 10, ls, s2, noise, random_state=0)
+    np.testing.assert_array_equal(basis.means, X[sub])
