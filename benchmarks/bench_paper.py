@@ -13,11 +13,15 @@
             the hyperparameters; every sparse method uses them and the same K-means
             bases, for M = 4, 8, 16, 32.  Test error and the paper's KL, sum over test points of
             KL(p_full(y|x) || q(y|x)), mean and standard error.
+(b) also has the members that choose their own bases, at the full GP's kernel:
+            Csató-Opper's online pass alone and refined by EP passes, and the IVM at
+            that kernel and learning its own kernel and bias.
 (c) uci     Ionosphere (20 random splits, 200 train / 151 test) and Spambase (10
             random splits, 2761 / 1840; log1p, standardised): test error and mean
-            negative log probability against M for SASPA-full, SASPA-spherical and
-            FITC-EP, each learning its own hyperparameters (estimator defaults), and
-            the full-GP EP for reference.
+            negative log probability against M for SASPA-full, SASPA-spherical,
+            FITC-EP and DTC-EP, each learning its own hyperparameters (estimator
+            defaults), the online pass refined by EP learning its kernel, the IVM
+            learning its kernel and bias, and the full-GP EP for reference.
 
     python benchmarks/bench_paper.py                   # everything (about an hour on 2 cores)
     python benchmarks/bench_paper.py --only twoclass   # one experiment
@@ -41,10 +45,13 @@ import common
 from common import error_and_nlp, ionosphere, machine, mean_se, spambase
 from common import split, versions
 
-SPARSE = {"FITC-EP": dict(blur="delta"), "DTC-EP": dict(blur="delta", dtc=True),
+SPARSE = {"FITC-EP": dict(blur="delta"),
+          "DTC-EP": dict(blur="delta", approximation="dtc"),
           "SASPA-spherical": dict(blur="spherical"), "SASPA-full": dict(blur="full")}
-# methods that choose their own bases (one ADF pass with a budget; greedy selection)
-ONLINE_AND_IVM = ("Online (Csató-Opper)", "IVM")
+# methods that choose their own bases: Csató-Opper's online pass with a budget (alone,
+# and refined by EP passes), IVM's greedy selection (at the given kernel, and learning
+# its kernel and bias by its own approximate evidence)
+ONLINE_AND_IVM = ("Online (Csató-Opper)", "Online + EP", "IVM", "IVM (learnt kernel, bias)")
 
 
 def _quiet():
@@ -250,7 +257,12 @@ def twoclass_one(seed, bases_list, n_test, jobs):
         hyper = dict(lengthscale=full.lengthscale_, signal_variance=full.signal_variance_)
         for name, model in (("Online (Csató-Opper)",
                              SparseOnlineGPClassifier(max_bases=M, **hyper)),
-                            ("IVM", IVMClassifier(n_bases=M, **hyper))):
+                            ("Online + EP",
+                             SparseOnlineGPClassifier(max_bases=M, ep_passes=500, **hyper)),
+                            ("IVM", IVMClassifier(n_bases=M, **hyper)),
+                            ("IVM (learnt kernel, bias)",
+                             IVMClassifier(n_bases=M, optimize_hyperparameters=True,
+                                           fit_bias=True, **hyper))):
             q = model.fit(Xtr, ytr).predict_proba(Xte)[:, 1]
             rows.append({"seed": seed, "method": name, "M": M,
                          "error": error_and_nlp(q, yte)[0],
@@ -316,7 +328,19 @@ def _plot_twoclass(table, path, n_sets):
 # ----------------------------------------------------------------------------------
 
 UCI_METHODS = {"SASPA-full": dict(blur="full"), "SASPA-spherical": dict(blur="spherical"),
-               "FITC-EP": dict(blur="delta")}
+               "FITC-EP": dict(blur="delta"), "DTC-EP": dict(blur="delta", approximation="dtc")}
+# each learns its own kernel: the online pass refined by EP (learning by that EP's
+# energy, then the pass again), and the IVM by its approximate evidence
+UCI_OWN_BASES = ("Online + EP (learnt)", "IVM (learnt kernel, bias)")
+
+
+def _own_bases_model(name, M):
+    from saspa_dask import IVMClassifier, SparseOnlineGPClassifier
+
+    if name == "IVM (learnt kernel, bias)":
+        return IVMClassifier(n_bases=M, optimize_hyperparameters=True, fit_bias=True)
+    return SparseOnlineGPClassifier(max_bases=M, ep_passes=100,
+                                    optimize_hyperparameters=True)
 
 
 def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs):
@@ -336,6 +360,14 @@ def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs):
             rows.append({"dataset": dataset, "split": seed, "method": name, "M": M,
                          "error": err, "nlp": nlp, "fit_s": seconds,
                          "converged": bool(model.converged_)})
+        for name in UCI_OWN_BASES:
+            start = time.perf_counter()
+            model = _own_bases_model(name, M).fit(Xtr, ytr)
+            seconds = time.perf_counter() - start
+            err, nlp = error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
+            rows.append({"dataset": dataset, "split": seed, "method": name, "M": M,
+                         "error": err, "nlp": nlp, "fit_s": seconds,
+                         "converged": bool(getattr(model, "converged_", True))})
     if with_full:
         start = time.perf_counter()
         model = FullGPClassifier().fit(Xtr, ytr)
@@ -348,13 +380,15 @@ def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs):
     return rows
 
 
-def uci(quick, jobs, full_gp_splits, spambase_splits=10):
+def uci(quick, jobs, full_gp_splits, spambase_splits=10, ionosphere_splits=20,
+        bases_list=(4, 8, 16, 32, 64, 128), ionosphere_full_splits=20):
     if quick:
         plans = [("ionosphere", 1, 200, None, [4, 16], 1),
                  ("spambase", 1, 500, 500, [8], 0)]
     else:
-        plans = [("ionosphere", 20, 200, None, [4, 8, 16, 32, 64, 128], 20),
-                 ("spambase", spambase_splits, 2761, 1840, [4, 8, 16, 32, 64, 128],
+        plans = [("ionosphere", ionosphere_splits, 200, None, list(bases_list),
+                  ionosphere_full_splits),
+                 ("spambase", spambase_splits, 2761, 1840, list(bases_list),
                   full_gp_splits)]
     out = {}
     for dataset, n_splits, n_train, n_test, bases_list, n_full in plans:
@@ -363,7 +397,7 @@ def uci(quick, jobs, full_gp_splits, spambase_splits=10):
         with ProcessPoolExecutor(jobs) as pool:
             rows = [r for part in pool.map(uci_one, *zip(*args)) for r in part]
         summary = []
-        for method in [*UCI_METHODS, "full GP"]:
+        for method in [*UCI_METHODS, *UCI_OWN_BASES, "full GP"]:
             for M in sorted({r["M"] for r in rows if r["method"] == method}):
                 sel = [r for r in rows if r["method"] == method and r["M"] == M]
                 err, nlp = mean_se([r["error"] for r in sel]), mean_se([r["nlp"] for r in sel])
@@ -387,7 +421,7 @@ def _plot_uci(dataset, summary, path):
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, key, label in ((axes[0], "error", "test error"),
                            (axes[1], "nlp", "mean negative log probability")):
-        _errorbars_against_m(ax, summary, UCI_METHODS, key)
+        _errorbars_against_m(ax, summary, [*UCI_METHODS, *UCI_OWN_BASES], key)
         full = [r for r in summary if r["method"] == "full GP"]
         if full:
             ax.axhline(full[0][f"{key}_mean"], color="k", ls=":",
@@ -454,6 +488,10 @@ def main():
     ap.add_argument("--twoclass-bases", default="4,8,16,32",
                     help="comma-separated M values of experiment (b)")
     ap.add_argument("--spambase-splits", type=int, default=10)
+    ap.add_argument("--ionosphere-splits", type=int, default=20)
+    ap.add_argument("--ionosphere-full-gp-splits", type=int, default=20)
+    ap.add_argument("--uci-bases", default="4,8,16,32,64,128",
+                    help="comma-separated M values of experiment (c)")
     ap.add_argument("--full-gp-splits", type=int, default=3,
                     help="Spambase splits that also fit the (N^3) full-GP EP")
     ap.add_argument("--out", default=None, help="JSON report (default results/paper.json)")
@@ -475,7 +513,9 @@ def main():
             report["twoclass"] = twoclass(args.quick, args.jobs, bases)
         if "uci" in parts:
             report["uci"] = uci(args.quick, args.jobs, args.full_gp_splits,
-                                args.spambase_splits)
+                                args.spambase_splits, args.ionosphere_splits,
+                                [int(m) for m in args.uci_bases.split(",")],
+                                args.ionosphere_full_gp_splits)
     report["seconds"] = time.perf_counter() - start
     name = args.out or str(common.RESULTS / ("paper-quick.json" if args.quick else
                                       f"paper-{'-'.join(parts)}.json"))
