@@ -20,6 +20,18 @@ def _startup():
 
 
 @pytest.fixture(scope="session")
+def threads_client():
+    """A Dask client of one in-process worker (threads), for tests that run a job
+    function in the test process where the command line adds nothing to what they
+    check: it saves each job the start of an embedded cluster."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
 def startup_seconds():
     """What a ``saspa`` process spends before its work: interpreter start-up and the
     job layer's imports (the slower of two runs, measured now, on this machine as

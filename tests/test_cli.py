@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from saspa_dask import SASPAClassifier
+from saspa_dask import SASPAClassifier, jobs
 from saspa_dask.datasets import synthetic_two_class
 
 
@@ -62,7 +62,7 @@ def test_demo_on_csv_and_clear_errors(tmp_path):
     assert res.returncode != 0 and "ragged.csv:3: 2 fields, the header has 3" in res.stderr
 
 
-def test_train_poisson_with_learnt_hyperparameters(tmp_path):
+def test_train_poisson_with_learnt_hyperparameters(tmp_path, threads_client):
     """saspa train --likelihood poisson --optimize-hyperparameters on the embedded
     cluster: the trace reaches the model store, scoring writes the expected counts."""
     import zarr
@@ -82,8 +82,7 @@ def test_train_poisson_with_learnt_hyperparameters(tmp_path):
     trace = info["hyperparameters"]["log_evidence_per_iteration"]
     assert info["hyperparameters"]["optimized"] and len(trace) >= 2 and trace[-1] > trace[0]
     assert info["likelihood"]["name"] == "poisson"
-    res = _saspa("score", str(model), str(data), "--out", str(scores), "--workers", "1")
-    assert res.returncode == 0, res.stderr
+    jobs.score(model, data, scores, client=threads_client)  # the job behind `saspa score`
     expected = zarr.open_group(str(scores), mode="r")["rate"][...]
     np.testing.assert_allclose(expected, load_model(model).predict(X), rtol=1e-10)
     assert np.mean(np.abs(expected - rate) / rate) < 0.08
@@ -92,7 +91,7 @@ def test_train_poisson_with_learnt_hyperparameters(tmp_path):
     assert res.returncode != 0 and "not a classification likelihood" in res.stderr
 
 
-def test_train_anderson_memory_flag_reaches_the_model(tmp_path):
+def test_train_anderson_memory_flag_reaches_the_model(tmp_path, threads_client):
     """--anderson-memory 0 trains plain EP; the default mixes sweeps; both reach the
     same fixed point (same tolerance) and the store records the setting and counts."""
     from saspa_dask import load_model
@@ -100,15 +99,15 @@ def test_train_anderson_memory_flag_reaches_the_model(tmp_path):
 
     X, y = synthetic_two_class(4000, 3, seed=2)
     data = _ingested(tmp_path, X, y)
-    fits = {}
-    for memory in ("0", "3"):
-        out = tmp_path / f"m{memory}.zarr"
-        res = _saspa("train", "--fixed-hyperparameters", str(data), "--out", str(out), "--n-bases", "16",
-                     "--signal-variance", "30", "--tol", "1e-9", "--cold-start",
-                     "--anderson-memory", memory, "--workers", "1")
-        assert res.returncode == 0, res.stderr
-        fits[memory] = load_model(out)
-    plain, fast = fits["0"], fits["3"]
+    res = _saspa("train", "--fixed-hyperparameters", str(data), "--out",
+                 str(tmp_path / "m0.zarr"), "--n-bases", "16", "--signal-variance", "30",
+                 "--tol", "1e-9", "--cold-start", "--anderson-memory", "0", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    # the default memory, by the job function the command calls (in this process)
+    jobs.train(data, tmp_path / "m3.zarr", n_bases=16, signal_variance=30.0, tol=1e-9,
+               anderson_memory=3,
+               coarse_start=False, optimize_hyperparameters=False, client=threads_client)
+    plain, fast = load_model(tmp_path / "m0.zarr"), load_model(tmp_path / "m3.zarr")
     assert plain.ep["anderson_memory"] == 0 and plain.n_anderson_steps_ == 0
     assert fast.ep["anderson_memory"] == 3 and fast.n_anderson_steps_ > 0
     assert fast.n_sweeps_ < plain.n_sweeps_
@@ -200,7 +199,7 @@ def test_demo_reports_the_multiclass_nlp_of_the_true_class(tmp_path):
     assert report["test_nlp"] < 1.0  # a two-class formula on three classes gave > 1.5
 
 
-def test_blur_choices_are_the_basis_families(tmp_path):
+def test_blur_choices_are_the_basis_families(tmp_path, threads_client):
     """The CLI's written-out --blur choices are "auto" and the estimators' families, and
     frequency features train and score end to end on the embedded cluster."""
     import zarr
@@ -224,8 +223,7 @@ def test_blur_choices_are_the_basis_families(tmp_path):
     info = _saspa("info", str(model)).stdout
     assert "not run (features on the inputs' mean)" in info
     assert "bases learnt: means (frequencies, phases)" in info
-    res = _saspa("score", str(model), str(data), "--out", str(scores), "--workers", "1")
-    assert res.returncode == 0, res.stderr
+    jobs.score(model, data, scores, client=threads_client)  # the job behind `saspa score`
     mean = zarr.open_group(str(scores), mode="r")["mean"][...]
     np.testing.assert_allclose(mean, fitted.predict(X), rtol=1e-10, atol=1e-12)
     assert np.sqrt(np.mean((mean - np.sin(2 * X[:, 0])) ** 2)) < 0.15

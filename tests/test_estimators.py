@@ -238,7 +238,7 @@ def test_invalid_cavities_are_counted_and_reported(ep_mode):
 
 def test_parameter_errors_are_scikit_learns_and_name_the_parameter():
     X, y = _xor(n=40)
-    for bad in (dict(n_bases=0), dict(approximation="sor"), dict(ep=3)):
+    for bad in (dict(n_bases=0), dict(approximation="vfe"), dict(ep=3)):
         name = next(iter(bad))
         with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of SASPAClassifier"):
             SASPAClassifier(**bad).fit(X, y)

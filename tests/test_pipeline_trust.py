@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import zarr
 
-from saspa_dask import SASPARegressor, load_model
+from saspa_dask import SASPARegressor, jobs, load_model
 
 BIN = Path(sys.executable).parent
 SASPA = str(BIN / "saspa")
@@ -500,7 +500,7 @@ def test_help_is_fast_and_every_option_is_explained():
                 assert param.help, f"saspa {name} {param.opts[0]} has no help text"
 
 
-def test_score_store_records_classes_and_labels(tmp_path):
+def test_score_store_records_classes_and_labels(tmp_path, threads_client):
     rng = np.random.default_rng(7)
     X = rng.normal(size=(1500, 2))
     label = np.where(X[:, 0] > 0.3, "good", np.where(X[:, 1] > 0, "bad", "ugly"))
@@ -526,9 +526,9 @@ def test_score_store_records_classes_and_labels(tmp_path):
     assert np.mean(predicted == codes) > 0.9
     # one chunk in the input, two workers: scored in two tasks
     assert len(scores["done"][...]) == 2
-    res = _saspa("score", tmp_path / "m.zarr", tmp_path / "c.zarr", "--out",
-                 tmp_path / "s.csv", "--format", "csv", "--workers", 1)
-    assert res.returncode == 0, res.stderr
+    # the job function behind --format csv, in this process
+    jobs.score(tmp_path / "m.zarr", tmp_path / "c.zarr", tmp_path / "s.csv", format="csv",
+               client=threads_client)
     with open(tmp_path / "s.csv") as handle:
         rows = list(csv.reader(handle))
     assert rows[0][-4:] == ["proba[bad]", "proba[good]", "proba[ugly]", "label"]
