@@ -363,7 +363,8 @@ def test_interrupt_cleans_up_and_keeps_the_old_model(big_store, tmp_path, how):
     work = tmp_path / "work"
     with open(log, "w") as err:
         proc = subprocess.Popen([SASPA, "train", "--fixed-hyperparameters", str(d / "b.zarr"), "--out", str(old),
-                                 "--overwrite", "--n-bases", "64", "--work-dir", str(work)],
+                                 "--overwrite", "--n-bases", "64", "--work-dir", str(work),
+                                 "--workers", "1"],
                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         assert _wait_for_sweep(proc, log), log.read_text()
         if how == "SIGTERM":  # what timeout, systemd and Airflow send: to the process
