@@ -55,7 +55,8 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
     signal_variance : float, default=None
         Signal variance or its starting value (default 1).
     fit_bias : bool, default=False
-        Give the likelihood a bias b (it sees f + b), started at the class balance and
+        Give the likelihood a bias b (it sees f + b), started at the class balance
+        (P(y = 1) = Phi(b / sqrt(1 + s2)) for probit) and, while the kernel is learnt,
         re-estimated after each selection.
     optimize_hyperparameters : bool, default=False
         Learn the lengthscales and signal variance by the approximate evidence of
