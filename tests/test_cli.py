@@ -20,8 +20,7 @@ def _ingested(tmp_path, X, y):
     """X and y written as a .npy table and ingested by the CLI in 1000-row chunks."""
     np.save(tmp_path / "d.npy", np.column_stack([X, y]))
     data = tmp_path / "d.zarr"
-    assert _saspa("ingest", str(tmp_path / "d.npy"), "--out", str(data),
-                  "--chunk-rows", "1000").returncode == 0
+    jobs.ingest(str(tmp_path / "d.npy"), str(data), chunk_rows=1000)
     return data
 
 

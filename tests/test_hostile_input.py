@@ -50,8 +50,7 @@ def problem(tmp_path_factory):
     X = rng.normal(size=(4000, 3))
     y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(float)
     np.save(d / "d.npy", np.column_stack([X, y]))
-    assert _saspa("ingest", d / "d.npy", "--out", d / "d.zarr", "--chunk-rows", 1000
-                  ).returncode == 0
+    jobs.ingest(d / "d.npy", d / "d.zarr", chunk_rows=1000)
     res = _saspa("train", "--fixed-hyperparameters", d / "d.zarr", "--out", d / "m.zarr", "--n-bases", 10, "--workers", 1)
     assert res.returncode == 0, res.stderr
     return d

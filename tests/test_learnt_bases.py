@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from saspa_dask import Basis, SASPAClassifier, SASPARegressor, kmeans_bases, load_model
+from saspa_dask import Basis, SASPAClassifier, SASPARegressor, jobs, kmeans_bases, load_model
 from saspa_dask.core.kernels import blur_covariances
 from saspa_dask.core.likelihoods import Gaussian, Logistic, Probit, StudentT
 from saspa_dask.ep import EPSettings
@@ -256,8 +256,7 @@ def test_cli_learns_bases_on_a_subsample_and_says_so(tmp_path):
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=3000)
     np.save(tmp_path / "d.npy", np.column_stack([X, y]))
     data = tmp_path / "d.zarr"
-    assert _saspa("ingest", str(tmp_path / "d.npy"), "--out", str(data),
-                  "--chunk-rows", "1000").returncode == 0
+    jobs.ingest(str(tmp_path / "d.npy"), str(data), chunk_rows=1000)
     res = _saspa("train", str(data), "--out", str(tmp_path / "m.zarr"), "--task",
                  "regression", "--n-bases", "8", "--blur", "delta", "--learn-bases", "means",
                  "--hyper-subsample", "1000", "--max-hyper-iter", "10", "--workers", "1")

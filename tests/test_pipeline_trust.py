@@ -53,8 +53,7 @@ def trained(tmp_path_factory):
     X, y = _regression_table(3000, 0)
     _write_csv(d / "train.csv", ["lat", "lon", "rooms", "value"],
                np.column_stack([X, y]).tolist())
-    assert _saspa("ingest", d / "train.csv", "--out", d / "train.zarr",
-                  "--chunk-rows", 1000).returncode == 0
+    jobs.ingest(d / "train.csv", d / "train.zarr", chunk_rows=1000)
     res = _saspa("train", "--fixed-hyperparameters", d / "train.zarr", "--out", d / "m.zarr", "--n-bases", 24,
                  "--blur", "spherical", "--workers", 1)
     assert res.returncode == 0, res.stderr
@@ -72,7 +71,7 @@ def test_swapped_columns_are_reordered_by_name(trained):
     _write_csv(d / "swapped.csv", ["lon", "lat", "rooms", "value"],
                np.column_stack([X[:, 1], X[:, 0], X[:, 2], y]).tolist())
     for name in ("test", "swapped"):
-        assert _saspa("ingest", d / f"{name}.csv", "--out", d / f"{name}.zarr").returncode == 0
+        jobs.ingest(d / f"{name}.csv", d / f"{name}.zarr")
     right = _saspa("evaluate", d / "m.zarr", d / "test.zarr", "--workers", 1, "--json")
     swapped = _saspa("evaluate", d / "m.zarr", d / "swapped.zarr", "--workers", 1, "--json")
     assert right.returncode == 0 and swapped.returncode == 0, swapped.stderr
@@ -100,7 +99,7 @@ def test_missing_or_extra_columns_are_named(trained, startup_seconds):
     X, y = _regression_table(200, 2)
     _write_csv(d / "extra.csv", ["lat", "lon", "bathrooms", "value"],
                np.column_stack([X, y]).tolist())
-    assert _saspa("ingest", d / "extra.csv", "--out", d / "extra.zarr").returncode == 0
+    jobs.ingest(d / "extra.csv", d / "extra.zarr")
     for command in (("evaluate", d / "m.zarr", d / "extra.zarr"),
                     ("score", d / "m.zarr", d / "extra.zarr", "--out", d / "s.zarr")):
         start = time.perf_counter()
@@ -140,11 +139,9 @@ def test_ingest_like_keeps_the_training_encoding(tmp_path):
     test = _housing_rows(50, 1, ["INLAND", "NEAR BAY", "<1H OCEAN"])  # no ISLAND
     _write_csv(tmp_path / "train.csv", header, train)
     _write_csv(tmp_path / "test.csv", header, test)
-    assert _saspa("ingest", tmp_path / "train.csv", "--out", tmp_path / "train.zarr",
-                  "--text", "onehot").returncode == 0
+    jobs.ingest(tmp_path / "train.csv", tmp_path / "train.zarr", text="onehot")
     # the defect: each file's own categories give the test split one column fewer
-    assert _saspa("ingest", tmp_path / "test.csv", "--out", tmp_path / "own.zarr",
-                  "--text", "onehot").returncode == 0
+    jobs.ingest(tmp_path / "test.csv", tmp_path / "own.zarr", text="onehot")
     own = zarr.open_group(str(tmp_path / "own.zarr"), mode="r")
     assert own["X"].shape[1] == 5
     res = _saspa("ingest", tmp_path / "test.csv", "--out", tmp_path / "test.zarr",
@@ -169,8 +166,7 @@ def test_ingest_like_unseen_category(tmp_path):
     _write_csv(tmp_path / "train.csv", header, _housing_rows(100, 0, ["INLAND", "NEAR BAY"]))
     new = _housing_rows(10, 1, ["INLAND", "MARS"])
     _write_csv(tmp_path / "new.csv", header, new)
-    assert _saspa("ingest", tmp_path / "train.csv", "--out", tmp_path / "train.zarr",
-                  "--text", "onehot").returncode == 0
+    jobs.ingest(tmp_path / "train.csv", tmp_path / "train.zarr", text="onehot")
     res = _saspa("ingest", tmp_path / "new.csv", "--out", tmp_path / "new.zarr",
                  "--like", tmp_path / "train.zarr")
     assert res.returncode == 1 and "categories not seen" in res.stderr and "MARS" in res.stderr
@@ -217,8 +213,7 @@ def test_split_is_seeded_chunkwise_and_exact(tmp_path):
     rng = np.random.default_rng(5)
     data = np.column_stack([np.arange(5000.0), rng.normal(size=5000), rng.integers(0, 2, 5000)])
     np.save(tmp_path / "d.npy", data)
-    assert _saspa("ingest", tmp_path / "d.npy", "--out", tmp_path / "d.zarr",
-                  "--chunk-rows", 700).returncode == 0
+    jobs.ingest(tmp_path / "d.npy", tmp_path / "d.zarr", chunk_rows=700)
     res = _saspa("split", tmp_path / "d.zarr", "--test-fraction", 0.25, "--seed", 3)
     assert res.returncode == 0, res.stderr
     train = zarr.open_group(str(tmp_path / "d-train.zarr"), mode="r")
@@ -250,8 +245,7 @@ def test_split_is_stable_when_rows_are_appended(tmp_path):
     data = np.column_stack([np.arange(2600.0), rng.normal(size=2600), rng.integers(0, 2, 2600)])
     for name, rows in (("small", 2000), ("grown", 2600)):
         np.save(tmp_path / f"{name}.npy", data[:rows])
-        assert _saspa("ingest", tmp_path / f"{name}.npy", "--out", tmp_path / f"{name}.zarr",
-                      "--chunk-rows", 700).returncode == 0
+        jobs.ingest(tmp_path / f"{name}.npy", tmp_path / f"{name}.zarr", chunk_rows=700)
         assert _saspa("split", tmp_path / f"{name}.zarr", "--seed", 4).returncode == 0
     for part in ("train", "test"):
         old = zarr.open_group(str(tmp_path / f"small-{part}.zarr"), mode="r")["X"][:, 0]
@@ -266,8 +260,7 @@ def test_retrain_refuses_rows_that_are_not_the_old_ones(trained, tmp_path):
     order = np.random.default_rng(1).permutation(3000)
     _write_csv(tmp_path / "shuffled.csv", ["lat", "lon", "rooms", "value"],
                np.column_stack([X, y])[order].tolist())
-    assert _saspa("ingest", tmp_path / "shuffled.csv", "--out", tmp_path / "s.zarr"
-                  ).returncode == 0
+    jobs.ingest(tmp_path / "shuffled.csv", tmp_path / "s.zarr")
     res = _saspa("retrain", d / "m.zarr", tmp_path / "s.zarr", "--out", tmp_path / "m2.zarr",
                  "--workers", 1)
     assert res.returncode == 1 and "differs from the row the model was trained on" in res.stderr
@@ -276,8 +269,7 @@ def test_retrain_refuses_rows_that_are_not_the_old_ones(trained, tmp_path):
     X2, y2 = _regression_table(200, 5)
     _write_csv(tmp_path / "grown.csv", ["lat", "lon", "rooms", "value"],
                np.column_stack([np.vstack([X, X2]), np.concatenate([y, y2])]).tolist())
-    assert _saspa("ingest", tmp_path / "grown.csv", "--out", tmp_path / "g.zarr",
-                  "--chunk-rows", 1000).returncode == 0
+    jobs.ingest(tmp_path / "grown.csv", tmp_path / "g.zarr", chunk_rows=1000)
     res = _saspa("retrain", d / "m.zarr", tmp_path / "g.zarr", "--out", tmp_path / "m3.zarr",
                  "--workers", 1)
     assert res.returncode == 0, res.stderr
@@ -292,7 +284,7 @@ def test_task_is_inferred_and_many_classes_refused(tmp_path, startup_seconds):
     X = rng.normal(size=(4000, 2))
     prices = np.round(rng.uniform(1e4, 5e5, 4000), -2)  # integer prices, 3000+ values
     np.save(tmp_path / "p.npy", np.column_stack([X, prices]))
-    assert _saspa("ingest", tmp_path / "p.npy", "--out", tmp_path / "p.zarr").returncode == 0
+    jobs.ingest(tmp_path / "p.npy", tmp_path / "p.zarr")
     start = time.perf_counter()
     res = _saspa("train", "--fixed-hyperparameters", tmp_path / "p.zarr", "--out", tmp_path / "m.zarr",
                  "--task", "classification", "--workers", 1)
@@ -340,7 +332,7 @@ def test_task_rule(tmp_path):
 def big_store(tmp_path_factory):
     d = tmp_path_factory.mktemp("big")
     assert _saspa("make-data", d / "b.npy", "--rows", 200_000).returncode == 0
-    assert _saspa("ingest", d / "b.npy", "--out", d / "b.zarr").returncode == 0
+    jobs.ingest(d / "b.npy", d / "b.zarr")
     return d
 
 
@@ -507,7 +499,7 @@ def test_score_store_records_classes_and_labels(tmp_path, threads_client):
     label = np.where(X[:, 0] > 0.3, "good", np.where(X[:, 1] > 0, "bad", "ugly"))
     _write_csv(tmp_path / "c.csv", ["a", "b", "label"],
                [[f"{x[0]:.6f}", f"{x[1]:.6f}", lab] for x, lab in zip(X, label)])
-    assert _saspa("ingest", tmp_path / "c.csv", "--out", tmp_path / "c.zarr").returncode == 0
+    jobs.ingest(tmp_path / "c.csv", tmp_path / "c.zarr")
     res = _saspa("train", "--fixed-hyperparameters", tmp_path / "c.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 12,
                  "--workers", 1)
     assert res.returncode == 0, res.stderr
@@ -576,7 +568,7 @@ def test_one_chunk_store_trains_on_both_workers(tmp_path):
     rng = np.random.default_rng(9)
     X = rng.normal(size=(3000, 2))
     np.save(tmp_path / "d.npy", np.column_stack([X, X[:, 0] > 0]))
-    assert _saspa("ingest", tmp_path / "d.npy", "--out", tmp_path / "d.zarr").returncode == 0
+    jobs.ingest(tmp_path / "d.npy", tmp_path / "d.zarr")
     assert zarr.open_group(str(tmp_path / "d.zarr"), mode="r")["X"].nchunks == 1
     res = _saspa("train", "--fixed-hyperparameters", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 8)
     assert res.returncode == 0, res.stderr
