@@ -26,8 +26,11 @@ def threads_client():
     check: it saves each job the start of an embedded cluster."""
     from distributed import Client, LocalCluster
 
+    # in-process transport; its HTTP servers on loopback (None would mean 0.0.0.0)
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0",
+                      worker_dashboard_address="127.0.0.1:0") as cluster, \
+            Client(cluster) as client:
         yield client
 
 

@@ -43,16 +43,17 @@ def _one_line_error(res, *fragments):
 
 
 @pytest.fixture(scope="module")
-def problem(tmp_path_factory):
-    """A two-class data store (1,000-row chunks) and a model trained on it by the CLI."""
+def problem(tmp_path_factory, threads_client):
+    """A two-class data store (1,000-row chunks) and a model trained on it by the job
+    behind ``saspa train``."""
     d = tmp_path_factory.mktemp("problem")
     rng = np.random.default_rng(0)
     X = rng.normal(size=(4000, 3))
     y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(float)
     np.save(d / "d.npy", np.column_stack([X, y]))
     jobs.ingest(d / "d.npy", d / "d.zarr", chunk_rows=1000)
-    res = _saspa("train", "--fixed-hyperparameters", d / "d.zarr", "--out", d / "m.zarr", "--n-bases", 10, "--workers", 1)
-    assert res.returncode == 0, res.stderr
+    jobs.train(d / "d.zarr", d / "m.zarr", n_bases=10, optimize_hyperparameters=False,
+               client=threads_client)
     return d
 
 

@@ -47,16 +47,16 @@ def _regression_table(n, seed):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A regression model trained by ``saspa train`` on columns (lat, lon, rooms)."""
+def trained(tmp_path_factory, threads_client):
+    """A regression model trained by the job behind ``saspa train`` on columns (lat,
+    lon, rooms)."""
     d = tmp_path_factory.mktemp("trained")
     X, y = _regression_table(3000, 0)
     _write_csv(d / "train.csv", ["lat", "lon", "rooms", "value"],
                np.column_stack([X, y]).tolist())
     jobs.ingest(d / "train.csv", d / "train.zarr", chunk_rows=1000)
-    res = _saspa("train", "--fixed-hyperparameters", d / "train.zarr", "--out", d / "m.zarr", "--n-bases", 24,
-                 "--blur", "spherical", "--workers", 1)
-    assert res.returncode == 0, res.stderr
+    jobs.train(d / "train.zarr", d / "m.zarr", n_bases=24, blur="spherical",
+               optimize_hyperparameters=False, client=threads_client)
     return d
 
 
