@@ -23,14 +23,15 @@ def _startup():
 def threads_client():
     """A Dask client of one in-process worker (threads), for tests that run a job
     function in the test process where the command line adds nothing to what they
-    check: it saves each job the start of an embedded cluster."""
+    check: it saves each job the start of an embedded cluster.  Not the default
+    client: other tests in the same process keep dask's own schedulers."""
     from distributed import Client, LocalCluster
 
     # in-process transport; its HTTP servers on loopback (None would mean 0.0.0.0)
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                       dashboard_address="127.0.0.1:0",
                       worker_dashboard_address="127.0.0.1:0") as cluster, \
-            Client(cluster) as client:
+            Client(cluster, set_as_default=False) as client:
         yield client
 
 
