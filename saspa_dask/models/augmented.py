@@ -137,10 +137,6 @@ def as_numpy(X):
     return np.asarray(X.compute() if hasattr(X, "compute") else X, dtype=np.float64)
 
 
-# the likelihood parameters an estimator takes, as its fitted posterior names them
-_LIKELIHOOD_PARAMETERS = ("noise_variance", "dof", "scale", "label_noise")
-
-
 def augmented_ep_latent(model, X, X_train, y_train):
     """Latent mean and variance (offset not added, one column per EP problem) at each
     row of X by EP with that row joined to the bases (module docstring).
@@ -167,12 +163,10 @@ def augmented_ep_latent(model, X, X_train, y_train):
     init = None
     if sites is not None and sites.shape[-1] == n_train:
         init = (model.sites_tau_, model.sites_nu_)
-    likelihood = {k: v for k, v in fitted.likelihood_params.items()
-                  if k in _LIKELIHOOD_PARAMETERS}
     template = clone(model).set_params(
         n_bases=fitted.n_bases + 1, blur="full", lengthscale=fitted.lengthscale,
         signal_variance=fitted.signal_variance, optimize_hyperparameters=False,
-        learn_bases=False, verbose=0, **likelihood)
+        learn_bases=False, verbose=0, **fitted.estimator_likelihood_params)
     X = np.asarray(X, dtype=np.float64)
     mean = np.empty((X.shape[0], fitted.n_problems))
     var = np.empty_like(mean)

@@ -50,9 +50,8 @@ class _OnlineMixin:
     _REPORT_ATTRIBUTES = ("n_rows_seen_", "n_bases_added_", "n_bases_removed_",
                           "n_invalid_cavities_", "n_skipped_updates_", "log_evidence_",
                           "n_sweeps_", "converged_", "hyperparameter_info_")
-    # the SASPA estimator that refines the pass by EP, and its likelihood parameters
+    # the SASPA estimator that refines the pass by EP
     _SPARSE: type
-    _LIKELIHOOD_PARAMS: tuple
 
     def _start(self, X, likelihood, signal_variance, column_std, offset, classes,
                n_problems=1):
@@ -115,11 +114,10 @@ class _OnlineMixin:
     def _ep_at_bases(self, X, y, learn):
         """A SASPA fit on delta bases at the pass's bases, from its hyperparameters."""
         fitted = self.fitted_posterior_
-        likelihood = {k: v for k, v in fitted.likelihood_params.items()
-                      if k in self._LIKELIHOOD_PARAMS}
         sparse = self._SPARSE(
             n_bases=fitted.n_bases, bases=Basis(fitted.means), blur="delta",
-            likelihood=self.likelihood, **likelihood, lengthscale=fitted.lengthscale,
+            likelihood=self.likelihood,
+            **fitted.estimator_likelihood_params, lengthscale=fitted.lengthscale,
             signal_variance=fitted.signal_variance, jitter=self.jitter,
             optimize_hyperparameters=learn, max_hyper_iter=self.max_hyper_iter,
             ep=EPSchedule(max_sweeps=self.ep_passes),
@@ -250,7 +248,6 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
     }
 
     _SPARSE = SASPARegressor
-    _LIKELIHOOD_PARAMS = ("noise_variance", "dof", "scale")
 
     def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  max_bases=64, novelty_threshold=1e-3, lengthscale=None,
@@ -355,7 +352,6 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
     }
 
     _SPARSE = SASPAClassifier
-    _LIKELIHOOD_PARAMS = ("label_noise",)
 
     def __init__(self, *, likelihood="probit", label_noise=0.01, max_bases=64,
                  novelty_threshold=1e-3, lengthscale=None, signal_variance=None,

@@ -146,6 +146,14 @@ class FittedPosterior:
         """The bases as a :class:`~saspa_dask.core.bases.Basis` (validated once)."""
         return Basis(self.means, self.covs, self.frequencies, self.phases)
 
+    @property
+    def estimator_likelihood_params(self):
+        """The fitted likelihood parameters an estimator takes as arguments
+        (``noise_variance``, ``dof``, ``scale``, ``label_noise``): a fit that must keep
+        this likelihood passes them on; quadrature settings stay out."""
+        return {k: v for k, v in self.likelihood_params.items()
+                if k in ("noise_variance", "dof", "scale", "label_noise")}
+
     @cached_property
     def likelihood_object(self):
         """The likelihood with its fitted parameters."""
