@@ -179,8 +179,12 @@ def quiet_dask():
 
     import logging
 
-    os.environ["DASK_LOGGING__DISTRIBUTED"] = DASK_LOG_LEVEL
-    for name in ("distributed", "tornado", "asyncio", "bokeh"):
+    # distributed.client has a level of its own (warning), set when distributed is
+    # imported: the whole logging table is given, so it is quiet too
+    levels = {name: DASK_LOG_LEVEL for name in ("distributed", "distributed.client",
+                                                 "tornado", "tornado.application", "bokeh")}
+    os.environ["DASK_LOGGING"] = repr(levels)
+    for name in (*levels, "asyncio"):
         logging.getLogger(name).setLevel(DASK_LOG_LEVEL.upper())
     warnings.filterwarnings("ignore", message=r"\s*Sending large graph",
                             category=UserWarning)
@@ -397,9 +401,29 @@ def split_command(store, test_fraction, seed, train_out, test_out, overwrite):
                f"{result['test_rows']} test rows -> {result['test']} (seed {seed})")
 
 
+_CLUSTER_OPTIONS = ("scheduler", "workers", "timeout", "dashboard", "tls_ca_file", "tls_cert",
+                    "tls_key")
+
+
 def cluster_options(command):
-    """Where a command runs: --scheduler (or an embedded cluster of --workers),
-    --timeout, and --tls-ca-file / --tls-cert / --tls-key for a tls:// scheduler."""
+    """Where a command runs: --scheduler (or an embedded cluster of --workers,
+    --dashboard), --timeout, and --tls-ca-file / --tls-cert / --tls-key for a tls://
+    scheduler; the command receives them as one argument, ``cluster`` (the job
+    functions' keyword arguments)."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        from .jobs.errors import JobError
+
+        try:
+            cluster = _cluster(*(kwargs.pop(k) for k in _CLUSTER_OPTIONS))
+        except JobError as err:
+            raise click.ClickException(str(err)) from None
+        return inner(*args, cluster=cluster, **kwargs)
+
+    inner, command = command, run
+    command = click.option("--dashboard", is_flag=True,
+                           help="Serve the embedded cluster's dashboard on 127.0.0.1 (any "
+                                "local user can read it; off by default).")(command)
     for name, text in (("--tls-key", "Client private key (PEM) for a tls:// scheduler."),
                        ("--tls-cert", "Client certificate (PEM) for a tls:// scheduler."),
                        ("--tls-ca-file", "CA certificate(s) (PEM) for a tls:// scheduler.")):
@@ -407,7 +431,9 @@ def cluster_options(command):
                                help=text)(command)
     command = click.option("--timeout", default=10, show_default=True,
                            type=click.IntRange(1),
-                           help="Seconds to wait for --scheduler.")(command)
+                           help="Seconds to wait for --scheduler to connect; a scheduler "
+                                "that gives no answer for 3 times this while the job runs "
+                                "is lost.")(command)
     command = click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
                            help="Workers of the embedded LocalCluster (without "
                                 "--scheduler).")(command)
@@ -415,10 +441,10 @@ def cluster_options(command):
                         help="Address of a running Dask scheduler, tcp://HOST:PORT.")(command)
 
 
-def _cluster(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
+def _cluster(scheduler, workers, timeout, dashboard, tls_ca_file, tls_cert, tls_key):
     from . import jobs
 
-    return dict(scheduler=scheduler, workers=workers, timeout=timeout,
+    return dict(scheduler=scheduler, workers=workers, timeout=timeout, dashboard=dashboard,
                 security=jobs.tls_security(tls_ca_file, tls_cert, tls_key), echo=_echo)
 
 
@@ -487,8 +513,7 @@ class SweepReporter:
                    "them in the model store.")
 @cluster_options
 @_job_errors
-def train(data, out, overwrite, latest, test, scheduler, workers, timeout, tls_ca_file,
-          tls_cert, tls_key, **options):
+def train(data, out, overwrite, latest, test, cluster, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Classification with more than two classes is one-vs-rest on shared bases.
@@ -499,9 +524,7 @@ def train(data, out, overwrite, latest, test, scheduler, workers, timeout, tls_c
     reporter = SweepReporter(options["tol"])
     try:
         result = jobs.train(data, out, overwrite=overwrite, latest=latest, test=test,
-                            progress=reporter,
-                            **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
-                                       tls_key), **options)
+                            progress=reporter, **cluster, **options)
     finally:
         reporter.close()
     _report_model(result)
@@ -542,8 +565,8 @@ def _report_model(result):
                    "record them in the model store.")
 @cluster_options
 @_job_errors
-def retrain(model_path, data, out, refit_bases, new_rows, scheduler, workers, timeout,
-            overwrite, latest, test, tls_ca_file, tls_cert, tls_key, **options):
+def retrain(model_path, data, out, refit_bases, new_rows, overwrite, latest, test, cluster,
+            **options):
     """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
 
     Starts from the old model's bases and hyperparameters (bases refitted with
@@ -561,9 +584,7 @@ def retrain(model_path, data, out, refit_bases, new_rows, scheduler, workers, ti
         result = jobs.retrain(model_path, data, out, refit_bases=refit_bases,
                               new_rows=new_rows, overwrite=overwrite, latest=latest,
                               test=test,
-                              progress=reporter, **options,
-                              **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
-                                         tls_key))
+                              progress=reporter, **options, **cluster)
     finally:
         reporter.close()
     _report_model(result)
@@ -579,10 +600,12 @@ def retrain(model_path, data, out, refit_bases, new_rows, scheduler, workers, ti
               help="zarr: a resumable score store; csv or parquet: one file (Parquet needs "
                    "pyarrow).")
 @click.option("--overwrite", is_flag=True, help="Replace a complete or foreign store.")
+@click.option("--escape-formulas/--no-escape-formulas", default=True, show_default=True,
+              help="CSV: write text cells a spreadsheet would run as formulas (=, +, -, @ "
+                   "...) with a leading ' (CSV injection).")
 @cluster_options
 @_job_errors
-def score_command(model_path, data, out, fmt, overwrite, scheduler, workers, timeout,
-                  tls_ca_file, tls_cert, tls_key):
+def score_command(model_path, data, out, fmt, overwrite, escape_formulas, cluster):
     """Score DATA's X with MODEL (mean, variance[, proba, label | rate]).
 
     DATA's columns are matched to the model's by name (reordered when needed).  The
@@ -593,7 +616,7 @@ def score_command(model_path, data, out, fmt, overwrite, scheduler, workers, tim
 
     start = time.perf_counter()
     result = jobs.score(model_path, data, out, overwrite=overwrite, format=fmt,
-                        **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key))
+                        escape_formulas=escape_formulas, **cluster)
     click.echo(f"scores of {data}: {out} ({fmt})  {result['rows']} rows, "
                f"{result['chunks_written']} of {result['chunks_total']} chunks written this "
                f"run, {result['columns']}, {time.perf_counter() - start:.1f}s")
@@ -614,10 +637,13 @@ def score_command(model_path, data, out, fmt, overwrite, scheduler, workers, tim
 @click.option("--chunk-rows", default=65536, show_default=True, type=click.IntRange(1),
               help="Rows per chunk (one scoring task each).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+@click.option("--escape-formulas/--no-escape-formulas", default=True, show_default=True,
+              help="CSV: write text cells a spreadsheet would run as formulas (=, +, -, @ "
+                   "...) with a leading ' (CSV injection).")
 @cluster_options
 @_job_errors
 def predict_command(model_path, source, out, fmt, unknown, delimiter, chunk_rows, overwrite,
-                    scheduler, workers, timeout, tls_ca_file, tls_cert, tls_key):
+                    escape_formulas, cluster):
     """Score a CSV or Parquet FILE with MODEL, without a separate ingest.
 
     FILE is encoded as MODEL's training store was (columns, categories, imputation
@@ -629,12 +655,13 @@ def predict_command(model_path, source, out, fmt, unknown, delimiter, chunk_rows
     start = time.perf_counter()
     result = jobs.predict(model_path, source, out, unknown=unknown, delimiter=delimiter,
                           format=fmt, overwrite=overwrite, chunk_rows=chunk_rows,
-                          **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
-                                     tls_key))
+                          escape_formulas=escape_formulas, **cluster)
     for note in result["notes"]:
         _echo(f"note: {note}")
     for line in drift_lines(result["drift"]):
         _echo(line)
+    if result["restarted"]:
+        _echo(f"predict: started over: {result['restarted']}")
     click.echo(f"predictions for {source}: {out}  {result['rows']} rows"
                f"{' (resumed)' if result['reused'] else ''}, "
                f"{time.perf_counter() - start:.1f}s")
@@ -646,8 +673,7 @@ def predict_command(model_path, source, out, fmt, unknown, delimiter, chunk_rows
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @cluster_options
 @_job_errors
-def evaluate_command(model_path, data, scheduler, workers, timeout, as_json, tls_ca_file,
-                     tls_cert, tls_key):
+def evaluate_command(model_path, data, as_json, cluster):
     """Error and NLP (classification) or RMSE, MAE and NLPD (regression) on DATA.
 
     The metrics are of the rows of DATA (say a held-out store from ``saspa split``);
@@ -655,9 +681,7 @@ def evaluate_command(model_path, data, scheduler, workers, timeout, as_json, tls
     """
     from . import jobs
 
-    metrics = jobs.evaluate(model_path, data,
-                            **_cluster(scheduler, workers, timeout, tls_ca_file, tls_cert,
-                                       tls_key))
+    metrics = jobs.evaluate(model_path, data, **cluster)
     if as_json:
         click.echo(json.dumps(metrics))
     else:

@@ -80,10 +80,12 @@ STEP_OPTIONS = {
                 **_table_keys(RETRAIN_PARAMETERS),
                 "overwrite": (bool, False), "latest": (str, False), "test": (str, False)},
     "score": {"model": (str, True), "data": (str, True), "out": (str, True),
-              "format": (str, False), "overwrite": (bool, False)},
+              "format": (str, False), "overwrite": (bool, False),
+              "escape_formulas": (bool, False)},
     "predict": {"model": (str, True), "source": (str, True), "out": (str, True),
                 "unknown": (str, False), "delimiter": (str, False), "format": (str, False),
-                "chunk_rows": (int, False), "overwrite": (bool, False)},
+                "chunk_rows": (int, False), "overwrite": (bool, False),
+                "escape_formulas": (bool, False)},
     "evaluate": {"model": (str, True), "data": (str, True)},
 }
 _POSITIONAL = {"ingest": ["source"], "split": ["store"], "train": ["data"], "retrain": ["model", "data"],
@@ -92,6 +94,7 @@ _POSITIONAL = {"ingest": ["source"], "split": ["store"], "train": ["data"], "ret
 _PATH_KEYS = {"source", "out", "data", "model", "work_dir", "latest", "store", "like",
               "train_out", "test_out", "test"}
 _CLUSTER_KEYS = {"scheduler": (str, False), "workers": (int, False), "timeout": (int, False),
+                 "dashboard": (bool, False),
                  "tls_ca_file": (str, False), "tls_cert": (str, False),
                  "tls_key": (str, False)}
 
@@ -286,7 +289,8 @@ def _run_step(kind, settings, cluster, echo, out):
 
 def _cluster_options(cluster):
     """A [cluster] table as the jobs' ``scheduler``/``workers``/``timeout``/``security``."""
-    options = {k: cluster[k] for k in ("scheduler", "workers", "timeout") if k in cluster}
+    options = {k: cluster[k] for k in ("scheduler", "workers", "timeout", "dashboard")
+               if k in cluster}
     options["security"] = jobs.tls_security(cluster.get("tls_ca_file"),
                                             cluster.get("tls_cert"), cluster.get("tls_key"))
     return options

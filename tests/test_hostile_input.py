@@ -328,20 +328,59 @@ def test_timeout_is_honoured_by_a_silent_address(problem, startup_seconds):
     assert took - startup_seconds < 15  # --timeout 3: not a connect that hangs
 
 
-def test_embedded_cluster_listens_on_loopback_only():
+def _http_answers(ports, path):
+    """The HTTP status each port gives ``path`` (ports that do not speak plain HTTP,
+    the TLS comm ports, are left out)."""
+    import http.client
+
+    answers = {}
+    for port in ports:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
+        try:
+            conn.request("GET", path)
+            answers[port] = conn.getresponse().status
+        except (OSError, http.client.HTTPException):
+            pass
+        finally:
+            conn.close()
+    return answers
+
+
+def _listening(client):
     import psutil
 
+    worker_pids = list(client.run(os.getpid).values())
+    processes = [psutil.Process(), *[psutil.Process(pid) for pid in worker_pids]]
+    return [c for p in processes for c in p.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN]
+
+
+# what a local user could read from Dask's HTTP servers: identity (local directories),
+# workers, logs, call stacks, metrics (their /sitemap.json, the list of these routes,
+# is always served: empty here)
+_HTTP_PAGES = ("/json/identity.json", "/info/main/workers.html", "/info/logs/x.html",
+               "/info/call-stacks/x.html", "/metrics", "/health")
+
+
+def test_embedded_cluster_listens_on_loopback_only_and_serves_no_pages():
+    """The hostile pass's case: the scheduler's HTTP pages were readable by other
+    local users.  Without --dashboard every page of every HTTP server is absent; with
+    it, the scheduler serves its pages (so the check can tell)."""
     from saspa_dask.jobs import dask_client
 
     with dask_client(workers=1) as client:
         client.wait_for_workers(1, timeout=60)
-        worker_pids = list(client.run(os.getpid).values())
-        me = psutil.Process()
-        processes = [me, *[psutil.Process(pid) for pid in worker_pids]]
-        sockets = [c for p in processes for c in p.net_connections("tcp")
-                   if c.status == psutil.CONN_LISTEN]
-    assert len(sockets) >= 3  # scheduler, its dashboard server, the worker
+        sockets = _listening(client)
+        ports = [c.laddr.port for c in sockets]
+        answers = {page: _http_answers(ports, page) for page in _HTTP_PAGES}
+    assert len(sockets) >= 4  # scheduler, its HTTP server, the worker and its own
     assert {c.laddr.ip for c in sockets} == {"127.0.0.1"}, sockets
+    assert all(len(a) == 2 for a in answers.values()), answers  # both HTTP servers
+    assert {status for a in answers.values() for status in a.values()} == {404}, answers
+    with dask_client(workers=1, dashboard=True) as client:
+        ports = [c.laddr.port for c in _listening(client)]
+        shown = _http_answers(ports, "/json/identity.json")
+    assert 200 in shown.values(), shown
 
 
 def test_a_file_given_as_model_is_not_echoed(problem, tmp_path):

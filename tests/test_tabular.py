@@ -210,17 +210,26 @@ def test_predict_scores_a_file_directly_and_resumes(people_store, tmp_path):
     model = load_model(d / "m.zarr")
     np.testing.assert_allclose(table["proba[good]"], model.predict_proba(X)[:, 1],
                                rtol=1e-10)
-    # an interrupted run left its encoded rows: the next run reuses them
+    # a run interrupted while it exported left its encoded rows and scores: the next
+    # run with the same model, file and options reuses them
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(jobs.scoring, "export_scores", _interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            jobs.predict(d / "m.zarr", tmp_path / "new.csv", tmp_path / "again.csv",
+                         workers=1)
     work = tmp_path / ".again.csv.predict"
-    work.mkdir()
-    jobs.ingest(tmp_path / "new.csv", work / "data.zarr", like=d / "t.zarr")
+    assert (work / "scores.zarr").is_dir() and not (tmp_path / "again.csv").exists()
     result = jobs.predict(d / "m.zarr", tmp_path / "new.csv", tmp_path / "again.csv",
                           workers=1)
-    assert result["reused"] and not work.exists()
+    assert result["reused"] and result["chunks_written"] == 0 and not work.exists()
     with open(tmp_path / "again.csv") as fh:
         again = list(csv.DictReader(fh))
     np.testing.assert_allclose([float(r["proba[good]"]) for r in again],
                                table["proba[good]"], rtol=1e-12)
+
+
+def _interrupted(*args, **kwargs):
+    raise KeyboardInterrupt("stopped by the test")
 
 
 def test_held_out_metrics_and_auc(tmp_path):

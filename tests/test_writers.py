@@ -19,6 +19,7 @@ from saspa_dask import load_model
 from saspa_dask.files.errors import StoreError
 from saspa_dask.files.locks import writer_lock
 from saspa_dask.storage import scores
+from saspa_dask.storage.data_store import store_identity
 
 BIN = Path(sys.executable).parent
 
@@ -69,9 +70,19 @@ def test_a_store_taken_over_elsewhere_is_not_marked_complete(tmp_path):
     group = zarr.open_group(str(out), mode="r+")
     group.attrs["owner"] = "another-run"
     before = group["mean"][:4_000].copy()
+    pin = store_identity(data)
     written = scores._score_chunk(X[:4_000] + 1.0, str(out), str(data), 0, 0, 4_000,
-                                  fitted, ["mean", "variance", "proba", "label"], "this-run")
+                                  fitted, ["mean", "variance", "proba", "label"], "this-run",
+                                  pin)
     assert written == -1
+    np.testing.assert_array_equal(group["mean"][:4_000], before)
+    # a data store replaced since the run pinned it: nothing written either
+    group.attrs["owner"] = "this-run"
+    stale = pin[:2] + ("another fingerprint",)
+    written = scores._score_chunk(X[:4_000] + 1.0, str(out), str(data), 0, 0, 4_000,
+                                  fitted, ["mean", "variance", "proba", "label"], "this-run",
+                                  stale)
+    assert written == -2
     np.testing.assert_array_equal(group["mean"][:4_000], before)
 
 
@@ -170,7 +181,7 @@ def test_a_lost_scheduler_is_said_plainly(tmp_path):
     finally:
         stop_cluster(cluster)
     try:
-        job.wait(timeout=180)
+        job.wait(timeout=120)  # bounded by the product (the watchdog), not by the test
     finally:
         job.kill()
         log.seek(0)
@@ -179,7 +190,52 @@ def test_a_lost_scheduler_is_said_plainly(tmp_path):
     assert started >= 1, err
     assert job.returncode == 1, err
     assert "lost the Dask scheduler" in err and "unexpected" not in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 2, err
     assert not zarr.open_group(str(tmp_path / "s.zarr"), mode="r").attrs["complete"]
+
+def _scheduler_process(cluster):
+    import psutil
+
+    for child in psutil.Process(cluster.process.pid).children(recursive=True):
+        if "scheduler" in " ".join(child.cmdline()[1:3]):
+            return child
+    raise AssertionError("no scheduler process under the cluster script")
+
+
+def test_a_stopped_scheduler_cannot_hang_the_client(tmp_path):
+    """The hostile pass's case: with the scheduler SIGSTOPped, saspa score waited in
+    Client.gather for as long as one waited.  Now the watchdog finds no answer within
+    3 x --timeout and the job ends in one line, its store not marked complete."""
+    from conftest import start_cluster, stop_cluster
+
+    _, model, data = scoring_problem(tmp_path, 240_000, 1_000, seed=9)
+    cluster = start_cluster(tmp_path, n_workers=1)
+    log = open(tmp_path / "job.err", "w+")
+    job = subprocess.Popen([str(BIN / "saspa"), "score", str(model), str(data), "--out",
+                            str(tmp_path / "s.zarr"), "--scheduler", cluster.address,
+                            "--timeout", "2"], stdout=subprocess.DEVNULL, stderr=log)
+    scheduler = _scheduler_process(cluster)
+    try:
+        started = wait_for_done_flags(tmp_path / "s.zarr", job, at_least=1)
+        scheduler.suspend()
+        stopped_at = time.monotonic()
+        job.wait(timeout=120)  # bounded by the product: 6 s of silence, then closing
+        waited = time.monotonic() - stopped_at
+    finally:
+        job.kill()
+        scheduler.resume()
+        stop_cluster(cluster)
+        log.seek(0)
+        err = log.read()
+        log.close()
+    assert started >= 1, err
+    assert job.returncode == 1, err
+    assert "lost the Dask scheduler" in err and "no answer within 6s" in err, err
+    assert "resumes where it stopped" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 2, err  # where it ran; what happened
+    assert waited < 100, waited
+    assert not zarr.open_group(str(tmp_path / "s.zarr"), mode="r").attrs["complete"]
+
 
 def test_swap_recovery_orders_waiting_stores_by_their_recorded_time(tmp_path):
     """Two crashed swaps left two old stores waiting; the later swap's is restored even

@@ -7,43 +7,30 @@ destination.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import time
 import uuid
 from pathlib import Path
 
 from .errors import StoreError
+from .locks import reader_lock, writer_lock, writer_lock_if_free
+from .names import aside, partial_copies, replaced, waiting_stores
+from .safe import write_new_text
 
-__all__ = ["aside", "check_destination", "check_not_an_input", "move_into_place",
-           "partial_copies", "recover_swap", "resolve_model_path", "write_latest"]
-
-
-def aside(path):
-    """Where a store for ``path`` is written until it is complete."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.partial-{uuid.uuid4().hex[:8]}")
+__all__ = ["aside", "aside_directory", "check_destination", "check_not_an_input", "move_into_place",
+           "partial_copies", "reading", "recover_swap", "resolve_model_path", "tidy",
+           "write_latest"]
 
 
-def partial_copies(path):
-    """The :func:`aside` copies of ``path`` that exist now."""
-    path = Path(path)
-    return path.parent.glob(f".{path.name}.partial-*")
-
-
-def _replaced(path):
-    """Where an existing store waits while its replacement is renamed in; the name
-    carries the time of the swap (nanoseconds), so recovery can order the waiting
-    stores without trusting file times (which a copy or a restore changes)."""
-    return path.with_name(f".{path.name}.replaced-{time.time_ns():020d}-"
-                          f"{uuid.uuid4().hex[:8]}")
-
-
-def _swap_time(waiting):
-    """The swap time a waiting store's name records; 0 for a name from before it was
-    recorded (such a store is the oldest)."""
-    stamp = waiting.name.rsplit(".replaced-", 1)[-1].split("-")[0]
-    return int(stamp) if len(stamp) == 20 and stamp.isdigit() else 0
+def aside_directory(path):
+    """A new folder where a store for ``path`` is written until it is complete
+    (:func:`~saspa_dask.files.names.aside`); made here, so nothing planted under its
+    name (a link) is followed."""
+    tmp = aside(path)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    tmp.mkdir()
+    return tmp
 
 
 def move_into_place(tmp, path, overwrite):
@@ -55,33 +42,59 @@ def move_into_place(tmp, path, overwrite):
     written, moves it back.
     """
     path = Path(path)
-    recover_swap(path)
-    if path.exists():
-        if not overwrite:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise StoreError(f"{path} exists; pass overwrite to replace it")
-        old = _replaced(path)
-        os.replace(path, old)
-        os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, path)
+    try:
+        with writer_lock(path, "store", keep=tmp):  # re-entrant: a job may hold it
+            recover_swap(path)
+            if path.exists():
+                if not overwrite:
+                    raise StoreError(f"{path} exists; pass overwrite to replace it")
+                old = replaced(path)
+                os.replace(path, old)
+                os.replace(tmp, path)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def recover_swap(path):
     """Undo a replacement that a crash cut between its two renames: with nothing at
-    ``path`` and an old store waiting beside it, move the old store back."""
+    ``path`` and an old store waiting beside it, move the old store back (the latest
+    swap's; older ones are dead).  Only for a caller that holds the writer lock of
+    ``path`` (else a live writer's swap could be undone between its renames):
+    readers call :func:`tidy`."""
     path = Path(path)
     if path.exists() or not path.parent.is_dir():
         return False
-    waiting = sorted(path.parent.glob(f".{path.name}.replaced-*"),
-                     key=lambda p: (_swap_time(p), p.name))
+    waiting = waiting_stores(path)
     if not waiting:
         return False
     os.replace(waiting[-1], path)
     for stale in waiting[:-1]:
         shutil.rmtree(stale, ignore_errors=True)
     return True
+
+
+def tidy(path):
+    """What dead jobs left beside ``path``, put right when no live job holds a lock on
+    it: a swap cut between its renames is undone, aside-copies and the lock file are
+    removed.  Done whenever a store is opened; a store being written or read by a live
+    job is left alone (its writer finishes the swap)."""
+    with writer_lock_if_free(path) as free:
+        if free:
+            recover_swap(path)
+
+
+@contextlib.contextmanager
+def reading(path, what="data store"):
+    """Read ``path`` for the ``with`` block under a shared lock
+    (:func:`~saspa_dask.files.locks.reader_lock`): no job on this machine replaces it
+    meanwhile."""
+    tidy(path)
+    with reader_lock(path, what):
+        yield
 
 
 def check_not_an_input(out, inputs):
@@ -95,7 +108,7 @@ def check_not_an_input(out, inputs):
 
 
 def check_destination(path, overwrite):
-    recover_swap(Path(path))
+    tidy(Path(path))
     if Path(path).exists() and not overwrite:
         raise StoreError(f"{path} exists; pass overwrite to replace it")
 
@@ -115,7 +128,7 @@ def write_latest(pointer, model_path):
     _remove_dead_pointer_copies(pointer)
     tmp = pointer.with_name(f".{pointer.name}.{uuid.uuid4().hex[:8]}")
     try:
-        tmp.write_text(f"{target}\n")
+        write_new_text(tmp, f"{target}\n", "the latest pointer's copy")
         os.replace(tmp, pointer)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -153,7 +166,7 @@ def resolve_model_path(path):
     without showing its contents (a model path is not a way to print a file).
     """
     path = Path(path)
-    recover_swap(path)
+    tidy(path)
     if not path.is_file():
         return path
     try:
@@ -171,7 +184,7 @@ def resolve_model_path(path):
                          "model store); a model is a store directory")
     target = Path(lines[0].strip())
     target = target if target.is_absolute() else path.parent / target
-    recover_swap(target)
+    tidy(target)
     if not target.is_dir():  # its line is not shown: the file may be anything
         raise StoreError(f"{path}: a pointer to a model store that does not exist")
     return target

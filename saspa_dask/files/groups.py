@@ -6,7 +6,7 @@ from pathlib import Path
 
 import zarr
 
-from .atomic import recover_swap
+from .atomic import tidy
 from .errors import StoreError
 
 __all__ = ["open_group"]
@@ -15,7 +15,7 @@ __all__ = ["open_group"]
 def open_group(path, what, mode="r"):
     """Open a zarr group, or raise a StoreError naming ``what`` is missing or wrong."""
     path = Path(path)
-    recover_swap(path)
+    tidy(path)
     if not path.exists():
         raise StoreError(f"{path}: no such {what}")
     try:

@@ -9,7 +9,16 @@ The embedded cluster is private to the job: it listens on 127.0.0.1 only, over T
 with a throw-away certificate made for this job and held in memory
 (``Security.temporary()``), and requires it of every peer; another local user, who can
 reach the loopback port, has no certificate and cannot connect, so cannot run code in
-the workers.
+the workers.  Its HTTP servers (Dask's dashboard, the scheduler's and workers' JSON,
+Prometheus and call-stack pages) would be readable by any local user, so they serve
+nothing unless ``dashboard=True`` (``--dashboard``) asks for the dashboard.
+
+No wait on a cluster is unbounded.  Connecting to ``scheduler`` is given up after
+``timeout`` seconds; while a job runs on it, a watchdog asks the scheduler who it is
+every ``timeout`` seconds, and a scheduler that does not answer within three times
+that (stopped, hung, or unreachable with its connection still open) is declared lost:
+the client's work is cancelled and the job ends with a :class:`JobError` saying so,
+having marked nothing complete (jobs resume where they stopped when run again).
 """
 
 from __future__ import annotations
@@ -42,34 +51,21 @@ def tls_security(ca_file=None, cert=None, key=None):
 
 @contextlib.contextmanager
 def dask_client(client=None, *, scheduler=None, workers=2, timeout=10, security=None,
-                echo=None):
+                echo=None, dashboard=False):
     """A distributed Client for a job (see the module docstring); ``echo`` is told
-    where the work runs."""
+    where the work runs; ``dashboard`` serves the embedded cluster's dashboard (on
+    127.0.0.1, readable by every local user)."""
     if client is not None:
         yield client
         return
-    import dask
-    from distributed import Client, LocalCluster
-
-    cluster = None
+    cluster = watchdog = None
     if scheduler:
-        client = _connect(Client, scheduler, timeout, security)
-    else:
-        limit = max_workers()
-        if not 1 <= int(workers) <= limit:
-            raise JobError(f"--workers {workers}: an embedded cluster runs on this machine; "
-                           f"use 1 to {limit} (4 per core), or --scheduler for a cluster")
-        # Work stealing would move a chunk's cached whitened block to an idle worker,
-        # costing more than it saves; the blocks are spread evenly instead.
-        from distributed.security import Security
+        from distributed import Client
 
-        private = Security.temporary()
-        with dask.config.set({"distributed.scheduler.work-stealing": False}), \
-                _workers_ignore_ctrl_c():
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", protocol="tls://", security=private,
-                                   dashboard_address="127.0.0.1:0")
-        client = Client(cluster, security=private)
+        client = _connect(Client, scheduler, timeout, security)
+        watchdog = _Watchdog(client, timeout)
+    else:
+        cluster, client = _embedded(workers, dashboard)
     try:
         if echo is not None:
             where = scheduler or (f"embedded LocalCluster at {cluster.scheduler_address} "
@@ -80,16 +76,116 @@ def dask_client(client=None, *, scheduler=None, workers=2, timeout=10, security=
         # the job is over: workers stopped first cannot log a lost scheduler
         if cluster is not None:
             _stop_workers_now(cluster)
-        if isinstance(err, Exception) and _scheduler_lost(err, client):
+        lost = watchdog.lost if watchdog is not None else None
+        if lost is None and isinstance(err, Exception) and _scheduler_lost(err, client):
+            lost = "its connection closed"
+        if lost is not None:
+            _quiet_distributed()
             where = scheduler or "the embedded cluster's scheduler"
             raise JobError(f"lost the Dask scheduler ({where}) while the job ran "
-                           f"({type(err).__name__}: {err}); nothing was marked complete: "
-                           "run the job again when the scheduler is back") from None
+                           f"({lost}); nothing was marked complete: run the job again "
+                           "when the scheduler is back (it resumes where it stopped)") from None
         raise
     finally:
-        client.close()
+        if watchdog is not None:
+            watchdog.stop()
+        _close(client, timeout)
         if cluster is not None:
             cluster.close()
+
+
+def _embedded(workers, dashboard):
+    """A private LocalCluster (see the module docstring) and its client."""
+    import dask
+    from distributed import Client, LocalCluster
+    from distributed.security import Security
+
+    limit = max_workers()
+    if not 1 <= int(workers) <= limit:
+        raise JobError(f"--workers {workers}: an embedded cluster runs on this machine; "
+                       f"use 1 to {limit} (4 per core), or --scheduler for a cluster")
+    private = Security.temporary()
+    # Work stealing would move a chunk's cached whitened block to an idle worker,
+    # costing more than it saves; the blocks are spread evenly instead.
+    settings = {"distributed.scheduler.work-stealing": False}
+    if not dashboard:  # the HTTP servers still listen (on 127.0.0.1), serving nothing
+        settings.update({"distributed.scheduler.http.routes": [],
+                         "distributed.worker.http.routes": []})
+    with dask.config.set(settings), _workers_ignore_ctrl_c():
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", protocol="tls://", security=private,
+                               dashboard_address="127.0.0.1:0",
+                               scheduler_kwargs={"dashboard": bool(dashboard)},
+                               worker_dashboard_address="127.0.0.1:0")
+    return cluster, Client(cluster, security=private)
+
+
+def _close(client, timeout):
+    """Close the client within a bound (a lost scheduler cannot hold it)."""
+    try:
+        client.close(timeout=max(2 * timeout, 5))
+    except Exception:  # a lost scheduler's client: it is being given up anyway
+        pass
+
+
+class _Watchdog:
+    """Asks the scheduler who it is every ``interval`` seconds; when it gives no
+    answer within ``3 * interval``, records why (``lost``) and cuts the client's
+    connections, which cancels the client's work: every wait on it then ends."""
+
+    def __init__(self, client, interval):
+        self.client, self.interval, self.bound = client, float(interval), 3.0 * interval
+        self.lost = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="saspa-scheduler-watchdog")
+        self._thread.start()
+
+    def _run(self):
+        while not self._stopped.wait(self.interval):
+            try:
+                self.client.sync(self.client.scheduler.identity,
+                                 callback_timeout=self.bound)
+            except Exception as err:  # a time-out, a closed comm, a closed client
+                if self._stopped.is_set():
+                    return
+                self.lost = (f"no answer within {self.bound:g}s" if _is_timeout(err)
+                             else "its connection closed")
+                _quiet_distributed()
+                self.client.loop.add_callback(_cut, self.client)
+                return
+
+    def stop(self):
+        self._stopped.set()
+
+
+def _is_timeout(err):
+    import asyncio
+
+    return isinstance(err, (TimeoutError, asyncio.TimeoutError))
+
+
+async def _cut(client):
+    """Abort the client's connections to a lost scheduler: its report stream (which
+    cancels every future the client waits on) and its pooled RPCs."""
+    comm = getattr(getattr(client, "scheduler_comm", None), "comm", None)
+    if comm is not None:
+        comm.abort()
+    try:
+        await client.rpc.close()
+    except Exception:  # already closing
+        pass
+
+
+def _quiet_distributed():
+    """A lost scheduler is the job's error to report, in one line: distributed's own
+    tracebacks and reconnection attempts are not shown."""
+    import logging
+
+    names = [n for n in list(logging.root.manager.loggerDict)
+             if n.split(".")[0] in ("distributed", "tornado", "asyncio")]
+    for name in names:  # children too: distributed.client has a level of its own
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def _scheduler_lost(err, client):

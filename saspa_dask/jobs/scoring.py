@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -9,7 +11,8 @@ import zarr
 
 from ..storage import scores
 from ..storage.ingestion import ingest as ingest_file
-from ..files.atomic import check_not_an_input, resolve_model_path
+from ..files.atomic import check_not_an_input, reading, resolve_model_path
+from ..files.safe import own_directory, write_new_text
 from ..storage.export import EXPORT_FORMATS, export_scores
 from ..models.model_store import read_model_attrs
 from ..storage import load_model_and_attrs
@@ -33,8 +36,9 @@ def _load(model):
     return fitted, columns, attrs.get("target_classes"), path
 
 
-def score(model, data, out, *, overwrite=False, format="zarr", client=None, scheduler=None,
-          workers=2, timeout=10, security=None, echo=None):
+def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=True,
+          client=None, scheduler=None, workers=2, timeout=10, security=None, echo=None,
+          dashboard=False):
     """Score a data store's X with a model into a zarr score store, resumably.
 
     Writes ``mean`` and ``variance`` of the latent function, ``proba`` for a
@@ -53,8 +57,12 @@ def score(model, data, out, *, overwrite=False, format="zarr", client=None, sche
         Replace a complete or foreign store (or an existing file) at ``out``.
     format : {"zarr", "csv", "parquet"}
         With csv or parquet the zarr score store is written beside ``out`` (hidden,
-        resumable), exported chunk by chunk, then removed.
-    client, scheduler, workers, timeout, security, echo
+        resumable: reused by a rerun with the same model and data, started anew
+        otherwise), exported chunk by chunk, then removed.
+    escape_formulas : bool
+        CSV: text cells a spreadsheet would run as formulas are written with a
+        leading ``'`` (:mod:`~saspa_dask.storage.export`).
+    client, scheduler, workers, timeout, security, echo, dashboard
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
 
     Returns
@@ -66,39 +74,65 @@ def score(model, data, out, *, overwrite=False, format="zarr", client=None, sche
     if format not in ("zarr", *EXPORT_FORMATS):
         raise JobError(f"format must be zarr, csv or parquet, got {format!r}")
     model, data, out = absolute(model), absolute(data), absolute(out)
-    fitted, columns, class_labels, model_path = _load(model)
+    loaded = _load(model)
     with reported():
-        check_not_an_input(out, {"data store": data, "model": model_path,
+        check_not_an_input(out, {"data store": data, "model": loaded[3],
                                  "model pointer": model})
     if format != "zarr" and Path(out).exists() and not overwrite:
         raise JobError(f"{out} exists; pass --overwrite to replace it")
-    store = out if format == "zarr" else Path(out).with_name(f".{Path(out).name}.scores.zarr")
-    with reported():  # the data's columns checked before any cluster starts
-        inputs = input_arrays(data, columns)
     with locked(out, "score output"):
-        with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
-                         security=security, echo=echo) as running, reported():
-            result = scores.score(fitted, data, store,
-                                  overwrite=overwrite and format == "zarr",
-                                  class_labels=class_labels, n_workers=n_workers(running),
-                                  inputs=inputs)
-        if format != "zarr":
-            with reported():
-                export_scores(store, out, format)
-            shutil.rmtree(store, ignore_errors=True)
+        return _score_locked(loaded, data, out, overwrite, format, escape_formulas,
+                             dict(client=client, scheduler=scheduler, workers=workers,
+                                  timeout=timeout, security=security, echo=echo,
+                                  dashboard=dashboard))
+
+
+def _score_locked(loaded, data, out, overwrite, format, escape_formulas, cluster):
+    private = format != "zarr"
+    store = out if not private else Path(out).with_name(f".{Path(out).name}.scores.zarr")
+    if private:
+        with reported():
+            _check_private(store)
+    result = _score_store(loaded, data, store, overwrite and not private, private, cluster)
+    if private:
+        with reported():
+            export_scores(store, out, format, escape_formulas)
+        shutil.rmtree(store, ignore_errors=True)
     return result
 
 
+def _score_store(loaded, data, store, overwrite, private, cluster):
+    """Score ``data`` into the zarr score ``store`` on a cluster, holding a reader's
+    lock on the data store."""
+    fitted, columns, class_labels, _ = loaded
+    with reported(), reading(data):
+        inputs = input_arrays(data, columns)  # columns checked before a cluster starts
+        with dask_client(**cluster) as running:
+            return scores.score(fitted, data, store, overwrite=overwrite,
+                                class_labels=class_labels, n_workers=n_workers(running),
+                                inputs=inputs, private=private)
+
+
+def _check_private(path):
+    """A job's hidden store beside its output, if already there, is a folder of this
+    user's (not a link another user planted there)."""
+    if os.path.lexists(path):
+        own_directory(path, "this job's hidden score store")
+
+
 def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
-            overwrite=False, chunk_rows=65536, client=None, scheduler=None, workers=2,
-            timeout=10, security=None, echo=None):
+            overwrite=False, chunk_rows=65536, escape_formulas=True, client=None,
+            scheduler=None, workers=2, timeout=10, security=None, echo=None,
+            dashboard=False):
     """Score a CSV or Parquet file directly: encode it as the model's training store
     was encoded, score it, and write ids, row numbers and scores to one file.
 
     Resumable: the encoded rows and the scores are kept in a hidden work directory
-    beside ``out`` (``.OUT.predict``) until the file is written; a rerun after an
-    interruption reuses the encoded rows (when the source file is unchanged: same size
-    and modification time) and writes only the score chunks still missing.
+    beside ``out`` (``.OUT.predict``) until the file is written, with a record of what
+    they were made from (the model's fingerprint, the source file's path, size and
+    modification time, and the options).  A rerun with all of these the same reuses
+    them and writes only the score chunks still missing; with any of them different it
+    starts over (``restarted`` in the result says why).
 
     Parameters
     ----------
@@ -119,63 +153,92 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
         Replace an existing ``out``.
     chunk_rows : int
         Rows per chunk of the encoded rows (one scoring task each).
-    client, scheduler, workers, timeout, security, echo
+    escape_formulas : bool
+        CSV: text cells a spreadsheet would run as formulas are written with a
+        leading ``'`` (:mod:`~saspa_dask.storage.export`).
+    client, scheduler, workers, timeout, security, echo, dashboard
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
 
     Returns
     -------
     dict
         ``rows``, ``out``, ``drift`` (per column, against the training rows),
-        ``reused`` (encoded rows from an interrupted run), ``chunks_written``.
+        ``reused`` (encoded rows from an interrupted run), ``restarted`` (why an
+        interrupted run's work was not reused, or None), ``chunks_written``.
     """
     model, source, out = absolute(model), absolute(source), absolute(out)
     fmt = format or _format_of(out)
-    with reported():  # the attributes only: score() loads the model itself
-        model_path = resolve_model_path(model)
-        _, attrs = read_model_attrs(model_path)
-        check_not_an_input(out, {"source file": source, "model": model_path})
+    loaded = _load(model)  # the whole model: its fingerprint names the work
+    with reported():
+        _, attrs = read_model_attrs(loaded[3])
+        check_not_an_input(out, {"source file": source, "model": loaded[3]})
     encoding = attrs.get("data_encoding")
     if not encoding:
-        raise JobError(f"{model_path}: the model records no encoding of its training data "
+        raise JobError(f"{loaded[3]}: the model records no encoding of its training data "
                        "(trained on a store not written by saspa ingest, or by an older "
                        "saspa): ingest the file with --like TRAINING_STORE, then score")
     if Path(out).exists() and not overwrite:
         raise JobError(f"{out} exists; pass --overwrite to replace it")
+    try:
+        stat = Path(source).stat()
+    except OSError as err:
+        raise JobError(f"{source}: cannot be read ({err.strerror})") from None
+    recipe = {"model_fingerprint": loaded[0].fingerprint(), "source": str(source),
+              "source_size": stat.st_size, "source_mtime_ns": stat.st_mtime_ns,
+              "unknown": unknown, "delimiter": delimiter, "chunk_rows": int(chunk_rows),
+              "format": fmt, "escape_formulas": bool(escape_formulas)}
     with locked(out, "prediction output"):
-        return _predict_locked(model, source, out, fmt, unknown, delimiter, chunk_rows,
-                               encoding, dict(client=client, scheduler=scheduler,
-                                              workers=workers, timeout=timeout,
-                                              security=security, echo=echo))
+        return _predict_locked(loaded, source, out, recipe, encoding,
+                               dict(client=client, scheduler=scheduler, workers=workers,
+                                    timeout=timeout, security=security, echo=echo,
+                                    dashboard=dashboard))
 
 
-def _predict_locked(model, source, out, fmt, unknown, delimiter, chunk_rows, encoding,
-                    cluster):
+_RECIPE = "recipe.json"  # what a predict work directory was made from
+
+
+def _predict_locked(loaded, source, out, recipe, encoding, cluster):
     work = Path(out).with_name(f".{Path(out).name}.predict")
     data = work / "data.zarr"
-    reused = _encoded_rows_reusable(data, source)
-    if not reused:
-        with reported():
-            shutil.rmtree(work, ignore_errors=True)
-            work.mkdir(parents=True)
-            ingest_file(source, data, encoding=encoding, unknown=unknown,
-                        delimiter=delimiter, chunk_rows=chunk_rows)
-    encoded = dict(zarr.open_group(str(data), mode="r").attrs)
-    result = {"rows": encoded["n_rows"], "chunks_written": 0}
-    if not _complete(work / "scores.zarr"):  # else: interrupted while exporting
-        result = score(model, data, work / "scores.zarr", **cluster)
     with reported():
-        export_scores(work / "scores.zarr", out, fmt)
+        restarted = _reusable_work(work, recipe)
+        if restarted is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        own_directory(work, "this prediction's work directory")
+        if restarted is not None:
+            ingest_file(source, data, encoding=encoding, unknown=recipe["unknown"],
+                        delimiter=recipe["delimiter"], chunk_rows=recipe["chunk_rows"])
+            write_new_text(work / _RECIPE, json.dumps(recipe))
+    encoded = dict(zarr.open_group(str(data), mode="r").attrs)
+    result = _score_store(loaded, data, work / "scores.zarr", False, True, cluster)
+    with reported():
+        export_scores(work / "scores.zarr", out, recipe["format"],
+                      recipe["escape_formulas"])
     shutil.rmtree(work, ignore_errors=True)
     return {"rows": result["rows"], "out": Path(out), "drift": encoded.get("drift") or {},
-            "notes": encoded.get("notes") or [], "reused": reused,
-            "chunks_written": result["chunks_written"]}
+            "notes": encoded.get("notes") or [], "reused": restarted is None,
+            "restarted": restarted or None, "chunks_written": result["chunks_written"]}
 
 
-def _complete(store):
+def _reusable_work(work, recipe):
+    """None when an interrupted predict's work directory can be reused (made by this
+    user, from this model, file and options, its rows completely encoded); else why
+    not ("" when there is none)."""
+    if not os.path.lexists(work):
+        return ""
+    own_directory(work, "this prediction's work directory")  # refuses a link
     try:
-        return bool(zarr.open_group(str(store), mode="r").attrs.get("complete"))
+        recorded = json.loads((work / _RECIPE).read_text())
+    except (OSError, ValueError):
+        return "the interrupted run left no record of what it was made from"
+    changed = [key for key in recipe if recorded.get(key) != recipe[key]]
+    if changed:
+        return f"the interrupted run had another {', '.join(changed)}"
+    try:
+        complete = zarr.open_group(str(work / "data.zarr"), mode="r").attrs.get("complete")
     except Exception:  # absent or unreadable
-        return False
+        complete = False
+    return None if complete else "the interrupted run had not encoded every row"
 
 
 def _format_of(out):
@@ -188,21 +251,8 @@ def _format_of(out):
                    "nor .parquet)")
 
 
-def _encoded_rows_reusable(data, source):
-    """An interrupted predict's encoded rows are reused only when complete and made
-    from this very file, unchanged since."""
-    try:
-        attrs = dict(zarr.open_group(str(data), mode="r").attrs)
-    except Exception:  # absent or unreadable: encode again
-        return False
-    stat = Path(source).stat()
-    return bool(attrs.get("complete") and attrs.get("source") == str(source)
-                and attrs.get("source_size") == stat.st_size
-                and attrs.get("source_mtime_ns") == stat.st_mtime_ns)
-
-
 def evaluate(model, data, *, client=None, scheduler=None, workers=2, timeout=10,
-             security=None, echo=None):
+             security=None, echo=None, dashboard=False):
     """Test metrics of a model on a data store with X and y, chunk by chunk.
 
     Returns
@@ -214,11 +264,12 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=2, timeout=10,
     """
     shown, data = data, absolute(data)
     fitted, columns, _, _ = _load(absolute(model))
-    with reported():  # the data's columns checked before any cluster starts
-        inputs = input_arrays(data, columns)
-    with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
-                     security=security, echo=echo) as running, reported():
-        metrics = scores.evaluate(fitted, data, n_workers=n_workers(running), inputs=inputs)
+    with reported(), reading(data):
+        inputs = input_arrays(data, columns)  # columns checked before a cluster starts
+        with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
+                         security=security, echo=echo, dashboard=dashboard) as running:
+            metrics = scores.evaluate(fitted, data, n_workers=n_workers(running),
+                                      inputs=inputs)
     return {"data": str(shown), **metrics}
 
 

@@ -3,10 +3,11 @@ test stores, ``describe`` a model store."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from ..storage.ingestion import ingest as ingest_file
-from ..files.atomic import resolve_model_path
+from ..files.atomic import reading, resolve_model_path
 from ..storage import describe_model
 from ..storage.split import split_store
 from .errors import locked, reported
@@ -29,7 +30,8 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     attributes (columns, target, rows, preprocessing, drift, fingerprint, notes).
     """
     source, out, like = absolute(source), absolute(out), absolute(like)
-    with locked(out, "data store"), reported():
+    with locked(out, "data store"), reported(), \
+            (reading(like) if like is not None else contextlib.nullcontext()):
         return ingest_file(source, out, target=target, chunk_rows=chunk_rows,
                            missing=missing, text=text, overwrite=overwrite, like=like,
                            unknown=unknown, id_column=id_column, exclude=tuple(exclude),
@@ -48,7 +50,8 @@ def split(store, train_out=None, test_out=None, *, test_fraction=0.2, seed=0,
     stem = base.name[:-5] if base.name.endswith(".zarr") else base.name
     train_out = Path(train_out) if train_out else base.with_name(f"{stem}-train.zarr")
     test_out = Path(test_out) if test_out else base.with_name(f"{stem}-test.zarr")
-    with locked(train_out, "data store"), locked(test_out, "data store"), reported():
+    with locked(train_out, "data store"), locked(test_out, "data store"), reported(), \
+            reading(absolute(store)):
         counts = split_store(store, train_out, test_out, test_fraction=test_fraction,
                              seed=seed, overwrite=overwrite)
     return {"train": train_out, "test": test_out, **counts}

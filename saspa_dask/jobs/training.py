@@ -26,10 +26,11 @@ from ..models import SASPAClassifier, SASPARegressor
 from ..models.settings import settings_of
 from ..parameters import (CLASSIFICATION_LIKELIHOODS, REGRESSION_LIKELIHOODS,
                           TRAIN_PARAMETERS, by_name, old_names)
-from ..files.atomic import check_not_an_input, resolve_model_path, write_latest
+from ..files.atomic import check_not_an_input, reading, resolve_model_path, write_latest
 from ..storage.columns import match_columns
 from ..files.errors import StoreError
-from ..storage.data_store import open_data_store, unreadable_chunk
+from ..storage.data_store import (check_identity, open_data_store, store_identity,
+                                  unreadable_chunk)
 from ..storage.encoding import like_encoding
 from ..storage.scores import evaluate as evaluate_store
 from ..storage.fingerprint import check_recorded, fingerprint_and_rows
@@ -145,7 +146,7 @@ def build_estimator(task=None, **options):
 
 def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=False,
           latest=None, test=None, client=None, scheduler=None, workers=2, timeout=10,
-          security=None, progress=None, echo=None, **options):
+          security=None, progress=None, echo=None, dashboard=False, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Parameters
@@ -168,7 +169,7 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
         A held-out data store (``saspa split``'s test part): the model's metrics on it
         (as :func:`~saspa_dask.jobs.scoring.evaluate` gives them) are returned and
         recorded in the model store (``saspa info`` shows them).
-    client, scheduler, workers, timeout, security
+    client, scheduler, workers, timeout, security, dashboard
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
     progress : callable, optional
         Called with each EP sweep's record.
@@ -210,7 +211,8 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     model = build_estimator(task, **options)
     return _fit_and_save(model, X, y, attrs, data, out, overwrite=overwrite, latest=latest,
                          cluster=dict(client=client, scheduler=scheduler, workers=workers,
-                                      timeout=timeout, security=security),
+                                      timeout=timeout, security=security,
+                                      dashboard=dashboard),
                          progress=progress, echo=echo, test=absolute(test))
 
 
@@ -267,7 +269,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
             optimize_hyperparameters=True, max_hyper_iter=None, hyper_tol=None,
             max_fit_time=None, overwrite=False,
             latest=None, test=None, client=None, scheduler=None, workers=2, timeout=10,
-            security=None, progress=None, echo=None):
+            security=None, progress=None, echo=None, dashboard=False):
     """Retrain a model on a data store (rows appended, labels possibly corrected).
 
     Starts from the old model's bases and hyperparameters (bases refitted with
@@ -281,7 +283,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     ----------
     model : str or Path
         The old model store, or a ``latest`` pointer to it.
-    data, out, overwrite, latest, test, client, scheduler, workers, timeout, security,
+    data, out, overwrite, latest, test, client, scheduler, workers, timeout, security, dashboard,
     progress, echo
         As for :func:`train`.
     refit_bases : bool
@@ -333,7 +335,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     result = _fit_and_save(
         type(old)(**params), X, y, attrs, data, out, overwrite=overwrite, latest=latest,
         cluster=dict(client=client, scheduler=scheduler, workers=workers, timeout=timeout,
-                     security=security),
+                     security=security, dashboard=dashboard),
         progress=progress, echo=echo, init_sites=init_sites, reordered=match.reordered,
         old_probes=old_attrs.get("row_probes"), test=absolute(test),
         extra={"retrained_from": str(old_path.resolve()),
@@ -509,9 +511,11 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
     """Fit on the cluster, write the model aside and rename it, update ``latest``; the
     writer lock of ``out`` is held throughout (:func:`~saspa_dask.jobs.errors.locked`)."""
     start = time.perf_counter()
-    with locked(out, "model store"):
+    with locked(out, "model store"), reported(), reading(data):
+        pin = store_identity(data)
         probes, metrics = _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo,
                                           init_sites, reordered, old_probes, test)
+        check_identity(data, pin)  # every read of the data came from one store
         seconds = time.perf_counter() - start
         attributes = {"data_store": str(Path(data).resolve()),
                       "data_columns": attrs.get("columns"),

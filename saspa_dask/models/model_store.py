@@ -25,7 +25,7 @@ from .._version import __version__
 from ..core.bases import Basis
 from ..core.kernels import basis_covariance
 from ..ep.posterior import Posterior
-from ..files.atomic import aside, check_destination, move_into_place
+from ..files.atomic import aside_directory, check_destination, move_into_place
 from ..files.errors import StoreError
 from ..files.groups import open_group
 from .posterior import FittedPosterior, offset_value, stacked, unstacked
@@ -211,7 +211,7 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
     if extra_attrs:
         attrs.update(_jsonable(extra_attrs))
     arrays = {**_posterior_arrays(fitted), **param_arrays}
-    tmp = aside(path)
+    tmp = aside_directory(path)
     try:
         group = zarr.open_group(str(tmp), mode="w")
         for name, value in arrays.items():

@@ -17,7 +17,8 @@ from ..files.groups import open_group
 from .columns import match_columns
 
 __all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_data_complete",
-           "input_arrays", "open_data_store", "row_identity", "unreadable_chunk"]
+           "check_identity", "input_arrays", "open_data_store", "row_identity",
+           "store_identity", "unreadable_chunk"]
 
 DATA_FORMAT = "saspa-data"
 FORMAT_VERSION = 3  # 3: row numbers, ids, imputation and column stats
@@ -62,6 +63,33 @@ def unreadable_chunk(path, err):
                     f"stored ({type(chunk_err).__name__}: {chunk_err}); the file was "
                     "replaced or damaged: ingest the data again")
     return None
+
+
+def store_identity(path):
+    """Which store is at ``path`` now: its folder (device, inode) and the fingerprint
+    it records.  A store replaced by another (written aside, renamed in) has another
+    folder, so a reader that pins this at its start and compares it after each read
+    knows whether all it read came from one store.  None when nothing is there."""
+    import json
+    import os
+
+    try:
+        folder = os.stat(path)
+        with open(Path(path) / "zarr.json", "rb") as handle:
+            meta = json.loads(handle.read(1 << 24) or b"{}")
+    except (OSError, ValueError):
+        return None
+    recorded = (meta.get("attributes") or {}).get("fingerprint") if isinstance(meta,
+                                                                              dict) else None
+    return (folder.st_dev, folder.st_ino, recorded)
+
+
+def check_identity(path, pin):
+    """Raise when the store at ``path`` is no longer the one pinned at the start."""
+    if store_identity(path) != pin:
+        raise StoreError(f"{path}: the data store was replaced while this job read it "
+                         "(another job wrote it); nothing read after that was used and "
+                         "nothing was marked complete: run the job again")
 
 
 def row_identity(group):

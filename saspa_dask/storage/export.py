@@ -4,7 +4,13 @@ Columns: ``id`` (when the scored data had an id column) and ``row`` (the row's n
 in the file the data came from) first, then ``mean`` and ``variance`` (one per class for
 a one-vs-rest model, named ``mean[LABEL]``), ``proba[LABEL]`` for each class whose probability the store holds,
 ``label`` (the predicted class's original label) and ``rate`` (Poisson).  The file is
-written aside and renamed into place when complete.  Parquet needs ``pyarrow``
+written aside and renamed into place when complete.
+
+A CSV cell of text (an id, a label) that a spreadsheet would run as a formula (one that
+begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, and is not a number)
+is written with a leading ``'``, which spreadsheets show as text (OWASP's advice
+against CSV injection); ``escape_formulas=False`` (``--no-escape-formulas``) writes
+every cell exactly.  Parquet needs ``pyarrow``
 (``pip install 'saspa-dask[parquet]'``).
 """
 
@@ -17,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ..files.atomic import aside
 from ..files.errors import StoreError
+from ..files.names import aside
+from ..files.safe import create_file
 
 __all__ = ["EXPORT_FORMATS", "export_scores"]
 
@@ -68,8 +75,9 @@ def _label_text(attrs, values):
     return np.array([labels[int(v)] for v in values], dtype=object)
 
 
-def export_scores(store, path, fmt):
-    """Write a complete score store's outputs to ``path`` as CSV or Parquet.
+def export_scores(store, path, fmt, escape_formulas=True):
+    """Write a complete score store's outputs to ``path`` as CSV or Parquet
+    (``escape_formulas``: see the module docstring).
 
     Returns the number of rows written.
 
@@ -88,7 +96,8 @@ def export_scores(store, path, fmt):
     n, step = int(attrs["n_rows"]), int(attrs["chunk_rows"])
     tmp = aside(path)
     try:
-        writer = _CsvWriter(tmp, names) if fmt == "csv" else _ParquetWriter(tmp, names)
+        writer = (_CsvWriter(tmp, names, escape_formulas) if fmt == "csv"
+                  else _ParquetWriter(tmp, names))
         with writer:
             for start in range(0, n, step):
                 writer.write(_block(group, sources, attrs, start, min(start + step, n)))
@@ -99,10 +108,26 @@ def export_scores(store, path, fmt):
     return n
 
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _escaped(cell):
+    """A text cell a spreadsheet would run as a formula, made text (leading ``'``)."""
+    if not cell.startswith(_FORMULA_STARTS):
+        return cell
+    try:
+        float(cell)
+        return cell  # a number such as -1: shown as the number it is
+    except ValueError:
+        return "'" + cell
+
+
 class _CsvWriter:
-    def __init__(self, path, names):
-        self.handle = open(path, "w", newline="")
+    def __init__(self, path, names, escape_formulas=True):
+        self.handle = os.fdopen(create_file(path, "an export being written"), "w",
+                                newline="")
         self.writer = csv.writer(self.handle)
+        self.escape = escape_formulas
         self.writer.writerow(names)
 
     def __enter__(self):
@@ -112,7 +137,10 @@ class _CsvWriter:
         self.handle.close()
 
     def write(self, columns):
-        self.writer.writerows(zip(*[c.tolist() for c in columns]))
+        cells = [c.tolist() for c in columns]
+        if self.escape:
+            cells = [[_escaped(v) if isinstance(v, str) else v for v in c] for c in cells]
+        self.writer.writerows(zip(*cells))
 
 
 class _ParquetWriter:
@@ -126,13 +154,15 @@ class _ParquetWriter:
         self.pa = pa
         kinds = {"id": pa.string(), "label": pa.string(), "row": pa.int64()}
         self.schema = pa.schema([pa.field(n, kinds.get(n, pa.float64())) for n in names])
-        self.writer = pq.ParquetWriter(str(path), self.schema)
+        self.sink = os.fdopen(create_file(path, "an export being written"), "wb")
+        self.writer = pq.ParquetWriter(self.sink, self.schema)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.writer.close()
+        self.sink.close()
 
     def write(self, columns):
         arrays = [self.pa.array([str(v) for v in c] if f.type == self.pa.string() else c,

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ..files.atomic import aside, check_destination, check_not_an_input, move_into_place
+from ..files.atomic import aside_directory, check_destination, check_not_an_input, move_into_place
 from ..files.errors import StoreError
 from ..files.groups import open_group
 from .chunk_writer import ChunkWriter
@@ -109,7 +109,7 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
 
 def _write_store(source, out, options, encoding, like, overwrite):
     """The store, written aside and moved into place when complete."""
-    tmp = aside(out)
+    tmp = aside_directory(out)
     try:
         group = zarr.open_group(str(tmp), mode="w")
         if source.suffix.lower() == ".npy":

@@ -14,6 +14,13 @@ are the record of what was written.
 
 A rerun on an incomplete store checks that it belongs to the same model and input (by
 fingerprint and chunking) and computes only the chunks whose flag is not set.
+
+The data store is pinned while it is read: each chunk task checks, after its reads and
+before it writes, that the store at the path is still the one checked at the start
+(the same folder and recorded fingerprint, :func:`~saspa_dask.storage.data_store.
+store_identity`).  A store replaced meanwhile (another job's ``ingest --overwrite``)
+stops the run before anything of it is written, so no store is marked complete with
+scores of two contents.
 """
 
 from __future__ import annotations
@@ -28,13 +35,15 @@ from dask import delayed
 
 from ..engines.chunks import chunk_bounds, spread_rows
 from ..models.model_store import label_text
-from .data_store import input_arrays, row_identity, unreadable_chunk
+from .data_store import (check_identity, input_arrays, row_identity, store_identity,
+                         unreadable_chunk)
 from ..files.errors import StoreError
 from .fingerprint import check_recorded, chunk_digest, combine_digests
 
 __all__ = ["score", "evaluate", "check_scoring_input"]
 
 SCORES_FORMAT = "saspa-scores"
+REPLACED = "replaced"  # what a chunk task returns when the data store was replaced
 
 
 def _chunk_check(Xb, yb=None):
@@ -96,19 +105,24 @@ def _outputs(fitted):
     return names
 
 
-def _score_chunk(Xb, path, data, index, start, stop, fitted, names, owner):
+def _score_chunk(Xb, path, data, index, start, stop, fitted, names, owner, pin):
     """Score one chunk, write its rows and their row numbers and ids, then its done
-    flag (in that order); nothing (-1) when the store is no longer this run's."""
+    flag (in that order); nothing when the store is no longer this run's (-1) or the
+    data store was replaced since the run checked it (-2)."""
     values = fitted.outputs(Xb, names)
+    numbers, ids = row_identity(zarr.open_group(str(data), mode="r"))
+    numbers = numbers(start, stop)
+    ids = None if ids is None else np.asarray(ids[start:stop])
+    if store_identity(data) != pin:  # after every read of the data store
+        return -2
     group = zarr.open_group(str(path), mode="r+")
     if group.attrs.get("owner") != owner:
         return -1
     for name in names:
         group[name][start:stop] = values[name]
-    numbers, ids = row_identity(zarr.open_group(str(data), mode="r"))
-    group["row"][start:stop] = numbers(start, stop)
+    group["row"][start:stop] = numbers
     if ids is not None:
-        group["id"][start:stop] = np.asarray(ids[start:stop])
+        group["id"][start:stop] = ids
     group["done"][index] = 1
     return stop - start
 
@@ -128,11 +142,20 @@ def _read_done(group):
         return out
 
 
-def _open_existing(path, expected, overwrite):
-    """An incomplete score store of the same model and input, or None to start anew."""
+def _open_existing(path, expected, overwrite, private=False):
+    """An incomplete score store of the same model and input, or None to start anew.
+    A ``private`` store (a job's own, hidden beside its output) is reused when it is of
+    the same model and input, complete or not, and otherwise started anew."""
     path = Path(path)
     if not path.exists():
         return None
+    if private:
+        try:
+            group = zarr.open_group(str(path), mode="r+")
+            same = all(group.attrs.get(k) == v for k, v in expected.items())
+        except Exception:  # unreadable: start anew
+            return None
+        return group if same else None
     try:
         group = zarr.open_group(str(path), mode="r+")
         attrs = dict(group.attrs)
@@ -203,7 +226,7 @@ def _opened(data, fitted, columns, inputs):
 
 
 def score(model, data, out, *, overwrite=False, progress=None, columns=None,
-          class_labels=None, n_workers=1, inputs=None):
+          class_labels=None, n_workers=1, inputs=None, private=False):
     """Score a data store's X into a zarr score store, resumably.
 
     Parameters
@@ -229,6 +252,9 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     inputs : tuple, optional
         ``(X, y, match)`` as :func:`~saspa_dask.storage.data_store.input_arrays` gave
         them for ``data`` and these columns (a caller that checked them already).
+    private : bool
+        ``out`` is the caller's own hidden store (``score --format csv``): reused when
+        it is of this model and input, started anew when not.
 
     Returns
     -------
@@ -238,12 +264,14 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     """
     fitted = getattr(model, "fitted_posterior_", model)
     X, y, match = _opened(data, fitted, columns, inputs)
+    pin = store_identity(data)
     input_fingerprint = verify_fingerprint(data, fitted, X, y, match)  # the one check pass
+    check_identity(data, pin)
     (X,) = spread_rows(n_workers, X)
     expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
                 "input_fingerprint": input_fingerprint, "chunk_rows": int(X.chunks[0][0]),
                 "n_rows": int(X.shape[0]), "outputs": _outputs(fitted)}
-    group = _open_existing(out, expected, overwrite)
+    group = _open_existing(out, expected, overwrite, private)
     if group is None:
         has_ids = row_identity(zarr.open_group(str(data), mode="r"))[1] is not None
         group = _create(out, fitted, X, {**expected, "input": str(Path(data).resolve()),
@@ -258,9 +286,11 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     todo = [i for i in range(len(blocks)) if not done[i]]
     bounds = chunk_bounds(X)
     tasks = [delayed(_score_chunk)(blocks[i], str(out), str(data), i, *bounds[i], shared,
-                                   _outputs(fitted), owner)
+                                   _outputs(fitted), owner, pin)
              for i in todo]
     results = dask.compute(*tasks)
+    if -2 in results:
+        check_identity(data, pin)  # raises, naming the store
     if -1 in results or _owner(out) != owner:
         raise StoreError(f"{out}: another job took this score store over while this one "
                          "ran; this run does not mark it complete")
@@ -295,10 +325,13 @@ def _target_problem(yb, fitted):
     return None
 
 
-def _evaluate_chunk(Xb, yb, fitted):
+def _evaluate_chunk(Xb, yb, fitted, data, pin):
     """(rows, errors or squared residuals, sum of -log p, sum of |residual|) and, for a
     classifier, the rows' class probabilities and class codes (for the AUC); or the
-    problem with the chunk's targets (:func:`_target_problem`)."""
+    problem with the chunk's targets (:func:`_target_problem`), or with the data store
+    (replaced since it was checked)."""
+    if store_identity(data) != pin:
+        return REPLACED
     yb = np.asarray(yb)
     problem = _target_problem(yb, fitted)
     if problem is not None:
@@ -346,13 +379,17 @@ def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
     X, y, match = _opened(data, fitted, columns, inputs)
     if y is None:
         raise StoreError(f"{data}: evaluation needs an array 'y' with one value per row")
+    pin = store_identity(data)
     verify_fingerprint(data, fitted, X, y, match)
+    check_identity(data, pin)
     X, y = spread_rows(n_workers, X, y)
     check_scoring_input(fitted, X)
     shared = delayed(fitted, pure=True)
-    parts = [delayed(_evaluate_chunk)(xb, yb, shared)
+    parts = [delayed(_evaluate_chunk)(xb, yb, shared, str(data), pin)
              for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
     results = dask.compute(*parts)
+    if any(isinstance(r, str) and r == REPLACED for r in results):
+        check_identity(data, pin)
     problems = sorted({r for r in results if isinstance(r, str)})
     if problems:
         raise StoreError(f"{data}: " + "; ".join(problems[:3]))

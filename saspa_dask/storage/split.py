@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ..files.atomic import aside, check_destination, move_into_place
+from ..files.atomic import aside_directory, check_destination, move_into_place
 from .chunk_writer import ChunkWriter
 from .data_store import check_data_complete, row_identity
 from ..files.groups import open_group
@@ -80,8 +80,9 @@ def split_store(store, train_out, test_out, *, test_fraction=0.2, seed=0, overwr
         raise StoreError(f"{store}: a data store to split needs arrays 'X' and 'y'")
     for out in (train_out, test_out):
         check_destination(out, overwrite)
-    tmps = [aside(train_out), aside(test_out)]
+    tmps = []
     try:
+        tmps = [aside_directory(train_out), aside_directory(test_out)]
         counts = _write_parts(group, attrs, tmps, float(test_fraction), int(seed), store)
         for tmp, out in zip(tmps, (train_out, test_out)):
             move_into_place(tmp, out, overwrite)
