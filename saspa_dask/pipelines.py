@@ -191,21 +191,31 @@ def load_job(path):
 
 
 def _check_templates(step, where):
-    """``{date}`` and ``{timestamp}`` are the only templates, and only in ``out``."""
+    """``{date}`` and ``{timestamp}`` are the only templates, only in ``out``, and
+    plain: no format spec or conversion (``{date:>2000000000}`` would ask for a string
+    of two billion characters)."""
     for key, value in step.items():
         if not isinstance(value, str) or key == "kind":
             continue
+        if "\0" in value:
+            raise JobError(f"{where}: {key} holds a NUL character")
         try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+            parts = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(value)
+                     if f is not None]
         except ValueError as err:
             raise JobError(f"{where}: {key} = {value!r}: {err} (write {{{{ and }}}} for "
                            "literal braces)") from None
-        if fields and key != "out":
+        if parts and key != "out":
             raise JobError(f"{where}: {key}: templates are allowed in out only")
-        unknown = sorted(set(fields) - {"date", "timestamp"})
+        unknown = sorted({f for f, _, _ in parts} - {"date", "timestamp"})
         if unknown:
             raise JobError(f"{where}: {key}: unknown template key(s) {unknown}; use {{date}} "
                            "or {timestamp}")
+        shaped = [f"{{{f}{'!' + conv if conv else ''}{':' + spec if spec else ''}}}"
+                  for f, spec, conv in parts if spec or conv]
+        if shaped:
+            raise JobError(f"{where}: {key}: {shaped[0][:40]} has a format spec or "
+                           "conversion; write {date} or {timestamp} as they are")
 
 
 def _resolve(step, base, now):

@@ -362,6 +362,13 @@ _HTTP_PAGES = ("/json/identity.json", "/info/main/workers.html", "/info/logs/x.h
                "/info/call-stacks/x.html", "/metrics", "/health")
 
 
+def _http_ports(client):
+    """The HTTP servers' ports of a job's embedded cluster: its scheduler's (in this
+    process) and each worker's."""
+    workers = client.run(lambda dask_worker: dask_worker.http_server.port)
+    return [client.cluster.scheduler.http_server.port, *workers.values()]
+
+
 def test_embedded_cluster_listens_on_loopback_only_and_serves_no_pages():
     """The hostile pass's case: the scheduler's HTTP pages were readable by other
     local users.  Without --dashboard every page of every HTTP server is absent; with
@@ -371,16 +378,14 @@ def test_embedded_cluster_listens_on_loopback_only_and_serves_no_pages():
     with dask_client(workers=1) as client:
         client.wait_for_workers(1, timeout=60)
         sockets = _listening(client)
-        ports = [c.laddr.port for c in sockets]
-        answers = {page: _http_answers(ports, page) for page in _HTTP_PAGES}
+        answers = {page: _http_answers(_http_ports(client), page) for page in _HTTP_PAGES}
     assert len(sockets) >= 4  # scheduler, its HTTP server, the worker and its own
     assert {c.laddr.ip for c in sockets} == {"127.0.0.1"}, sockets
     assert all(len(a) == 2 for a in answers.values()), answers  # both HTTP servers
     assert {status for a in answers.values() for status in a.values()} == {404}, answers
     with dask_client(workers=1, dashboard=True) as client:
-        ports = [c.laddr.port for c in _listening(client)]
-        shown = _http_answers(ports, "/json/identity.json")
-    assert 200 in shown.values(), shown
+        shown = _http_answers(_http_ports(client)[:1], "/json/identity.json")
+    assert list(shown.values()) == [200], shown
 
 
 def test_a_file_given_as_model_is_not_echoed(problem, tmp_path):
@@ -422,6 +427,30 @@ def test_job_files_are_validated_at_load_time(problem, tmp_path):
                    f'source = "{tmp_path / "bad.npy"}"\nout = "b.zarr"\n')
     _one_line_error(_saspa("run", job), "failed: step 1 (ingest)")
     assert not (tmp_path / ".job.state.json").exists()
+
+
+def test_templates_take_no_format_spec_and_values_no_nul(tmp_path):
+    """The hostile pass's cases: a four-line job with out = "{date:>2000000000}.zarr"
+    used 15.8 GB; a NUL in out gave an unexpected ValueError.  Both are refused when
+    the job is loaded, in one line, before anything runs."""
+    from saspa_dask.jobs import JobError
+    from saspa_dask.pipelines import load_job
+
+    job = tmp_path / "job.toml"
+    job.write_text('[[steps]]\nkind = "score"\nmodel = "m"\ndata = "d"\n'
+                   'out = "{date:>2000000000}.zarr"\n')
+    res = _saspa("run", job)
+    _one_line_error(res, "format spec or conversion")
+    for out, message in (("{timestamp!r}.zarr", "format spec or conversion"),
+                         ("{date:%Y}.zarr", "format spec or conversion"),
+                         ("a\\u0000b.zarr", "NUL character")):
+        job.write_text('[[steps]]\nkind = "score"\nmodel = "m"\ndata = "d"\n'
+                       f'out = "{out}"\n')
+        with pytest.raises(JobError, match=message):
+            load_job(job)
+    job.write_text('[[steps]]\nkind = "score"\nmodel = "m"\ndata = "d"\n'
+                   'out = "s-{date}-{timestamp}.zarr"\n')
+    assert load_job(job)[2][0]["out"] == "s-{date}-{timestamp}.zarr"
 
 
 # -- 14-15. absurd worker counts, stale scratch, OS errors -------------------------------

@@ -322,7 +322,7 @@ def test_a_huge_claimed_site_array_is_refused_before_it_is_read(tmp_path):
     meta["shape"] = [10**12]
     meta_path.write_text(json.dumps(meta))
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with pytest.raises(StoreError, match=r"'sites_tau' claims shape \(1000000000000,\) "
-                                         r"\(7.45e\+03 GiB\): more than any model holds"):
+    with pytest.raises(StoreError, match=r"'sites_tau' has shape \(1000000000000,\), "
+                                         r"expected \(60,\)"):
         load_model(tmp_path / "huge.zarr")
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000  # kB

@@ -7,18 +7,47 @@ from pathlib import Path
 import zarr
 
 from .atomic import tidy
+from .codecs import check_codecs
 from .errors import StoreError
 
-__all__ = ["open_group"]
+__all__ = ["chunk_counts", "open_group"]
 
 
 def open_group(path, what, mode="r"):
-    """Open a zarr group, or raise a StoreError naming ``what`` is missing or wrong."""
+    """Open a zarr group, or raise a StoreError naming ``what`` is missing or wrong (or
+    an array in it uses a codec whose output is not bounded)."""
     path = Path(path)
     tidy(path)
     if not path.exists():
         raise StoreError(f"{path}: no such {what}")
     try:
-        return zarr.open_group(str(path), mode=mode)
+        group = zarr.open_group(str(path), mode=mode)
+        arrays = list(group.arrays())
     except Exception as err:  # zarr raises several types for non-groups
         raise StoreError(f"{path}: not a zarr group ({type(err).__name__}: {err})") from None
+    for name, array in arrays:  # codecs whose output is bounded only (files.codecs)
+        check_codecs(array, path, name)
+    return group
+
+
+def chunk_counts(array):
+    """``(stored, declared)`` chunks of an array, without listing every chunk its
+    metadata declares (zarr's own count does, which a store claiming 10^9 chunks
+    turns into a memory bomb): the declared count is arithmetic, the stored one a
+    walk of the array's folder (for stores on disk; else zarr's count)."""
+    import math
+    import os
+
+    grid = getattr(array.metadata, "chunk_grid", None)
+    chunks = getattr(grid, "chunk_shape", None) or array.chunks
+    declared = math.prod(-(-int(n) // max(int(c), 1)) for n, c in zip(array.shape, chunks))
+    root = getattr(array.store, "root", None)
+    if root is None:
+        return array.nchunks_initialized, declared
+    folder = Path(root) / array.path
+    stored = 0
+    for _, dirs, files in os.walk(folder):
+        stored += sum(1 for f in files if f != "zarr.json")
+        if stored > declared:
+            break
+    return stored, declared

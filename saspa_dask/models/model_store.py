@@ -26,8 +26,9 @@ from ..core.bases import Basis
 from ..core.kernels import basis_covariance
 from ..ep.posterior import Posterior
 from ..files.atomic import aside_directory, check_destination, move_into_place
+from ..files.codecs import check_codecs
 from ..files.errors import StoreError
-from ..files.groups import open_group
+from ..files.groups import chunk_counts, open_group
 from .posterior import FittedPosterior, offset_value, stacked, unstacked
 from .settings import LEGACY_NAMES, SETTINGS_CLASSES, legacy_parameters
 
@@ -106,15 +107,14 @@ def _encode_params(params):
     return encoded, arrays
 
 
-def _decode_params(encoded, group, path):
+def _decode_params(encoded, read, path):
     params = {}
     for name, value in encoded.items():
         if isinstance(value, dict) and "__basis__" in value:
             parts = ("means", "covs") + (("frequencies", "phases") if value.get("fourier")
                                          else ())
             try:
-                params[name] = Basis(*(_read_array(group, f"param_{name}_{part}", path)
-                                       for part in parts))
+                params[name] = Basis(*(read(f"param_{name}_{part}") for part in parts))
             except ValueError as err:
                 raise StoreError(f"{path}: parameter {name!r}: {err}") from None
         elif isinstance(value, dict) and "__ndarray__" in value:
@@ -211,6 +211,9 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
     if extra_attrs:
         attrs.update(_jsonable(extra_attrs))
     arrays = {**_posterior_arrays(fitted), **param_arrays}
+    sites = getattr(model, "sites_tau_", None)
+    if sites is not None:  # what bounds the per-row arrays when the store is read
+        attrs["n_training_rows"] = int(np.shape(sites)[-1])
     tmp = aside_directory(path)
     try:
         group = zarr.open_group(str(tmp), mode="w")
@@ -220,6 +223,10 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
             _write_array(group, name, value, dtype=np.asarray(value).dtype)
         attrs["complete"] = True
         group.attrs.update(attrs)
+        # over what a reader will read back (JSON and arrays as stored)
+        stored = zarr.open_group(str(tmp), mode="r")
+        group.attrs["checksum"] = content_checksum(
+            dict(stored.attrs), {name: stored[name][...] for name in stored.array_keys()})
         move_into_place(tmp, path, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -329,33 +336,91 @@ def read_model_attrs(path):
 # a model's largest arrays are its sites (8 bytes per training row and problem): 16 GiB
 # is 2 * 10^9 rows; a claim beyond it is a changed store, refused before any read
 _MAX_ARRAY_BYTES = 1 << 34
+# an array of an older store (which did not record its training rows) claiming more
+# than this must have every chunk stored: a claim its files do not back is refused
+_UNBACKED_BYTES = 1 << 26
 
 
-def _read_array(group, name, path, dtype=np.float64):
-    """An array of the store (``dtype=None``: as stored), or a StoreError naming it.
+def content_checksum(attrs, arrays):
+    """sha256 over a model store's attributes (all but ``checksum``) and arrays (name,
+    type, shape and bytes of each), as a reader reads them back."""
+    import hashlib
 
-    Checked before anything is read, from the metadata alone: every chunk of a float
-    array is stored (the writer's fill value is NaN, which it never writes), so an
-    array whose metadata claims more than its files hold (a tampered or truncated
-    store) is refused before its shape is allocated."""
-    try:
-        array = group[name]
-        claimed = int(np.prod(array.shape, dtype=object)) * array.dtype.itemsize
-        if claimed > _MAX_ARRAY_BYTES:
+    h = hashlib.sha256()
+    meta = {k: v for k, v in attrs.items() if k != "checksum"}
+    h.update(json.dumps(meta, sort_keys=True, separators=(",", ":")).encode())
+    for name in sorted(arrays):
+        value = np.asarray(arrays[name])
+        h.update(f"\0{name}\0{value.dtype.str}\0{value.shape}\0".encode())
+        h.update(np.ascontiguousarray(value).tobytes())
+    return h.hexdigest()
+
+
+class _ArrayReader:
+    """Reads a model store's arrays, each checked from its metadata before anything is
+    allocated: its codecs (:func:`~saspa_dask.files.codecs.check_codecs`), its shape
+    against what the model's own dimensions allow, and (for older stores) that a large
+    claim is backed by stored chunks.  Keeps what it read, for the checksum."""
+
+    def __init__(self, group, attrs, path):
+        self.group, self.path, self.read_arrays = group, path, {}
+        M, d = int(attrs["n_bases"]), int(attrs["n_features_in"])
+        K = int(attrs.get("n_problems", 1))
+        rows = attrs.get("n_training_rows")
+        self.rows_known = isinstance(rows, int) and not isinstance(rows, bool) and rows > 0
+        # the largest any array of this model can be: the basis covariances, the
+        # posterior factors, and per-row arrays (each problem's sites)
+        self.max_elements = max(M * d * d, K * M * M, M * d + M) + \
+            (K * rows if self.rows_known else 0)
+
+    def __call__(self, name, dtype=np.float64, shape=None):
+        """The array ``name`` (``dtype=None``: as stored), or a StoreError naming it."""
+        try:
+            array = self.group[name]
+            self._check(array, name, shape)
+            value = array[...]
+        except StoreError:
+            raise
+        except Exception as err:
+            raise StoreError(f"{self.path}: array {name!r} is missing or unreadable "
+                             f"({type(err).__name__}: {err})") from None
+        self.read_arrays[name] = value
+        return np.asarray(value, dtype=dtype)
+
+    def _check(self, array, name, shape):
+        path = self.path
+        check_codecs(array, path, name)
+        if shape is not None and tuple(array.shape) != tuple(shape):
+            raise StoreError(f"{path}: array {name!r} has shape {array.shape}, expected "
+                             f"{tuple(shape)}")
+        elements = int(np.prod(array.shape, dtype=object))
+        claimed = elements * array.dtype.itemsize
+        if claimed > _MAX_ARRAY_BYTES or (self.rows_known and elements > self.max_elements):
             raise StoreError(f"{path}: array {name!r} claims shape {array.shape} "
-                             f"({claimed / 2**30:.3g} GiB): more than any model holds; "
+                             f"({claimed / 2**30:.3g} GiB): more than this model holds; "
                              "the store's metadata was changed")
-        if np.asarray(array.fill_value).dtype.kind == "f" and np.isnan(array.fill_value) \
-                and array.nchunks_initialized != array.nchunks:
-            raise StoreError(f"{path}: array {name!r} claims shape {array.shape} but "
-                             f"only {array.nchunks_initialized} of its {array.nchunks} "
-                             "chunks are stored")
-        return np.asarray(array[...], dtype=dtype)
-    except StoreError:
-        raise
-    except Exception as err:
-        raise StoreError(f"{path}: array {name!r} is missing or unreadable "
-                         f"({type(err).__name__}: {err})") from None
+        fill = np.asarray(array.fill_value)
+        unbacked = (fill.dtype.kind == "f" and np.isnan(fill)) or (
+            not self.rows_known and claimed > _UNBACKED_BYTES)
+        if unbacked:
+            stored, declared = chunk_counts(array)
+            if stored < declared:
+                raise StoreError(f"{path}: array {name!r} claims shape {array.shape} but "
+                                 f"only {stored} of its {declared} chunks are stored")
+
+    def verify_checksum(self, attrs):
+        """The store's content against the checksum recorded when it was saved (stores
+        saved before checksums pass unchecked)."""
+        recorded = attrs.get("checksum")
+        if recorded is None:
+            return
+        for name in self.group.array_keys():
+            if name not in self.read_arrays:
+                self(name, dtype=None)
+        if content_checksum(attrs, self.read_arrays) != recorded:
+            raise StoreError(f"{self.path}: its content differs from the checksum recorded "
+                             "when it was saved (an attribute or array was changed "
+                             "since); refusing to load it: save or train the model again")
 
 
 def _offset(value):
@@ -364,12 +429,10 @@ def _offset(value):
     return float(value or 0.0)
 
 
-def _read_posterior(group, attrs, path):
-    """The stored :class:`FittedPosterior`, its arrays checked for shape and NaN."""
+def _read_posterior(read, attrs, path):
+    """The stored :class:`FittedPosterior`, its arrays checked for shape (before they
+    are read) and NaN."""
     fourier = bool(attrs.get("fourier_features", False))
-    names = _POSTERIOR_ARRAYS + ("alpha", "beta")
-    arrays = {name: _read_array(group, name, path)
-              for name in names + (_FOURIER_ARRAYS if fourier else ())}
     M, d = attrs["n_bases"], attrs["n_features_in"]
     K = int(attrs.get("n_problems", 1))
     lead = () if K == 1 else (K,)
@@ -380,10 +443,8 @@ def _read_posterior(group, attrs, path):
                 "posterior_h": lead + (M,), "posterior_mean": lead + (M,),
                 "alpha": lead + (M,), "beta": lead + (M, M),
                 **({"bases_frequencies": (M, d), "bases_phases": (M,)} if fourier else {})}
-    for name, shape in expected.items():
-        if arrays[name].shape != shape:
-            raise StoreError(f"{path}: array {name!r} has shape {arrays[name].shape}, "
-                             f"expected {shape}")
+    arrays = {name: read(name, shape=shape) for name, shape in expected.items()}
+    for name in expected:
         if not np.all(np.isfinite(arrays[name])):
             raise StoreError(f"{path}: array {name!r} holds NaN or inf (truncated write?)")
     _check_whitening(arrays, attrs["kernel"], path)
@@ -503,9 +564,10 @@ def _load(path, classes):
     cls = classes.get(attrs.get("estimator"))
     if cls is None:
         raise StoreError(f"{path}: unknown estimator {attrs.get('estimator')!r}")
-    fitted = _read_posterior(group, attrs, path)
+    read = _ArrayReader(group, attrs, path)
+    fitted = _read_posterior(read, attrs, path)
     _check_classes(cls, fitted, path)
-    params = _decode_params(attrs["params"], group, path)
+    params = _decode_params(attrs["params"], read, path)
     valid = cls().get_params(deep=False)
     model = cls(**{k: v for k, v in params.items() if k in valid})
     if getattr(model, "likelihood", fitted.likelihood) != fitted.likelihood:
@@ -520,17 +582,24 @@ def _load(path, classes):
         if name in _FLOAT_REPORT:
             value = float("nan") if value is None else float(value)
         setattr(model, name, value)
-    for name, value in _read_report_arrays(group, attrs, fitted, path).items():
+    for name, value in _read_report_arrays(read, attrs, fitted, path).items():
         setattr(model, f"{name}_", value)
+    read.verify_checksum(attrs)
     return model, attrs
 
 
-def _read_report_arrays(group, attrs, fitted, path):
-    """The fit report's arrays; per-row sites checked against the problems."""
+def _read_report_arrays(read, attrs, fitted, path):
+    """The fit report's arrays; per-row sites checked against the problems (and the
+    training rows the store records) before they are read."""
     names = attrs.get("report_arrays", ["sites_nu", "sites_tau"])  # format 3: sites
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise StoreError(f"{path}: attribute 'report_arrays' must be a list of names")
-    arrays = {name: _read_array(group, name, path, dtype=None) for name in names}
+    rows = attrs.get("n_training_rows")
+    lead = () if fitted.n_problems == 1 else (fitted.n_problems,)
+    sites_shape = lead + (rows,) if read.rows_known else None
+    arrays = {name: read(name, dtype=None,
+                         shape=sites_shape if name in ("sites_tau", "sites_nu") else None)
+              for name in names}
     if "sites_tau" in arrays:
         tau, nu = arrays["sites_tau"], arrays.get("sites_nu")
         if nu is None or tau.shape != nu.shape:

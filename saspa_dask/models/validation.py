@@ -122,7 +122,7 @@ def check_training_data(X, y, classification):
     ``stats`` has ``std`` (per input) and, for classification, ``classes``; for
     regression ``mean``, ``var``, ``min`` and ``non_integer`` of y.
     """
-    X, y = as_dask(X), as_dask(y)
+    X, y = _known_chunks(as_dask(X)), _known_chunks(as_dask(y))
     if X.ndim != 2:
         raise ValueError(f"Expected 2D array, got {X.ndim}D array instead")
     if y.ndim != 1:
@@ -140,6 +140,8 @@ def check_training_data(X, y, classification):
                   "absmax": abs(X).max(axis=0)}
     if classification:
         lazy_stats["classes"] = da.unique(y)
+        if np.issubdtype(y.dtype, np.number):
+            lazy_stats["bad_y"] = (~da.isfinite(y)).sum()
     else:
         y = y.astype(np.float64)
         lazy_stats.update(bad_y=(~da.isfinite(y)).sum(), mean=y.mean(), var=y.var(),
@@ -148,9 +150,19 @@ def check_training_data(X, y, classification):
     if stats["bad_rows"]:
         raise ValueError(f"Input X contains NaN or infinity in {int(stats['bad_rows'])} rows")
     check_magnitude(stats["absmax"])
-    if not classification and stats["bad_y"]:
+    if stats.get("bad_y"):
         raise ValueError(f"Input y contains NaN or infinity in {int(stats['bad_y'])} rows")
+    if classification:
+        check_classification_targets(stats["classes"])
     return X, y, stats
+
+
+def _known_chunks(array):
+    """A dask array whose chunk sizes are known (after boolean indexing they are not,
+    and its number of rows is NaN): they are computed, one pass of small tasks."""
+    if any(np.isnan(size) for size in array.shape):
+        array = array.compute_chunk_sizes()
+    return array
 
 
 def validate_training_input(estimator, X, y, *, classification, reset):

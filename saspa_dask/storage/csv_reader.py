@@ -4,8 +4,9 @@ A CSV may be gzip-compressed (read as it is, whatever its name), may start with 
 byte-order mark, and may use ``,``, ``;``, a tab or ``|`` between fields: given no
 ``delimiter``, the one of these that occurs most often in the header line is used
 (``,`` when none does).  Every problem is a :class:`~saspa_dask.files.errors.StoreError`
-naming the file and line: a wrong field count, a field over the size limit, bytes that
-are not UTF-8, a NUL byte.  A Parquet file (through ``pyarrow``) gives its rows as text
+naming the file and line: a wrong field count, a field over the size limit, a line
+over its limit (found before the line is read whole), bytes that are not UTF-8, a NUL
+byte.  A Parquet file (through ``pyarrow``) gives its rows as text
 fields, so both go through the same survey and encoding.
 """
 
@@ -21,6 +22,7 @@ __all__ = ["DELIMITERS", "PARQUET_SUFFIXES", "choose_delimiter", "read_rows"]
 PARQUET_SUFFIXES = (".parquet", ".pq")
 DELIMITERS = (",", ";", "\t", "|")
 FIELD_LIMIT = 1 << 20  # characters in one field
+LINE_LIMIT = 1 << 24  # bytes in one line: a longer one is refused before it is read whole
 
 
 def _is_parquet(path):
@@ -41,7 +43,15 @@ def _text_lines(handle, path):
     """The file's lines as text, each decoded on its own so that a byte that is not
     UTF-8 is reported with its line; a byte-order mark is not part of the first
     column's name."""
-    for number, raw in enumerate(handle, start=1):
+    number = 0
+    while True:
+        raw = handle.readline(LINE_LIMIT + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > LINE_LIMIT:
+            raise StoreError(f"{path}:{number}: a line longer than {LINE_LIMIT >> 20} MiB; "
+                             "not a table this reader takes (is it a CSV file?)")
         try:
             yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as err:

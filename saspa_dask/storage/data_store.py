@@ -13,7 +13,7 @@ import numpy as np
 import zarr
 
 from ..files.errors import StoreError
-from ..files.groups import open_group
+from ..files.groups import chunk_counts, open_group
 from .columns import match_columns
 
 __all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_data_complete",
@@ -35,9 +35,10 @@ def check_chunks(path, array, name):
     fill = np.asarray(array.fill_value)
     if fill.dtype.kind != "f" or not np.isnan(fill):
         return
-    missing = array.nchunks - array.nchunks_initialized
-    if missing:
-        raise StoreError(f"{path}: {missing} of {array.nchunks} chunks of {name!r} are "
+    stored, declared = chunk_counts(array)
+    missing = declared - stored
+    if missing > 0:
+        raise StoreError(f"{path}: {missing} of {declared} chunks of {name!r} are "
                          "missing (lost or deleted files); zarr would read them as "
                          f"{array.fill_value!r}, so nothing is read")
 
