@@ -150,6 +150,8 @@ def read_csv(path, target):
         except ValueError as err:
             raise click.ClickException(f"{path}:{line}: not numeric ({err})") from None
         labels.append(row[column])
+    if not labels:
+        raise click.ClickException(f"{path}: no data rows after the header")
     return np.array(features), np.array(labels)
 
 
@@ -242,7 +244,10 @@ def demo(csv_path, target, rows, features, n_bases, old_bases, blur, likelihood,
     clf = SASPAClassifier(n_bases=n_bases if old_bases is None else old_bases, blur=blur,
                           likelihood=likelihood, ep={"mode": ep_mode}, random_state=seed, verbose=int(not as_json),
                           optimize_hyperparameters=optimize_hyperparameters)
-    clf.fit(Xs[train], y[train])
+    try:
+        clf.fit(Xs[train], y[train])
+    except ValueError as err:  # the data cannot be fitted (one class, too few rows ...)
+        raise click.ClickException(f"{source}: {err}") from None
     fit_seconds = time.perf_counter() - start
     report = {"train_rows": int(len(train)), "test_rows": int(len(test)),
               "n_bases": int(clf.bases_.n_bases), "blur": blur,

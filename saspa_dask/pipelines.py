@@ -43,6 +43,8 @@ import uuid
 from pathlib import Path
 
 from . import jobs
+from .files.errors import StoreError
+from .files.safe import write_new_text
 from .jobs import JobError
 from .parameters import RETRAIN_PARAMETERS, TRAIN_PARAMETERS, old_names
 
@@ -306,6 +308,23 @@ def _cluster_options(cluster):
     return options
 
 
+def _check_state_writable(state_path):
+    """The job's state file can be written beside it, found before any step runs: a
+    job whose state cannot be recorded would run every step, fail at the end, and
+    find its own outputs in the way when run again."""
+    probe = state_path.with_name(f"{state_path.name}.{uuid.uuid4().hex[:8]}")
+    try:
+        if state_path.is_dir():
+            raise IsADirectoryError(21, "a folder is in the way", str(state_path))
+        write_new_text(probe, "", "a probe of the job's folder")
+        probe.unlink()
+    except (OSError, StoreError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise JobError(f"{state_path}: the job's state file cannot be written there "
+                       f"({reason}); nothing was run: make the job's folder writable "
+                       "(or copy the job file to a folder that is)") from None
+
+
 def _previous_state(state_path):
     """The last completed run's record; an unreadable one counts as none (the job runs)."""
     try:
@@ -346,6 +365,7 @@ def run_job(path, *, force=False, echo=print, out=print):
             return {"ran": [], "skipped": True}
         echo(f"job {job['name']}: completed before, but its output {lost[0]} is gone: "
              "running it again")
+    _check_state_writable(state_path)
     options = _cluster_options(cluster)
     for i, (step, template) in enumerate(zip(steps, templates), start=1):
         kind = step["kind"]
@@ -364,6 +384,6 @@ def run_job(path, *, force=False, echo=print, out=print):
     state = {"completed": True, "signatures": signatures, "outputs": outputs,
              "finished": now.isoformat()}
     tmp = state_path.with_name(f"{state_path.name}.{uuid.uuid4().hex[:8]}")
-    tmp.write_text(json.dumps(state, indent=2))
+    write_new_text(tmp, json.dumps(state, indent=2), "the job's state file")
     os.replace(tmp, state_path)
     return {"ran": [s["kind"] for s in steps], "skipped": False}

@@ -59,6 +59,19 @@ def test_demo_on_csv_and_clear_errors(tmp_path):
     ragged.write_text("a,b,label\n1,2,x\n3,y\n")
     res = _saspa("demo", "--csv", str(ragged))
     assert res.returncode != 0 and "ragged.csv:3: 2 fields, the header has 3" in res.stderr
+    # the hostile pass's cases (in-process: the command's own handling is the subject):
+    # a header-only CSV gave a TypeError, a single-class target an unexpected ValueError
+    from click.testing import CliRunner
+
+    from saspa_dask.cli import main
+
+    (tmp_path / "header.csv").write_text("a,b,label\n")
+    (tmp_path / "one.csv").write_text("a,b,label\n" + "1,2,x\n3,4,x\n" * 20)
+    for name, message in (("header", "no data rows after the header"),
+                          ("one", "needs samples of 2 classes; got 1 class")):
+        res = CliRunner().invoke(main, ["demo", "--csv", str(tmp_path / f"{name}.csv")])
+        assert res.exit_code == 1 and message in res.output, res.output
+        assert "unexpected" not in res.output
 
 
 def test_train_poisson_with_learnt_hyperparameters(tmp_path, threads_client):

@@ -244,6 +244,9 @@ def test_evaluate_refuses_unknown_labels_and_non_finite_targets(problem, tmp_pat
             jobs.evaluate(problem / "m.zarr", tmp_path / f"{name}.zarr",
                           client=threads_client)
         assert message in str(caught.value)
+        if name == "continuous":  # 600 labels: the first few named, the rest counted
+            # (the hostile pass's case: every label listed, 155 KB on one line)
+            assert "more]" in str(caught.value) and len(str(caught.value)) < 1_200
     # a regression model and a y with a NaN (a store written outside ingest)
     reg = SASPARegressor(n_bases=6, optimize_hyperparameters=False).fit(X, X[:, 0])
     reg.save(tmp_path / "r.zarr")
@@ -462,6 +465,24 @@ def test_absurd_worker_count_is_refused_at_once(problem, tmp_path, startup_secon
                            100_000), "--workers 100000")
     # refused before any worker starts: seconds beyond start-up, not minutes
     assert time.perf_counter() - start - startup_seconds < 10
+
+
+def test_covariances_that_cannot_fit_in_memory_are_refused_before_allocation(monkeypatch):
+    """The hostile pass's case: 100,000 inputs with --blur delta gave `unexpected
+    MemoryError: 298 GiB` (the M d x d covariances are built for every blur).  Refused
+    at once, naming the parameter, the inputs and the size (the machine's memory is set
+    here, so the case is the same on every machine)."""
+    from saspa_dask.models import validation
+
+    monkeypatch.setattr(validation, "machine_memory", lambda: 16 * 2**30)
+    X = np.random.default_rng(0).normal(size=(50, 16_000))
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"n_bases=8 with 16000 inputs \(blur='delta'\): "
+                                         r"the bases' covariance matrices take 30.5 GiB"):
+        SASPARegressor(n_bases=8, blur="delta").fit(X, X[:, 0])
+    assert time.perf_counter() - start < 30  # nothing of that size was built
+    SASPARegressor(n_bases=8, blur="delta", optimize_hyperparameters=False).fit(
+        X[:, :200], X[:, 0])  # 200 inputs: 5 MB, fitted
 
 
 def test_stale_scratch_of_a_killed_job_is_removed(problem, tmp_path):

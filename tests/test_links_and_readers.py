@@ -226,3 +226,17 @@ def test_a_reader_never_undoes_a_live_writers_swap(tmp_path):
         zarr.open_group(str(new), mode="w").attrs["which"] = "new"
         os.rename(new, store)  # the writer's second rename
     assert zarr.open_group(str(store), mode="r").attrs["which"] == "new"
+
+
+def test_a_pointer_that_cannot_move_says_the_model_was_saved(tmp_path, threads_client):
+    """The hostile pass's case: a failed --latest update exited 1 with a bare "No space
+    left on device" though the model was saved."""
+    from saspa_dask import jobs
+
+    _, _, data = scoring_problem(tmp_path, 2_000, 500, seed=15)
+    (tmp_path / "not-a-folder").write_text("")
+    with pytest.raises(jobs.JobError, match=r"the model was saved to .*t.zarr, but the "
+                                            r"pointer .*latest could not be moved to it"):
+        jobs.train(data, tmp_path / "t.zarr", n_bases=4, optimize_hyperparameters=False,
+                   latest=tmp_path / "not-a-folder" / "latest", client=threads_client)
+    assert load_model(tmp_path / "t.zarr").n_features_in_ == 6

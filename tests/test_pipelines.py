@@ -141,3 +141,24 @@ def test_a_completed_job_whose_outputs_are_gone_runs_again(tmp_path):
     assert f"its output {tmp_path / 'd.zarr'} is gone: running it again" in res.stderr
     np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "d.zarr"), mode="r")["X"][...],
                                   X)
+
+
+def test_a_job_whose_state_cannot_be_written_runs_nothing(tmp_path):
+    """The hostile pass's case: a read-only job folder was found only after every step
+    ran, and the rerun was then blocked by the outputs.  Now it is found before the
+    first step (here a folder stands where the state file goes: the same failure for
+    any user, root included, whom permissions do not stop)."""
+    from saspa_dask.jobs import JobError
+    from saspa_dask.pipelines import run_job
+
+    X, y = synthetic_two_class(200, 2, seed=4)
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    job = tmp_path / "job.toml"
+    job.write_text('[[steps]]\nkind = "ingest"\nsource = "d.npy"\nout = "d.zarr"\n')
+    (tmp_path / ".job.state.json").mkdir()
+    with pytest.raises(JobError, match=r"state file cannot be written there .*nothing "
+                                       r"was run"):
+        run_job(job, echo=lambda *_: None, out=lambda *_: None)
+    assert not (tmp_path / "d.zarr").exists()
+    (tmp_path / ".job.state.json").rmdir()
+    assert run_job(job, echo=lambda *_: None, out=lambda *_: None)["ran"] == ["ingest"]

@@ -101,6 +101,33 @@ def test_ids_imputation_and_row_numbers_reach_the_exported_scores(people_store, 
     assert {r["label"] for r in out} <= {"good", "bad"}
 
 
+def test_ids_are_kept_exactly_and_formulas_escaped_in_csv(tmp_path, threads_client):
+    """The hostile pass's cases: ingest stripped the spaces around ids (' lead8' became
+    'lead8', which no longer joins back), and ids beginning with =, +, -, @ went into
+    CSV exports as they were (a formula when opened in a spreadsheet)."""
+    ids = [" lead8", "tail ", "=HYPERLINK(\"http://x\")", "+1+1", "-2-2", "@SUM(A1)",
+           "\tTAB", "-5", "+7.5", "plain"]
+    rng = np.random.default_rng(2)
+    rows = [["key", "a", "label"]] + [[k, f"{v:.3f}", str(int(v > 0))]
+                                      for k, v in zip(ids * 20, rng.normal(size=200))]
+    write_table(tmp_path / "t.csv", rows)
+    jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", id_column="key")
+    stored = zarr.open_group(str(tmp_path / "t.zarr"), mode="r")["id"][...]
+    assert stored.tolist() == [r[0] for r in rows[1:]]
+    jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=4,
+               optimize_hyperparameters=False, client=threads_client)
+    escaped = {" lead8": " lead8", "tail ": "tail ", "-5": "-5", "+7.5": "+7.5",
+               "plain": "plain"}
+    for escape in (True, False):
+        out = tmp_path / f"s-{escape}.csv"
+        jobs.score(tmp_path / "m.zarr", tmp_path / "t.zarr", out, format="csv",
+                   escape_formulas=escape, client=threads_client)
+        with open(out, newline="") as fh:
+            written = [r["id"] for r in csv.DictReader(fh)]
+        expected = [(escaped.get(k, "'" + k) if escape else k) for k in ids * 20]
+        assert written == expected
+
+
 def test_like_reapplies_imputation_and_counts_drift(tmp_path):
     rows = people()
     write_table(tmp_path / "t.csv", rows)

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,9 +25,15 @@ from saspa_dask.storage.data_store import store_identity
 BIN = Path(sys.executable).parent
 
 
-def _start(*args):
-    return subprocess.Popen([str(BIN / "saspa"), *map(str, args)], stdout=subprocess.PIPE,
+def _start(*args, limit=300):
+    """A ``saspa`` process, killed after ``limit`` seconds whatever happens (a test
+    that reads its output line by line never waits longer)."""
+    proc = subprocess.Popen([str(BIN / "saspa"), *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(limit, proc.kill)
+    timer.daemon = True
+    timer.start()
+    return proc
 
 
 def _paused(process):
@@ -253,3 +260,27 @@ def test_swap_recovery_orders_waiting_stores_by_their_recorded_time(tmp_path):
     assert recover_swap(tmp_path / "m.zarr")
     assert (tmp_path / "m.zarr" / "which").read_text() == "later"
     assert not earlier.exists()
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.0, 1.7])
+def test_sigterm_while_the_embedded_cluster_starts_is_one_line(tmp_path, delay):
+    """The hostile pass's case: SIGTERM during the embedded cluster's start printed a
+    25-line traceback (distributed's exit hook closing a half-started cluster).  At
+    several points of the start: one line, exit 143, no worker left running."""
+    import psutil
+
+    _, _, data = scoring_problem(tmp_path, 2_000, 500, seed=16)
+    job = _start("train", data, "--out", tmp_path / "t.zarr", "--n-bases", "4",
+                 "--workers", "2")
+    first = job.stderr.readline()  # said before the cluster starts
+    assert first.startswith("task:"), first + job.stderr.read()
+    time.sleep(delay)
+    children = psutil.Process(job.pid).children(recursive=True)
+    job.send_signal(signal.SIGTERM)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 143, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.strip().splitlines()[-1].startswith("saspa: interrupted (SIGTERM)"), err
+    _, alive = psutil.wait_procs(children, timeout=30)
+    assert not alive, alive
+    assert not (tmp_path / "t.zarr").exists()

@@ -111,13 +111,32 @@ def _embedded(workers, dashboard):
     if not dashboard:  # the HTTP servers still listen (on 127.0.0.1), serving nothing
         settings.update({"distributed.scheduler.http.routes": [],
                          "distributed.worker.http.routes": []})
-    with dask.config.set(settings), _workers_ignore_ctrl_c():
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", protocol="tls://", security=private,
-                               dashboard_address="127.0.0.1:0",
-                               scheduler_kwargs={"dashboard": bool(dashboard)},
-                               worker_dashboard_address="127.0.0.1:0")
+    from distributed.deploy.spec import SpecCluster
+
+    before = set(SpecCluster._instances)
+    try:
+        with dask.config.set(settings), _workers_ignore_ctrl_c():
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
+                                   processes=True, host="127.0.0.1", protocol="tls://",
+                                   security=private, dashboard_address="127.0.0.1:0",
+                                   scheduler_kwargs={"dashboard": bool(dashboard)},
+                                   worker_dashboard_address="127.0.0.1:0")
+    except BaseException:  # Ctrl-C or SIGTERM while it started
+        _abandon(set(SpecCluster._instances) - before)
+        raise
     return cluster, Client(cluster, security=private)
+
+
+def _abandon(clusters):
+    """Give up clusters whose start was interrupted: their workers killed, and kept
+    from distributed's exit hook, which would try to close them half-started and print
+    its traceback (a worker still in its first state fails an assertion there)."""
+    from distributed.deploy.spec import SpecCluster
+
+    _quiet_distributed()
+    for cluster in clusters:
+        _stop_workers_now(cluster)
+        SpecCluster._instances.discard(cluster)
 
 
 def _close(client, timeout):

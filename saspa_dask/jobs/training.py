@@ -526,7 +526,7 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
         with reported():
             save_model(model, out, overwrite=overwrite, extra_attrs=attributes)
         if latest:
-            write_latest(latest, out)
+            _point_latest(latest, out)
     for level in getattr(model, "coarse_start_", []):
         _say(echo, f"coarse start: {level['rows']} rows, {level['sweeps']} sweeps, "
                    f"{level['seconds']:.1f}s")
@@ -534,6 +534,19 @@ def _fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, 
         _say(echo, line)
     return {"model": model, "out": Path(out), "seconds": float(seconds),
             "converged": bool(model.converged_), "metrics": metrics}
+
+
+def _point_latest(latest, out):
+    """Move the ``latest`` pointer to the saved model; a failure says the model is
+    saved (only the pointer is behind)."""
+    try:
+        write_latest(latest, out)
+    except (OSError, StoreError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise JobError(f"the model was saved to {out}, but the pointer {latest} could not "
+                       f"be moved to it ({reason}); the pointer still names the previous "
+                       "model: fix that, then run the job again with --overwrite, or write "
+                       "the model's path into the pointer file by hand") from None
 
 
 def _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo, init_sites,

@@ -43,7 +43,8 @@ from .posterior import FittedPosterior, stacked
 from .predictor import PosteriorModel
 from .settings import (APPROXIMATIONS, LEGACY_NAMES, EPSchedule, Execution,
                        legacy_parameters, settings_of)
-from .validation import check_init_sites, column_names_of, resolve_lengthscale
+from .validation import (check_covariance_memory, check_init_sites, column_names_of,
+                         resolve_lengthscale)
 
 __all__ = ["SASPABase", "default_damping"]
 
@@ -245,6 +246,8 @@ class SASPABase(PosteriorModel):
 
     def _resolve_bases(self, X, lazy, column_std):
         n_samples, d = X.shape
+        check_covariance_memory(self.n_bases if self.bases is None
+                                else self.bases.means.shape[0], d, self.blur_)
         if self.bases is not None:
             if self.bases.means.shape[1] != d:
                 raise ValueError(f"bases have {self.bases.means.shape[1]} features but X "

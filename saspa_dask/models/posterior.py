@@ -311,8 +311,8 @@ class FittedPosterior:
         codes = np.minimum(codes, len(self.classes) - 1)
         unknown = self.classes[codes] != y
         if unknown.any():
-            raise ValueError(f"labels {np.unique(y[unknown]).tolist()} are not among the "
-                             f"model's classes {self.classes.tolist()}")
+            raise ValueError(f"labels {_few(np.unique(y[unknown]))} are not among the "
+                             f"model's classes {_few(self.classes)}")
         return codes
 
     # -- NumPy or Dask: the one dispatch ---------------------------------------------
@@ -357,3 +357,11 @@ def unstacked(array, n_problems):
     """The inverse of :func:`stacked`."""
     return [array] if n_problems == 1 else list(array)
 
+
+
+def _few(values, shown=8):
+    """Values for a message: the first ``shown`` (each cut to 40 characters) and how
+    many more there are, so a message stays one readable line."""
+    values = [str(v)[:40] for v in np.asarray(values).tolist()]
+    more = len(values) - shown
+    return "[" + ", ".join(values[:shown]) + (f" and {more} more" if more > 0 else "") + "]"

@@ -17,7 +17,7 @@ from sklearn.utils.validation import validate_data
 
 from ..engines.chunks import as_dask, is_lazy, row_chunked
 
-__all__ = ["check_init_sites", "check_lazy_features", "check_training_data",
+__all__ = ["check_covariance_memory", "check_init_sites", "check_lazy_features", "check_training_data",
            "default_lengthscale", "dense_rows", "resolve_lengthscale",
            "validate_training_input"]
 
@@ -78,6 +78,32 @@ def resolve_lengthscale(lengthscale, d, column_std):
     if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
         raise ValueError(f"lengthscale must be finite and > 0, got {ls}")
     return ls
+
+
+def machine_memory():
+    """This machine's memory in bytes (None where it cannot be read)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_covariance_memory(n_bases, d, blur, memory=None):
+    """Refuse, before anything is allocated, a fit whose basis covariances cannot fit
+    in memory: they are kept as M d x d matrices whatever the blur (zeros for
+    ``delta``), and K-means keeps as many scatter matrices, so 100,000 inputs asked
+    for hundreds of GiB and ended in a MemoryError."""
+    memory = machine_memory() if memory is None else memory
+    need = 2 * int(n_bases) * int(d) ** 2 * 8
+    if memory is not None and need > memory // 2:
+        raise ValueError(
+            f"n_bases={n_bases} with {d} inputs (blur={blur!r}): the bases' covariance "
+            f"matrices take {need / 2**30:.3g} GiB ({n_bases} x {d} x {d} floats, twice), "
+            f"more than half this machine's {memory / 2**30:.3g} GiB; they are stored "
+            "whole for every blur: use fewer inputs (drop or group rare one-hot "
+            "columns) or fewer bases")
 
 
 def check_init_sites(init_sites, n_samples, n_problems=1):

@@ -254,7 +254,8 @@ def _encode_rows(path, delimiter, plan, t, target_classes, id_at, writer):
         if encoded is None:
             dropped += 1
             continue
-        writer.add(*encoded, number, None if id_at is None else row[id_at].strip())
+        # an id exactly as written (spaces and all): it must join back to its row
+        writer.add(*encoded, number, None if id_at is None else row[id_at])
     writer.flush()
     return dropped
 
