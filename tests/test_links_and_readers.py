@@ -116,7 +116,7 @@ def test_ingest_cannot_replace_a_store_that_score_is_reading(tmp_path):
     """The hostile pass's case: ingest --overwrite of a data store while score reads it
     gave a complete score store of two contents.  Now the ingest is refused while the
     score runs, and the scores equal the model's predictions on the data it read."""
-    X, model, data = scoring_problem(tmp_path, 120_000, 1_000, seed=13)
+    X, model, data = scoring_problem(tmp_path, 60_000, 1_000, seed=13)
     np.save(tmp_path / "other.npy", np.column_stack([X + 1.0, np.zeros(len(X))]))
     out = tmp_path / "s.zarr"
     job = subprocess.Popen([str(BIN / "saspa"), "score", str(model), str(data), "--out",

@@ -193,7 +193,7 @@ def test_a_killed_predict_rerun_with_another_model_writes_that_models_scores(
     """The hostile pass's case: kill `saspa predict A`, run predict B on the same --out:
     exit 0 with A's scores ("resumed"), or "use --overwrite" even with --overwrite.
     Now B's run starts over and writes exactly B's scores."""
-    _table(tmp_path / "big.csv", 80_000, seed=3)
+    _table(tmp_path / "big.csv", 30_000, seed=3)
     out = tmp_path / "p.csv"
     work = tmp_path / ".p.csv.predict"
     first = subprocess.Popen([str(BIN / "saspa"), "predict", str(case / "A.zarr"),
