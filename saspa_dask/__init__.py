@@ -30,6 +30,7 @@ _PUBLIC = {
     "FullGPClassifier": ".models",
     "FullGPRegressor": ".models",
     "IVMClassifier": ".models",
+    "LearntBoundWarning": ".fitting.hyperparameters",
     "SASPAClassifier": ".models",
     "SASPARegressor": ".models",
     "SparseOnlineGPClassifier": ".models",

@@ -167,8 +167,8 @@ TRAIN_PARAMETERS = (
     Parameter("max_hyper_iter", int, 500, "Safety cap on optimiser iterations (a fit that "
               "reaches it is reported as not converged)."),
     Parameter("hyper_tol", float, 1e-4, "The optimiser stops when the energy rises by less "
-              "than this fraction of max(|energy|, rows) per iteration (over 5 iterations) "
-              "or the projected gradient is below it."),
+              "than this many nats per row per iteration (over 5 iterations), or the "
+              "projected gradient per row and the last change are below it."),
     Parameter("max_fit_time", float, None, "Wall-clock budget in seconds for learning; when "
               "spent, the best point so far is kept and EP runs once on all rows."),
     Parameter("n_restarts_optimizer", int, 0, "Further evidence maximisations from shorter "

@@ -184,20 +184,22 @@ def test_restarts_keep_the_start_with_the_highest_evidence(kind, winner):
 
 
 def test_the_optimiser_reports_its_cap_bounds_and_evidence(tmp_path):
-    """A noise variance started 1000 times too large ends on its lower bound (3 decades
-    down); a single iteration stops at the cap.  Both are reported, with the evidence
-    before and after, on the estimator, in the store's summary and as job warnings."""
+    """Noise-free targets take the noise variance to the floor of its box (three decades
+    below the data's start, a tenth of the target variance, whatever the start); a
+    single iteration stops at the cap.  Both are reported, with the evidence before
+    and after, on the estimator, in the store's summary and as job warnings."""
     from saspa_dask.jobs.training import optimiser_warnings
     from saspa_dask.storage import describe_model
 
     rng = np.random.default_rng(0)
     X = rng.uniform(-3, 3, size=(300, 1))
-    y = np.sin(X[:, 0]) + 0.01 * rng.normal(size=300)
-    reg = SASPARegressor(n_bases=15, random_state=0, noise_variance=10.0,
-                         max_hyper_iter=50).fit(X, y)
+    y = np.sin(X[:, 0])
+    with pytest.warns(UserWarning, match="noise variance ran to its floor"):
+        reg = SASPARegressor(n_bases=15, random_state=0, noise_variance=10.0,
+                             max_hyper_iter=50, learn_bases=None).fit(X, y)
     info = reg.hyperparameter_info_
     assert info["at_bounds"] == ["likelihood.noise_variance"] and not info["hit_iteration_cap"]
-    assert reg.noise_variance_ == pytest.approx(10.0 / 1000, rel=1e-9)
+    assert reg.noise_variance_ == pytest.approx(0.1 * y.var() / 1000, rel=1e-9)
     assert info["log_evidence_start"] == pytest.approx(reg.hyperparameter_trace_[0]["log_evidence"])
     assert info["log_evidence_end"] == pytest.approx(reg.log_evidence_, rel=1e-9)
     assert info["log_evidence_end"] > info["log_evidence_start"]
@@ -232,3 +234,35 @@ def test_noisy_probit_learns_the_flip_rate():
     np.testing.assert_allclose(p_noisy, [noisy.label_noise_, 1 - noisy.label_noise_],
                                atol=0.02)
     assert np.all(noisy.predict(Xt) == [-1, 1])
+
+
+def test_the_learning_box_is_the_datas_and_does_not_move_with_the_start():
+    """The hostile pass's case: every regression fit ended with its noise on the lower
+    bound, and each retrain (which starts from the last fit's values) re-centred the
+    box, so the noise could fall three decades further every time.  The box is
+    centred on the values the data alone would start from, stretched to hold the
+    start; a refit from a fit's own values keeps it, and the noise stays on the same
+    floor, with a warning that says what to try."""
+    from saspa_dask import LearntBoundWarning
+
+    centre = Hyperparameters(np.array([2.0]), 1.0, {"noise_variance": 0.1})
+    start = Hyperparameters(np.array([0.5]), 3.0, {"noise_variance": 1e-5}, centre=centre)
+    box = np.exp(np.array(start.bounds()))
+    np.testing.assert_allclose(box[0], [2e-3, 2e3], rtol=1e-12)
+    np.testing.assert_allclose(box[1], [1e-3, 1e3], rtol=1e-12)
+    np.testing.assert_allclose(box[2], [1e-5, 100.0], rtol=1e-12)  # stretched to 1e-5
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, size=(150, 1))
+    y = np.sin(2 * X[:, 0])  # no noise: the noise runs to its floor
+    with pytest.warns(LearntBoundWarning, match="noise variance ran to its floor.*alpha=0.5"):
+        first = SASPARegressor(n_bases=40, learn_bases=None).fit(X, y)
+    floor = 1e-4 * y.var()
+    assert "likelihood.noise_variance" in first.hyperparameter_info_["at_bounds"]
+    assert first.noise_variance_ == pytest.approx(floor, rel=1e-9)
+    with pytest.warns(LearntBoundWarning):
+        again = SASPARegressor(n_bases=40, learn_bases=None,
+                               noise_variance=first.noise_variance_,
+                               lengthscale=first.lengthscale_,
+                               signal_variance=first.signal_variance_).fit(X, y)
+    assert again.noise_variance_ == pytest.approx(floor, rel=1e-9)  # not 1e-3 x lower

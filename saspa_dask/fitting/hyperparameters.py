@@ -9,7 +9,7 @@ import numpy as np
 
 from .basis_parameters import LearntBases, LearntFeatures
 
-__all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS"]
+__all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearntBoundWarning", "bound_advice"]
 
 # natural ranges of likelihood parameters (label noise below one half)
 LIKELIHOOD_BOUNDS = {"label_noise": (1e-6, 0.45), "dof": (0.5, 1e3)}
@@ -45,6 +45,8 @@ class Hyperparameters:
     blur_scale: float = 1.0
     learn_blur_scale: bool = False
     bases: LearntBases | LearntFeatures | None = None
+    # the data-driven values the box of :meth:`bounds` is centred on (None: this point)
+    centre: "Hyperparameters | None" = None
 
     def _bases_offset(self):
         """Where the bases' entries (or, without them, the likelihood's) start in
@@ -98,11 +100,15 @@ class Hyperparameters:
         return np.array(values + [grad[k] for k in self.likelihood], dtype=np.float64)
 
     def bounds(self):
-        """Log-space box: three decades either side of this point, tighter where a
-        likelihood parameter has a natural range (:data:`LIKELIHOOD_BOUNDS`)."""
+        """Log-space box: three decades either side of the data-driven ``centre`` (the
+        values a fit starts from when none are given: it does not move when a retrain
+        starts from the last fit's values) or, without one, of this point; stretched to
+        hold this point; tighter where a likelihood parameter has a natural range
+        (:data:`LIKELIHOOD_BOUNDS`)."""
         x0 = self.to_log()
         span = _DECADES * math.log(10.0)
-        bounds = [(x - span, x + span) for x in x0]
+        middle = x0 if self.centre is None else self._centred(x0)
+        bounds = [(min(c - span, x), max(c + span, x)) for c, x in zip(middle, x0)]
         if self.bases is not None:
             start = self._bases_offset()
             box = self.bases.bounds()
@@ -115,8 +121,58 @@ class Hyperparameters:
                                   b if hi is None else min(b, math.log(hi)))
         return bounds
 
+    def _centred(self, x0):
+        """``x0`` with the lengthscales, signal variance and likelihood entries
+        replaced by the centre's."""
+        centre, out = self.centre, x0.copy()
+        d = self.lengthscale.size
+        out[:d] = np.log(centre.lengthscale)
+        out[d] = math.log(centre.signal_variance)
+        offset = x0.size - len(self.likelihood)
+        for k, name in enumerate(self.likelihood):
+            if name in centre.likelihood:
+                out[offset + k] = math.log(centre.likelihood[name])
+        return out
+
     def as_dict(self):
         """The scalar values (the bases, M d numbers or more, are left out)."""
         return {"lengthscale": [float(x) for x in self.lengthscale],
                 "signal_variance": float(self.signal_variance),
                 "blur_scale": float(self.blur_scale), "likelihood": dict(self.likelihood)}
+
+
+class LearntBoundWarning(UserWarning):
+    """Learning left a value on a bound of its box (the message says what to try)."""
+
+
+# what a value on a bound of its box means, and what to try
+_ADVICE = {
+    "likelihood.noise_variance": (
+        "the noise variance ran to its floor: with learnt bases, FITC (alpha=1) can "
+        "explain the data by each row's residual variance instead of noise, which "
+        "over-fits the noise away; try alpha=0.5 (Power EP), fewer bases, or "
+        "learn_bases=None, and check the held-out NLPD"),
+    "lengthscale": (
+        "lengthscales on the box's top are inputs the model found irrelevant (harmless; "
+        "such inputs can be dropped); on its bottom, inputs varying faster than the "
+        "bases resolve: try more bases or standardised inputs"),
+    "signal_variance": (
+        "the signal variance ran to its box: the targets may be badly scaled "
+        "(standardise them) or nearly constant"),
+    "likelihood.label_noise": (
+        "the label noise reached its limit: the labels look random given these inputs"),
+}
+
+
+def bound_advice(names):
+    """The learnt values on a bound (``names`` as :meth:`Hyperparameters.names` gives
+    them) and, for each kind, what it means and what to try: one message."""
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    kinds = []
+    for name in names:
+        kind = "lengthscale" if name.startswith("lengthscale") else name
+        if kind in _ADVICE and _ADVICE[kind] not in kinds:
+            kinds.append(_ADVICE[kind])
+    advice = "; ".join(kinds)
+    return f"learnt values ended on a bound of their box: {shown}" + (
+        f" ({advice})" if advice else "")

@@ -9,15 +9,20 @@ gradient.
 When it stops (:class:`StopRule`), in this order of checks after every accepted
 iteration:
 
-- *energy*: the energy rose by less than ``tol`` times its scale per iteration, on
-  average over the last :data:`WINDOW` iterations;
-- *gradient*: the projected gradient's largest entry is below ``tol`` times the scale;
+- *energy*: the energy rose by less than ``tol`` per row per iteration, on average
+  over the last :data:`WINDOW` iterations;
+- *gradient*: the projected gradient's largest entry is below ``tol`` per row, and the
+  last iteration moved the energy by less than ``tol`` per row too (a gradient that is
+  small right after a large step is not convergence);
 - *iteration cap*: ``max_iter`` iterations (a safety cap, reported as not converged);
 - *time budget*: the wall-clock ``deadline`` passed (checked before every evaluation,
   so a budget stops within one evaluation of it; reported as not converged).
 
-The scale is ``max(|energy|, n_rows)``: the energy is a sum over rows, so ``tol`` is a
-relative change that does not blow up where the energy passes through zero.
+The scale is the number of rows (times the EP problems): the energy is a sum over rows,
+so its change per row is what ``tol`` bounds.  Unlike a change relative to the energy
+itself, this does not depend on the targets' units (rescaling y by c shifts the energy
+by N log c and leaves its changes and its gradient in log space unchanged), so a fit on
+prices in dollars stops where the same fit in thousands of dollars does.
 L-BFGS-B's own tests (``ftol``, ``pgtol``) are set far below these so that they only
 end runs whose line search can no longer make progress (reported with scipy's
 message).
@@ -49,7 +54,7 @@ class StopRule:
     Parameters
     ----------
     tol : float
-        Relative energy change per iteration and relative projected-gradient size.
+        Energy change per row per iteration, and projected-gradient size per row.
     max_iter : int
         Safety cap on iterations.
     deadline : float or None
@@ -63,8 +68,10 @@ class StopRule:
     deadline: float | None = None
     scale_rows: int = 1
 
-    def scale(self, energy):
-        return max(abs(float(energy)), float(self.scale_rows), 1.0)
+    def scale(self, energy=None):
+        """Rows the energy sums over (``energy`` is not used: see the module
+        docstring)."""
+        return max(float(self.scale_rows), 1.0)
 
     def converged(self, trace):
         """"energy", "gradient" or None for the trace so far."""
@@ -73,9 +80,14 @@ class StopRule:
         last = trace[-1]
         if len(trace) > WINDOW:
             gain = (last["log_evidence"] - trace[-1 - WINDOW]["log_evidence"]) / WINDOW
-            if gain < self.tol * self.scale(last["log_evidence"]):
+            if gain < self.tol * self.scale():
                 return "energy"
-        if last["projected_gradient"] < self.tol:  # recorded relative to the scale
+        # both recorded per row; a first small gradient right after a big step is not
+        # convergence (L-BFGS-B's first step can land near a stationary point of a
+        # line, not of the energy)
+        moved = last.get("relative_change")
+        if (last["projected_gradient"] < self.tol and moved is not None
+                and abs(moved) < self.tol):
             return "gradient"
         return None
 
@@ -121,8 +133,8 @@ def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
     state : the ``state`` of the best evaluation
     trace : list of dict
         Per accepted iteration: ``iteration``, ``log_evidence`` (the energy),
-        ``relative_change`` (its gain over the iteration, relative to the rule's
-        scale), ``projected_gradient`` (the largest entry, relative likewise),
+        ``relative_change`` (its gain over the iteration per row),
+        ``projected_gradient`` (the largest entry, per row likewise),
         ``hyperparameters``, ``n_evaluations`` so far, ``seconds``.
     info : dict
         ``n_evaluations``, ``n_iterations``, ``n_failed_evaluations``,

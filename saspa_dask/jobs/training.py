@@ -22,6 +22,7 @@ import numpy as np
 
 from ..engines.chunks import spread_rows
 from ..fitting.basis_parameters import LEARN_BASES
+from ..fitting.hyperparameters import LearntBoundWarning, bound_advice
 from ..models import SASPAClassifier, SASPARegressor
 from ..models.settings import settings_of
 from ..parameters import (CLASSIFICATION_LIKELIHOODS, REGRESSION_LIKELIHOODS,
@@ -361,8 +362,7 @@ def optimiser_warnings(info):
                      f"{info['n_iterations']} iterations: {info['message']}")
     names = info.get("at_bounds")
     if names:
-        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        lines.append(f"warning: learnt values ended on a bound of their box: {shown}")
+        lines.append(f"warning: {bound_advice(names)}")
     return lines
 
 
@@ -562,7 +562,9 @@ def _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo, init_site
         _say(echo, f"data: {len(X.chunks[0])} chunks (one task each) over {workers} workers")
         if callable(init_sites):  # computed on the cluster (reads the appended rows)
             init_sites = init_sites()
-        with reported():
+        with reported(), warnings.catch_warnings():
+            # said as the job's own warning line (optimiser_warnings), not twice
+            warnings.simplefilter("ignore", LearntBoundWarning)
             model.fit(X, y, progress=progress, init_sites=init_sites,
                       column_names=attrs.get("columns"), data_fingerprint=data_fingerprint)
         if test is None:

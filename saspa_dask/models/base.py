@@ -33,7 +33,7 @@ from ..engines.kmeans import kmeans
 from ..engines.threads import scipy_blas_single_threaded
 from ..ep.driver import EPSettings
 from ..fitting.basis_parameters import LEARN_BASES, LearntBases, LearntFeatures
-from ..fitting.hyperparameters import Hyperparameters
+from ..fitting.hyperparameters import Hyperparameters, LearntBoundWarning, bound_advice
 from ..fitting.costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost
 from ..fitting.optimizer import StopRule
 from ..fitting.trainer import Trainer
@@ -316,8 +316,11 @@ class SASPABase(PosteriorModel):
             return "means" if learn else False
         return self.learn_bases or False
 
-    def _start_hyperparameters(self, X, likelihood, signal_variance, column_std, basis):
-        """The optimiser's starting point; it says what is learnt."""
+    def _start_hyperparameters(self, X, likelihood, signal_variance, column_std, basis,
+                               centre=None):
+        """The optimiser's starting point; it says what is learnt.  ``centre`` is
+        (signal variance, likelihood) as the data alone would start them: with the
+        data-driven lengthscales, the box the values are learnt in is centred there."""
         learn = self._learn_bases()
         if learn and not self.optimize_hyperparameters:
             raise ValueError(f"learn_bases={learn!r} needs optimize_hyperparameters=True "
@@ -334,11 +337,15 @@ class SASPABase(PosteriorModel):
         elif learn:
             bases = LearntBases(basis.means, basis.covs, self.blur_, learn == "means+blur",
                                 lengthscale)
+        middle = None
+        if centre is not None:
+            middle = Hyperparameters(resolve_lengthscale(None, X.shape[1], column_std),
+                                     float(centre[0]), centre[1].hyperparameters())
         return Hyperparameters(
             lengthscale, float(signal_variance),
             likelihood.hyperparameters() if self.optimize_hyperparameters else {},
             learn_blur_scale=bool(self.learn_blur_scale) and self.blur_ != "delta",
-            bases=bases)
+            bases=bases, centre=middle)
 
     def _learning_stages(self, n_samples, lazy=False):
         """The subsample stages of learning: a list of sorted row-index arrays, each
@@ -402,7 +409,7 @@ class SASPABase(PosteriorModel):
     def _fit_posterior_work(self, X, targets, likelihood, signal_variance, damping,
                             column_std, *, progress=None, init_sites=None, labels=None,
                             offset=0.0, classes=None, column_names=None,
-                            data_fingerprint=None):
+                            data_fingerprint=None, centre=None):
         """Bases, whitening, EP (in memory or on Dask) and, if asked, evidence
         maximisation; sets ``fitted_posterior_`` and the fit report.
 
@@ -423,7 +430,7 @@ class SASPABase(PosteriorModel):
         self.blur_ = choose_blur(self.blur, X.shape[1])
         basis = self._resolve_bases(X, lazy, column_std)
         start_hyper = self._start_hyperparameters(X, likelihood, signal_variance, column_std,
-                                                  basis)
+                                                  basis, centre)
         self.timings_ = {"bases": time.perf_counter() - start}
         km = getattr(self, "kmeans_info_", None)
         say(f"bases ready ({self.timings_['bases']:.1f}s"
@@ -601,6 +608,8 @@ class SASPABase(PosteriorModel):
             info.update(learn_bases=self._learn_bases(),
                         n_rows_learnt=int(n_samples if rows is None else rows.size))
         self.hyperparameter_info_ = info
+        if info.get("at_bounds"):
+            warnings.warn(bound_advice(info["at_bounds"]), LearntBoundWarning, stacklevel=5)
         self._set_report(outcome.results)
 
     def _set_report(self, results):

@@ -163,7 +163,9 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
         return self._fit_posterior(
             X, targets, classification_likelihood(self.likelihood, self.label_noise), s2,
             damping, column_std, progress=progress, init_sites=init_sites, labels=labels,
-            classes=classes, column_names=column_names, data_fingerprint=data_fingerprint)
+            classes=classes, column_names=column_names, data_fingerprint=data_fingerprint,
+            # what the data alone would start from: the centre of the learning box
+            centre=(1.0, classification_likelihood(self.likelihood, 0.01)))
 
     def partial_fit(self, X, y, classes=None):
         """Add rows by one assumed-density-filtering pass, without revisiting old rows.

@@ -63,11 +63,11 @@ _SHARED_PARAMS_DOC = """
         (``hyperparameter_info_["stop_reason"] == "cap"``).
     hyper_tol : float, default=1e-4
         The optimiser has converged when the energy rose by less than ``hyper_tol``
-        of its scale per iteration over the last 5 iterations, or when the largest
-        entry of the projected gradient is below ``hyper_tol`` of that scale; the
-        scale is ``max(|energy|, rows)``, the energy being a sum over the rows
-        learnt on (``benchmarks/RESULTS.md``, "When learning stops", measures the
-        choice).  0 runs to the cap or budget.
+        nats per row per iteration over the last 5 iterations, or when the largest
+        entry of the projected gradient is below ``hyper_tol`` per row and the last
+        iteration changed the energy by less than that too (per row: the targets'
+        units shift the energy but not its changes; ``benchmarks/RESULTS.md``, "When
+        learning stops", measures the choice).  0 runs to the cap or budget.
     max_fit_time : float or None, default=None
         Wall-clock budget in seconds for learning (all starts and stages); when it
         is spent, the optimiser stops at the best point so far

@@ -174,10 +174,13 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         likelihood = regression_likelihood(self.likelihood, spread,
                                            noise_variance=self.noise_variance, dof=self.dof,
                                            scale=self.scale, offset=offset)
+        # what the data alone would start from: the centre of the learning box
+        centre = (1.0 if self.likelihood == "poisson" else spread,
+                  regression_likelihood(self.likelihood, spread, offset=offset))
         return self._fit_posterior(X, targets, likelihood, s2, damping, column_std,
                                    progress=progress, init_sites=init_sites, offset=offset,
                                    column_names=column_names,
-                                   data_fingerprint=data_fingerprint)
+                                   data_fingerprint=data_fingerprint, centre=centre)
 
     def partial_fit(self, X, y):
         """Add rows by one assumed-density-filtering pass, without revisiting old rows.
