@@ -35,6 +35,7 @@ _PUBLIC = {
     "SASPARegressor": ".models",
     "SparseOnlineGPClassifier": ".models",
     "SparseOnlineGPRegressor": ".models",
+    "StochasticLearning": ".models",
     "StoreError": ".files.errors",
     "greedy_bases": ".engines.greedy",
     "ivm_bases": ".engines.ivm",

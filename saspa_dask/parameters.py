@@ -44,7 +44,7 @@ class Parameter:
         The estimator's default (None: chosen from the data).
     help : str
     group, field : str, optional
-        A field of the ``ep`` or ``execution`` settings.
+        A field of the ``ep``, ``execution`` or ``stochastic`` settings.
     choices : tuple, optional
     job_default : object, optional
         Where a job (CLI, TOML) differs from the estimator: a fixed seed, so a job is
@@ -99,6 +99,20 @@ _EP_FIELDS = (
     Parameter("coarse_start", bool, True, "Start parallel EP from EP on every 10th chunk "
               "(recursively), scaled to all rows; the fixed point is the same.", "ep",
               "coarse_start", off_flags=("--cold-start",)),
+)
+
+_STOCHASTIC_FIELDS = (
+    Parameter("minibatch_rows", int, 2048, "Stochastic learning: rows per minibatch.",
+              "stochastic", "batch_rows"),
+    Parameter("learning_rate", float, 0.05, "Stochastic learning: Adam's step (log space; "
+              "a basis mean moves a tenth of its input's lengthscale per unit).",
+              "stochastic", "learning_rate"),
+    Parameter("max_epochs", float, 100.0, "Stochastic learning: passes over the rows at "
+              "most (--max-fit-time usually ends it first on large data).", "stochastic",
+              "max_epochs"),
+    Parameter("stochastic_tol", float, 1e-3, "Stochastic learning stops when the energy per "
+              "row, averaged over 250 steps, rose by less than this over the 250 before.",
+              "stochastic", "tol"),
 )
 
 _EXECUTION_FIELDS = (
@@ -186,6 +200,12 @@ TRAIN_PARAMETERS = (
               "run EP on all rows.  Stages: sizes separated by commas, 'all' last to finish "
               "on every row (e.g. 20000,100000,all), each warm-started from the last; "
               "'all' alone learns on every row.", parse=parse_stages),
+    Parameter("learning", str, "full-batch", "How hyperparameters and bases are learnt: "
+              "full-batch (L-BFGS-B over EP, on a subsample of --hyper-subsample rows when "
+              "the data has more) or stochastic (Adam on minibatches of every row, EP's "
+              "sites tied; memory does not grow with the rows).",
+              choices=("full-batch", "stochastic")),
+    *_STOCHASTIC_FIELDS,
     Parameter("random_state", int, None, "Seed of K-means, the subsample and the spectral "
               "start.", job_default=0, old_flags=("--seed",), old_keys=("seed",)),
     *_EP_FIELDS,

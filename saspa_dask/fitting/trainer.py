@@ -180,7 +180,7 @@ class Trainer:
         for engine, result in zip(self._engines, results):
             summary = engine.reduce_chunks(gradient_chunk, result.posterior, likelihood, self.L,
                                            self.basis.means, self.hyper.lengthscale,
-                                           self._full_moments(), self._fourier())
+                                           self.full_moments(self.hyper), self._fourier())
             total = summary if total is None else total.merge(summary)
         return assemble_gradient(total, self.basis, self.hyper, self.L)
 
@@ -192,10 +192,10 @@ class Trainer:
         return (basis.frequencies, basis.phases, basis.window_variance,
                 self.hyper.signal_variance)
 
-    def _full_moments(self):
-        """The gradient needs off-diagonal second moments: full blur covariances, in
-        use or being learnt."""
-        bases = self.hyper.bases
+    def full_moments(self, hyper):
+        """Whether the gradient at ``hyper`` needs off-diagonal second moments: full
+        blur covariances, in use or being learnt."""
+        bases = hyper.bases
         learning_full = bases is not None and bases.blur and bases.family == "full"
         return self.full_blur or learning_full
 

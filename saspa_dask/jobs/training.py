@@ -349,7 +349,11 @@ def optimiser_warnings(info):
     """Lines warning that the evidence maximisation stopped at its iteration cap or
     with learnt values on a bound (empty when neither, or when nothing was learnt)."""
     lines = []
-    if info.get("hit_iteration_cap"):
+    if info.get("method") == "stochastic" and info.get("hit_iteration_cap"):
+        lines.append(f"warning: stochastic learning stopped at --max-epochs after "
+                     f"{info['n_iterations']} steps, before its energy settled (raise "
+                     "--max-epochs)")
+    elif info.get("hit_iteration_cap"):
         lines.append(f"warning: the hyperparameter optimiser stopped at its cap of "
                      f"{info['n_iterations']} iterations before converging (raise "
                      "--max-hyper-iter)")

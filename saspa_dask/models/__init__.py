@@ -25,9 +25,9 @@ from .model_store import save_model
 from .online import SparseOnlineGPClassifier, SparseOnlineGPRegressor
 from .posterior import FittedPosterior
 from .regressor import SASPARegressor
-from .settings import EPSchedule, Execution
+from .settings import EPSchedule, Execution, StochasticLearning
 
-__all__ = ["EPSchedule", "Execution", "FittedPosterior", "FullGPClassifier",
+__all__ = ["EPSchedule", "Execution", "StochasticLearning", "FittedPosterior", "FullGPClassifier",
            "FullGPRegressor", "IVMClassifier", "SASPAClassifier", "SASPARegressor",
            "SparseOnlineGPClassifier", "SparseOnlineGPRegressor", "load_model",
            "save_model"]

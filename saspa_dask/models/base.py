@@ -36,13 +36,14 @@ from ..fitting.basis_parameters import LEARN_BASES, LearntBases, LearntFeatures
 from ..fitting.hyperparameters import Hyperparameters, LearntBoundWarning, bound_advice
 from ..fitting.costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost
 from ..fitting.optimizer import StopRule
+from ..fitting.stochastic import learn_stochastic
 from ..fitting.trainer import Trainer
 from ..fitting.trainer import fit as fit_hyperparameters
 from .new_rows import adf_pass, update_pass
 from .posterior import FittedPosterior, stacked
 from .predictor import PosteriorModel
-from .settings import (APPROXIMATIONS, LEGACY_NAMES, EPSchedule, Execution,
-                       legacy_parameters, settings_of)
+from .settings import (APPROXIMATIONS, LEARNING_METHODS, LEGACY_NAMES, EPSchedule, Execution,
+                       StochasticLearning, legacy_parameters, settings_of)
 from .validation import (check_covariance_memory, check_init_sites, column_names_of,
                          resolve_lengthscale)
 
@@ -164,6 +165,8 @@ class SASPABase(PosteriorModel):
         "learn_bases": [StrOptions(set(LEARN_BASES) | {"auto"}), Options(bool, {False}),
                         None],
         "hyper_subsample": [Interval(Integral, 1, None, closed="left"), tuple, list, None],
+        "learning": [StrOptions(set(LEARNING_METHODS))],
+        "stochastic": [StochasticLearning, dict, None],
         "ep": [EPSchedule, dict, None],
         "execution": [Execution, dict, None],
     }
@@ -222,7 +225,7 @@ class SASPABase(PosteriorModel):
         """scikit-learn's parameter checks, then the grouped settings' fields (before
         any work: the data's checks and K-means come after)."""
         super()._validate_params()
-        for group in ("ep", "execution"):
+        for group in ("ep", "execution", "stochastic"):
             self._settings(group)
 
     def _settings(self, group):
@@ -455,8 +458,13 @@ class SASPABase(PosteriorModel):
         if self.optimize_hyperparameters:
             self._announce_cost(stages[0].size if stages else X.shape[0], basis, say)
         start = time.perf_counter()
-        learnt, rows, stage_sites, done, ended = self._learn_in_stages(
-            X, targets, stages, start_hyper, sites, trainer_for, fit, say)
+        if self.learning == "stochastic" and self.optimize_hyperparameters:
+            learnt, rows, stage_sites, done, ended = self._learn_stochastically(
+                X, targets, start_hyper, likelihood, trainer_for, rule, say)
+            stages, learn_on_all = [], False
+        else:
+            learnt, rows, stage_sites, done, ended = self._learn_in_stages(
+                X, targets, stages, start_hyper, sites, trainer_for, fit, say)
         if learnt is not None:
             start_hyper = learnt.hyper
             self.timings_["hyperparameters"] = time.perf_counter() - start
@@ -522,6 +530,27 @@ class SASPABase(PosteriorModel):
             if self._stages_end(done, say):
                 return learnt, rows, sites, done, True
         return learnt, rows, sites, done, False
+
+    def _learn_stochastically(self, X, targets, hyper, likelihood, trainer_for, rule, say):
+        """Learn on every row by stochastic EP (:mod:`saspa_dask.fitting.stochastic`);
+        returns what :meth:`_learn_in_stages` does.  EP on all rows then polishes."""
+        schedule = self._settings("stochastic")
+        say(f"learning stochastically on all {X.shape[0]} rows (minibatches of "
+            f"{schedule.batch_rows}, learning rate {schedule.learning_rate:g}, at most "
+            f"{schedule.max_epochs:g} epochs{self._budget_text()})")
+
+        def tell(record):
+            say(f"epoch {record['epoch']}: energy {record['energy_per_row']:.6g} per row "
+                f"(minibatch estimate), {record['steps']} steps, {record['seconds']:.1f}s")
+
+        seed = check_random_state(self.random_state).randint(2**31 - 1)
+        # on Dask the minibatches are read chunk by chunk; no site store is needed
+        learnt = learn_stochastic(trainer_for(X, targets, None), likelihood, hyper, schedule,
+                                  seed=seed, deadline=rule.deadline, callback=tell)
+        return learnt, None, None, [], learnt.info["stop_reason"] == "time"
+
+    def _budget_text(self):
+        return "" if self.max_fit_time is None else f", budget {self.max_fit_time:g}s"
 
     def _restart_positions(self, start):
         """Restart k's learnt bases: K-means on the learning rows with the k-th of a

@@ -94,7 +94,8 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
                  jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=500,
                  hyper_tol=1e-4, max_fit_time=None,
                  n_restarts_optimizer=0, learn_blur_scale=False, learn_bases="auto",
-                 hyper_subsample=20000, ep=None, execution=None, random_state=None,
+                 hyper_subsample=20000, learning="full-batch", stochastic=None, ep=None,
+                 execution=None, random_state=None,
                  verbose=0, **legacy):
         self.n_bases = n_bases
         self.blur = blur
@@ -114,6 +115,8 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
         self.learn_blur_scale = learn_blur_scale
         self.learn_bases = learn_bases
         self.hyper_subsample = hyper_subsample
+        self.learning = learning
+        self.stochastic = stochastic
         self.ep = ep
         self.execution = execution
         self.random_state = random_state

@@ -104,6 +104,22 @@ _SHARED_PARAMS_DOC = """
         rows (drawn with ``random_state``, read chunk-wise), and EP then runs on all
         rows at the learnt values.  ``hyperparameter_info_["n_rows_learnt"]`` says how
         many rows were used.  None: always all rows.
+    learning : {"full-batch", "stochastic"}, default="full-batch"
+        How the hyperparameters (and bases) are learnt.  ``full-batch``: L-BFGS-B,
+        each evaluation a full EP run (on ``hyper_subsample`` rows when the data has
+        more).  ``stochastic``: on minibatches of every row (Hernandez-Lobato &
+        Hernandez-Lobato 2016; stochastic EP): the rows' sites are tied into one
+        site on the basis values, moved by EP on each minibatch, while Adam moves
+        the kernel, likelihood and basis parameters by the minibatch's estimate of
+        the energy's gradient; memory does not grow with the rows, and
+        ``max_fit_time`` ends it with the values reached.  EP on all rows then runs
+        at the learnt values either way.  Measured (``benchmarks/RESULTS.md``,
+        "Stochastic learning"): on Kin-40k with delta bases it reached full-batch's
+        held-out accuracy at a third of its CPU; on Pumadyn-32nm and with full blurs
+        full-batch stayed ahead, so it is not the default.
+    stochastic : StochasticLearning, dict or None, default=None
+        How ``learning="stochastic"`` runs (:class:`saspa_dask.StochasticLearning`:
+        ``batch_rows``, ``learning_rate``, ``max_epochs``, ``tol``).
     ep : EPSchedule, dict or None, default=None
         How EP runs (:class:`saspa_dask.EPSchedule`: ``mode``, ``damping``,
         ``max_sweeps``, ``tol``, ``anderson_memory``, ``coarse_start``); a dict sets

@@ -19,9 +19,14 @@ from numbers import Integral, Real
 # variances) or DTC (projected process, no residual variances); named once, in the
 # parameter table
 from ..parameters import APPROXIMATIONS
+from ..fitting.stochastic import StochasticLearning
 
-__all__ = ["APPROXIMATIONS", "EPSchedule", "Execution", "LEGACY_NAMES", "SETTINGS_CLASSES",
-           "legacy_parameters", "settings_of"]
+__all__ = ["APPROXIMATIONS", "EPSchedule", "Execution", "LEGACY_NAMES", "LEARNING_METHODS",
+           "SETTINGS_CLASSES", "StochasticLearning", "legacy_parameters", "settings_of"]
+
+# how hyperparameters are learnt: full-batch L-BFGS-B over EP (on a subsample when the
+# data has more rows), or stochastically on minibatches of every row
+LEARNING_METHODS = ("full-batch", "stochastic")
 
 
 
@@ -134,7 +139,8 @@ def _whole(value, low):
     return isinstance(value, Integral) and not isinstance(value, bool) and value >= low
 
 
-SETTINGS_CLASSES = {"ep": EPSchedule, "execution": Execution}
+SETTINGS_CLASSES = {"ep": EPSchedule, "execution": Execution,
+                    "stochastic": StochasticLearning}
 
 # the old flat parameters: name -> (group, field)
 LEGACY_NAMES = {
