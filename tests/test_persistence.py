@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import saspa_dask
-from saspa_dask import EPSchedule, Execution, SASPAClassifier, SASPARegressor
+from saspa_dask import EPSchedule, Execution, SASPAClassifier, SASPARegressor, StochasticLearning
 from saspa_dask.parameters import RETRAIN_PARAMETERS, TRAIN_PARAMETERS
 
 # (estimator expression, task): each is fitted, saved and loaded in its own processes
@@ -165,7 +165,8 @@ def test_the_parameter_table_matches_the_estimators_and_the_settings():
     signatures and dataclasses themselves)."""
     estimators = {**_defaults(SASPAClassifier), **_defaults(SASPARegressor)}
     groups = {"ep": {f.name: f.default for f in fields(EPSchedule)},
-              "execution": {f.name: f.default for f in fields(Execution)}}
+              "execution": {f.name: f.default for f in fields(Execution)},
+              "stochastic": {f.name: f.default for f in fields(StochasticLearning)}}
     for p in TRAIN_PARAMETERS:
         if p.name == "likelihood":  # by task: each estimator's default is among its own
             assert p.default is None and {_defaults(SASPAClassifier)["likelihood"],
@@ -176,7 +177,8 @@ def test_the_parameter_table_matches_the_estimators_and_the_settings():
             assert p.default == estimators[p.name], p.name
         else:
             assert p.default == groups[p.group][p.field], p.name
-    covered = {p.name for p in TRAIN_PARAMETERS if p.group is None} | {"ep", "execution"}
+    covered = {p.name for p in TRAIN_PARAMETERS if p.group is None} | {"ep", "execution",
+                                                                         "stochastic"}
     # every estimator parameter is in the table but explicit bases, the jitter, centring
     # and verbosity (Python only: a job sets them itself)
     assert set(estimators) - covered == {"bases", "center_y", "jitter", "verbose"}

@@ -287,72 +287,96 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, deadlin
         The learnt point; ``results`` hold each problem's tied posterior (an anytime
         model), ``trace`` the per-epoch records, ``info`` how it stopped.
     """
-    N = trainer.X.shape[0]
-    labels = trainer.labels or [None]
-    hyper = start
-    basis, L, jitter = trainer.whitening(hyper)
-    M = basis.means.shape[0]
-    sites = [_TiedSite(np.zeros((M, M)), np.zeros(M), L) for _ in labels]
-    adam = _Adam(schedule.learning_rate)
+    learner = _Learner(trainer, likelihood, start, schedule)
     stream = _Minibatches(trainer.X, trainer.y, schedule.batch_rows, seed)
-    progress, trace = _Progress(), []
-    bounds = np.array([(-np.inf if lo is None else lo, np.inf if hi is None else hi)
-                       for lo, hi in hyper.bounds()], dtype=np.float64)
-    t0, steps, rows_seen, n_rejected, n_invalid = time.perf_counter(), 0, 0, 0, 0
-    stop_reason, epoch = "cap", 0
+    N, t0 = trainer.X.shape[0], time.perf_counter()
+    stop_reason, epoch, trace = "cap", 0, []
     while epoch < math.ceil(schedule.max_epochs):
         for X_B, y_B in stream.epoch():
-            b = X_B.shape[0]
-            lik = likelihood.with_hyperparameters(hyper.likelihood)
-            block = make_block(X_B, y_B, basis.means, basis.covs, hyper.lengthscale,
-                               hyper.signal_variance, L, trainer.projected_only,
-                               basis.frequencies, basis.phases)
-            total, energy = None, 0.0
-            full = trainer.full_moments(hyper)
-            for k, label in enumerate(labels):
-                problem = block if label is None else relabel_block(block, label)
-                outcome = _site_step(sites[k], problem, L, lik, N, b)
-                n_rejected += outcome["rejected"]
-                n_invalid += outcome["invalid"]
-                posterior, tau, nu = outcome["posterior"], outcome["tau"], outcome["nu"]
-                summary = _scaled(gradient_chunk(
-                    X_B, problem, tau, nu, posterior, lik, L, basis.means,
-                    hyper.lengthscale, full, _fourier(basis, hyper)), N / b)
-                energy += ep_evidence(posterior, summary.evidence_terms)
-                total = summary if total is None else total.merge(summary)
-            progress.add(energy / N)
-            grad = hyper.gradient_vector(assemble_gradient(total, basis, hyper, L))
-            if np.all(np.isfinite(grad)):
-                x = hyper.to_log() + adam.step(grad, _step_scale(hyper, basis))
-                trial = hyper.from_log(np.clip(x, bounds[:, 0], bounds[:, 1]))
-                try:  # a point whose basis covariance cannot be factorised is skipped
-                    basis, L, jitter = trainer.whitening(trial)
-                    hyper = trial
-                except (LinAlgError, FloatingPointError, ValueError):
-                    n_rejected += 1
-            else:
-                n_rejected += 1
-            steps += 1
-            rows_seen += b
+            learner.step(X_B, y_B)
             if deadline is not None and time.perf_counter() > deadline:
                 stop_reason = "time"
                 break
-            if rows_seen >= schedule.max_epochs * N:
+            if learner.rows_seen >= schedule.max_epochs * N:
                 break
         epoch += 1
-        progress.end_epoch()
-        trace.append(_epoch_record(epoch, steps, rows_seen, progress, N, hyper, t0))
+        learner.progress.end_epoch()
+        trace.append(learner.epoch_record(epoch, t0))
         if callback is not None:
             callback(trace[-1])
-        if stop_reason == "time" or rows_seen >= schedule.max_epochs * N:
+        if stop_reason == "time" or learner.rows_seen >= schedule.max_epochs * N:
             break
-        if progress.converged(schedule.tol):
+        if learner.progress.converged(schedule.tol):
             stop_reason = "energy"
             break
-    results = [_tied_result(site, L) for site in sites]
-    info = _info(stop_reason, schedule, trace, steps, epoch, rows_seen, n_rejected,
-                 n_invalid, hyper, bounds, t0)
-    return FitOutcome(hyper, basis, L, jitter, results, float("nan"), trace, info)
+    return learner.outcome(stop_reason, trace, epoch, t0)
+
+
+class _Learner:
+    """The state of stochastic learning: the point, its kernel, the tied sites, Adam."""
+
+    def __init__(self, trainer, likelihood, start, schedule):
+        self.trainer, self.likelihood, self.schedule = trainer, likelihood, schedule
+        self.hyper = start
+        self.basis, self.L, self.jitter = trainer.whitening(start)
+        M = self.basis.means.shape[0]
+        self.labels = trainer.labels or [None]
+        self.sites = [_TiedSite(np.zeros((M, M)), np.zeros(M), self.L) for _ in self.labels]
+        self.adam = _Adam(schedule.learning_rate)
+        self.progress = _Progress()
+        self.bounds = np.array([(-np.inf if lo is None else lo, np.inf if hi is None else hi)
+                                for lo, hi in start.bounds()], dtype=np.float64)
+        self.N = trainer.X.shape[0]
+        self.steps = self.rows_seen = self.n_rejected = self.n_invalid = 0
+
+    def step(self, X_B, y_B):
+        """EP on the minibatch's rows for every problem, then one Adam step."""
+        hyper, basis, L, N, b = self.hyper, self.basis, self.L, self.N, X_B.shape[0]
+        lik = self.likelihood.with_hyperparameters(hyper.likelihood)
+        block = make_block(X_B, y_B, basis.means, basis.covs, hyper.lengthscale,
+                           hyper.signal_variance, L, self.trainer.projected_only,
+                           basis.frequencies, basis.phases)
+        total, energy = None, 0.0
+        full = self.trainer.full_moments(hyper)
+        for site, label in zip(self.sites, self.labels):
+            problem = block if label is None else relabel_block(block, label)
+            outcome = _site_step(site, problem, L, lik, N, b)
+            self.n_rejected += outcome["rejected"]
+            self.n_invalid += outcome["invalid"]
+            summary = _scaled(gradient_chunk(
+                X_B, problem, outcome["tau"], outcome["nu"], outcome["posterior"], lik, L,
+                basis.means, hyper.lengthscale, full, _fourier(basis, hyper)), N / b)
+            energy += ep_evidence(outcome["posterior"], summary.evidence_terms)
+            total = summary if total is None else total.merge(summary)
+        self.progress.add(energy / N)
+        self._move(hyper.gradient_vector(assemble_gradient(total, basis, hyper, L)))
+        self.steps += 1
+        self.rows_seen += b
+
+    def _move(self, grad):
+        """Adam's step from the current point, clipped to the box; a point whose basis
+        covariance cannot be factorised is skipped (counted)."""
+        if not np.all(np.isfinite(grad)):
+            self.n_rejected += 1
+            return
+        x = self.hyper.to_log() + self.adam.step(grad, _step_scale(self.hyper, self.basis))
+        trial = self.hyper.from_log(np.clip(x, self.bounds[:, 0], self.bounds[:, 1]))
+        try:
+            self.basis, self.L, self.jitter = self.trainer.whitening(trial)
+            self.hyper = trial
+        except (LinAlgError, FloatingPointError, ValueError):
+            self.n_rejected += 1
+
+    def epoch_record(self, epoch, t0):
+        return _epoch_record(epoch, self.steps, self.rows_seen, self.progress, self.N,
+                             self.hyper, t0)
+
+    def outcome(self, stop_reason, trace, epochs, t0):
+        results = [_tied_result(site, self.L) for site in self.sites]
+        info = _info(stop_reason, self.schedule, trace, self.steps, epochs, self.rows_seen,
+                     self.n_rejected, self.n_invalid, self.hyper, self.bounds, t0)
+        return FitOutcome(self.hyper, self.basis, self.L, self.jitter, results,
+                          float("nan"), trace, info)
 
 
 _MESSAGES = {"energy": f"converged: the energy per row rose by less than tol over "

@@ -445,7 +445,6 @@ class SASPABase(PosteriorModel):
         trainer_for = self._trainer_factory(labels, basis, progress)
 
         rule = self._stop_rule(start)  # the budget counts from the fit's start
-
         positions = self._restart_positions(start_hyper)
 
         def fit(trainer, hyper, sites, optimize, restarts=True):
@@ -459,12 +458,10 @@ class SASPABase(PosteriorModel):
             self._announce_cost(stages[0].size if stages else X.shape[0], basis, say)
         start = time.perf_counter()
         if self.learning == "stochastic" and self.optimize_hyperparameters:
-            learnt, rows, stage_sites, done, ended = self._learn_stochastically(
-                X, targets, start_hyper, likelihood, trainer_for, rule, say)
-            stages, learn_on_all = [], False
-        else:
-            learnt, rows, stage_sites, done, ended = self._learn_in_stages(
-                X, targets, stages, start_hyper, sites, trainer_for, fit, say)
+            stages, learn_on_all = [], False  # every row learnt on: EP polishes after
+        learnt, rows, stage_sites, done, ended = self._learn(
+            X, targets, stages, start_hyper, sites, trainer_for, fit, say,
+            likelihood, rule)
         if learnt is not None:
             start_hyper = learnt.hyper
             self.timings_["hyperparameters"] = time.perf_counter() - start
@@ -485,6 +482,11 @@ class SASPABase(PosteriorModel):
         self._set_fitted(outcome, likelihood, offset, classes, X.shape[0], rows,
                          column_names)
         self.data_fingerprint_ = data_fingerprint
+        self._say_done(say)
+        return self
+
+    def _say_done(self, say):
+        """The fit's last phase lines: how learning stopped, and EP."""
         info = self.hyperparameter_info_
         if "stop_reason" in info:
             say(f"learning: {info['message']} after {info['n_iterations']} iterations "
@@ -492,7 +494,6 @@ class SASPABase(PosteriorModel):
                 f"{info['log_evidence_end']:.8g}")
         say(f"done: {self.n_sweeps_} sweeps, converged {self.converged_}, "
             f"{self.timings_['bases'] + self.timings_['ep']:.1f}s")
-        return self
 
     def _trainer_factory(self, labels, basis, progress):
         """``trainer_for(X, targets, work_dir)``: a Trainer of these bases and
@@ -530,6 +531,15 @@ class SASPABase(PosteriorModel):
             if self._stages_end(done, say):
                 return learnt, rows, sites, done, True
         return learnt, rows, sites, done, False
+
+    def _learn(self, X, targets, stages, hyper, sites, trainer_for, fit, say, likelihood,
+               rule):
+        """Learning before EP on all rows: stochastic on every row, or full-batch on
+        the subsample stages (see :meth:`_learn_in_stages` for what it returns)."""
+        if self.learning == "stochastic" and self.optimize_hyperparameters:
+            return self._learn_stochastically(X, targets, hyper, likelihood, trainer_for,
+                                              rule, say)
+        return self._learn_in_stages(X, targets, stages, hyper, sites, trainer_for, fit, say)
 
     def _learn_stochastically(self, X, targets, hyper, likelihood, trainer_for, rule, say):
         """Learn on every row by stochastic EP (:mod:`saspa_dask.fitting.stochastic`);
