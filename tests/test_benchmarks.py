@@ -184,7 +184,7 @@ def test_bench_stochastic_quick(tmp_path):
     y_sd = np.loadtxt(common_datasets() / "kin40k_test.csv", delimiter=",",
                       skiprows=1)[:, -1].std()
     assert all(r["rmse"] < 0.9 * y_sd for r in runs)
-    assert "| kin40k | delta | stochastic |" in out
+    assert "| kin40k | delta | 1 | stochastic |" in out
 
 
 def common_datasets():
