@@ -240,3 +240,13 @@ def test_a_pointer_that_cannot_move_says_the_model_was_saved(tmp_path, threads_c
         jobs.train(data, tmp_path / "t.zarr", n_bases=4, optimize_hyperparameters=False,
                    latest=tmp_path / "not-a-folder" / "latest", client=threads_client)
     assert load_model(tmp_path / "t.zarr").n_features_in_ == 6
+
+
+def test_a_missing_data_store_is_named_not_its_lock_file(tmp_path):
+    """A reader's lock file goes beside the store: where the folder itself is missing
+    the job names the store, not the lock file it could not make."""
+    from saspa_dask import jobs
+
+    _, model, _ = scoring_problem(tmp_path, 1_000, 500, seed=17)
+    with pytest.raises(jobs.JobError, match=r"nowhere/d.zarr: no such data store"):
+        jobs.score(model, tmp_path / "nowhere" / "d.zarr", tmp_path / "s.zarr")

@@ -171,6 +171,8 @@ def _open_lock_file(lock, path, what, kind):
         if err.errno == errno.ELOOP:
             raise StoreError(f"{lock}: the lock file of {path} is a symbolic link; "
                              "refusing to follow it (remove it)") from None
+        if err.errno == errno.ENOENT and kind == "sh":
+            raise _NoLockFile() from None  # no folder: the reader says what is missing
         if err.errno not in (errno.EACCES, errno.EROFS, errno.EPERM):
             raise
         try:
