@@ -439,9 +439,11 @@ def cluster_options(command):
                            help="Seconds to wait for --scheduler to connect; a scheduler "
                                 "that gives no answer for 3 times this while the job runs "
                                 "is lost.")(command)
-    command = click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
-                           help="Workers of the embedded LocalCluster (without "
-                                "--scheduler).")(command)
+    command = click.option("--workers", type=click.IntRange(1),
+                           help="Worker processes of an embedded LocalCluster (without "
+                                "--scheduler). Default: 2, except that a job of at most "
+                                "2,000,000 input values (rows x inputs) runs in this "
+                                "process, without a cluster.")(command)
     return click.option("--scheduler",
                         help="Address of a running Dask scheduler, tcp://HOST:PORT.")(command)
 

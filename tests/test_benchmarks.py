@@ -189,3 +189,17 @@ def test_bench_stochastic_quick(tmp_path):
 
 def common_datasets():
     return ROOT.parent / "shared" / "datasets"
+
+
+def test_bench_threads_quick(tmp_path):
+    """Every case is timed under the policy and with SciPy's pool given back; the
+    report names the pools the policy set (none where NumPy and SciPy share a BLAS)."""
+    from saspa_dask.core.threads import scipy_blas_pools
+
+    out = tmp_path / "threads.json"
+    _run("bench_threads.py", "--quick", "--out", str(out))
+    report = json.loads(out.read_text())
+    assert [c["case"].split()[0] for c in report["cases"]] == ["online", "IVM", "SASPA",
+                                                               "SASPA"]
+    assert all(c["policy_cpu"] > 0 and c["full_cpu"] > 0 for c in report["cases"])
+    assert len(report["scipy_pools"]) == len(scipy_blas_pools())

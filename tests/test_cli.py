@@ -88,7 +88,7 @@ def test_train_poisson_with_learnt_hyperparameters(tmp_path, threads_client):
     model, scores = tmp_path / "m.zarr", tmp_path / "s.zarr"
     res = _saspa("train", str(data), "--out", str(model), "--task", "regression",
                  "--likelihood", "poisson", "--n-bases", "12", "--optimize-hyperparameters",
-                 "--max-hyper-iter", "8", "--workers", "1")
+                 "--max-hyper-iter", "8")
     assert res.returncode == 0, res.stderr
     info = json.loads(_saspa("info", str(model), "--json").stdout)
     trace = info["hyperparameters"]["log_evidence_per_iteration"]
@@ -113,7 +113,7 @@ def test_train_anderson_memory_flag_reaches_the_model(tmp_path, threads_client):
     data = _ingested(tmp_path, X, y)
     res = _saspa("train", "--fixed-hyperparameters", str(data), "--out",
                  str(tmp_path / "m0.zarr"), "--n-bases", "16", "--signal-variance", "30",
-                 "--tol", "1e-9", "--cold-start", "--anderson-memory", "0", "--workers", "1")
+                 "--tol", "1e-9", "--cold-start", "--anderson-memory", "0")
     assert res.returncode == 0, res.stderr
     # the default memory, by the job function the command calls (in this process)
     jobs.train(data, tmp_path / "m3.zarr", n_bases=16, signal_variance=30.0, tol=1e-9,
@@ -138,7 +138,7 @@ def test_train_hyper_restarts_on_the_cluster_match_in_memory(tmp_path):
     data, model = _ingested(tmp_path, X, y), tmp_path / "m.zarr"
     res = _saspa("train", str(data), "--out", str(model), "--n-bases", "10",
                  "--optimize-hyperparameters", "--max-hyper-iter", "3", "--n-restarts-optimizer", "1",
-                 "--tol", "1e-9", "--workers", "1", "--learn-bases", "none")
+                 "--tol", "1e-9", "--learn-bases", "none")
     assert res.returncode == 0, res.stderr
     assert "hyperparameter start 1  iteration" in res.stderr
     fitted = load_model(model)
@@ -180,7 +180,7 @@ def test_evaluate_regression_computes_no_rate(tmp_path):
     data = _ingested(tmp_path, X, y)
     model = SASPARegressor(n_bases=12, random_state=0, optimize_hyperparameters=False).fit(X, y)
     model.save(tmp_path / "m.zarr")
-    res = _saspa("evaluate", str(tmp_path / "m.zarr"), str(data), "--json", "--workers", "1")
+    res = _saspa("evaluate", str(tmp_path / "m.zarr"), str(data), "--json")
     assert res.returncode == 0, res.stderr
     assert "overflow" not in res.stderr and "RuntimeWarning" not in res.stderr
     metrics = json.loads(res.stdout)
@@ -228,7 +228,7 @@ def test_blur_choices_are_the_basis_families(tmp_path, threads_client):
     model, scores = tmp_path / "m.zarr", tmp_path / "s.zarr"
     res = _saspa("train", str(data), "--out", str(model), "--task", "regression",
                  "--blur", "fourier-global", "--n-bases", "10", "--optimize-hyperparameters",
-                 "--max-hyper-iter", "10", "--workers", "1")
+                 "--max-hyper-iter", "10")
     assert res.returncode == 0, res.stderr
     fitted = load_model(model)
     assert fitted.bases_.is_fourier and np.ptp(fitted.bases_.means, axis=0).max() == 0.0

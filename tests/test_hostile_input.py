@@ -146,7 +146,7 @@ def test_lost_chunk_and_changed_content_are_refused(problem, tmp_path):
     for args in (("train", lost, "--out", tmp_path / "m.zarr"),
                  ("evaluate", problem / "m.zarr", lost),
                  ("score", problem / "m.zarr", lost, "--out", tmp_path / "s.zarr")):
-        _one_line_error(_saspa(*args, "--workers", 1), "1 of 4 chunks of 'X' are missing")
+        _one_line_error(_saspa(*args), "1 of 4 chunks of 'X' are missing")
     # a store made by hand (fill value 0): zarr leaves a chunk equal to the fill value
     # unstored on purpose and reads it back as that value, so an unstored chunk there
     # is data (rows of zeros), not a lost file: it is evaluated as zeros
@@ -157,7 +157,7 @@ def test_lost_chunk_and_changed_content_are_refused(problem, tmp_path):
     foreign["X"][...] = X
     foreign["y"][...] = np.arange(400) % 2
     shutil.rmtree(tmp_path / "foreign.zarr" / "X" / "c" / "1")
-    res = _saspa("evaluate", problem / "m.zarr", tmp_path / "foreign.zarr", "--workers", 1,
+    res = _saspa("evaluate", problem / "m.zarr", tmp_path / "foreign.zarr",
                  "--json")
     assert res.returncode == 0, res.stderr
     X[100:200] = 0.0
@@ -173,7 +173,7 @@ def test_lost_chunk_and_changed_content_are_refused(problem, tmp_path):
     X[1500, 0] = X[1500, 0] + 1.0
     for args in (("train", changed, "--out", tmp_path / "m2.zarr"),
                  ("evaluate", problem / "m.zarr", changed)):
-        _one_line_error(_saspa(*args, "--workers", 1), "differs from the fingerprint")
+        _one_line_error(_saspa(*args), "differs from the fingerprint")
     assert not (tmp_path / "m.zarr").exists() and not (tmp_path / "s.zarr").exists()
 
 
@@ -505,11 +505,11 @@ def test_os_errors_are_one_line(problem, tmp_path):
     (tmp_path / "a-file").write_text("x")
     read_only_out = tmp_path / "a-file" / "s.csv"
     res = _saspa("score", problem / "m.zarr", problem / "d.zarr", "--out", read_only_out,
-                 "--format", "csv", "--workers", 1)
+                 "--format", "csv")
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert str(read_only_out.parent) in res.stderr.splitlines()[-1]
     res = _saspa("train", "--fixed-hyperparameters", problem / "d.zarr", "--out", tmp_path / "m.zarr", "--latest",
-                 tmp_path / "missing" / "latest", "--n-bases", 6, "--workers", 1)
+                 tmp_path / "missing" / "latest", "--n-bases", 6)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "missing" in res.stderr.splitlines()[-1]
 

@@ -264,7 +264,7 @@ def test_cli_learns_bases_on_a_subsample_and_says_so(tmp_path):
     jobs.ingest(str(tmp_path / "d.npy"), str(data), chunk_rows=1000)
     res = _saspa("train", str(data), "--out", str(tmp_path / "m.zarr"), "--task",
                  "regression", "--n-bases", "8", "--blur", "delta", "--learn-bases", "means",
-                 "--hyper-subsample", "1000", "--max-hyper-iter", "10", "--workers", "1")
+                 "--hyper-subsample", "1000", "--max-hyper-iter", "10")
     assert res.returncode == 0, res.stderr
     model = load_model(tmp_path / "m.zarr")
     assert model.hyperparameter_info_["n_rows_learnt"] == 1000

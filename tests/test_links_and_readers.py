@@ -50,7 +50,7 @@ def test_a_planted_lock_link_is_refused_and_its_target_untouched(tmp_path):
     precious = tmp_path / "precious.txt"
     precious.write_text("my thesis\n")
     (tmp_path / ".x.zarr.lock").symlink_to(precious)
-    res = saspa("score", model, data, "--out", tmp_path / "x.zarr", "--workers", "1")
+    res = saspa("score", model, data, "--out", tmp_path / "x.zarr")
     assert res.returncode == 1, res.stderr
     assert "symbolic link" in res.stderr and ".x.zarr.lock" in res.stderr
     assert precious.read_text() == "my thesis\n"
@@ -120,7 +120,7 @@ def test_ingest_cannot_replace_a_store_that_score_is_reading(tmp_path):
     np.save(tmp_path / "other.npy", np.column_stack([X + 1.0, np.zeros(len(X))]))
     out = tmp_path / "s.zarr"
     job = subprocess.Popen([str(BIN / "saspa"), "score", str(model), str(data), "--out",
-                            str(out), "--workers", "1"], stdout=subprocess.PIPE,
+                            str(out)], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     assert wait_for_done_flags(out, job, at_least=1) >= 1
     os.kill(job.pid, 19)  # SIGSTOP: still reading, however fast this machine is

@@ -72,8 +72,8 @@ def test_swapped_columns_are_reordered_by_name(trained):
                np.column_stack([X[:, 1], X[:, 0], X[:, 2], y]).tolist())
     for name in ("test", "swapped"):
         jobs.ingest(d / f"{name}.csv", d / f"{name}.zarr")
-    right = _saspa("evaluate", d / "m.zarr", d / "test.zarr", "--workers", 1, "--json")
-    swapped = _saspa("evaluate", d / "m.zarr", d / "swapped.zarr", "--workers", 1, "--json")
+    right = _saspa("evaluate", d / "m.zarr", d / "test.zarr", "--json")
+    swapped = _saspa("evaluate", d / "m.zarr", d / "swapped.zarr", "--json")
     assert right.returncode == 0 and swapped.returncode == 0, swapped.stderr
     right, swapped = json.loads(right.stdout), json.loads(swapped.stdout)
     # the independent truth: the model's own predictions on correctly ordered rows
@@ -103,7 +103,7 @@ def test_missing_or_extra_columns_are_named(trained, startup_seconds):
     for command in (("evaluate", d / "m.zarr", d / "extra.zarr"),
                     ("score", d / "m.zarr", d / "extra.zarr", "--out", d / "s.zarr")):
         start = time.perf_counter()
-        res = _saspa(*command, "--workers", 1)
+        res = _saspa(*command)
         assert res.returncode == 1
         assert "missing ['rooms']" in res.stderr and "not in the model ['bathrooms']" in res.stderr
         assert "Traceback" not in res.stderr
@@ -287,13 +287,13 @@ def test_task_is_inferred_and_many_classes_refused(tmp_path, startup_seconds):
     jobs.ingest(tmp_path / "p.npy", tmp_path / "p.zarr")
     start = time.perf_counter()
     res = _saspa("train", "--fixed-hyperparameters", tmp_path / "p.zarr", "--out", tmp_path / "m.zarr",
-                 "--task", "classification", "--workers", 1)
+                 "--task", "classification")
     assert res.returncode == 1 and "distinct values" in res.stderr
     assert "--max-classes" in res.stderr and "dask:" not in res.stderr
     assert time.perf_counter() - start - startup_seconds < 15
     assert not (tmp_path / "m.zarr").exists()
     res = _saspa("train", "--fixed-hyperparameters", tmp_path / "p.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 8,
-                 "--workers", 1, "--max-sweeps", 50)
+                 "--max-sweeps", 50)
     assert res.returncode == 0, res.stderr
     assert "task: regression (inferred" in res.stderr
     assert load_model(tmp_path / "m.zarr").__class__.__name__ == "SASPARegressor"
@@ -538,7 +538,7 @@ def test_outputs_may_not_overwrite_inputs(trained):
     for args in (("score", d / "m.zarr", d / "train.zarr", "--out", d / "train.zarr"),
                  ("score", d / "m.zarr", d / "train.zarr", "--out", d / "m.zarr"),
                  ("train", d / "train.zarr", "--out", d / "train.zarr")):
-        res = _saspa(*args, "--overwrite", "--workers", 1)
+        res = _saspa(*args, "--overwrite")
         assert res.returncode == 1 and "refusing to overwrite an input" in res.stderr
     assert load_model(d / "m.zarr") is not None
     assert zarr.open_group(str(d / "train.zarr"), mode="r").attrs["complete"]
@@ -570,7 +570,8 @@ def test_one_chunk_store_trains_on_both_workers(tmp_path):
     np.save(tmp_path / "d.npy", np.column_stack([X, X[:, 0] > 0]))
     jobs.ingest(tmp_path / "d.npy", tmp_path / "d.zarr")
     assert zarr.open_group(str(tmp_path / "d.zarr"), mode="r")["X"].nchunks == 1
-    res = _saspa("train", "--fixed-hyperparameters", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 8)
+    res = _saspa("train", "--fixed-hyperparameters", tmp_path / "d.zarr", "--out",
+                 tmp_path / "m.zarr", "--n-bases", 8, "--workers", 2)
     assert res.returncode == 0, res.stderr
     assert "data: 2 chunks (one task each) over 2 workers" in res.stderr
     # and the model records the store's fingerprint, not the spread chunks'
@@ -586,7 +587,7 @@ def test_parquet_export_equals_the_score_store(trained, tmp_path):
                  "--workers", 1)
     assert res.returncode == 0, res.stderr
     res = _saspa("score", d / "m.zarr", d / "train.zarr", "--out", tmp_path / "s.parquet",
-                 "--format", "parquet", "--workers", 1)
+                 "--format", "parquet")
     assert res.returncode == 0, res.stderr
     table = pq.read_table(tmp_path / "s.parquet")
     store = zarr.open_group(str(tmp_path / "s.zarr"), mode="r")

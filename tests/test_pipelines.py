@@ -30,8 +30,7 @@ def project(tmp_path):
     X, y = synthetic_two_class(6_000, 4, seed=1)
     np.save(tmp_path / "demo.npy", np.column_stack([X, y]))
     for job in (tmp_path / "pipelines").glob("*.toml"):  # small models for the test
-        job.write_text(job.read_text().replace("bases = 64", "bases = 12")
-                       .replace("workers = 2", "workers = 1"))
+        job.write_text(job.read_text().replace("bases = 64", "bases = 12"))
     return tmp_path
 
 

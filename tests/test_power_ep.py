@@ -307,7 +307,7 @@ def test_saspa_train_alpha_reaches_the_model_and_info(tmp_path):
 
     saspa("ingest", tmp_path / "d.npy", "--out", tmp_path / "d.zarr", "--chunk-rows", 200)
     saspa("train", "--fixed-hyperparameters", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 6,
-          "--alpha", 0.5, "--workers", 1, "--no-coarse-start", "--tol", 1e-10)
+          "--alpha", 0.5, "--no-coarse-start", "--tol", 1e-10)
     model = load_model(tmp_path / "m.zarr")
     assert model.alpha == 0.5
     local = SASPAClassifier(n_bases=6, alpha=0.5, random_state=0,

@@ -46,13 +46,13 @@ def test_retrain_warm_starts_and_keeps_the_old_model(stores, threads_client):
     tmp, X, y = stores
     models = tmp / "models"
     res = _saspa("train", "--fixed-hyperparameters", tmp / "old.zarr", "--out", models / "v1.zarr", "--n-bases", 24,
-                 "--tol", 1e-10, "--max-sweeps", 500, "--workers", 1,
+                 "--tol", 1e-10, "--max-sweeps", 500,
                  "--latest", models / "latest")
     assert res.returncode == 0, res.stderr
     assert resolve_model_path(models / "latest") == models / "v1.zarr"
     before = _digest(models / "v1.zarr")
     res = _saspa("retrain", models / "latest", tmp / "all.zarr", "--out", models / "v2.zarr",
-                 "--fixed-hyperparameters", "--tol", 1e-10, "--max-sweeps", 500, "--workers", 1,
+                 "--fixed-hyperparameters", "--tol", 1e-10, "--max-sweeps", 500,
                  "--latest", models / "latest")
     assert res.returncode == 0, res.stderr
     assert "10000 old rows warm-started, 1000 new rows" in res.stderr
@@ -94,13 +94,13 @@ def test_retrain_learns_from_the_old_hyperparameters_by_default(stores, threads_
                           lengthscale=5.0).fit(X[:10_000], y[:10_000])
     old.save(tmp / "o.zarr")
     res = _saspa("retrain", tmp / "o.zarr", tmp / "all.zarr", "--out", tmp / "l.zarr",
-                 "--workers", 1, "--max-hyper-iter", 4, "--optimize-hyperparameters")
+                 "--max-hyper-iter", 4, "--optimize-hyperparameters")
     assert res.returncode == 0, res.stderr
     # the fixed retrain by the job function behind --fixed-hyperparameters
     jobs.retrain(tmp / "o.zarr", tmp / "all.zarr", tmp / "f.zarr",
                  optimize_hyperparameters=False, client=threads_client)
     default = _saspa("retrain", tmp / "o.zarr", tmp / "all.zarr", "--out", tmp / "d.zarr",
-                     "--workers", 1, "--max-hyper-iter", 4)
+                     "--max-hyper-iter", 4)
     assert default.returncode == 0, default.stderr
     learnt, fixed, by_default = (load_model(tmp / n) for n in ("l.zarr", "f.zarr", "d.zarr"))
     np.testing.assert_allclose(fixed.lengthscale_, old.lengthscale_, rtol=0)

@@ -72,7 +72,7 @@ def people_store(tmp_path_factory):
           "impute", "--text", "onehot")
     saspa("split", d / "t.zarr", "--test-fraction", "0.3")
     saspa("train", d / "t-train.zarr", "--out", d / "m.zarr", "--n-bases", "8",
-          "--fixed-hyperparameters", "--workers", "1")
+          "--fixed-hyperparameters")
     return d
 
 
@@ -90,7 +90,7 @@ def test_ids_imputation_and_row_numbers_reach_the_exported_scores(people_store, 
     np.testing.assert_array_equal(group["row"][...], np.arange(len(rows) - 1))
 
     saspa("score", d / "m.zarr", d / "t-test.zarr", "--out", tmp_path / "s.csv", "--format",
-          "csv", "--workers", "1")
+          "csv")
     with open(tmp_path / "s.csv") as fh:
         out = list(csv.DictReader(fh))
     model = load_model(d / "m.zarr")
@@ -267,7 +267,7 @@ def test_held_out_metrics_and_auc(tmp_path):
     jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", id_column="key", text="onehot")
     jobs.split(tmp_path / "t.zarr", test_fraction=0.3)
     result = jobs.train(tmp_path / "t-train.zarr", tmp_path / "m.zarr", n_bases=8,
-                        optimize_hyperparameters=False, workers=1,
+                        optimize_hyperparameters=False,
                         test=tmp_path / "t-test.zarr")
     test = zarr.open_group(str(tmp_path / "t-test.zarr"), mode="r")
     X, y = test["X"][...], test["y"][...]
@@ -278,7 +278,7 @@ def test_held_out_metrics_and_auc(tmp_path):
     assert metrics["error"] == pytest.approx(np.mean((proba > 0.5) != (y == 1)), abs=1e-12)
     assert isinstance(metrics["rows"], int) and isinstance(metrics["nlp"], float)
     shown = json.loads(saspa("evaluate", tmp_path / "m.zarr", tmp_path / "t-test.zarr",
-                             "--json", "--workers", "1").stdout)
+                             "--json").stdout)
     assert shown["auc"] == pytest.approx(metrics["auc"], abs=1e-12)
     info = json.loads(saspa("info", tmp_path / "m.zarr", "--json").stdout)
     assert info["class_labels"] == ["bad", "good"]
@@ -290,7 +290,7 @@ def test_info_shows_numeric_labels_as_given(tmp_path):
     X = rng.normal(size=(200, 2))
     np.save(tmp_path / "d.npy", np.column_stack([X, X[:, 0] > 0]))
     jobs.ingest(tmp_path / "d.npy", tmp_path / "d.zarr")
-    jobs.train(tmp_path / "d.zarr", tmp_path / "m.zarr", n_bases=4, workers=1,
+    jobs.train(tmp_path / "d.zarr", tmp_path / "m.zarr", n_bases=4,
                optimize_hyperparameters=False)
     assert jobs.describe(tmp_path / "m.zarr")["class_labels"] == ["0", "1"]
 
@@ -348,9 +348,9 @@ def test_a_chunk_replaced_by_another_dtype_is_named(tmp_path):
     shutil.copy(tmp_path / "t.zarr" / "row" / "c" / "2", tmp_path / "t.zarr" / "X" / "c" / "2" / "0")
     message = "chunk 2 of 'X' (rows 20 to 29) cannot be read as stored"
     with pytest.raises(jobs.JobError, match=re.escape(message)):
-        jobs.evaluate(tmp_path / "m.zarr", tmp_path / "t.zarr", workers=1)
+        jobs.evaluate(tmp_path / "m.zarr", tmp_path / "t.zarr")
     with pytest.raises(jobs.JobError, match=re.escape(message)):
-        jobs.train(tmp_path / "t.zarr", tmp_path / "m2.zarr", workers=1)
+        jobs.train(tmp_path / "t.zarr", tmp_path / "m2.zarr")
 
 
 def test_a_hand_made_store_with_unstored_fill_value_chunks_is_read(tmp_path):
@@ -364,9 +364,9 @@ def test_a_hand_made_store_with_unstored_fill_value_chunks_is_read(tmp_path):
     group.create_array("X", shape=X.shape, chunks=(10, 2), dtype="f8", fill_value=0.0)[...] = X
     group.create_array("y", shape=y.shape, chunks=(10,), dtype="f8", fill_value=0.0)[...] = y
     assert group["X"].nchunks_initialized == 3
-    jobs.train(tmp_path / "hand.zarr", tmp_path / "m.zarr", n_bases=4, workers=1,
+    jobs.train(tmp_path / "hand.zarr", tmp_path / "m.zarr", n_bases=4,
                optimize_hyperparameters=False)
-    metrics = jobs.evaluate(tmp_path / "m.zarr", tmp_path / "hand.zarr", workers=1)
+    metrics = jobs.evaluate(tmp_path / "m.zarr", tmp_path / "hand.zarr")
     proba = load_model(tmp_path / "m.zarr").predict_proba(X)[:, 1]
     assert metrics["error"] == pytest.approx(np.mean((proba > 0.5) != (y == 1)), abs=1e-12)
 
@@ -382,4 +382,4 @@ def test_over_a_thousand_text_labels_and_huge_values_are_named(tmp_path):
     np.save(tmp_path / "big.npy", np.column_stack([X, X[:, 0] > 0]))
     jobs.ingest(tmp_path / "big.npy", tmp_path / "big.zarr")
     with pytest.raises(jobs.JobError, match=r"input columns \[1\] hold values up to"):
-        jobs.train(tmp_path / "big.zarr", tmp_path / "b.zarr", workers=1)
+        jobs.train(tmp_path / "big.zarr", tmp_path / "b.zarr")

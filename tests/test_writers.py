@@ -50,12 +50,12 @@ def _paused(process):
 def test_two_score_runs_on_one_output_cannot_both_succeed(tmp_path):
     X, model, data = scoring_problem(tmp_path, 60_000, 2_000, seed=3)
     out = tmp_path / "s.zarr"
-    first = _start("score", model, data, "--out", out, "--workers", "1")
+    first = _start("score", model, data, "--out", out)
     assert wait_for_done_flags(out, first, at_least=1) >= 1  # the first is writing
     with _paused(first):  # still running, however fast this machine is
         assert first.poll() is None
         second = subprocess.run([str(BIN / "saspa"), "score", str(model), str(data),
-                                 "--out", str(out), "--overwrite", "--workers", "1"],
+                                 "--out", str(out), "--overwrite"],
                                 capture_output=True, text=True, timeout=300)
     assert second.returncode == 1, second.stderr
     assert "another saspa job is writing" in second.stderr and "process" in second.stderr

@@ -157,8 +157,10 @@ _ADVICE = {
         "such inputs can be dropped); on its bottom, inputs varying faster than the "
         "bases resolve: try more bases or standardised inputs"),
     "signal_variance": (
-        "the signal variance ran to its box: the targets may be badly scaled "
-        "(standardise them) or nearly constant"),
+        "the signal variance ran to its box: in a regression, the targets may be badly "
+        "scaled (standardise them) or nearly constant; in a classification, its top "
+        "means (nearly) separable classes and sharp probabilities (harmless when the "
+        "held-out NLP is good)"),
     "likelihood.label_noise": (
         "the label noise reached its limit: the labels look random given these inputs"),
 }

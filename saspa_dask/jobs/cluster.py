@@ -1,9 +1,17 @@
 """Getting a Dask client: connect to a scheduler, or start an embedded LocalCluster.
 
 Every job takes ``client`` (an existing ``distributed.Client``, used as it is),
-or ``scheduler`` (an address to connect to, within ``timeout`` seconds), or neither
-(an embedded ``LocalCluster`` of ``workers`` single-threaded processes, closed
-afterwards).  ``security`` (TLS) comes from :func:`tls_security`.
+or ``scheduler`` (an address to connect to, within ``timeout`` seconds), or neither:
+then an embedded ``LocalCluster`` of ``workers`` single-threaded processes (default
+2), closed afterwards, except that a small job (at most :data:`IN_PROCESS_VALUES`
+input values, rows x inputs) given no ``workers`` runs in this process
+(:func:`runs_in_process`): on one in-process worker thread, whose BLAS keeps its
+threads, and training fits in memory, with no task per EP sweep.  A cluster's start
+(worker processes importing the numerical stack, a TLS certificate) and a task round
+per sweep cost seconds that a small job does not repay: ``benchmarks/RESULTS.md``,
+"Small jobs in this process".  ``security`` (TLS) comes from :func:`tls_security`.
+The in-process worker talks over distributed's in-memory transport, which no other
+process can reach.
 
 The embedded cluster is private to the job: it listens on 127.0.0.1 only, over TLS
 with a throw-away certificate made for this job and held in memory
@@ -30,7 +38,12 @@ import threading
 
 from .errors import JobError
 
-__all__ = ["dask_client", "dashboard_link", "n_workers", "tls_security"]
+__all__ = ["IN_PROCESS_VALUES", "dask_client", "dashboard_link", "n_workers",
+           "runs_in_process", "tls_security"]
+
+#: A job of at most this many input values (rows x inputs), given neither a scheduler
+#: nor ``workers``, runs in this process (module docstring).
+IN_PROCESS_VALUES = 2_000_000
 
 
 def tls_security(ca_file=None, cert=None, key=None):
@@ -50,11 +63,12 @@ def tls_security(ca_file=None, cert=None, key=None):
 
 
 @contextlib.contextmanager
-def dask_client(client=None, *, scheduler=None, workers=2, timeout=10, security=None,
-                echo=None, dashboard=False):
+def dask_client(client=None, *, scheduler=None, workers=None, timeout=10, security=None,
+                echo=None, dashboard=False, values=None):
     """A distributed Client for a job (see the module docstring); ``echo`` is told
     where the work runs; ``dashboard`` serves the embedded cluster's dashboard (on
-    127.0.0.1, readable by every local user)."""
+    127.0.0.1, readable by every local user); ``values`` is the job's size (rows x
+    inputs), which decides whether it runs in this process."""
     if client is not None:
         yield client
         return
@@ -64,12 +78,18 @@ def dask_client(client=None, *, scheduler=None, workers=2, timeout=10, security=
 
         client = _connect(Client, scheduler, timeout, security)
         watchdog = _Watchdog(client, timeout)
+        where = scheduler
+    elif runs_in_process(workers=workers, values=values):
+        cluster, client = _in_process(dashboard)
+        where = (f"in this process ({values:,} input values; up to {IN_PROCESS_VALUES:,} "
+                 "run without a cluster: --workers N starts one)")
     else:
+        workers = 2 if workers is None else workers
         cluster, client = _embedded(workers, dashboard)
+        where = (f"embedded LocalCluster at {cluster.scheduler_address} "
+                 f"(TLS, this job's certificate only), {workers} workers")
     try:
         if echo is not None:
-            where = scheduler or (f"embedded LocalCluster at {cluster.scheduler_address} "
-                                  f"(TLS, this job's certificate only), {workers} workers")
             echo(f"dask: {where}; dashboard: {dashboard_link(client)}")
         yield client
     except BaseException as err:  # an error, Ctrl-C or SIGTERM (jobs.errors.Interrupted)
@@ -125,6 +145,30 @@ def _embedded(workers, dashboard):
         _abandon(set(SpecCluster._instances) - before)
         raise
     return cluster, Client(cluster, security=private)
+
+
+def runs_in_process(*, client=None, scheduler=None, workers=None, values=None, **_):
+    """Whether a job of ``values`` input values (rows x inputs) with these cluster
+    options runs in this process (module docstring)."""
+    return (client is None and not scheduler and workers is None and values is not None
+            and values <= IN_PROCESS_VALUES)
+
+
+def _in_process(dashboard):
+    """A LocalCluster of one single-threaded worker in this process (in-memory
+    transport) and its client."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    settings = {"distributed.scheduler.work-stealing": False}
+    if not dashboard:
+        settings.update({"distributed.scheduler.http.routes": [],
+                         "distributed.worker.http.routes": []})
+    with dask.config.set(settings):
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0",
+                               scheduler_kwargs={"dashboard": bool(dashboard)},
+                               worker_dashboard_address="127.0.0.1:0")
+    return cluster, Client(cluster, set_as_default=True)
 
 
 def _abandon(clusters):

@@ -37,7 +37,7 @@ def _load(model):
 
 
 def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=True,
-          client=None, scheduler=None, workers=2, timeout=10, security=None, echo=None,
+          client=None, scheduler=None, workers=None, timeout=10, security=None, echo=None,
           dashboard=False):
     """Score a data store's X with a model into a zarr score store, resumably.
 
@@ -107,10 +107,15 @@ def _score_store(loaded, data, store, overwrite, private, cluster):
     fitted, columns, class_labels, _ = loaded
     with reported(), reading(data):
         inputs = input_arrays(data, columns)  # columns checked before a cluster starts
-        with dask_client(**cluster) as running:
+        with dask_client(**cluster, values=_values(inputs[0])) as running:
             return scores.score(fitted, data, store, overwrite=overwrite,
                                 class_labels=class_labels, n_workers=n_workers(running),
                                 inputs=inputs, private=private)
+
+
+def _values(X):
+    """A job's size for :func:`~saspa_dask.jobs.cluster.dask_client`: rows x inputs."""
+    return int(X.shape[0]) * int(X.shape[1])
 
 
 def _check_private(path):
@@ -122,7 +127,7 @@ def _check_private(path):
 
 def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
             overwrite=False, chunk_rows=65536, escape_formulas=True, client=None,
-            scheduler=None, workers=2, timeout=10, security=None, echo=None,
+            scheduler=None, workers=None, timeout=10, security=None, echo=None,
             dashboard=False):
     """Score a CSV or Parquet file directly: encode it as the model's training store
     was encoded, score it, and write ids, row numbers and scores to one file.
@@ -251,7 +256,7 @@ def _format_of(out):
                    "nor .parquet)")
 
 
-def evaluate(model, data, *, client=None, scheduler=None, workers=2, timeout=10,
+def evaluate(model, data, *, client=None, scheduler=None, workers=None, timeout=10,
              security=None, echo=None, dashboard=False):
     """Test metrics of a model on a data store with X and y, chunk by chunk.
 
@@ -267,7 +272,8 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=2, timeout=10,
     with reported(), reading(data):
         inputs = input_arrays(data, columns)  # columns checked before a cluster starts
         with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
-                         security=security, echo=echo, dashboard=dashboard) as running:
+                         security=security, echo=echo, dashboard=dashboard,
+                         values=_values(inputs[0])) as running:
             metrics = scores.evaluate(fitted, data, n_workers=n_workers(running),
                                       inputs=inputs)
     return {"data": str(shown), **metrics}

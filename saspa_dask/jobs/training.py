@@ -18,6 +18,7 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
+import dask
 import numpy as np
 
 from ..engines.chunks import spread_rows
@@ -36,7 +37,7 @@ from ..storage.encoding import like_encoding
 from ..storage.scores import evaluate as evaluate_store
 from ..storage.fingerprint import check_recorded, fingerprint_and_rows
 from ..storage import load_model_and_attrs, save_model
-from .cluster import dask_client, n_workers
+from .cluster import dask_client, n_workers, runs_in_process
 from .errors import JobError, locked, reported
 from .paths import absolute
 from .task import DEFAULT_MAX_CLASSES, choose_task, summarise_target
@@ -146,7 +147,7 @@ def build_estimator(task=None, **options):
 
 
 def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=False,
-          latest=None, test=None, client=None, scheduler=None, workers=2, timeout=10,
+          latest=None, test=None, client=None, scheduler=None, workers=None, timeout=10,
           security=None, progress=None, echo=None, dashboard=False, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
@@ -269,7 +270,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
             tol=None, anderson_memory=None, cache="memory", work_dir=None, block_rows=None,
             optimize_hyperparameters=True, max_hyper_iter=None, hyper_tol=None,
             max_fit_time=None, overwrite=False,
-            latest=None, test=None, client=None, scheduler=None, workers=2, timeout=10,
+            latest=None, test=None, client=None, scheduler=None, workers=None, timeout=10,
             security=None, progress=None, echo=None, dashboard=False):
     """Retrain a model on a data store (rows appended, labels possibly corrected).
 
@@ -556,14 +557,20 @@ def _point_latest(latest, out):
 def _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo, init_sites,
                     reordered, old_probes, test):
     """The fit itself (and its held-out metrics): ``(row probes, metrics or None)``."""
-    with scratch_directory(model), dask_client(**cluster, echo=echo) as client:
+    size = X.shape[0] * X.shape[1]
+    with scratch_directory(model), dask_client(**cluster, echo=echo, values=size) as client:
         _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs); checking its "
                    "fingerprint")
         probes = _check_data(X, y, attrs, data, reordered, old_probes)
         data_fingerprint = probes.pop("fingerprint")
         workers = n_workers(client)
-        X, y = spread_rows(workers, X, y)
-        _say(echo, f"data: {len(X.chunks[0])} chunks (one task each) over {workers} workers")
+        if runs_in_process(**cluster, values=size):
+            X, y = dask.compute(X, y)  # a small job: fitted in memory, no task per sweep
+            _say(echo, "data: read into this process; fitted in memory")
+        else:
+            X, y = spread_rows(workers, X, y)
+            _say(echo, f"data: {len(X.chunks[0])} chunks (one task each) over {workers} "
+                       "workers")
         if callable(init_sites):  # computed on the cluster (reads the appended rows)
             init_sites = init_sites()
         with reported(), warnings.catch_warnings():

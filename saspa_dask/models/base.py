@@ -30,7 +30,6 @@ from ..core.likelihoods import powered
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from ..engines.kmeans import kmeans
-from ..engines.threads import scipy_blas_single_threaded
 from ..ep.driver import EPSettings
 from ..fitting.basis_parameters import LEARN_BASES, LearntBases, LearntFeatures
 from ..fitting.hyperparameters import Hyperparameters, LearntBoundWarning, bound_advice
@@ -401,15 +400,7 @@ class SASPABase(PosteriorModel):
             return True
         return False
 
-    def _fit_posterior(self, X, targets, likelihood, signal_variance, damping, column_std,
-                       **kwargs):
-        """:meth:`_fit_posterior_work` with SciPy's BLAS pool at one thread (see
-        :mod:`saspa_dask.engines.threads`)."""
-        with scipy_blas_single_threaded():
-            return self._fit_posterior_work(X, targets, likelihood, signal_variance,
-                                            damping, column_std, **kwargs)
-
-    def _fit_posterior_work(self, X, targets, likelihood, signal_variance, damping,
+    def _fit_posterior(self, X, targets, likelihood, signal_variance, damping,
                             column_std, *, progress=None, init_sites=None, labels=None,
                             offset=0.0, classes=None, column_names=None,
                             data_fingerprint=None, centre=None):
