@@ -259,10 +259,10 @@ def twoclass_one(seed, bases_list, n_test, jobs):
                              SparseOnlineGPClassifier(max_bases=M, **hyper)),
                             ("Online + EP",
                              SparseOnlineGPClassifier(max_bases=M, ep_passes=500, **hyper)),
-                            ("IVM", IVMClassifier(n_bases=M, **hyper)),
+                            ("IVM", IVMClassifier(n_bases=M, fit_bias=False,
+                                                  optimize_hyperparameters=False, **hyper)),
                             ("IVM (learnt kernel, bias)",
-                             IVMClassifier(n_bases=M, optimize_hyperparameters=True,
-                                           fit_bias=True, **hyper))):
+                             IVMClassifier(n_bases=M, **hyper))):
             q = model.fit(Xtr, ytr).predict_proba(Xte)[:, 1]
             rows.append({"seed": seed, "method": name, "M": M,
                          "error": error_and_nlp(q, yte)[0],
@@ -338,7 +338,7 @@ def _own_bases_model(name, M):
     from saspa_dask import IVMClassifier, SparseOnlineGPClassifier
 
     if name == "IVM (learnt kernel, bias)":
-        return IVMClassifier(n_bases=M, optimize_hyperparameters=True, fit_bias=True)
+        return IVMClassifier(n_bases=M)  # the defaults: bias kernel, kernel learnt
     return SparseOnlineGPClassifier(max_bases=M, ep_passes=100,
                                     optimize_hyperparameters=True)
 

@@ -203,3 +203,14 @@ def test_bench_threads_quick(tmp_path):
                                                                "SASPA"]
     assert all(c["policy_cpu"] > 0 and c["full_cpu"] > 0 for c in report["cases"])
     assert len(report["scipy_pools"]) == len(scipy_blas_pools())
+
+
+def test_bench_ivm_quick(tmp_path):
+    """Every variant runs on two Ionosphere splits; errors are fractions of the 151
+    test rows."""
+    _run("bench_ivm.py", "--quick", "--outdir", str(tmp_path))
+    runs = json.loads((tmp_path / "results" / "ivm.json").read_text())["runs"]
+    assert [r["variant"] for r in runs] == ["defaults", "ARD", "no bias kernel",
+                                            "fixed kernel"]
+    for r in runs:
+        assert all(round(e * 151) == pytest.approx(e * 151, abs=1e-9) for e in r["errors"])

@@ -26,6 +26,11 @@ maximised over the kernel, then the active set is selected again under the new k
 seen by the likelihood is f + b) is, as in their software, the maximiser of the
 training rows' predictive log likelihood sum_n log p(y_n | m_n + b, v_n) under the
 current posterior marginals (:func:`ivm_bias`).
+
+That bias is invisible to the evidence, which cannot then tell a shifted latent from
+a larger signal; the estimator's default instead puts the offset in the prior, as a
+**bias kernel**: k(x, x') = SE(x, x') + b2, the constant b2 learnt with the kernel by
+the same evidence (``bias_variance`` below), the offset integrated out.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ from scipy.optimize import minimize_scalar
 from ..core.bases import Basis
 from ..core.kernels import se_kernel
 
-__all__ = ["IVMSelection", "ivm_bases", "ivm_bias", "ivm_evidence", "ivm_select"]
+__all__ = ["IVMSelection", "ivm_bases", "ivm_bias", "ivm_bias_posterior", "ivm_evidence",
+           "ivm_select", "ivm_site_statistics"]
 
 # the bias is searched within this many latent standard deviations of zero
 _BIAS_RANGE = 6.0
@@ -69,7 +75,8 @@ class IVMSelection:
     var: np.ndarray
 
 
-def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance, bias=0.0):
+def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance, bias=0.0,
+               bias_variance=0.0):
     """Greedy IVM selection of ``n_active`` rows (module docstring).
 
     Parameters
@@ -83,6 +90,8 @@ def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance, bias=0.
     signal_variance : float
     bias : float, default=0.0
         The likelihood sees f + bias.
+    bias_variance : float, default=0.0
+        A constant added to the kernel (the bias kernel's variance b2).
 
     Returns
     -------
@@ -94,7 +103,7 @@ def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance, bias=0.
     n = X.shape[0]
     n_active = min(int(n_active), n)
     mean = np.zeros(n)
-    var = np.full(n, float(signal_variance))
+    var = np.full(n, float(signal_variance) + float(bias_variance))
     rows_M = np.zeros((n_active, n))
     free = np.ones(n, dtype=bool)
     chosen, taus, nus, gains = [], [], [], []
@@ -109,7 +118,7 @@ def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance, bias=0.
             break
         # column j of Sigma = K - M^T M: one kernel column, O(N k)
         column = (se_kernel(X, X[j:j + 1], lengthscale, signal_variance)[:, 0]
-                  - rows_M[:k].T @ rows_M[:k, j])
+                  + bias_variance - rows_M[:k].T @ rows_M[:k, j])
         denom = 1.0 - c[j] * var[j]
         taus.append(c[j] / denom)
         nus.append((a[j] + c[j] * mean[j]) / denom)
@@ -123,11 +132,13 @@ def ivm_select(X, y, n_active, likelihood, lengthscale, signal_variance, bias=0.
                         np.array(gains), mean, var)
 
 
-def ivm_evidence(X_active, tau, nu, lengthscale, signal_variance, jitter):
+def ivm_evidence(X_active, tau, nu, lengthscale, signal_variance, jitter,
+                 bias_variance=None):
     """Lawrence et al.'s approximate log evidence of an active set and its gradient.
 
     log N(m~ | 0, C), C = K_II + jitter s2 I + diag(1 / tau), m~ = nu / tau: the
-    marginal likelihood of the sites read as Gaussian observations.
+    marginal likelihood of the sites read as Gaussian observations; with a bias
+    kernel, K_II has b2 added to every entry.
 
     Parameters
     ----------
@@ -138,29 +149,67 @@ def ivm_evidence(X_active, tau, nu, lengthscale, signal_variance, jitter):
     signal_variance : float
     jitter : float
         Relative to the signal variance.
+    bias_variance : float, optional
+        The bias kernel's variance b2 (none when not given).
 
     Returns
     -------
     value : float
-    gradient : ndarray of shape (d + 1,)
-        With respect to log lengthscales, then log signal variance.
+    gradient : ndarray of shape (d + 1,), or (d + 2,) with ``bias_variance``
+        With respect to log lengthscales, then log signal variance (then log b2).
     """
     X_active = np.asarray(X_active, dtype=np.float64)
     k = len(tau)
     K_se = se_kernel(X_active, X_active, lengthscale, signal_variance)
     K = K_se + jitter * signal_variance * np.eye(k)
-    R = cholesky(K + np.diag(1.0 / tau), lower=True, check_finite=False)
+    bias = [] if bias_variance is None else [np.full((k, k), float(bias_variance))]
+    R = cholesky(K + sum(bias, np.zeros((k, k))) + np.diag(1.0 / tau), lower=True,
+                 check_finite=False)
     m = nu / tau
     a = cho_solve((R, True), m, check_finite=False)
     value = (-0.5 * m @ a - np.log(np.diag(R)).sum() - 0.5 * k * np.log(2 * np.pi))
     # dL/dtheta = 1/2 (a^T dK a - tr(C^{-1} dK)), one solve per parameter
     scaled = (X_active / lengthscale).T
     derivatives = [K_se * (scaled[j][:, None] - scaled[j][None, :]) ** 2
-                   for j in range(len(lengthscale))] + [K]
+                   for j in range(len(lengthscale))] + [K] + bias
     gradient = np.array([0.5 * (a @ dK @ a - np.trace(cho_solve((R, True), dK,
                                                                 check_finite=False)))
                          for dK in derivatives])
     return float(value), gradient
+
+
+def ivm_bias_posterior(X_active, tau, nu, lengthscale, signal_variance, jitter,
+                       bias_variance):
+    """Mean and variance of the bias kernel's offset c given the sites: with
+    C = K_II + jitter s2 I + b2 11^T + diag(1 / tau) and m~ = nu / tau,
+    E[c] = b2 1^T C^-1 m~ and Var[c] = b2 - b2^2 1^T C^-1 1."""
+    k = len(tau)
+    K = (se_kernel(np.asarray(X_active, dtype=np.float64), X_active, lengthscale,
+                   signal_variance) + jitter * signal_variance * np.eye(k)
+         + bias_variance + np.diag(1.0 / tau))
+    R = cholesky(K, lower=True, check_finite=False)
+    solved = cho_solve((R, True), np.column_stack([nu / tau, np.ones(k)]),
+                       check_finite=False)
+    return (float(bias_variance * solved[:, 0].sum()),
+            float(bias_variance - bias_variance ** 2 * solved[:, 1].sum()))
+
+
+def ivm_site_statistics(phi, tau, nu, bias_variance=0.0):
+    """The site sums (A, b) of :meth:`saspa_dask.ep.posterior.Posterior.from_statistics`
+    for the whitened rows ``phi`` of the active set, with the bias kernel's offset c
+    integrated out: the sites N(f | m~, diag(1 / tau)) on f = g + c, c ~ N(0, b2),
+    are the Gaussian N(g | m~, S) on g with S = diag(1 / tau) + b2 11^T, whose inverse
+    is T - T 1 1^T T / (1 / b2 + 1^T T 1) (Woodbury, T = diag(tau)); so
+    A = phi^T S^-1 phi and b = phi^T S^-1 m~.  Without a bias (b2 = 0), the plain
+    sums phi^T T phi and phi^T nu."""
+    A = phi.T @ (tau[:, None] * phi)
+    b = phi.T @ nu
+    if bias_variance > 0:
+        t1 = phi.T @ tau
+        denominator = 1.0 / bias_variance + tau.sum()
+        A = A - np.outer(t1, t1) / denominator
+        b = b - t1 * (nu.sum() / denominator)
+    return A, b
 
 
 def ivm_bias(likelihood, y, mean, var):

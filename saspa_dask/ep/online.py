@@ -63,10 +63,14 @@ class OnlineSparseGP:
         Budget of basis vectors.
     n_problems : int, default=1
         EP problems sharing the bases (targets get one column each).
+    record_sites : bool, default=False
+        Keep each row's ADF site (tau, nu), the update it made against its marginal:
+        the first sweep of EP, from which EP at the pass's bases can continue
+        (:meth:`site_arrays`; 2 numbers per row and problem).
     """
 
     def __init__(self, likelihood, lengthscale, signal_variance, jitter, novelty_threshold,
-                 max_bases, n_problems=1):
+                 max_bases, n_problems=1, record_sites=False):
         self.likelihood = likelihood
         self.lengthscale = np.asarray(lengthscale, dtype=np.float64)
         self.signal_variance = float(signal_variance)
@@ -80,6 +84,14 @@ class OnlineSparseGP:
         self.sigmas = [np.zeros((0, 0), order="F") for _ in range(n_problems)]
         self.means = [np.zeros(0) for _ in range(n_problems)]
         self.counts = {"rows": 0, "added": 0, "removed": 0, "invalid": 0, "skipped": 0}
+        self._sites = [] if record_sites else None
+
+    def site_arrays(self):
+        """The recorded ADF sites: (tau, nu), each of shape (n_problems, rows seen)."""
+        if self._sites is None:
+            raise ValueError("this pass was started without record_sites=True")
+        sites = np.array(self._sites).reshape(-1, len(self.means), 2)
+        return sites[:, :, 0].T.copy(), sites[:, :, 1].T.copy()
 
     @classmethod
     def resume(cls, likelihood, lengthscale, signal_variance, jitter, novelty_threshold,
@@ -113,17 +125,26 @@ class OnlineSparseGP:
             if gamma > self.novelty_threshold * self.signal_variance:
                 phi = self._grow(X, i, phi, gamma)
             self.counts["rows"] += 1
-            if self.bases.shape[0] == 0:
-                continue  # nothing to update yet (threshold near 1)
-            lam = np.array([max(self.signal_variance - phi[i] @ phi[i], 0.0)])
-            for k, (sigma, mean) in enumerate(zip(self.sigmas, self.means)):
-                _, n_invalid, n_skipped = sequential_block(
-                    Block(phi[i:i + 1], lam, y[i, k:k + 1]), np.zeros(1), np.zeros(1),
-                    sigma, mean, self.likelihood, 1.0, self.signal_variance)
-                self.counts["invalid"] += n_invalid
-                self.counts["skipped"] += n_skipped
+            sites = np.zeros((len(self.means), 2))
+            if self.bases.shape[0] > 0:  # else nothing to update yet (threshold near 1)
+                self._update(phi[i], y[i], sites)
+            if self._sites is not None:
+                self._sites.append(sites)
             if self.bases.shape[0] > self.max_bases:
                 phi = self._prune(phi)
+
+    def _update(self, phi, y, sites):
+        """The ADF update of one row (features phi) in every problem; its sites are
+        written into ``sites`` (problems x (tau, nu))."""
+        lam = np.array([max(self.signal_variance - phi @ phi, 0.0)])
+        for k, (sigma, mean) in enumerate(zip(self.sigmas, self.means)):
+            tau, nu = np.zeros(1), np.zeros(1)
+            _, n_invalid, n_skipped = sequential_block(
+                Block(phi[None, :], lam, y[k:k + 1]), tau, nu, sigma, mean,
+                self.likelihood, 1.0, self.signal_variance)
+            sites[k] = tau[0], nu[0]
+            self.counts["invalid"] += n_invalid
+            self.counts["skipped"] += n_skipped
 
     def _features(self, X):
         if self.bases.shape[0] == 0:
