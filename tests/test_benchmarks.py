@@ -214,3 +214,10 @@ def test_bench_ivm_quick(tmp_path):
                                             "fixed kernel"]
     for r in runs:
         assert all(round(e * 151) == pytest.approx(e * 151, abs=1e-9) for e in r["errors"])
+
+
+def test_bench_online_refinement_quick(tmp_path):
+    """The KL table runs; KLs are non-negative."""
+    _run("bench_online_refinement.py", "--quick", "--outdir", str(tmp_path))
+    runs = json.loads((tmp_path / "results" / "online_refinement.json").read_text())["runs"]
+    assert runs[0]["M"] == 8 and all(v >= 0 for v in runs[0]["kl"].values())
