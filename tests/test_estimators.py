@@ -28,7 +28,7 @@ def _expected_failures(estimator):
      FullGPClassifier(optimize_hyperparameters=False),
      FullGPRegressor(optimize_hyperparameters=False),
      SparseOnlineGPClassifier(), SparseOnlineGPRegressor(),
-     IVMClassifier(n_bases=10, signal_variance=10.0)],
+     IVMClassifier(n_bases=10)],
     expected_failed_checks=_expected_failures,
 )
 def test_sklearn_compatible(estimator, check):

@@ -113,6 +113,9 @@ def test_a_bias_kernel_integrates_the_offset_out():
     assert clf.bias_ == pytest.approx(c_mean, rel=1e-6)
     assert clf.bias_posterior_variance_ == pytest.approx(c_var, rel=1e-6)
     assert clf.bias_variance_ == 1.0 and 0 < c_var < 1.0
+    # the margin is that of the latent the likelihood sees, offset included
+    np.testing.assert_allclose(norm.cdf(clf.decision_function(Xs)),
+                               clf.predict_proba(Xs)[:, 1], rtol=1e-12)
 
 
 def test_ivm_bases_start_a_saspa_fit_and_errors():
@@ -209,11 +212,26 @@ def test_learning_alternates_with_selection(ard):
     # pinned tighter than that coordinate)
     assert clf.hyperparameter_trace_[0]["log_evidence"] == pytest.approx(-ref.fun,
                                                                          abs=1e-6)
+    learnt = clf.hyperparameter_trace_[0]
     ls, s2, b2 = kernel(ref.x)
-    np.testing.assert_allclose(np.log(clf.lengthscale_), np.log(ls), atol=1e-2)
-    assert np.log(clf.signal_variance_) == pytest.approx(np.log(s2), abs=1e-3)
-    assert np.log(clf.bias_variance_) == pytest.approx(np.log(b2), abs=1e-3)
-    ls, s2, b2 = clf.lengthscale_, clf.signal_variance_, clf.bias_variance_
+    np.testing.assert_allclose(np.log(learnt["lengthscale"]), np.log(ls), atol=1e-2)
+    assert np.log(learnt["signal_variance"]) == pytest.approx(np.log(s2), abs=1e-3)
+    assert np.log(learnt["bias_variance"]) == pytest.approx(np.log(b2), abs=1e-3)
+    # the learnt kernel is kept when its selection predicts the training rows at least
+    # as well as the start's (probit: log Phi(y m / sqrt(1 + v)) at the marginals)
+    def training_fit(ls, s2, b2):
+        _, _, _, m, S = _dense_ivm(se(X, X, ls, s2) + b2, y, 15, _probit)
+        return norm.logcdf(y * m / np.sqrt(1 + np.diag(S))).sum()
+
+    ls, s2, b2 = (np.array(learnt["lengthscale"]), learnt["signal_variance"],
+                  learnt["bias_variance"])
+    start_fit, learnt_fit = training_fit(ls0, s20, 1.0), training_fit(ls, s2, b2)
+    assert learnt["training_log_predictive"] == pytest.approx(learnt_fit, rel=1e-6)
+    if learnt_fit < start_fit:
+        ls, s2, b2 = ls0, s20, 1.0
+        assert learnt["kept"] is False
+    np.testing.assert_allclose(clf.lengthscale_, ls, rtol=1e-12)
+    assert (clf.signal_variance_, clf.bias_variance_) == pytest.approx((s2, b2), rel=1e-12)
     final, taus, nus, _, _ = _dense_ivm(se(X, X, ls, s2) + b2, y, 15, _probit)
     assert clf.active_indices_.tolist() == final
     Xs = np.random.default_rng(9).normal(size=(10, 2))
@@ -221,6 +239,22 @@ def test_learning_alternates_with_selection(ard):
     mean, _ = clf.predict_latent(Xs)
     np.testing.assert_allclose(mean, mean_ref, rtol=1e-5, atol=1e-6)
     assert clf.bias_ == pytest.approx(c_mean, rel=1e-5, abs=1e-7)
+
+
+def test_learning_that_predicts_the_training_rows_worse_is_undone():
+    """Ten active rows on three blobs: the evidence of their sites prefers lengthscales
+    at which each explains only itself; that kernel predicts the training rows worse,
+    so the fit keeps the start and classifies (the collapsed kernel scores 0.43)."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 3.0], [2.5, -1.0], [-2.5, -1.0]])
+    labels = np.repeat([0, 1, 2], 100)
+    X = centres[labels] + rng.normal(size=(300, 2))
+    X = (X - X.mean(0)) / X.std(0)
+    clf = IVMClassifier(n_bases=10, signal_variance=10.0).fit(X, labels)
+    trace = clf.hyperparameter_trace_
+    assert trace[-1]["kept"] is False
+    assert all(t.get("kept", True) for t in trace[:-1])
+    assert clf.score(X, labels) > 0.85
 
 
 def test_one_vs_rest_problems_have_their_own_active_sets(tmp_path):

@@ -8,7 +8,10 @@ jitter), so predictions are those of every other estimator's fitted posterior
 
 As Lawrence et al. do, the kernel is learnt by the IVM's approximate evidence
 (:func:`~saspa_dask.engines.ivm.ivm_evidence`) alternating with selection, within a
-box fixed about its start.  The class balance is a **bias kernel**: a constant b2
+box fixed about its start; an alternation whose kernel predicts the training rows
+worse (their predictive log likelihood under the new selection's marginals) is
+undone and ends learning: with few sites the evidence can prefer lengthscales at
+which each site explains only itself.  The class balance is a **bias kernel**: a constant b2
 added to the kernel, learnt by the same evidence, so that the offset of the latent is
 integrated out rather than left to a likelihood bias that the evidence cannot see
 (with a likelihood bias the defaults classified Ionosphere worse than the majority
@@ -83,6 +86,13 @@ class _Kernel:
             return gradient
         d = len(self.lengthscale0)
         return np.concatenate([[gradient[:d].sum()], gradient[d:]])
+
+
+def _training_fit(likelihood, targets, selections):
+    """The training rows' predictive log likelihood under the selections' marginals
+    (summed over the problems)."""
+    return float(sum(np.sum(likelihood.log_predictive(t, sel.mean, sel.var))
+                     for t, sel in zip(targets.T, selections)))
 
 
 class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
@@ -217,9 +227,19 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
                          _BIAS_START if self.fit_bias else None, self.ard)
         z = kernel.start
         self.hyperparameter_trace_ = []
-        for _ in range(self.n_iterations if self.optimize_hyperparameters else 0):
-            z = self._learn(X, self._select(X, targets, likelihood, kernel, z), kernel, z)
         selections = self._select(X, targets, likelihood, kernel, z)
+        fit = _training_fit(likelihood, targets, selections)
+        for _ in range(self.n_iterations if self.optimize_hyperparameters else 0):
+            learnt = self._learn(X, selections, kernel, z)
+            again = self._select(X, targets, likelihood, kernel, learnt)
+            learnt_fit = _training_fit(likelihood, targets, again)
+            self.hyperparameter_trace_[-1]["training_log_predictive"] = learnt_fit
+            if not learnt_fit >= fit:
+                # the evidence of M sites can prefer lengthscales at which each site
+                # explains only itself; the training rows then say so
+                self.hyperparameter_trace_[-1]["kept"] = False
+                break
+            z, selections, fit = learnt, again, learnt_fit
         return self._publish(X, selections, kernel, z, likelihood, classes)
 
     def _select(self, X, targets, likelihood, kernel, z):

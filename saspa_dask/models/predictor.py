@@ -195,7 +195,9 @@ def _labels(fitted, Xb, rows):
 
 def _margin(fitted, Xb, rows):
     mean, var = fitted.latent(Xb, rows)
-    margin = fitted.likelihood_object.margin(mean, var)
+    # the likelihood sees the latent plus the offset (the IVM's bias), as in
+    # class_probabilities
+    margin = fitted.likelihood_object.margin(mean + fitted.offset, var)
     return margin[:, 0] if margin.shape[1] == 1 else margin
 
 
