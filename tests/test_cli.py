@@ -7,13 +7,13 @@ import sys
 import numpy as np
 import pytest
 
+import in_process
 from saspa_dask import SASPAClassifier, jobs
 from saspa_dask.datasets import synthetic_two_class
 
 
 def _saspa(*args):
-    return subprocess.run([sys.executable, "-m", "saspa_dask.cli", *args],
-                          capture_output=True, text=True, timeout=300)
+    return in_process.saspa(*args)
 
 
 def _ingested(tmp_path, X, y):

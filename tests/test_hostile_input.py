@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import zarr
 
+import in_process
 from saspa_dask import SASPARegressor, jobs, load_model
 from saspa_dask.jobs import JobError
 from saspa_dask.storage import StoreError, ingest
@@ -27,8 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _saspa(*args, timeout=300, **kw):
-    return subprocess.run([SASPA, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, **kw)
+    return in_process.saspa(*args, **kw)
 
 
 def _one_line_error(res, *fragments):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+import in_process
 from saspa_dask import Basis, SASPAClassifier, SASPARegressor, jobs, kmeans_bases, load_model
 from saspa_dask.core.kernels import blur_covariances
 from saspa_dask.core.likelihoods import Gaussian, Logistic, Probit, StudentT
@@ -251,8 +252,7 @@ def test_bad_learn_bases_settings_are_refused_by_name():
 
 
 def _saspa(*args):
-    return subprocess.run([sys.executable, "-m", "saspa_dask.cli", *args],
-                          capture_output=True, text=True, timeout=300)
+    return in_process.saspa(*args)
 
 
 def test_cli_learns_bases_on_a_subsample_and_says_so(tmp_path):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
+import in_process
 from saspa_dask import Basis, SASPAClassifier, SASPARegressor, kmeans_bases
 from saspa_dask.fitting.hyperparameters import Hyperparameters
 from saspa_dask.fitting.optimizer import WINDOW, StopRule, optimize
@@ -251,8 +252,7 @@ def test_cli_learns_in_stages_and_info_says_where(tmp_path):
     from saspa_dask import load_model
 
     def saspa(*args):
-        return subprocess.run([sys.executable, "-m", "saspa_dask.cli", *map(str, args)],
-                              capture_output=True, text=True, timeout=600)
+        return in_process.saspa(*args)
 
     rng = np.random.default_rng(5)
     X = rng.normal(size=(3000, 2))

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import zarr
 
+import in_process
 from saspa_dask import SASPARegressor, jobs, load_model
 
 BIN = Path(sys.executable).parent
@@ -27,8 +28,7 @@ SASPA = str(BIN / "saspa")
 
 
 def _saspa(*args, timeout=300, **kw):
-    return subprocess.run([SASPA, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, **kw)
+    return in_process.saspa(*args, **kw)
 
 
 def _write_csv(path, header, rows):

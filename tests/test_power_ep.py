@@ -10,6 +10,7 @@ from scipy import integrate
 from scipy.special import log_ndtr, ndtr
 
 from reference import blurred_basis, blurred_cross, converged_gradient, evidence_differences
+import in_process
 from saspa_dask import Basis, SASPAClassifier, SASPARegressor, load_model
 from saspa_dask.core.kernels import blur_covariances
 from saspa_dask.core.likelihoods import (Gaussian, NoisyProbit, Probit, Step, StudentT,
@@ -300,8 +301,7 @@ def test_saspa_train_alpha_reaches_the_model_and_info(tmp_path):
     np.save(tmp_path / "d.npy", np.column_stack([X, (y > 0).astype(float)]))
 
     def saspa(*args):
-        res = subprocess.run([sys.executable, "-m", "saspa_dask.cli", *map(str, args)],
-                             capture_output=True, text=True, timeout=300)
+        res = in_process.saspa(*args)
         assert res.returncode == 0, res.stderr
         return res.stdout
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
+import in_process
 from saspa_dask import SASPAClassifier, jobs, load_model
 from saspa_dask.datasets import synthetic_two_class
 from saspa_dask.storage import ingest
@@ -18,8 +19,7 @@ BIN = Path(sys.executable).parent
 
 
 def _saspa(*args):
-    return subprocess.run([str(BIN / "saspa"), *map(str, args)], capture_output=True,
-                          text=True, timeout=600)
+    return in_process.saspa(*args)
 
 
 def _digest(directory):

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import zarr
 
+import in_process
 from saspa_dask import SASPAClassifier, jobs, load_model
 
 BIN = Path(sys.executable).parent
 
 
 def saspa(*args, check=True):
-    res = subprocess.run([str(BIN / "saspa"), *map(str, args)], capture_output=True,
-                         text=True, timeout=300)
+    res = in_process.saspa(*args)
     if check:
         assert res.returncode == 0, res.stderr
     return res
