@@ -2,8 +2,6 @@
 127.0.0.1 and real zarr stores on disk."""
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import numpy as np
 import pytest
 from distributed import Client, LocalCluster
 
+import in_process
 from saspa_dask import Basis, SASPAClassifier, SASPARegressor, load_model
 from saspa_dask.datasets import synthetic_two_class
 from saspa_dask.engines.kmeans import kmeans
@@ -19,7 +18,6 @@ from saspa_dask.storage import ingest, open_data_store
 
 from conftest import needs_dataset, start_cluster, stop_cluster
 
-BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +41,7 @@ def store(tmp_path_factory):
 
 
 def _saspa(*args, timeout=600):
-    return subprocess.run([str(BIN / "saspa"), *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
+    return in_process.saspa(*args)
 
 
 def test_cli_train_on_a_real_cluster_equals_in_memory_fit(scheduler, store, tmp_path):

@@ -2,8 +2,6 @@
 finite differences and against an independent SPGP (closed-form FITC) objective; SPGP's
 Figure 1 situation; the learning subsample; the estimator, the store and the CLI."""
 
-import subprocess
-import sys
 
 import dask.array as da
 import numpy as np

@@ -246,8 +246,6 @@ def test_cli_learns_in_stages_and_info_says_where(tmp_path):
     """saspa train --hyper-subsample 300,1000,all on a Dask store: two stages in
     memory on the driver, the last on the workers; saspa info lists them; a bad stage
     list is refused naming the option."""
-    import subprocess
-    import sys
 
     from saspa_dask import load_model
 

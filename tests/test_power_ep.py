@@ -294,8 +294,6 @@ def test_powered_tilted_moments_against_quadrature():
 def test_saspa_train_alpha_reaches_the_model_and_info(tmp_path):
     """``saspa train --alpha 0.5`` on the embedded cluster fits the same power-EP model
     as the estimator on the same rows (same energy), and ``saspa info`` says so."""
-    import subprocess
-    import sys
 
     X, y, _ = _probit_problem("full", n=400)
     np.save(tmp_path / "d.npy", np.column_stack([X, (y > 0).astype(float)]))

@@ -1,7 +1,6 @@
 """Warm-start retraining after rows were appended, and the ``latest`` pointer."""
 
 import hashlib
-import subprocess
 import sys
 from pathlib import Path
 

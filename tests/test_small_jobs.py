@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import time
 
 import numpy as np
 import psutil
@@ -24,6 +25,7 @@ def _saspa_watched(*args):
         except psutil.NoSuchProcess:
             break
         most = max(most, sum(_is_worker(child) for child in children))
+        time.sleep(0.05)
     out, err = proc.communicate(timeout=300)
     return proc.returncode, out, err, most
 

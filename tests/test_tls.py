@@ -4,7 +4,6 @@ from another CA, it is refused with a clear error in bounded time."""
 
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,11 +12,11 @@ import pytest
 from distributed.security import Security
 
 from conftest import start_cluster, stop_cluster
+import in_process
 from saspa_dask import SASPAClassifier
 from saspa_dask.datasets import synthetic_two_class
 from saspa_dask.storage import ingest
 
-BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
                                 reason="openssl is needed to make test certificates")
 
@@ -41,8 +40,7 @@ def _authority(directory, name):
 
 
 def _saspa(*args):
-    return subprocess.run([str(BIN / "saspa"), *map(str, args)], capture_output=True,
-                          text=True, timeout=300)
+    return in_process.saspa(*args)
 
 
 def test_tls_cluster_accepts_only_certified_clients(tmp_path):
