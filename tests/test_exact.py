@@ -80,3 +80,34 @@ def test_full_gp_model_round_trips_through_the_store(tmp_path):
     loaded = load_model(tmp_path / "m.zarr")
     assert type(loaded) is FullGPClassifier
     np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
+
+
+def test_subset_of_data_is_the_exact_gp_of_a_seeded_sample(tmp_path):
+    """subset_of_data=True with 200 rows and max_samples=40: 40 distinct rows drawn by
+    the seed (NumPy's generator, as the docstring says), and the posterior is closed-form
+    GP regression on those rows alone; saved and loaded with them."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2, 2, size=(200, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=200)
+    Xs = rng.uniform(-2, 2, size=(15, 2))
+    ls, s2, noise = np.array([0.8, 1.2]), 1.5, 0.02
+    model = FullGPRegressor(lengthscale=ls, signal_variance=s2, noise_variance=noise,
+                            optimize_hyperparameters=False, jitter=1e-10, max_samples=40,
+                            subset_of_data=True, random_state=7).fit(X, y)
+    rows = np.sort(np.random.default_rng(7).choice(200, size=40, replace=False))
+    np.testing.assert_array_equal(model.subset_indices_, rows)
+    Xr, yr = X[rows], y[rows]
+    C = se(Xr, Xr, ls, s2) + (noise + 1e-10 * s2) * np.eye(40)
+    Ks = se(Xs, Xr, ls, s2)
+    solved = np.linalg.solve(C, np.column_stack([yr - yr.mean(), Ks.T]))
+    mean, var = model.predict_latent(Xs)
+    np.testing.assert_allclose(mean, yr.mean() + Ks @ solved[:, 0], rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(var, s2 - np.einsum("ij,ji->i", Ks, solved[:, 1:]),
+                               rtol=1e-6, atol=1e-8)
+    model.save(tmp_path / "sod.zarr")
+    np.testing.assert_array_equal(load_model(tmp_path / "sod.zarr").subset_indices_, rows)
+    # without the flag, too many rows are still refused, naming the way out
+    with pytest.raises(ValueError, match="subset_of_data=True"):
+        FullGPRegressor(max_samples=40).fit(X, y)
+    assert FullGPRegressor(optimize_hyperparameters=False).fit(X[:30], y[:30]) \
+        .subset_indices_.tolist() == list(range(30))

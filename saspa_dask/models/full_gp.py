@@ -11,7 +11,9 @@ no K-means, no subsample, plain EP) rather than inherit from it: they take only 
 parameters a full GP has, and predict through the same fitted posterior.
 
 The benchmarks use it as the reference of the paper's KL measure; users can use it
-as the exact method on small data.  The jitter (relative to the signal variance,
+as the exact method on small data.  With ``subset_of_data=True`` it is also the
+subset-of-data baseline of the sparse-GP literature: the full GP of a seeded uniform
+sample of ``max_samples`` rows, the rest ignored (its rows are ``subset_indices_``).  The jitter (relative to the signal variance,
 default 1e-6) acts as a tiny extra latent noise and is reported as ``jitter_``.
 """
 
@@ -21,11 +23,12 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import _fit_context
+from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
 from ..core.bases import Basis
-from ..engines.chunks import is_lazy
+from ..engines.chunks import is_lazy, seed_from
 from .classifier import SASPAClassifier
 from .predictor import PosteriorClassifierMixin, PosteriorModel, PosteriorRegressorMixin
 from .regressor import SASPARegressor
@@ -39,7 +42,7 @@ class _FullGP:
     """Fit by a SASPA estimator with a delta basis at every training input."""
 
     _REPORT_ATTRIBUTES = SASPAClassifier._REPORT_ATTRIBUTES
-    _REPORT_ARRAYS = SASPAClassifier._REPORT_ARRAYS
+    _REPORT_ARRAYS = (*SASPAClassifier._REPORT_ARRAYS, "subset_indices_")
     # the SASPA estimator that fits it, and the parameters it shares
     _SPARSE: type
     _SHARED: tuple
@@ -65,11 +68,18 @@ class _FullGP:
         # scikit-learn's checks and messages first; the checked rows are the bases
         X_checked = self._validated_rows(X, y)
         n = X_checked.shape[0]
-        if n > self.max_samples:
+        rows = np.arange(n)
+        if n > self.max_samples and self.subset_of_data:
+            rng = np.random.default_rng(seed_from(self.random_state))
+            rows = np.sort(rng.choice(n, size=self.max_samples, replace=False))
+            X, y, X_checked = (_safe_indexing(X, rows), _safe_indexing(y, rows),
+                               X_checked[rows])
+        elif n > self.max_samples:
             raise ValueError(
                 f"{type(self).__name__} with {n} rows needs an {n} x {n} kernel matrix and "
-                f"O(N^3) work per sweep; max_samples={self.max_samples}. Raise max_samples "
-                "or use the sparse estimators")
+                f"O(N^3) work per sweep; max_samples={self.max_samples}. Raise max_samples, "
+                "set subset_of_data=True to fit a random sample of that many rows, or use "
+                "the sparse estimators")
         sparse = self._SPARSE(
             **{name: getattr(self, name) for name in self._SHARED}, blur="delta",
             bases=Basis(np.array(X_checked, dtype=np.float64, copy=True)),
@@ -81,6 +91,7 @@ class _FullGP:
             if hasattr(sparse, name):
                 setattr(self, name, getattr(sparse, name))
         self.fitted_posterior_ = sparse.fitted_posterior_
+        self.subset_indices_ = rows
         self.n_features_in_ = sparse.n_features_in_
         if hasattr(sparse, "feature_names_in_"):
             self.feature_names_in_ = sparse.feature_names_in_
@@ -101,7 +112,9 @@ def _constraints(sparse, names):
             "damping": [Interval(Real, 0, 1, closed="right"), None],
             "max_sweeps": [Interval(Integral, 1, None, closed="left")],
             "tol": [Interval(Real, 0, None, closed="neither")],
-            "max_samples": [Interval(Integral, 1, None, closed="left")]}
+            "max_samples": [Interval(Integral, 1, None, closed="left")],
+            "subset_of_data": ["boolean"],
+            "random_state": ["random_state"]}
 
 
 _FULL_PARAMS_DOC = """
@@ -129,6 +142,11 @@ _FULL_PARAMS_DOC = """
         :class:`SASPAClassifier`).
     max_samples : int, default=5000
         Largest training set accepted (the kernel matrix has N^2 entries).
+    subset_of_data : bool, default=False
+        With more rows than ``max_samples``, fit a uniform random sample of
+        ``max_samples`` of them (the subset-of-data baseline) instead of refusing.
+    random_state : int, RandomState or None, default=None
+        Seeds that sample.
     verbose : int, default=0
 """
 
@@ -148,7 +166,8 @@ class FullGPClassifier(_FullGP, PosteriorClassifierMixin, PosteriorModel):
     Attributes
     ----------
     The fitted attributes of :class:`SASPAClassifier` (``bases_`` holds the
-    training inputs).
+    training inputs), and ``subset_indices_``, the rows fitted (all of them unless
+    ``subset_of_data`` sampled them).
 
     Examples
     --------
@@ -175,7 +194,7 @@ class FullGPClassifier(_FullGP, PosteriorClassifierMixin, PosteriorModel):
                  signal_variance=None, ep_mode="parallel", damping=None, max_sweeps=100,
                  tol=1e-6, jitter=1e-6, optimize_hyperparameters=True, max_hyper_iter=500,
                  hyper_tol=1e-4, max_fit_time=None, n_restarts_optimizer=0, max_samples=5000,
-                 verbose=0):
+                 subset_of_data=False, random_state=None, verbose=0):
         self.likelihood = likelihood
         self.label_noise = label_noise
         self.lengthscale = lengthscale
@@ -191,6 +210,8 @@ class FullGPClassifier(_FullGP, PosteriorClassifierMixin, PosteriorModel):
         self.max_fit_time = max_fit_time
         self.n_restarts_optimizer = n_restarts_optimizer
         self.max_samples = max_samples
+        self.subset_of_data = subset_of_data
+        self.random_state = random_state
         self.verbose = verbose
 
 
@@ -233,9 +254,8 @@ class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
                  center_y=True, lengthscale=None, signal_variance=None, ep_mode="parallel",
                  damping=None, max_sweeps=100, tol=1e-6, jitter=1e-6,
                  optimize_hyperparameters=True, max_hyper_iter=500, hyper_tol=1e-4,
-                 max_fit_time=None, n_restarts_optimizer=0,
-                 max_samples=5000,
-                 verbose=0):
+                 max_fit_time=None, n_restarts_optimizer=0, max_samples=5000,
+                 subset_of_data=False, random_state=None, verbose=0):
         self.likelihood = likelihood
         self.noise_variance = noise_variance
         self.dof = dof
@@ -254,5 +274,7 @@ class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
         self.max_fit_time = max_fit_time
         self.n_restarts_optimizer = n_restarts_optimizer
         self.max_samples = max_samples
+        self.subset_of_data = subset_of_data
+        self.random_state = random_state
         self.verbose = verbose
 
