@@ -7,6 +7,7 @@ from scipy.optimize import minimize
 from scipy.stats import multivariate_normal, norm
 
 from saspa_dask import IVMClassifier, SASPAClassifier, ivm_bases
+from saspa_dask.core.bases import Basis
 from saspa_dask.core.likelihoods import Gaussian, Probit
 from saspa_dask import load_model
 from saspa_dask.engines.ivm import ivm_bias, ivm_evidence, ivm_select
@@ -325,3 +326,73 @@ def test_greedy_selection_equals_the_dense_information_gain():
     assert len(set(sub.tolist())) == 10 and np.all(sub_gains > 0)
     basis = greedy_bases(X, 10, ls, s2, noise, random_state=0)
     np.testing.assert_array_equal(basis.means, X[sub])
+
+
+def test_greedy_selection_by_the_evidence_equals_the_dense_dtc_evidence():
+    """criterion='evidence': each step picks the row whose addition most raises the
+    DTC log marginal likelihood log N(y | 0, Q + noise I), Q = K_XB K_BB^-1 K_BX,
+    computed here densely (scipy) for every remaining row; the gains are those
+    differences."""
+    from saspa_dask.engines.greedy import greedy_select
+
+    rng = np.random.default_rng(12)
+    X = rng.uniform(-3, 3, size=(60, 2))
+    y = np.sin(2 * X[:, 0]) * np.exp(-X[:, 1] ** 2) + 0.1 * rng.normal(size=60)
+    y = y - y.mean()
+    ls, s2, noise, jitter = np.array([0.9, 1.2]), 1.1, 0.04, 1e-8
+
+    def log_ml(rows):
+        if not rows:
+            C = noise * np.eye(60)
+        else:
+            B = X[rows]
+            Kbx = se(B, X, ls, s2)
+            Kbb = se(B, B, ls, s2) + jitter * s2 * np.eye(len(rows))
+            C = Kbx.T @ np.linalg.solve(Kbb, Kbx) + noise * np.eye(60)
+        return multivariate_normal(np.zeros(60), C, allow_singular=True).logpdf(y)
+
+    got, gains = greedy_select(X, 8, ls, s2, noise, n_candidates=None, jitter=jitter,
+                               y=y, criterion="evidence")
+    chosen = []
+    for step in range(8):
+        base = log_ml(chosen)
+        scores = np.array([log_ml(chosen + [j]) - base if j not in chosen else -np.inf
+                           for j in range(60)])
+        chosen.append(int(np.argmax(scores)))
+        assert gains[step] == pytest.approx(scores[chosen[-1]], rel=1e-6, abs=1e-6)
+    assert got.tolist() == chosen
+    with pytest.raises(ValueError, match="needs the targets y"):
+        greedy_select(X, 3, ls, s2, noise, criterion="evidence")
+
+
+def test_evidence_selection_beats_random_rows_on_local_structure():
+    """A flat function with one narrow bump (a fifth of the range): 12 bases chosen by
+    the evidence (59 random candidates a step) put FITC's test RMSE below every one of
+    five draws of 12 random rows, under half their mean and under half information
+    gain's (which ignores y), at the same fixed kernel."""
+    from saspa_dask import SASPARegressor, greedy_bases
+
+    rng = np.random.default_rng(4)
+
+    def f(x):
+        return 2.0 * np.exp(-0.5 * ((x[:, 0] - 1.5) / 0.25) ** 2)
+
+    X = rng.uniform(-5, 5, size=(2000, 1))
+    y = f(X) + 0.05 * rng.normal(size=2000)
+    Xt = np.linspace(-5, 5, 500)[:, None]
+    ls, s2, noise = np.array([0.3]), 1.0, 0.0025
+
+    def rmse(basis):
+        model = SASPARegressor(bases=basis, blur="delta", lengthscale=ls, signal_variance=s2,
+                               noise_variance=noise, optimize_hyperparameters=False)
+        return float(np.sqrt(np.mean((model.fit(X, y).predict(Xt) - f(Xt)) ** 2)))
+
+    evidence = rmse(greedy_bases(X, 12, ls, s2, noise, random_state=0, y=y - y.mean(),
+                                 criterion="evidence"))
+    gain = rmse(greedy_bases(X, 12, ls, s2, noise, random_state=0))
+    random_rows = [rmse(Basis(X[np.random.default_rng(s).choice(2000, 12, replace=False)]))
+                   for s in range(5)]
+    # measured: 0.054 against random rows' 0.097-0.269 and information gain's 0.376
+    assert evidence < min(random_rows) and evidence < 0.5 * np.mean(random_rows), (
+        evidence, random_rows)
+    assert evidence < 0.5 * gain, (evidence, gain)
