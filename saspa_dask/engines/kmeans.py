@@ -3,10 +3,13 @@
 The same data gives the same bases whether it is a NumPy array or a chunked dask
 array (up to the order of floating-point sums): a seeded uniform row sample gives a
 k-means++ start (scikit-learn's public ``kmeans_plusplus``) refined by Lloyd on the
-sample, then at most ``max_iter`` Lloyd passes over all rows polish it, each a sum of
-per-chunk counts, sums and squared errors.  Empty clusters are relocated
+sample, then at most ``max_iter`` Lloyd passes polish it, each a sum of per-chunk
+counts, sums and squared errors: over all rows up to ``lloyd_rows`` (default
+:data:`LLOYD_ROWS`), and beyond that over a seeded uniform sample of that many rows
+(each pass over 10^6 rows cost more than the sample's whole polish, for centres that
+a fit then moves anyway: ``benchmarks/RESULTS.md``, "K-means on a sample").  Empty clusters are relocated
 deterministically; one more pass gives the cluster scatter for the blur covariances
-(:func:`saspa_dask.core.bases.shrunk_covariances`).
+(:func:`saspa_dask.core.bases.shrunk_covariances`), always over all rows.
 
 Why not dask-ml's KMeans: LESSONS.md lists its breakages with current scikit-learn
 (k-means++ start fails, k-means|| pads with random rows, empty clusters collapse to the
@@ -24,7 +27,10 @@ from dask import delayed
 from ..core.bases import Basis, shrunk_covariances
 from .chunks import add_tuples, as_dask, is_lazy, row_chunked, seed_from, tree_reduce
 
-__all__ = ["kmeans", "kmeans_bases"]
+__all__ = ["LLOYD_ROWS", "kmeans", "kmeans_bases"]
+
+#: Rows the Lloyd passes run over at most (a seeded sample beyond it)
+LLOYD_ROWS = 200_000
 
 # rows a NumPy input is cut into for the Lloyd passes (the result does not depend on it)
 _MEMORY_CHUNK_ROWS = 65536
@@ -113,7 +119,8 @@ class _Rows:
         return dask.compute(tree_reduce(parts, add_tuples))[0]
 
 
-def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_size=None):
+def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_size=None,
+           lloyd_rows=None):
     """K-means bases over all rows of X.
 
     Parameters
@@ -130,6 +137,9 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
         input variance.
     sample_size : int, optional
         Rows for the start; default ``min(N, max(10000, 20 M))``.
+    lloyd_rows : int, optional
+        Rows the Lloyd passes run over (a seeded uniform sample when fewer than N);
+        default ``max(LLOYD_ROWS, 100 M)``.  The cluster scatter is over all rows.
 
     Returns
     -------
@@ -137,7 +147,8 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
         Means and shrunk covariances; clusters that stay empty are dropped.
     info : dict
         ``n_iter``, ``inertia`` (sum of squared distances), ``converged``,
-        ``n_relocated`` (empty clusters moved), ``n_empty_dropped``, ``sample_size``.
+        ``n_relocated`` (empty clusters moved), ``n_empty_dropped``, ``sample_size``,
+        ``lloyd_rows``.
     """
     from sklearn.cluster import kmeans_plusplus
 
@@ -155,8 +166,10 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
     k_start = min(n_clusters, len(unique))
     centres, _ = kmeans_plusplus(unique, k_start, random_state=int(rng.integers(2**31 - 1)))
     centres = _lloyd_on_sample(unique, centres)
+    cap = max(LLOYD_ROWS, 100 * n_clusters) if lloyd_rows is None else int(lloyd_rows)
+    lloyd = rows if N <= cap else _Rows(rows.sample(cap, rng))
     centres, n_iter, inertia, converged, n_relocated = _lloyd_passes(
-        rows, centres, offset, sample, max_iter, tol * scale)
+        lloyd, centres, offset, sample, max_iter, tol * scale)
     counts, sums, scatter, total, total_sq = rows.total(_scatter_chunk, centres, offset)
     keep = counts > 0
     counts, sums, scatter, centres = counts[keep], sums[keep], scatter[keep], centres[keep]
@@ -168,7 +181,7 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
     covs = shrunk_covariances(counts, scatter, total_var)
     info = {"n_iter": n_iter, "inertia": float(inertia), "converged": converged,
             "n_relocated": int(n_relocated), "n_empty_dropped": int((~keep).sum()),
-            "sample_size": int(n_sample)}
+            "sample_size": int(n_sample), "lloyd_rows": int(min(N, cap))}
     return Basis(means + offset, covs), info
 
 
