@@ -158,13 +158,10 @@ def ivm_evidence(X_active, tau, nu, lengthscale, signal_variance, jitter,
     gradient : ndarray of shape (d + 1,), or (d + 2,) with ``bias_variance``
         With respect to log lengthscales, then log signal variance (then log b2).
     """
-    X_active = np.asarray(X_active, dtype=np.float64)
-    k = len(tau)
-    K_se = se_kernel(X_active, X_active, lengthscale, signal_variance)
-    K = K_se + jitter * signal_variance * np.eye(k)
+    X_active, k = np.asarray(X_active, dtype=np.float64), len(tau)
+    K_se, K, R = _site_covariance(X_active, tau, lengthscale, signal_variance, jitter,
+                                  bias_variance)
     bias = [] if bias_variance is None else [np.full((k, k), float(bias_variance))]
-    R = cholesky(K + sum(bias, np.zeros((k, k))) + np.diag(1.0 / tau), lower=True,
-                 check_finite=False)
     m = nu / tau
     a = cho_solve((R, True), m, check_finite=False)
     value = (-0.5 * m @ a - np.log(np.diag(R)).sum() - 0.5 * k * np.log(2 * np.pi))
@@ -178,16 +175,26 @@ def ivm_evidence(X_active, tau, nu, lengthscale, signal_variance, jitter,
     return float(value), gradient
 
 
+def _site_covariance(X_active, tau, lengthscale, signal_variance, jitter, bias_variance):
+    """K_se (the SE part), K = K_se + jitter s2 I, and the lower Cholesky factor of
+    C = K (+ b2 11^T) + diag(1 / tau), the sites' marginal covariance."""
+    X_active = np.asarray(X_active, dtype=np.float64)
+    K_se = se_kernel(X_active, X_active, lengthscale, signal_variance)
+    K = K_se + jitter * signal_variance * np.eye(len(tau))
+    C = K + np.diag(1.0 / tau)
+    if bias_variance is not None:
+        C += bias_variance
+    return K_se, K, cholesky(C, lower=True, check_finite=False)
+
+
 def ivm_bias_posterior(X_active, tau, nu, lengthscale, signal_variance, jitter,
                        bias_variance):
     """Mean and variance of the bias kernel's offset c given the sites: with
     C = K_II + jitter s2 I + b2 11^T + diag(1 / tau) and m~ = nu / tau,
     E[c] = b2 1^T C^-1 m~ and Var[c] = b2 - b2^2 1^T C^-1 1."""
     k = len(tau)
-    K = (se_kernel(np.asarray(X_active, dtype=np.float64), X_active, lengthscale,
-                   signal_variance) + jitter * signal_variance * np.eye(k)
-         + bias_variance + np.diag(1.0 / tau))
-    R = cholesky(K, lower=True, check_finite=False)
+    R = _site_covariance(X_active, tau, lengthscale, signal_variance, jitter,
+                         bias_variance)[2]
     solved = cho_solve((R, True), np.column_stack([nu / tau, np.ones(k)]),
                        check_finite=False)
     return (float(bias_variance * solved[:, 0].sum()),

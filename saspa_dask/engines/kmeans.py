@@ -7,8 +7,8 @@ sample, then at most ``max_iter`` Lloyd passes polish it, each a sum of per-chun
 counts, sums and squared errors: over all rows up to ``lloyd_rows`` (default
 :data:`LLOYD_ROWS`), and beyond that over a seeded uniform sample of that many rows
 (each pass over 10^6 rows cost more than the sample's whole polish, for centres that
-a fit then moves anyway: ``benchmarks/RESULTS.md``, "K-means on a sample").  Empty clusters are relocated
-deterministically; one more pass gives the cluster scatter for the blur covariances
+a fit then moves anyway: ``benchmarks/RESULTS.md``, "K-means on a sample").  Empty
+clusters are relocated deterministically; one more pass gives the cluster scatter for the blur covariances
 (:func:`saspa_dask.core.bases.shrunk_covariances`), always over all rows.
 
 Why not dask-ml's KMeans: LESSONS.md lists its breakages with current scikit-learn

@@ -38,8 +38,8 @@ import threading
 
 from .errors import JobError
 
-__all__ = ["IN_PROCESS_VALUES", "dask_client", "dashboard_link", "n_workers",
-           "runs_in_process", "tls_security"]
+__all__ = ["IN_PROCESS_VALUES", "dask_client", "dashboard_link", "input_values",
+           "n_workers", "runs_in_process", "tls_security"]
 
 #: A job of at most this many input values (rows x inputs), given neither a scheduler
 #: nor ``workers``, runs in this process (module docstring).
@@ -125,12 +125,7 @@ def _embedded(workers, dashboard):
         raise JobError(f"--workers {workers}: an embedded cluster runs on this machine; "
                        f"use 1 to {limit} (4 per core), or --scheduler for a cluster")
     private = Security.temporary()
-    # Work stealing would move a chunk's cached whitened block to an idle worker,
-    # costing more than it saves; the blocks are spread evenly instead.
-    settings = {"distributed.scheduler.work-stealing": False}
-    if not dashboard:  # the HTTP servers still listen (on 127.0.0.1), serving nothing
-        settings.update({"distributed.scheduler.http.routes": [],
-                         "distributed.worker.http.routes": []})
+    settings = _cluster_settings(dashboard)
     from distributed.deploy.spec import SpecCluster
 
     before = set(SpecCluster._instances)
@@ -147,6 +142,23 @@ def _embedded(workers, dashboard):
     return cluster, Client(cluster, security=private)
 
 
+def _cluster_settings(dashboard):
+    """Dask settings of the clusters a job starts itself."""
+    # Work stealing would move a chunk's cached whitened block to an idle worker,
+    # costing more than it saves; the blocks are spread evenly instead.
+    settings = {"distributed.scheduler.work-stealing": False}
+    if not dashboard:  # the HTTP servers still listen (on 127.0.0.1), serving nothing
+        settings.update({"distributed.scheduler.http.routes": [],
+                         "distributed.worker.http.routes": []})
+    return settings
+
+
+def input_values(X):
+    """A job's size for :func:`dask_client` and :func:`runs_in_process`: rows x
+    inputs of its X."""
+    return int(X.shape[0]) * int(X.shape[1])
+
+
 def runs_in_process(*, client=None, scheduler=None, workers=None, values=None, **_):
     """Whether a job of ``values`` input values (rows x inputs) with these cluster
     options runs in this process (module docstring)."""
@@ -160,12 +172,9 @@ def _in_process(dashboard):
     import dask
     from distributed import Client, LocalCluster
 
-    settings = {"distributed.scheduler.work-stealing": False}
-    if not dashboard:
-        settings.update({"distributed.scheduler.http.routes": [],
-                         "distributed.worker.http.routes": []})
-    with dask.config.set(settings):
-        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0",
+    with dask.config.set(_cluster_settings(dashboard)):
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                               dashboard_address="127.0.0.1:0",
                                scheduler_kwargs={"dashboard": bool(dashboard)},
                                worker_dashboard_address="127.0.0.1:0")
     return cluster, Client(cluster, set_as_default=True)

@@ -17,7 +17,7 @@ from ..storage.export import EXPORT_FORMATS, export_scores
 from ..models.model_store import read_model_attrs
 from ..storage import load_model_and_attrs
 from ..storage.data_store import input_arrays
-from .cluster import dask_client, n_workers
+from .cluster import dask_client, input_values, n_workers
 from .errors import JobError, locked, reported
 from .paths import absolute
 
@@ -107,15 +107,10 @@ def _score_store(loaded, data, store, overwrite, private, cluster):
     fitted, columns, class_labels, _ = loaded
     with reported(), reading(data):
         inputs = input_arrays(data, columns)  # columns checked before a cluster starts
-        with dask_client(**cluster, values=_values(inputs[0])) as running:
+        with dask_client(**cluster, values=input_values(inputs[0])) as running:
             return scores.score(fitted, data, store, overwrite=overwrite,
                                 class_labels=class_labels, n_workers=n_workers(running),
                                 inputs=inputs, private=private)
-
-
-def _values(X):
-    """A job's size for :func:`~saspa_dask.jobs.cluster.dask_client`: rows x inputs."""
-    return int(X.shape[0]) * int(X.shape[1])
 
 
 def _check_private(path):
@@ -273,7 +268,7 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=None, timeout=
         inputs = input_arrays(data, columns)  # columns checked before a cluster starts
         with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
                          security=security, echo=echo, dashboard=dashboard,
-                         values=_values(inputs[0])) as running:
+                         values=input_values(inputs[0])) as running:
             metrics = scores.evaluate(fitted, data, n_workers=n_workers(running),
                                       inputs=inputs)
     return {"data": str(shown), **metrics}

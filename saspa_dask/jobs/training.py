@@ -37,7 +37,7 @@ from ..storage.encoding import like_encoding
 from ..storage.scores import evaluate as evaluate_store
 from ..storage.fingerprint import check_recorded, fingerprint_and_rows
 from ..storage import load_model_and_attrs, save_model
-from .cluster import dask_client, n_workers, runs_in_process
+from .cluster import dask_client, input_values, n_workers, runs_in_process
 from .errors import JobError, locked, reported
 from .paths import absolute
 from .task import DEFAULT_MAX_CLASSES, choose_task, summarise_target
@@ -557,7 +557,7 @@ def _point_latest(latest, out):
 def _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo, init_sites,
                     reordered, old_probes, test):
     """The fit itself (and its held-out metrics): ``(row probes, metrics or None)``."""
-    size = X.shape[0] * X.shape[1]
+    size = input_values(X)
     with scratch_directory(model), dask_client(**cluster, echo=echo, values=size) as client:
         _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs); checking its "
                    "fingerprint")
