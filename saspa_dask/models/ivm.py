@@ -26,8 +26,8 @@ union of the active sets, and each problem's posterior has sites on its own rows
 At small budgets the IVM is weak by construction: its sites are one ADF pass over the
 M rows it keeps, the rest of the data seen only through their choice (Ionosphere at
 M = 16: error 0.18 with a spread of 0.06-0.52 over splits, where EP on the same 16 rows
-gives 0.20 by an independent measurement, and at M = 32 and 64 the IVM reaches 0.086).  SASPA's EP on every row is
-the remedy.
+gives 0.20 by an independent measurement, and at M = 32 and 64 the IVM reaches
+0.086).  SASPA's EP on every row is the remedy.
 """
 
 from __future__ import annotations
