@@ -9,7 +9,7 @@ from scipy.linalg import LinAlgError
 from saspa_dask.ep import (
     Block,
     EPConvergenceWarning,
-    EPSettings,
+    EPSchedule,
     Posterior,
     block_pass,
     block_statistics,
@@ -88,7 +88,7 @@ def test_whiten_raises_jitter_and_reports_it():
 
 def test_warm_start_from_converged_sites_is_a_fixed_point():
     blocks = _blocks()
-    settings = EPSettings("parallel", 0.7, 500, 1e-10)
+    settings = EPSchedule("parallel", 0.7, 500, 1e-10, anderson_memory=0, coarse_start=False)
     cold = run_ep(InMemoryEngine(blocks), Probit(), 1.5, settings)
     warm = run_ep(InMemoryEngine(blocks, sites=(cold.tau, cold.nu)), Probit(), 1.5, settings)
     assert cold.converged and warm.converged and warm.n_sweeps == 1
@@ -101,7 +101,7 @@ def test_warm_start_from_converged_sites_is_a_fixed_point():
 def test_non_convergence_is_reported():
     blocks = _blocks()
     with pytest.warns(EPConvergenceWarning, match="did not converge in 2 sweeps"):
-        res = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSettings("parallel", 0.1, 2, 1e-12))
+        res = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSchedule("parallel", 0.1, 2, 1e-12, anderson_memory=0, coarse_start=False))
     assert not res.converged and res.n_sweeps == 2
     assert np.isfinite(res.log_evidence)
     assert [r["sweep"] for r in res.history] == [1, 2]
@@ -113,8 +113,8 @@ def test_evidence_history_is_that_of_each_posterior():
     blocks = _blocks()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EPConvergenceWarning)
-        short = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSettings("parallel", 0.5, 3, 1e-12))
-        longer = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSettings("parallel", 0.5, 4, 1e-12))
+        short = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSchedule("parallel", 0.5, 3, 1e-12, anderson_memory=0, coarse_start=False))
+        longer = run_ep(InMemoryEngine(blocks), Probit(), 1.5, EPSchedule("parallel", 0.5, 4, 1e-12, anderson_memory=0, coarse_start=False))
     assert longer.history[2]["log_evidence"] == pytest.approx(short.log_evidence, rel=1e-12)
     assert longer.history[3]["log_evidence_start"] == pytest.approx(short.log_evidence,
                                                                     rel=1e-12)
@@ -223,8 +223,8 @@ def test_anderson_posterior_is_the_posterior_of_its_mixed_sites():
         engine = InMemoryEngine(blocks, anderson_memory=2)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = run_ep(engine, Probit(), s2, EPSettings(max_sweeps=sweeps, tol=1e-12,
-                                                             anderson_memory=2))
+            result = run_ep(engine, Probit(), s2, EPSchedule(max_sweeps=sweeps, tol=1e-12,
+                                                             anderson_memory=2, coarse_start=False))
         A, b = engine.statistics()
         np.testing.assert_allclose(A, result.posterior.chol @ result.posterior.chol.T
                                    - np.eye(len(means)), rtol=0, atol=1e-9 * np.abs(A).max())

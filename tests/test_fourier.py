@@ -107,7 +107,7 @@ import dask.array as da  # noqa: E402
 
 from saspa_dask import Basis, SASPARegressor, kmeans_bases  # noqa: E402
 from saspa_dask.core.likelihoods import Gaussian, Logistic, Probit  # noqa: E402
-from saspa_dask.ep import EPSettings  # noqa: E402
+from saspa_dask.ep import EPSchedule  # noqa: E402
 from saspa_dask.fitting.basis_parameters import LearntFeatures  # noqa: E402
 from saspa_dask.fitting.hyperparameters import Hyperparameters  # noqa: E402
 from saspa_dask.fitting.trainer import Trainer  # noqa: E402
@@ -131,7 +131,7 @@ def _feature_problem(likelihood_name, n=150, M=5, seed=0):
 
 def _feature_trainer(X, y, basis, work_dir=None, block_rows=50):
     return Trainer(X, y, None, basis.means, basis.covs,
-                   EPSettings("parallel", 1.0, 3000, 1e-12), jitter=1e-8,
+                   EPSchedule("parallel", 1.0, 3000, 1e-12, anderson_memory=0, coarse_start=False), jitter=1e-8,
                    block_rows=block_rows, work_dir=work_dir, frequencies=basis.frequencies,
                    phases=basis.phases)
 

@@ -472,9 +472,9 @@ def test_covariances_that_cannot_fit_in_memory_are_refused_before_allocation(mon
     MemoryError: 298 GiB` (the M d x d covariances are built for every blur).  Refused
     at once, naming the parameter, the inputs and the size (the machine's memory is set
     here, so the case is the same on every machine)."""
-    from saspa_dask.models import validation
+    from saspa_dask.fitting import basis_start
 
-    monkeypatch.setattr(validation, "machine_memory", lambda: 16 * 2**30)
+    monkeypatch.setattr(basis_start, "machine_memory", lambda: 16 * 2**30)
     X = np.random.default_rng(0).normal(size=(50, 16_000))
     start = time.perf_counter()
     with pytest.raises(ValueError, match=r"n_bases=8 with 16000 inputs \(blur='delta'\): "

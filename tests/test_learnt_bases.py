@@ -12,7 +12,7 @@ import in_process
 from saspa_dask import Basis, SASPAClassifier, SASPARegressor, jobs, kmeans_bases, load_model
 from saspa_dask.core.kernels import blur_covariances
 from saspa_dask.core.likelihoods import Gaussian, Logistic, Probit, StudentT
-from saspa_dask.ep import EPSettings
+from saspa_dask.ep import EPSchedule
 from saspa_dask.fitting.basis_parameters import LearntBases
 from saspa_dask.fitting.hyperparameters import Hyperparameters
 from saspa_dask.fitting.trainer import Trainer
@@ -43,7 +43,7 @@ def _problem(likelihood_name, blur, n=150, M=5, seed=0):
 
 
 def _trainer(X, y, means, covs, damping=1.0, work_dir=None, block_rows=50):
-    return Trainer(X, y, None, means, covs, EPSettings("parallel", damping, 3000, 1e-12),
+    return Trainer(X, y, None, means, covs, EPSchedule("parallel", damping, 3000, 1e-12, anderson_memory=0, coarse_start=False),
                    jitter=1e-8, block_rows=block_rows, work_dir=work_dir)
 
 
@@ -99,7 +99,7 @@ def test_gaussian_delta_equals_an_independent_spgp_objective_and_gradient():
     y = np.sin(1.5 * X[:, 0]) * np.cos(X[:, 1]) + 0.2 * rng.normal(size=120)
     Z = X[rng.choice(120, 7, replace=False)] + 0.1
     ls, s2, noise = np.array([0.9, 1.4]), 1.2, 0.05
-    trainer = Trainer(X, y, None, Z, np.zeros((7, 2, 2)), EPSettings("parallel", 1.0, 10, 1e-12),
+    trainer = Trainer(X, y, None, Z, np.zeros((7, 2, 2)), EPSchedule("parallel", 1.0, 10, 1e-12, anderson_memory=0, coarse_start=False),
                       jitter=1e-8, block_rows=40)
     hyper = Hyperparameters(ls, s2, {}, bases=LearntBases(Z, np.zeros((7, 2, 2)), "delta",
                                                           False, ls))
@@ -313,7 +313,7 @@ def test_optimiser_gradient_away_from_the_start(blur):
                       rng.normal(size=means.shape) / LENGTHSCALE,
                       rng.uniform(0, 2 * np.pi, len(means)))
         trainer = Trainer(X, y, None, basis.means, basis.covs,
-                          EPSettings("parallel", 1.0, 3000, 1e-12), jitter=1e-8,
+                          EPSchedule("parallel", 1.0, 3000, 1e-12, anderson_memory=0, coarse_start=False), jitter=1e-8,
                           block_rows=50, frequencies=basis.frequencies, phases=basis.phases)
         features = LearntFeatures(basis.means, basis.frequencies, basis.phases, window, True,
                                   LENGTHSCALE)

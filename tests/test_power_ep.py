@@ -16,7 +16,7 @@ from saspa_dask.core.kernels import blur_covariances
 from saspa_dask.core.likelihoods import (Gaussian, NoisyProbit, Probit, Step, StudentT,
                                          powered)
 from saspa_dask.engines.kmeans import kmeans
-from saspa_dask.ep.driver import EPSettings
+from saspa_dask.ep import EPSchedule
 from saspa_dask.fitting.hyperparameters import Hyperparameters
 from saspa_dask.fitting.trainer import Trainer
 
@@ -230,7 +230,7 @@ def test_energy_gradient_matches_finite_differences(likelihood, alpha):
     lik = powered(likelihood, alpha)
     damping = 0.5 if likelihood.name in ("step", "noisy_probit", "student_t") else 1.0
     trainer = Trainer(X, y, None, basis.means, blur_covariances(basis.covs, "spherical"),
-                      EPSettings("parallel", damping, 3000, 1e-12), jitter=1e-8,
+                      EPSchedule("parallel", damping, 3000, 1e-12, anderson_memory=0, coarse_start=False), jitter=1e-8,
                       block_rows=60)
     h0 = Hyperparameters(np.array([1.3, 0.9, 1.7]), 1.4, lik.hyperparameters(), 0.7,
                          learn_blur_scale=True)

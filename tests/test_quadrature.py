@@ -73,7 +73,7 @@ def test_student_t_outlier_gives_negative_curvature_and_logistic_proba():
 @pytest.mark.parametrize("kind", ["logistic", "student_t"])
 def test_ep_with_quadrature_likelihoods_reaches_one_fixed_point(kind):
     from saspa_dask.engines.memory import InMemoryEngine
-    from saspa_dask.ep import EPSettings, make_block, run_ep, whiten
+    from saspa_dask.ep import EPSchedule, make_block, run_ep, whiten
     from saspa_dask.core.kernels import basis_covariance
 
     rng = np.random.default_rng(3)
@@ -89,7 +89,7 @@ def test_ep_with_quadrature_likelihoods_reaches_one_fixed_point(kind):
     L, _ = whiten(basis_covariance(means, covs, ls, 1.5), 1.5, 1e-8)
     blocks = [make_block(X[a:a + 100], y[a:a + 100], means, covs, ls, 1.5, L)
               for a in range(0, 300, 100)]
-    results = [run_ep(InMemoryEngine(blocks), lik, 1.5, EPSettings(mode, 0.5, 2000, 1e-10))
+    results = [run_ep(InMemoryEngine(blocks), lik, 1.5, EPSchedule(mode, 0.5, 2000, 1e-10, anderson_memory=0, coarse_start=False))
                for mode in ("parallel", "sequential")]
     for r in results:
         assert r.converged and np.isfinite(r.log_evidence)

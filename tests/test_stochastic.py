@@ -14,7 +14,7 @@ import pytest
 
 from saspa_dask import Basis, SASPAClassifier, SASPARegressor
 from saspa_dask.core.likelihoods import Gaussian
-from saspa_dask.ep import EPSettings
+from saspa_dask.ep import EPSchedule
 from saspa_dask.fitting.gradient import gradient_chunk
 from saspa_dask.fitting.hyperparameters import Hyperparameters
 from saspa_dask.fitting.stochastic import StochasticLearning, _scaled, learn_stochastic
@@ -36,7 +36,7 @@ def test_one_full_minibatch_from_the_prior_is_the_fitc_posterior():
     X, y = _regression(300)
     Z = np.linspace(-3, 3, 12)[:, None]
     ls, s2, noise = np.array([0.8]), 1.3, 0.05
-    trainer = Trainer(X, y, None, Z, np.zeros((12, 1, 1)), EPSettings("parallel", 1.0, 10, 1e-8),
+    trainer = Trainer(X, y, None, Z, np.zeros((12, 1, 1)), EPSchedule("parallel", 1.0, 10, 1e-8, anderson_memory=0, coarse_start=False),
                       jitter=1e-8, block_rows=1000)
     start = Hyperparameters(ls, s2, {"noise_variance": noise})
     out = learn_stochastic(trainer, Gaussian(noise), start,

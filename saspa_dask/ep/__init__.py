@@ -10,13 +10,14 @@
 """
 
 from .engine import EPEngine
-from .driver import EPConvergenceWarning, EPResult, EPSettings, run_ep
+from .driver import EPConvergenceWarning, EPResult, run_ep
+from .schedule import EPSchedule, default_damping
 from .posterior import Posterior, predict_latent
 from .sites import (PassSummary, block_pass, block_statistics, cavities, evaluate_chunk,
                     parallel_chunk, sequential_block, sequential_chunk)
 from .whitening import Block, make_block, relabel_block, whiten
 
-__all__ = ["Block", "EPEngine", "EPConvergenceWarning", "EPResult", "EPSettings", "PassSummary",
+__all__ = ["Block", "EPEngine", "EPConvergenceWarning", "EPResult", "EPSchedule", "PassSummary",
            "Posterior", "block_pass", "block_statistics", "cavities", "evaluate_chunk",
            "make_block", "parallel_chunk", "predict_latent", "relabel_block", "run_ep",
            "sequential_block", "sequential_chunk", "whiten"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.linalg import LinAlgError
@@ -20,7 +20,7 @@ from .acceleration import Anderson, CycleGuard
 from .engine import EPEngine
 from .posterior import Posterior
 
-__all__ = ["EPConvergenceWarning", "EPResult", "EPSettings", "coarse_start", "ep_evidence",
+__all__ = ["EPConvergenceWarning", "EPResult", "coarse_start", "ep_evidence",
            "run_ep"]
 
 _MAX_DAMPING_HALVINGS = 20
@@ -36,32 +36,6 @@ _COARSE_TOL = 1e-2
 
 class EPConvergenceWarning(UserWarning):
     """EP stopped at ``max_sweeps`` without meeting the tolerance."""
-
-
-@dataclass
-class EPSettings:
-    """EP schedule.
-
-    Attributes
-    ----------
-    mode : {"parallel", "sequential"}
-    damping : float in (0, 1]
-    max_sweeps : int
-    tol : float
-        Threshold on the undamped site change (module docstring).
-    coarse_start : bool
-        Start a cold parallel run from a fit on a block subset (:func:`coarse_start`).
-    anderson_memory : int
-        Sweeps remembered by Anderson acceleration of parallel EP (module constants);
-        0 turns it off.
-    """
-
-    mode: str = "parallel"
-    damping: float = 1.0
-    max_sweeps: int = 100
-    tol: float = 1e-6
-    coarse_start: bool = False
-    anderson_memory: int = 0
 
 
 @dataclass
@@ -164,9 +138,7 @@ def coarse_start(engine, likelihood, signal_variance, settings, callback=None):
     began = time.perf_counter()
     sub = engine.subset(min(_COARSE_STRIDE, n_blocks // 2))
     inner, levels = coarse_start(sub, likelihood, signal_variance, settings)
-    loose = EPSettings(settings.mode, settings.damping, settings.max_sweeps,
-                       max(settings.tol, _COARSE_TOL), coarse_start=False,
-                       anderson_memory=settings.anderson_memory)
+    loose = replace(settings, tol=max(settings.tol, _COARSE_TOL), coarse_start=False)
     with warnings.catch_warnings():
         # a coarse run that stops early is still a starting point; it is reported
         warnings.simplefilter("ignore", EPConvergenceWarning)
@@ -191,7 +163,9 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         :class:`saspa_dask.engines.dask_engine.DaskEngine`
     likelihood : likelihood object (see :mod:`saspa_dask.core.likelihoods`)
     signal_variance : float
-    settings : EPSettings
+    settings : EPSchedule
+        Its ``damping`` None is no damping (resolve it by likelihood first:
+        :meth:`EPSchedule.with_damping`).
     callback : callable, optional
         Called with each sweep's record (a dict).
     start : Posterior, optional
@@ -243,7 +217,7 @@ class _Sweeps:
         self.engine, self.likelihood, self.s2 = engine, likelihood, signal_variance
         self.settings = settings
         self.posterior, self.A, self.b = posterior, A, b
-        self.guard = CycleGuard(settings.damping)
+        self.guard = CycleGuard(settings.step)
         self.damping = self.guard.damping
         self.anderson = (Anderson(settings.anderson_memory)
                          if settings.mode == "parallel" and settings.anderson_memory > 0

@@ -1,5 +1,15 @@
-"""Layer 4, fitting: hyperparameters, the evidence gradient, the optimiser, the trainer.
+"""Layer 4, fitting: a fit's plan and its result, hyperparameters, the evidence
+gradient, the optimiser, the trainer.
 
+- :mod:`~saspa_dask.fitting.plan`: :class:`FitPlan`, what a SASPA fit does, in order;
+- :mod:`~saspa_dask.fitting.posterior`: :class:`FittedPosterior`, what predictions use;
+- :mod:`~saspa_dask.fitting.basis_start`: where the bases start (given, K-means,
+  frequency features);
+- :mod:`~saspa_dask.fitting.stages`: the subsample stages of full-batch learning;
+- :mod:`~saspa_dask.fitting.stochastic`: stochastic EP learning on every row;
+- :mod:`~saspa_dask.fitting.settings`: the EP schedule, execution and stochastic settings;
+- :mod:`~saspa_dask.fitting.new_rows`: ADF and update passes over unseen rows;
+- :mod:`~saspa_dask.fitting.progress`: what a fit prints while it runs;
 - :mod:`~saspa_dask.fitting.hyperparameters`: values, which are learnt, bounds, logs;
 - :mod:`~saspa_dask.fitting.gradient`: d log Z_EP / d theta as per-chunk sums;
 - :mod:`~saspa_dask.fitting.optimizer`: L-BFGS-B over the log hyperparameters;

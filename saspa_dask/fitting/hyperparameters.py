@@ -9,7 +9,8 @@ import numpy as np
 
 from .basis_parameters import LearntBases, LearntFeatures
 
-__all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearntBoundWarning", "bound_advice"]
+__all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearntBoundWarning", "bound_advice",
+           "default_lengthscale", "resolve_lengthscale"]
 
 # natural ranges of likelihood parameters (label noise below one half)
 LIKELIHOOD_BOUNDS = {"label_noise": (1e-6, 0.45), "dof": (0.5, 1e3)}
@@ -178,3 +179,35 @@ def bound_advice(names):
     advice = "; ".join(kinds)
     return f"learnt values ended on a bound of their box: {shown}" + (
         f" ({advice})" if advice else "")
+
+
+def default_lengthscale(column_std):
+    """Data-driven ARD lengthscales: ``std(X[:, k]) * sqrt(d)`` per input.
+
+    With these, the expected scaled squared distance between two random rows is about
+    2, so the kernel between typical rows is about exp(-1): neither flat nor diagonal.
+    A constant input gets lengthscale 1 (it does not change the kernel).
+
+    Examples
+    --------
+    >>> default_lengthscale([1.0, 0.0, 2.0]).round(3).tolist()
+    [1.732, 1.732, 3.464]
+    """
+    std = np.asarray(column_std, dtype=np.float64)
+    return np.where(std > 0, std, 1.0) * np.sqrt(std.size)
+
+
+def resolve_lengthscale(lengthscale, d, column_std):
+    """The starting lengthscales: the parameter (scalar or one per input) or the
+    data-driven default."""
+    if lengthscale is None:
+        return default_lengthscale(column_std)
+    ls = np.asarray(lengthscale, dtype=np.float64)
+    if ls.ndim == 0:
+        ls = np.full(d, float(ls))
+    if ls.shape != (d,):
+        raise ValueError(f"lengthscale must be a scalar or have one value per feature ({d}), "
+                         f"got shape {ls.shape}")
+    if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
+        raise ValueError(f"lengthscale must be finite and > 0, got {ls}")
+    return ls

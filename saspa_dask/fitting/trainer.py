@@ -61,7 +61,7 @@ class Trainer:
         One-vs-rest: one problem per label, "y == label" against the rest.
     means, base_covs : ndarray
         Basis means (M, d) and blur covariances before the blur scale (M, d, d).
-    settings : saspa_dask.ep.EPSettings
+    settings : saspa_dask.ep.EPSchedule
     jitter : float
         Starting jitter relative to s2.
     block_rows : int

@@ -1,16 +1,17 @@
-"""Layer 5, models: the scikit-learn estimators, the fitted posterior, the model store.
+"""Layer 5, models: the scikit-learn estimators and the model store.
 
-- :mod:`~saspa_dask.models.posterior`: :class:`FittedPosterior`, what predictions use;
+The fit itself and the fitted posterior are the fitting layer's
+(:mod:`~saspa_dask.fitting.plan`, :mod:`~saspa_dask.fitting.posterior`).
+
 - :mod:`~saspa_dask.models.predictor`: predictions, fitted attributes and ``save``
   from a fitted posterior (shared by every estimator);
-- :mod:`~saspa_dask.models.base`: the SASPA fit (bases, EP, learning, new rows);
+- :mod:`~saspa_dask.models.base`: the SASPA estimators' parameters, fitted state, new rows;
 - :mod:`~saspa_dask.models.settings`: the EP schedule and execution settings;
 - :mod:`~saspa_dask.models.classifier`, :mod:`~saspa_dask.models.regressor`: the
   public SASPA estimators; :mod:`~saspa_dask.models.full_gp`: the dense full-GP EP;
 - :mod:`~saspa_dask.models.online`: Csató & Opper's sparse online GP estimators;
 - :mod:`~saspa_dask.models.ivm`: the informative vector machine (a baseline);
 - :mod:`~saspa_dask.models.augmented`: augmented prediction over the training rows;
-- :mod:`~saspa_dask.models.new_rows`: ADF and update passes over unseen rows;
 - :mod:`~saspa_dask.models.validation`: input checks (lazy input in one pass);
 - :mod:`~saspa_dask.models.model_store`: a fitted model as a zarr group (no pickle);
 - :mod:`~saspa_dask.models.loading`: the estimator classes by name, ``load_model``;
@@ -23,7 +24,7 @@ from .ivm import IVMClassifier
 from .loading import load_model
 from .model_store import save_model
 from .online import SparseOnlineGPClassifier, SparseOnlineGPRegressor
-from .posterior import FittedPosterior
+from ..fitting.posterior import FittedPosterior
 from .regressor import SASPARegressor
 from .settings import EPSchedule, Execution, StochasticLearning
 

@@ -197,7 +197,7 @@ _SHARED_ATTRS_DOC = """
         Seconds spent on ``bases`` (K-means) and ``ep`` (blocks and sweeps).
     kmeans_info_ : dict
         K-means bases only: iterations, inertia, convergence, sample size.
-    fitted_posterior_ : saspa_dask.models.posterior.FittedPosterior
+    fitted_posterior_ : saspa_dask.fitting.posterior.FittedPosterior
         Everything predictions use, as one value (the attributes above that describe
         the posterior are read from it).
     n_features_in_ : int

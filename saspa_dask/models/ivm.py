@@ -46,9 +46,10 @@ from ..ep.posterior import Posterior
 from ..ep.whitening import make_block, whiten
 from .classifier import SASPAClassifier, _ep_targets, classification_likelihood
 from .online import _one_vs_rest
-from .posterior import FittedPosterior
+from ..fitting.posterior import FittedPosterior
 from .predictor import PosteriorClassifierMixin, PosteriorModel
-from .validation import resolve_lengthscale, validate_training_input
+from ..fitting.hyperparameters import resolve_lengthscale
+from .validation import validate_training_input
 
 __all__ = ["IVMClassifier"]
 

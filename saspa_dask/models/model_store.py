@@ -1,7 +1,7 @@
 """Model stores: a fitted model as a zarr group of small arrays and JSON attributes.
 
 Nothing here pickles.  A store holds the estimator's class name and ``get_params()``,
-its :class:`~saspa_dask.models.posterior.FittedPosterior` and its fit report (the
+its :class:`~saspa_dask.fitting.posterior.FittedPosterior` and its fit report (the
 JSON attributes named by the class's ``_REPORT_ATTRIBUTES``, the arrays named by its
 ``_REPORT_ARRAYS``: EP diagnostics, per-row sites, an IVM's active set).  Writing
 needs no estimator class, so every estimator's ``save`` calls :func:`save_model`
@@ -29,7 +29,7 @@ from ..files.atomic import aside_directory, check_destination, move_into_place
 from ..files.codecs import check_codecs
 from ..files.errors import StoreError
 from ..files.groups import chunk_counts, open_group
-from .posterior import FittedPosterior, offset_value, stacked, unstacked
+from ..fitting.posterior import FittedPosterior, offset_value, stacked, unstacked
 from .settings import LEGACY_NAMES, SETTINGS_CLASSES, legacy_parameters
 
 __all__ = ["describe_model", "read_model", "read_model_attrs", "save_model"]

@@ -34,12 +34,13 @@ from ..core.bases import Basis
 from ..ep.online import OnlineSparseGP
 from ..ep.posterior import Posterior
 from .classifier import SASPAClassifier, _ep_targets, classification_likelihood
-from .new_rows import row_slices
-from .posterior import FittedPosterior
+from ..fitting.new_rows import row_slices
+from ..fitting.posterior import FittedPosterior
 from .predictor import PosteriorClassifierMixin, PosteriorModel, PosteriorRegressorMixin
 from .regressor import SASPARegressor, regression_likelihood
 from .settings import EPSchedule, Execution
-from .validation import column_names_of, resolve_lengthscale, validate_training_input
+from ..fitting.hyperparameters import resolve_lengthscale
+from .validation import column_names_of, validate_training_input
 
 __all__ = ["SparseOnlineGPClassifier", "SparseOnlineGPRegressor"]
 

@@ -1,7 +1,7 @@
 """What every estimator does with its fitted posterior: predict, describe, save.
 
 Each public estimator (SASPA, the full GP, the online GPs, the IVM) fits its own way
-and ends with a :class:`~saspa_dask.models.posterior.FittedPosterior` in
+and ends with a :class:`~saspa_dask.fitting.posterior.FittedPosterior` in
 ``fitted_posterior_``; these mixins give all of them the same predictions, fitted
 attributes (read-only views of the posterior, one source of truth), fingerprint and
 model store, by composition rather than by subclassing one another.

@@ -10,133 +10,18 @@ with a ``FutureWarning`` (:func:`legacy_parameters`).
 
 from __future__ import annotations
 
-import os
 import warnings
-from dataclasses import asdict, dataclass, fields
-from numbers import Integral, Real
+from dataclasses import asdict, fields
 
 # the sparse approximation of the prior: FITC (the paper's SASPA; per-row residual
 # variances) or DTC (projected process, no residual variances); named once, in the
 # parameter table
 from ..parameters import APPROXIMATIONS
-from ..fitting.stochastic import StochasticLearning
+from ..fitting.settings import (LEARNING_METHODS, EPSchedule, Execution,
+                                StochasticLearning)
 
 __all__ = ["APPROXIMATIONS", "EPSchedule", "Execution", "LEGACY_NAMES", "LEARNING_METHODS",
            "SETTINGS_CLASSES", "StochasticLearning", "legacy_parameters", "settings_of"]
-
-# how hyperparameters are learnt: full-batch L-BFGS-B over EP (on a subsample when the
-# data has more rows), or stochastically on minibatches of every row
-LEARNING_METHODS = ("full-batch", "stochastic")
-
-
-
-def _check(ok, owner, name, need, value):
-    if not ok:
-        raise ValueError(f"{owner}.{name} must be {need}, got {value!r}")
-
-
-@dataclass(frozen=True)
-class EPSchedule:
-    """How EP runs: the sweep schedule, its stopping rule and its accelerations.
-
-    Parameters
-    ----------
-    mode : {"parallel", "sequential"}, default="parallel"
-        ``sequential`` is the paper's Algorithm 1 (rank-one updates, refreshed every
-        sweep); ``parallel`` updates all sites from one posterior (one map-reduce a
-        sweep on Dask).
-    damping : float in (0, 1], default=None
-        Site damping; ``None`` picks it by likelihood (0.8 for the step and noisy-probit
-        likelihoods, 0.5 for Student-t: not log-concave, undamped EP can oscillate on
-        them; 1.0 otherwise).
-    max_sweeps : int, default=100
-    tol : float, default=1e-6
-        Convergence threshold on the undamped, scale-free site change.
-    anderson_memory : int, default=3
-        Parallel EP only: the next sites are the Anderson combination of the last
-        ``anderson_memory + 1`` sweeps' outputs that best cancels their steps
-        (Walker & Ni 2011), once the site change is below 1; the history restarts when
-        the change grows or the mixed posterior is not positive definite, and a change
-        that grew after mixing defers mixing to a 10 times smaller change.  It speeds
-        up slow linear convergence and cycles and keeps the fixed point.  Costs
-        4 (memory + 1) floats a row (in worker memory, or in the Dask site store).
-        0 turns it off.
-    coarse_start : bool, default=True
-        Start a cold parallel EP run from EP on every 10th row block (recursively
-        started the same way), its site sums scaled to all rows.  This skips most of
-        a cold start's transient on large N; the fixed point is unchanged.  Needs at
-        least 4 blocks (``block_rows`` in memory, chunks on Dask); never for the
-        Gaussian likelihood or sequential EP.
-
-    Examples
-    --------
-    >>> from saspa_dask import EPSchedule, SASPAClassifier
-    >>> clf = SASPAClassifier(ep=EPSchedule(mode="sequential", max_sweeps=200))
-    >>> SASPAClassifier(ep={"tol": 1e-8}).get_params()["ep"]
-    {'tol': 1e-08}
-    """
-
-    mode: str = "parallel"
-    damping: float | None = None
-    max_sweeps: int = 100
-    tol: float = 1e-6
-    anderson_memory: int = 3
-    coarse_start: bool = True
-
-    def __post_init__(self):
-        name = type(self).__name__
-        _check(self.mode in ("parallel", "sequential"), name, "mode",
-               "'parallel' or 'sequential'", self.mode)
-        _check(self.damping is None or (isinstance(self.damping, Real)
-                                        and not isinstance(self.damping, bool)
-                                        and 0 < self.damping <= 1),
-               name, "damping", "None or a float in (0, 1]", self.damping)
-        _check(_whole(self.max_sweeps, 1), name, "max_sweeps", "an integer >= 1",
-               self.max_sweeps)
-        _check(isinstance(self.tol, Real) and not isinstance(self.tol, bool) and self.tol > 0,
-               name, "tol", "a float > 0", self.tol)
-        _check(_whole(self.anderson_memory, 0), name, "anderson_memory", "an integer >= 0",
-               self.anderson_memory)
-        _check(isinstance(self.coarse_start, bool), name, "coarse_start", "a bool",
-               self.coarse_start)
-
-
-@dataclass(frozen=True)
-class Execution:
-    """Where and in what pieces the work runs (no effect on the fitted model).
-
-    Parameters
-    ----------
-    block_rows : int, default=8192
-        Rows per in-memory block (bounds memory) and per prediction block.  The sweeps
-        do not depend on it; with ``coarse_start`` the coarse run's rows do, and so
-        the path, not the fixed point.
-    cache : {"memory", "none"}, default="memory"
-        Dask inputs only: keep each chunk's whitened block (N M floats over the
-        cluster) in worker memory between sweeps, or rebuild it in every sweep.
-    work_dir : str, default=None
-        Dask inputs only: where the per-row site arrays live during training (a
-        directory every worker can reach; default: the system temporary directory).
-    """
-
-    block_rows: int = 8192
-    cache: str = "memory"
-    work_dir: str | None = None
-
-    def __post_init__(self):
-        name = type(self).__name__
-        _check(_whole(self.block_rows, 1), name, "block_rows", "an integer >= 1",
-               self.block_rows)
-        _check(self.cache in ("memory", "none"), name, "cache", "'memory' or 'none'",
-               self.cache)
-        _check(self.work_dir is None or isinstance(self.work_dir, (str, os.PathLike)), name,
-               "work_dir", "None or a path", self.work_dir)
-        if self.work_dir is not None:
-            object.__setattr__(self, "work_dir", os.fspath(self.work_dir))
-
-
-def _whole(value, low):
-    return isinstance(value, Integral) and not isinstance(value, bool) and value >= low
 
 
 SETTINGS_CLASSES = {"ep": EPSchedule, "execution": Execution,

@@ -2,7 +2,7 @@
 
 :func:`check_training_data` validates lazy (dask/zarr) training data in one pass and
 raises the same kinds of errors, with the same wording, as scikit-learn's validation of
-in-memory data; :func:`check_init_sites` checks warm-start sites; :func:`dense_rows`
+in-memory data; :func:`dense_rows`
 turns a SciPy sparse matrix (a one-hot encoder's output) into dense rows.
 """
 
@@ -17,8 +17,7 @@ from sklearn.utils.validation import validate_data
 
 from ..engines.chunks import as_dask, is_lazy, row_chunked
 
-__all__ = ["check_covariance_memory", "check_init_sites", "check_lazy_features", "check_training_data",
-           "default_lengthscale", "dense_rows", "resolve_lengthscale",
+__all__ = ["check_lazy_features", "check_training_data", "column_names_of", "dense_rows",
            "validate_training_input"]
 
 DENSE_BYTES = 1 << 28  # a sparse input densified whole up to this size, else per block
@@ -46,80 +45,6 @@ def dense_rows(X, max_bytes=DENSE_BYTES):
 
 def _densified(block):
     return block.toarray().astype(np.float64, copy=False)
-
-
-def default_lengthscale(column_std):
-    """Data-driven ARD lengthscales: ``std(X[:, k]) * sqrt(d)`` per input.
-
-    With these, the expected scaled squared distance between two random rows is about
-    2, so the kernel between typical rows is about exp(-1): neither flat nor diagonal.
-    A constant input gets lengthscale 1 (it does not change the kernel).
-
-    Examples
-    --------
-    >>> default_lengthscale([1.0, 0.0, 2.0]).round(3).tolist()
-    [1.732, 1.732, 3.464]
-    """
-    std = np.asarray(column_std, dtype=np.float64)
-    return np.where(std > 0, std, 1.0) * np.sqrt(std.size)
-
-
-def resolve_lengthscale(lengthscale, d, column_std):
-    """The starting lengthscales: the parameter (scalar or one per input) or the
-    data-driven default."""
-    if lengthscale is None:
-        return default_lengthscale(column_std)
-    ls = np.asarray(lengthscale, dtype=np.float64)
-    if ls.ndim == 0:
-        ls = np.full(d, float(ls))
-    if ls.shape != (d,):
-        raise ValueError(f"lengthscale must be a scalar or have one value per feature ({d}), "
-                         f"got shape {ls.shape}")
-    if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
-        raise ValueError(f"lengthscale must be finite and > 0, got {ls}")
-    return ls
-
-
-def machine_memory():
-    """This machine's memory in bytes (None where it cannot be read)."""
-    import os
-
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def check_covariance_memory(n_bases, d, blur, memory=None):
-    """Refuse, before anything is allocated, a fit whose basis covariances cannot fit
-    in memory: they are kept as M d x d matrices whatever the blur (zeros for
-    ``delta``), and K-means keeps as many scatter matrices, so 100,000 inputs asked
-    for hundreds of GiB and ended in a MemoryError."""
-    memory = machine_memory() if memory is None else memory
-    need = 2 * int(n_bases) * int(d) ** 2 * 8
-    if memory is not None and need > memory // 2:
-        raise ValueError(
-            f"n_bases={n_bases} with {d} inputs (blur={blur!r}): the bases' covariance "
-            f"matrices take {need / 2**30:.3g} GiB ({n_bases} x {d} x {d} floats, twice), "
-            f"more than half this machine's {memory / 2**30:.3g} GiB; they are stored "
-            "whole for every blur: use fewer inputs (drop or group rare one-hot "
-            "columns) or fewer bases")
-
-
-def check_init_sites(init_sites, n_samples, n_problems=1):
-    """Warm-start sites as a list of (tau, nu) per EP problem (or None)."""
-    if init_sites is None:
-        return None
-    tau, nu = (np.asarray(s, dtype=np.float64) for s in init_sites)
-    shape = (n_samples,) if n_problems == 1 else (n_problems, n_samples)
-    if tau.shape != shape or nu.shape != shape:
-        raise ValueError(f"init_sites must be two arrays of shape {shape} "
-                         f"(n_samples={n_samples}), got shapes {tau.shape} and {nu.shape}")
-    if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
-        raise ValueError("init_sites contain NaN or infinity")
-    if n_problems == 1:
-        return [(tau, nu)]
-    return list(zip(tau, nu))
 
 
 MAX_MAGNITUDE = 1e150  # squared distances must stay finite: (2 * 1e150)**2 < 1.8e308

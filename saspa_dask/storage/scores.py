@@ -55,7 +55,7 @@ def check_scoring_input(fitted, X, y=None, chunk_rows=None):
     """Feature count, dtype and NaN rows of X, in one pass; returns the fingerprint of
     X (and y, when given: then it is the data store's content fingerprint).
 
-    ``fitted`` is a :class:`~saspa_dask.models.posterior.FittedPosterior`.
+    ``fitted`` is a :class:`~saspa_dask.fitting.posterior.FittedPosterior`.
 
     Raises
     ------

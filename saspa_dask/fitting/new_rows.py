@@ -1,7 +1,7 @@
 """Sites for rows a fitted model has not seen: one ADF pass or one EP update.
 
 Both passes read the new rows in pieces the driver can hold (dask and zarr input one
-row chunk at a time) against a fixed :class:`~saspa_dask.models.posterior.FittedPosterior`
+row chunk at a time) against a fixed :class:`~saspa_dask.fitting.posterior.FittedPosterior`
 and leave it unchanged: :func:`adf_pass` is ``partial_fit``'s assumed-density filtering
 (rank-one updates, row after row), :func:`update_pass` one undamped parallel EP update
 of every new row against the fitted posterior (the start ``saspa retrain`` uses).

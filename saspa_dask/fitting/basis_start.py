@@ -1,0 +1,156 @@
+"""Where a fit's bases start: given, K-means (blurred by family), or frequency
+features (FIFGP's starts); the learnt-bases parameter object of a start; the K-means
+positions of the optimiser's restarts.
+
+The blur families are named in :data:`saspa_dask.core.kernels.BASIS_FAMILIES`; each
+family's covariance is :func:`~saspa_dask.core.kernels.blur_covariances` and its
+gradient lives with its learnt parameters (:mod:`saspa_dask.fitting.basis_parameters`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ..core.bases import Basis
+from ..core.kernels import FOURIER_FAMILIES, blur_covariances
+from ..engines.kmeans import kmeans
+from .basis_parameters import LearntBases, LearntFeatures
+from .hyperparameters import resolve_lengthscale
+
+__all__ = ["check_covariance_memory", "learnt_start", "machine_memory", "restart_positions",
+           "start_bases"]
+
+
+def start_bases(X, *, n_bases, blur, bases, lengthscale, column_std, random_state,
+                lazy=False):
+    """The bases a fit starts from, and K-means' report (None when K-means did not run).
+
+    ``blur`` is a family (already chosen when the parameter was ``"auto"``); ``bases``
+    the estimator's given bases or None; ``lengthscale`` the parameter (frequencies are
+    drawn at the starting lengthscales)."""
+    n_samples, d = X.shape
+    check_covariance_memory(n_bases if bases is None else bases.means.shape[0], d, blur)
+    spectral = _Spectral(lengthscale, column_std, random_state)
+    if bases is not None:
+        if bases.means.shape[1] != d:
+            raise ValueError(f"bases have {bases.means.shape[1]} features but X has {d}")
+        if bases.is_fourier:
+            return _given_features(bases, blur), None
+        basis, info = bases, None
+    elif blur == "fourier-global":
+        return _global_features(X, n_bases, column_std, spectral, lazy), None
+    else:
+        if n_bases > n_samples:
+            raise ValueError(f"n_bases={n_bases} exceeds n_samples={n_samples}: use at "
+                             "most one basis per training row")
+        basis, info = kmeans(X, n_bases, random_state=random_state)
+        if basis.n_bases < n_bases:
+            warnings.warn(f"K-means found {basis.n_bases} distinct clusters for "
+                          f"n_bases={n_bases} (too few distinct points); using those",
+                          UserWarning, stacklevel=6)
+    covs = blur_covariances(basis.covs, blur)
+    if blur not in FOURIER_FAMILIES:
+        return Basis(basis.means, covs), info
+    return spectral.features(basis.means, covs), info
+
+
+class _Spectral:
+    """Frequency features as FIFGP starts them: frequencies drawn from the kernel's
+    spectral density at the starting lengthscales, phases uniform."""
+
+    def __init__(self, lengthscale, column_std, random_state):
+        self.lengthscale, self.column_std = lengthscale, column_std
+        self.random_state = random_state
+
+    def features(self, centres, covs):
+        M, d = centres.shape
+        rng = check_random_state(self.random_state)
+        lengthscale = resolve_lengthscale(self.lengthscale, d, self.column_std)
+        frequencies = rng.normal(size=(M, d)) / lengthscale
+        return Basis(centres, covs, frequencies, rng.uniform(0, 2 * np.pi, M))
+
+
+def _global_features(X, n_bases, column_std, spectral, lazy):
+    """FIFGP's start: every feature centred on the inputs' mean, with one window as
+    wide as the inputs' spread (the window is the features' reach: it must cover the
+    data)."""
+    d = X.shape[1]
+    centre = np.asarray(X.mean(axis=0).compute() if lazy else X.mean(axis=0),
+                        dtype=np.float64)
+    spread = np.asarray(column_std, dtype=np.float64) ** 2
+    # a constant input has no spread: its window is the starting lengthscale
+    lengthscale = resolve_lengthscale(spectral.lengthscale, d, column_std)
+    window = np.where(spread > 0, spread, lengthscale ** 2)
+    covs = np.repeat(np.diag(window)[None], n_bases, axis=0)
+    return spectral.features(np.repeat(centre[None], n_bases, axis=0), covs)
+
+
+def _given_features(bases, blur):
+    """``bases`` with frequencies, checked against ``blur``."""
+    if blur not in FOURIER_FAMILIES:
+        raise ValueError("bases with frequencies are frequency features: use "
+                         "blur='fourier' or blur='fourier-global'")
+    if blur == "fourier-global" and np.ptp(bases.means, axis=0).max() > 0:
+        raise ValueError("blur='fourier-global' features share one centre, but the "
+                         "given bases' means differ: use blur='fourier'")
+    return bases
+
+
+def learnt_start(basis, learn, blur, lengthscale):
+    """The learnt bases' parameter object at ``basis`` (None when ``learn`` is False):
+    ``learn`` is ``"means"`` or ``"means+blur"``."""
+    if not learn:
+        return None
+    if basis.is_fourier:
+        return LearntFeatures(basis.means, basis.frequencies, basis.phases,
+                              basis.window_variance, learn == "means+blur", lengthscale,
+                              centres_learnt=blur == "fourier")
+    return LearntBases(basis.means, basis.covs, blur, learn == "means+blur", lengthscale)
+
+
+def restart_positions(learnt, n_restarts, blur, random_state):
+    """``positions(k, X)``: restart k's learnt bases, K-means on the learning rows with
+    the k-th of a sequence of seeds drawn from ``random_state`` (None when the bases
+    are not learnt, are frequency features, or there are no restarts)."""
+    if not isinstance(learnt, LearntBases) or not n_restarts:
+        return None
+    seeds = check_random_state(random_state).randint(2**31 - 1, size=int(n_restarts))
+
+    def positions(k, X):
+        found, _ = kmeans(X, learnt.means.shape[0], random_state=int(seeds[k - 1]))
+        if found.n_bases != learnt.means.shape[0]:  # too few distinct points
+            return learnt
+        return replace(learnt, means=found.means, covs=blur_covariances(found.covs, blur))
+    return positions
+
+
+def machine_memory():
+    """This machine's memory in bytes (None where it cannot be read)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_covariance_memory(n_bases, d, blur, memory=None):
+    """Refuse, before anything is allocated, a fit whose basis covariances cannot fit
+    in memory: they are kept as M d x d matrices whatever the blur (zeros for
+    ``delta``), and K-means keeps as many scatter matrices, so 100,000 inputs asked
+    for hundreds of GiB and ended in a MemoryError."""
+    memory = machine_memory() if memory is None else memory
+    need = 2 * int(n_bases) * int(d) ** 2 * 8
+    if memory is not None and need > memory // 2:
+        raise ValueError(
+            f"n_bases={n_bases} with {d} inputs (blur={blur!r}): the bases' covariance "
+            f"matrices take {need / 2**30:.3g} GiB ({n_bases} x {d} x {d} floats, twice), "
+            f"more than half this machine's {memory / 2**30:.3g} GiB; they are stored "
+            "whole for every blur: use fewer inputs (drop or group rare one-hot "
+            "columns) or fewer bases")
+
+

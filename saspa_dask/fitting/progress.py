@@ -1,0 +1,44 @@
+"""What a fit says while it runs: EP sweeps, optimiser iterations and phase lines,
+on stderr."""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["LOUD_ROWS", "phase_printer", "print_hyper", "print_sweep"]
+
+# fits of at least this many rows say what they are doing (phase lines on stderr) even
+# at verbose=0; verbose=False silences them
+LOUD_ROWS = 50_000
+
+
+def print_sweep(record):
+    problem = f"problem {record['problem'] + 1}  " if "problem" in record else ""
+    print(f"[saspa] {problem}sweep {record['sweep']:3d}  change {record['change']:.3e}  "
+          f"invalid {record['n_invalid']}  {record['seconds']:.3f}s", file=sys.stderr,
+          flush=True)
+
+
+def print_hyper(record):
+    start = f"start {record['start']}  " if "start" in record else ""
+    change = record.get("relative_change")
+    change = "" if change is None else f"  change {change:+.2e}"
+    print(f"[saspa] hyperparameter {start}iteration {record['iteration']:3d}  "
+          f"energy {record['log_evidence']:.8g}{change}  "
+          f"gradient {record['projected_gradient']:.2e}  "
+          f"evaluations {record['n_evaluations']}  {record['seconds']:.1f}s",
+          file=sys.stderr, flush=True)
+
+
+def phase_printer(verbose, n_samples):
+    """``say(message)``: prints a phase line to stderr when ``verbose`` is on, or for
+    fits of at least ``LOUD_ROWS`` rows unless ``verbose=False``; ``say.loud`` says
+    whether it prints (optimiser iterations are reported with the phases)."""
+    loud = bool(verbose) or (verbose is not False and n_samples >= LOUD_ROWS)
+
+    def say(message):
+        if loud:
+            print(f"[saspa] {message}", file=sys.stderr, flush=True)
+
+    say.loud = loud
+    return say

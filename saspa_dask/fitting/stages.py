@@ -1,0 +1,126 @@
+"""Learning in stages: the subsample stages of full-batch learning (prefixes of one
+seeded permutation), the rule that ends them early, their sites, and the report a
+model store keeps of them.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import InvalidParameterError
+
+__all__ = ["STAGE_GAIN_PER_ROW", "check_init_sites", "learning_stages", "merge_stages",
+           "sites_at", "sites_on_all", "stages_end"]
+
+# a later learning stage that gains less energy than this per row ends the stages
+STAGE_GAIN_PER_ROW = 1e-3
+
+
+def learning_stages(hyper_subsample, n_samples, random_state, lazy=False):
+    """The subsample stages of learning: a list of sorted row-index arrays, each
+    containing the last, and whether learning then continues on all rows.  Dask data
+    no larger than a stage's size is learnt on in memory on the driver (one stage of
+    every row): an evaluation there costs a fraction of a distributed one."""
+    sizes = hyper_subsample
+    sizes = [sizes] if sizes is None or isinstance(sizes, Integral) else list(sizes)
+    for k, size in enumerate(sizes):
+        if size is None and k < len(sizes) - 1 or size is not None and (
+                not isinstance(size, Integral) or size < 1):
+            raise InvalidParameterError(
+                f"hyper_subsample must be row counts, increasing, optionally ending "
+                f"with None (all rows); got {hyper_subsample!r}")
+    stages = []
+    for size in sizes:
+        if size is not None and size >= n_samples and lazy:
+            return _stage_rows(stages + [n_samples], n_samples, random_state), False
+        if size is None or size >= n_samples:
+            return _stage_rows(stages, n_samples, random_state), True
+        if stages and size <= stages[-1]:
+            raise InvalidParameterError(f"hyper_subsample stages must increase; got "
+                                        f"{hyper_subsample!r}")
+        stages.append(int(size))
+    return _stage_rows(stages, n_samples, random_state), False
+
+
+def _stage_rows(sizes, n_samples, random_state):
+    if not sizes:
+        return []
+    # RandomState.choice without replacement is a permutation's prefix: one
+    # permutation gives every stage, each containing the last
+    order = check_random_state(random_state).permutation(n_samples)
+    return [np.sort(order[:size]) for size in sizes]
+
+
+def stages_end(stages, say):
+    """After a stage: True when later stages are not worth running (this stage's
+    energy gain per row was below :data:`STAGE_GAIN_PER_ROW`, or the time budget is
+    spent).  ``stages`` are (outcome, rows, where)."""
+    last = _stage_record(*stages[-1])
+    if last["stop_reason"] == "time":
+        say("learning: the time budget is spent; no further stages")
+        return True
+    if len(stages) > 1 and last["gain_per_row"] < STAGE_GAIN_PER_ROW:
+        say(f"learning: the stage on {last['rows']} rows gained "
+            f"{last['gain_per_row']:.2g} nats per row (< {STAGE_GAIN_PER_ROW:g}); no "
+            "further stages")
+        return True
+    return False
+
+
+def sites_at(sites, rows):
+    """Per-problem (tau, nu) restricted to ``rows`` (None stays None)."""
+    return None if sites is None else [(t[rows], v[rows]) for t, v in sites]
+
+
+def sites_on_all(outcome, rows, n_samples, sites):
+    """Sites on all rows: the stage's fitted ones on its rows, the given ``sites`` (or
+    zero: no information yet) elsewhere."""
+    out = []
+    for k, result in enumerate(outcome.results):
+        tau, nu = ((np.zeros(n_samples), np.zeros(n_samples)) if sites is None
+                   else (np.array(s, dtype=np.float64) for s in sites[k]))
+        tau[rows], nu[rows] = result.tau, result.nu
+        out.append((tau, nu))
+    return out
+
+
+def _stage_record(outcome, n_rows, where):
+    """What ``saspa info`` lists of one learning stage."""
+    info = outcome.info
+    return {"rows": int(n_rows), "where": where, "n_iterations": info["n_iterations"],
+            "stop_reason": info["stop_reason"],
+            "log_evidence_start": info["log_evidence_start"],
+            "log_evidence_end": info["log_evidence_end"],
+            "gain_per_row": (info["log_evidence_end"] - info["log_evidence_start"]) / n_rows,
+            "seconds": outcome.trace[-1]["seconds"] if outcome.trace else 0.0}
+
+
+def merge_stages(outcome, learnt, stages):
+    """The learning report of a fit from its stages, a list of (outcome, rows, where):
+    the stage that learnt last gives the info (``learnt``, when the final fit on all
+    rows did not learn), with every stage's trace (tagged ``stage``) and record when
+    there were several."""
+    if learnt is not None:
+        outcome.trace, outcome.info = learnt.trace, learnt.info
+    if len(stages) > 1:
+        outcome.trace = [{**rec, "stage": k} for k, (o, _, _) in enumerate(stages)
+                         for rec in o.trace]
+        outcome.info = {**outcome.info, "stages": [_stage_record(*s) for s in stages]}
+
+
+def check_init_sites(init_sites, n_samples, n_problems=1):
+    """Warm-start sites as a list of (tau, nu) per EP problem (or None)."""
+    if init_sites is None:
+        return None
+    tau, nu = (np.asarray(s, dtype=np.float64) for s in init_sites)
+    shape = (n_samples,) if n_problems == 1 else (n_problems, n_samples)
+    if tau.shape != shape or nu.shape != shape:
+        raise ValueError(f"init_sites must be two arrays of shape {shape} "
+                         f"(n_samples={n_samples}), got shapes {tau.shape} and {nu.shape}")
+    if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
+        raise ValueError("init_sites contain NaN or infinity")
+    if n_problems == 1:
+        return [(tau, nu)]
+    return list(zip(tau, nu))
