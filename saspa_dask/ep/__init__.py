@@ -18,6 +18,7 @@ from .sites import (PassSummary, block_pass, block_statistics, cavities, evaluat
 from .whitening import Block, make_block, relabel_block, whiten
 
 __all__ = ["Block", "EPEngine", "EPConvergenceWarning", "EPResult", "EPSchedule", "PassSummary",
+           "default_damping",
            "Posterior", "block_pass", "block_statistics", "cavities", "evaluate_chunk",
            "make_block", "parallel_chunk", "predict_latent", "relabel_block", "run_ep",
            "sequential_block", "sequential_chunk", "whiten"]

@@ -10,7 +10,6 @@ and ``save`` come from :class:`~saspa_dask.models.predictor.PosteriorModel`.
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from dataclasses import replace
 from numbers import Integral, Real
@@ -22,16 +21,16 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..core.bases import Basis
 from ..core.kernels import BASIS_FAMILIES
-from ..ep.schedule import default_damping
 from ..fitting.basis_parameters import LEARN_BASES
 from ..fitting.new_rows import adf_pass, update_pass
 from ..fitting.plan import REPORT_ARRAYS, REPORT_ATTRIBUTES, FitPlan
+from .legacy import LegacyNames
 from .predictor import PosteriorModel
-from .settings import (APPROXIMATIONS, LEARNING_METHODS, LEGACY_NAMES, EPSchedule, Execution,
-                       StochasticLearning, legacy_parameters, settings_of)
+from .settings import (APPROXIMATIONS, LEARNING_METHODS, EPSchedule, Execution,
+                       StochasticLearning, settings_of)
 from .validation import column_names_of
 
-__all__ = ["SASPABase", "default_damping"]
+__all__ = ["SASPABase"]
 
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 
@@ -43,22 +42,7 @@ _PLAN_PARAMETERS = ("n_bases", "blur", "bases", "lengthscale", "jitter", "alpha"
                     "max_fit_time", "verbose")
 
 
-def _legacy_attribute(name):
-    group, field = LEGACY_NAMES[name]
-
-    def read(self):
-        warnings.warn(f"{type(self).__name__}.{name} is read from "
-                      + ("approximation" if group == "approximation" else f"{group}.{field}")
-                      + " now; the old name will be removed in the next release",
-                      FutureWarning, stacklevel=2)
-        if group == "approximation":
-            return self.approximation == "dtc"
-        return getattr(settings_of(group, getattr(self, group)), field)
-
-    return property(read, doc=f"Deprecated: ``{group}`` ({field}).")
-
-
-class SASPABase(PosteriorModel):
+class SASPABase(LegacyNames, PosteriorModel):
     """Parameters, fitted state and new rows shared by the SASPA estimators."""
 
     _parameter_constraints: dict = {
@@ -90,39 +74,6 @@ class SASPABase(PosteriorModel):
     # the fit report: diagnostics a model store keeps beside the fitted posterior
     _REPORT_ATTRIBUTES = REPORT_ATTRIBUTES
     _REPORT_ARRAYS = REPORT_ARRAYS
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        # ``**legacy`` (the old flat names, for one release) is not a parameter: hidden
-        # from the signature scikit-learn introspects (get_params, clone, its checks)
-        init = cls.__dict__.get("__init__")
-        if init is not None:
-            signature = inspect.signature(init)
-            init.__signature__ = signature.replace(parameters=[
-                p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD])
-
-    def _folded(self, legacy, given, stacklevel):
-        """``ep``, ``execution`` and ``approximation`` (``given`` ones first, else the
-        current ones) with the old flat names in ``legacy`` folded in, with a
-        FutureWarning."""
-        current = {name: given.get(name, getattr(self, name))
-                   for name in ("ep", "execution", "approximation")}
-        return legacy_parameters(current, legacy, owner=type(self).__name__,
-                                 stacklevel=stacklevel)
-
-    def _fold_legacy(self, legacy):
-        """``__init__``'s old keyword arguments (see :meth:`_folded`)."""
-        if legacy:
-            for name, value in self._folded(legacy, {}, stacklevel=5).items():
-                setattr(self, name, value)
-
-    def set_params(self, **params):
-        """Set parameters (scikit-learn's ``set_params``); the old flat names of the
-        grouped settings are accepted for one release, with a FutureWarning."""
-        legacy = {k: params.pop(k) for k in list(params) if k in LEGACY_NAMES}
-        if legacy:
-            params.update(self._folded(legacy, params, stacklevel=4))
-        return super().set_params(**params)
 
     @property
     def _ep(self):
@@ -259,9 +210,3 @@ class SASPABase(PosteriorModel):
         # the evidence needs every row's cavity; partial_fit does not revisit old rows
         self.log_evidence_ = float("nan")
         return self
-
-
-# the old flat names of the grouped settings stay readable for one release
-for _name in LEGACY_NAMES:
-    setattr(SASPABase, _name, _legacy_attribute(_name))
-del _name

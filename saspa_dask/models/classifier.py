@@ -12,7 +12,7 @@ from ..core.likelihoods import Logistic, NoisyProbit, Probit, Step
 from ..engines.chunks import is_lazy
 from ..parameters import CLASSIFICATION_LIKELIHOODS
 from .augmented import as_numpy, augmented_ep_latent, check_augment
-from .base import SASPABase, default_damping
+from .base import SASPABase
 from .docs import _CLASSIFIER_PARAMS_DOC, _SHARED_ATTRS_DOC
 from .predictor import PosteriorClassifierMixin
 from .validation import validate_training_input
@@ -160,8 +160,7 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
             raise ValueError(
                 f"SASPAClassifier needs samples of 2 classes; got 1 class ({classes[0]!r})")
         s2 = 1.0 if self.signal_variance is None else self.signal_variance
-        damping = self._ep.damping
-        damping = default_damping(self.likelihood) if damping is None else damping
+        damping = self._ep.with_damping(self.likelihood).damping
         targets, labels = _ep_targets(y, classes)
         return self._fit_posterior(
             X, targets, classification_likelihood(self.likelihood, self.label_noise), s2,

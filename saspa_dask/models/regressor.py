@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..core.likelihoods import Gaussian, Poisson, StudentT
 from ..parameters import REGRESSION_LIKELIHOODS
 from .augmented import as_numpy, augmented_ep_latent, augmented_latent, check_augment
-from .base import SASPABase, default_damping
+from .base import SASPABase
 from .docs import _REGRESSOR_PARAMS_DOC, _SHARED_ATTRS_DOC
 from .predictor import PosteriorRegressorMixin, mean_and_std_at
 from .validation import validate_training_input
@@ -153,8 +153,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         X, y, stats = validate_training_input(self, X, y, classification=False, reset=True)
         column_std, mean, spread = stats["std"], float(stats["mean"]), float(stats["var"])
         y_min, non_integer = float(stats["min"]), int(stats["non_integer"])
-        damping = self._ep.damping
-        damping = default_damping(self.likelihood) if damping is None else damping
+        damping = self._ep.with_damping(self.likelihood).damping
         if self.likelihood == "poisson":
             if y_min < 0 or non_integer:
                 raise ValueError("likelihood='poisson' needs non-negative integer counts; "
