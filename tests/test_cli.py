@@ -216,7 +216,7 @@ def test_blur_choices_are_the_basis_families(tmp_path, threads_client):
     import zarr
 
     from saspa_dask import load_model
-    from saspa_dask.cli import BLUR_CHOICES
+    from saspa_dask.parameters import BLUR_CHOICES
     from saspa_dask.core.kernels import BASIS_FAMILIES
 
     assert BLUR_CHOICES == ("auto", *BASIS_FAMILIES)

@@ -14,10 +14,11 @@ files are thin layers over them.
 """
 
 from .cluster import dask_client, tls_security
+from .demo import demo
 from .errors import JobError
 from .scoring import evaluate, metrics_line, predict, score
 from .stores import describe, ingest, split
 from .training import retrain, train
 
-__all__ = ["JobError", "dask_client", "describe", "evaluate", "ingest", "metrics_line",
+__all__ = ["JobError", "dask_client", "demo", "describe", "evaluate", "ingest", "metrics_line",
            "predict", "retrain", "score", "split", "tls_security", "train"]

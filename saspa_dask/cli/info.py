@@ -1,0 +1,69 @@
+"""``saspa info``'s text: a model store's summary (:func:`saspa_dask.jobs.describe`),
+one line a topic."""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["print_summary"]
+
+# what learn_bases moved, for frequency features (saspa info)
+_LEARNT_PARTS = {
+    ("fourier", "means"): "means (centres, frequencies, phases)",
+    ("fourier", "means+blur"): "means+blur (centres, frequencies, phases, window)",
+    ("fourier-global", "means"): "means (frequencies, phases)",
+    ("fourier-global", "means+blur"): "means+blur (frequencies, phases, window)",
+}
+
+
+def print_summary(summary, metrics_line):
+    """Print ``summary`` line by line; ``metrics_line`` formats held-out metrics."""
+    for key in ("estimator", "task", "n_training_rows", "n_features_in", "n_bases", "blur",
+                "likelihood", "log_evidence", "columns", "target", "class_labels",
+                "data_fingerprint"):
+        click.echo(f"{key:>17}: {summary[key]}")
+    if summary["lengthscale"] is not None:
+        click.echo(f"{'lengthscales':>17}: "
+                   + ", ".join(f"{v:.4g}" for v in summary["lengthscale"]))
+    seconds = summary["train_seconds"]
+    click.echo(f"{'training time':>17}: "
+               + ("not recorded" if seconds is None else f"{seconds:.1f}s"))
+    if summary.get("test_metrics"):
+        click.echo(f"{'held out':>17}: {metrics_line(summary['test_metrics'])}")
+    km = summary["kmeans"]
+    not_run = ("not run (features on the inputs' mean)" if summary["blur"] == "fourier-global"
+               else "not run (bases given)")
+    click.echo(f"{'k-means':>17}: " + (not_run if km is None else
+                                       f"converged {km['converged']}, {km['n_iter']} "
+                                       "iterations"))
+    if summary["approximation"] is not None:
+        power = ("EP" if summary["alpha"] == 1.0 else
+                 f"power EP, alpha {summary['alpha']:g}")
+        click.echo(f"{'approximation':>17}: {summary['approximation']}, {power}")
+    ep = summary["ep"]
+    click.echo(f"{'ep':>17}: {ep['mode']}, damping {ep['damping']}, {ep['n_sweeps']} sweeps, "
+               f"converged {ep['converged']}, invalid cavities {ep['n_invalid_cavities']}")
+    click.echo(f"{'kernel':>17}: signal variance {summary['kernel']['signal_variance']:.4g}, "
+               f"jitter {summary['kernel']['jitter']:.3g}")
+    hyper = summary["hyperparameters"]
+    if hyper["optimized"]:
+        info = hyper["info"]
+        line = f"learnt, {info.get('n_iterations')} iterations"
+        if "n_rows_learnt" in info:  # not recorded by older versions
+            bases = _LEARNT_PARTS.get((summary["blur"], info["learn_bases"]),
+                                      info["learn_bases"] or "no")
+            line += f", on {info['n_rows_learnt']} rows, bases learnt: {bases}"
+        if "log_evidence_start" in info:  # not recorded by older versions
+            stopped = (info["message"] if "stop_reason" in info
+                       else f"stopped at the cap {info['hit_iteration_cap']}")
+            line += (f", log evidence {info['log_evidence_start']:.6g} -> "
+                     f"{info['log_evidence_end']:.6g}, {stopped}, on a bound: "
+                     f"{', '.join(info['at_bounds']) or 'none'}")
+        click.echo(f"{'hyperparameters':>17}: {line}")
+        for k, stage in enumerate(info.get("stages", [])):
+            click.echo(f"{'stage ' + str(k):>17}: {stage['rows']} rows on the "
+                       f"{stage['where']}, {stage['n_iterations']} iterations, "
+                       f"{stage['gain_per_row']:.3g} nats per row gained, "
+                       f"{stage['seconds']:.1f}s")
+    else:
+        click.echo(f"{'hyperparameters':>17}: fixed (not learnt)")
