@@ -14,7 +14,7 @@ from ..storage.ingestion import ingest as ingest_file
 from ..files.atomic import check_not_an_input, reading, resolve_model_path
 from ..files.safe import own_directory, write_new_text
 from ..storage.export import EXPORT_FORMATS, export_scores
-from ..models.model_store import read_model_attrs
+from ..models.model_reader import read_model_attrs
 from ..storage import load_model_and_attrs
 from ..storage.data_store import input_arrays
 from .cluster import dask_client, input_values, n_workers

@@ -6,7 +6,8 @@ The fit itself and the fitted posterior are the fitting layer's
 - :mod:`~saspa_dask.models.predictor`: predictions, fitted attributes and ``save``
   from a fitted posterior (shared by every estimator);
 - :mod:`~saspa_dask.models.base`: the SASPA estimators' parameters, fitted state, new rows;
-- :mod:`~saspa_dask.models.settings`: the EP schedule and execution settings;
+- :mod:`~saspa_dask.models.settings`: the grouped settings as parameters (object, dict or
+  None) and their old flat names;
 - :mod:`~saspa_dask.models.classifier`, :mod:`~saspa_dask.models.regressor`: the
   public SASPA estimators; :mod:`~saspa_dask.models.full_gp`: the dense full-GP EP;
 - :mod:`~saspa_dask.models.online`: Csató & Opper's sparse online GP estimators;
@@ -14,6 +15,9 @@ The fit itself and the fitted posterior are the fitting layer's
 - :mod:`~saspa_dask.models.augmented`: augmented prediction over the training rows;
 - :mod:`~saspa_dask.models.validation`: input checks (lazy input in one pass);
 - :mod:`~saspa_dask.models.model_store`: a fitted model as a zarr group (no pickle);
+  :mod:`~saspa_dask.models.model_reader` reads it back, checked;
+  :mod:`~saspa_dask.models.model_summary` summarises it (``saspa info``);
+- :mod:`~saspa_dask.models.legacy`: the old flat names of the grouped settings;
 - :mod:`~saspa_dask.models.loading`: the estimator classes by name, ``load_model``;
 - :mod:`~saspa_dask.models.docs`: shared docstring fragments.
 """

@@ -11,7 +11,7 @@ from ..files.atomic import resolve_model_path
 from .classifier import SASPAClassifier
 from .full_gp import FullGPClassifier, FullGPRegressor
 from .ivm import IVMClassifier
-from .model_store import read_model
+from .model_reader import read_model
 from .online import SparseOnlineGPClassifier, SparseOnlineGPRegressor
 from .regressor import SASPARegressor
 

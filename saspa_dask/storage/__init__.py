@@ -15,7 +15,8 @@ from .data_store import open_data_store
 from ..files.errors import StoreError
 from .ingestion import ingest
 from ..models.loading import load_model, load_model_and_attrs
-from ..models.model_store import describe_model, save_model
+from ..models.model_store import save_model
+from ..models.model_summary import describe_model
 
 __all__ = ["StoreError", "describe_model", "ingest", "load_model", "load_model_and_attrs",
            "open_data_store", "save_model"]

@@ -1,0 +1,92 @@
+"""A model store's summary (``saspa info``, :func:`saspa_dask.jobs.describe`)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from .model_reader import read_model_attrs, report_of
+
+__all__ = ["describe_model", "label_text"]
+
+
+def label_text(value):
+    """A class as the user wrote it: a whole number without the ``.0`` a float64 target
+    gives it (``1``, not ``1.0``), anything else as ``str`` does."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _class_labels(attrs):
+    """The original label of each class: the training store's text labels when the
+    model's classes are their codes, else the classes themselves."""
+    classes, labels = attrs.get("classes"), attrs.get("target_classes")
+    if classes is None:
+        return None
+    if labels is None:
+        return [label_text(c) for c in classes]
+    try:
+        return [str(labels[int(c)]) for c in classes]
+    except (IndexError, TypeError, ValueError):
+        return [label_text(c) for c in classes]
+
+
+def _ep_mode(attrs):
+    """How EP ran: the ``ep`` settings (format 4), the flat ``ep_mode`` (format 3),
+    the ``ep`` record (format 2); "adf" for the one-pass estimators."""
+    params = attrs["params"]
+    if attrs["format_version"] < 3:
+        return attrs["ep"].get("mode")
+    if "ep" in params:  # a settings record, a dict of some fields, or None
+        ep = params["ep"] if isinstance(params["ep"], dict) else {}
+        return ep.get("fields", ep).get("mode", "parallel")
+    return params.get("ep_mode")  # a full GP's; None for the one-pass estimators
+
+
+def describe_model(path):
+    """A JSON-able summary of a model store (for ``saspa info``)."""
+    group, attrs = read_model_attrs(path)
+    report = report_of(attrs)
+    summary = {k: attrs.get(k) for k in ("estimator", "task", "n_features_in", "n_bases",
+                                         "kernel", "likelihood", "classes", "versions")}
+    new = attrs["format_version"] >= 3
+    params = attrs["params"]
+    summary["blur"] = params.get("blur", "delta") if new else attrs.get("blur")
+    if summary["blur"] == "auto":  # what the fit chose
+        summary["blur"] = report.get("blur_", "auto")
+    # the sparse prior and EP's power of a SASPA model (older stores: a dtc flag, no
+    # alpha: EP); None for the estimators without them
+    approximation = params.get("approximation")
+    if approximation is None and ("dtc" in params or not new):
+        approximation = "dtc" if params.get("dtc") else "fitc"
+    summary["approximation"] = approximation
+    summary["alpha"] = None if approximation is None else float(params.get("alpha", 1.0))
+    summary["ep"] = {"mode": _ep_mode(attrs),
+                     "damping": report.get("damping_"), "n_sweeps": report.get("n_sweeps_"),
+                     "converged": report.get("converged_"),
+                     "n_invalid_cavities": report.get("n_invalid_cavities_"),
+                     "n_anderson_steps": report.get("n_anderson_steps_", 0)}
+    summary["log_evidence"] = report.get("log_evidence_")
+    summary["data_fingerprint"] = report.get("data_fingerprint_")
+    trace = report.get("hyperparameter_trace_", [])
+    summary["hyperparameters"] = {
+        "optimized": bool(trace), "blur_scale": report.get("blur_scale_", 1.0),
+        "log_evidence_per_iteration": [r["log_evidence"] for r in trace],
+        "info": report.get("hyperparameter_info_", {})}
+    # the rows axis is the last one: one-vs-rest sites have a leading class axis
+    summary["n_training_rows"] = (int(group["sites_tau"].shape[-1]) if "sites_tau" in group
+                                  else report.get("n_rows_seen_"))
+    summary["columns"] = attrs.get("feature_names") or attrs.get("data_columns")
+    summary["target"] = attrs.get("target")
+    summary["class_labels"] = _class_labels(attrs)
+    summary["lengthscale"] = attrs["kernel"].get("lengthscale")
+    summary["train_seconds"] = attrs.get("train_seconds")
+    summary["test_metrics"] = attrs.get("test_metrics")
+    kmeans = report.get("kmeans_info_")
+    summary["kmeans"] = None if not kmeans else {
+        k: kmeans.get(k) for k in ("converged", "n_iter", "inertia")}
+    summary["sweeps"] = [{k: r.get(k) for k in ("sweep", "change", "log_evidence", "seconds")}
+                         for r in report.get("history_", [])]
+    return json.loads(json.dumps(summary, default=str))
