@@ -6,7 +6,12 @@ or an embedded cluster of ``workers``); the ``saspa`` commands and ``saspa run``
 files are thin layers over them.
 
 - :mod:`~saspa_dask.jobs.stores`: ingest, split, describe;
-- :mod:`~saspa_dask.jobs.training`: train, retrain (and the retraining rules);
+- :mod:`~saspa_dask.jobs.training`: train; :mod:`~saspa_dask.jobs.retraining`:
+  retrain (and the retraining rules);
+- :mod:`~saspa_dask.jobs.estimators`: the estimator a job's options describe;
+- :mod:`~saspa_dask.jobs.row_probes`: the data's fingerprint and the rows a model keeps;
+- :mod:`~saspa_dask.jobs.scratch`: a job's scratch folder for its site stores;
+- :mod:`~saspa_dask.jobs.demo`: the in-memory demonstration;
 - :mod:`~saspa_dask.jobs.scoring`: score, predict (a file, directly), evaluate;
 - :mod:`~saspa_dask.jobs.cluster`: Dask clients, TLS;
 - :mod:`~saspa_dask.jobs.task`: which task a target calls for;
@@ -18,7 +23,8 @@ from .demo import demo
 from .errors import JobError
 from .scoring import evaluate, metrics_line, predict, score
 from .stores import describe, ingest, split
-from .training import retrain, train
+from .retraining import retrain
+from .training import train
 
 __all__ = ["JobError", "dask_client", "demo", "describe", "evaluate", "ingest", "metrics_line",
            "predict", "retrain", "score", "split", "tls_security", "train"]
