@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..core.likelihoods import Logistic, NoisyProbit, Probit, Step
+from ..core.likelihoods import make_likelihood
 from ..engines.chunks import is_lazy
 from ..parameters import CLASSIFICATION_LIKELIHOODS
 from .augmented import as_numpy, augmented_ep_latent, check_augment
@@ -23,14 +23,7 @@ __all__ = ["SASPAClassifier", "classification_likelihood"]
 
 def classification_likelihood(name, label_noise):
     """The likelihood object of a classifier's ``likelihood`` parameter."""
-    if name == "probit":
-        return Probit()
-    if name == "logistic":
-        return Logistic()
-    if name == "noisy_probit":
-        return NoisyProbit(label_noise)
-    return Step(label_noise)
-
+    return make_likelihood(name, label_noise=label_noise)
 
 
 def _codes_of(y, classes):

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..core.likelihoods import Gaussian, Poisson, StudentT
+from ..core.likelihoods import make_likelihood
 from ..parameters import REGRESSION_LIKELIHOODS
 from .augmented import as_numpy, augmented_ep_latent, augmented_latent, check_augment
 from .base import SASPABase
@@ -24,11 +24,9 @@ def regression_likelihood(name, spread, *, noise_variance=None, dof=4.0, scale=N
                           offset=0.0):
     """The likelihood object of a regressor's ``likelihood`` parameter, with the
     defaults scaled to the targets' variance ``spread``."""
-    if name == "gaussian":
-        return Gaussian(0.1 * spread if noise_variance is None else noise_variance)
-    if name == "student_t":
-        return StudentT(dof, np.sqrt(0.1 * spread) if scale is None else scale)
-    return Poisson(offset=offset)
+    return make_likelihood(
+        name, noise_variance=0.1 * spread if noise_variance is None else noise_variance,
+        dof=dof, scale=np.sqrt(0.1 * spread) if scale is None else scale, offset=offset)
 
 
 class SASPARegressor(PosteriorRegressorMixin, SASPABase):

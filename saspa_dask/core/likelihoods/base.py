@@ -1,0 +1,86 @@
+"""What every likelihood is: the interface EP, learning and prediction use, and the
+likelihood raised to a power alpha (power EP) as a likelihood of its own.
+
+A likelihood gives, on vectors, ``tilted(y, m, v) = (log Z, a, c)`` against cavities
+N(f | m, v) (``a = d log Z / d m``, ``c = -d^2 log Z / d m^2``; DESIGN.md section 2),
+``log_z_gradient`` (d log Z / d log theta per row for its hyperparameters),
+``log_predictive``, ``params`` / ``hyperparameters`` / ``with_hyperparameters``, and
+``powered(alpha)``: its own power-EP form (DESIGN.md, "Power EP"), itself at alpha = 1.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Likelihood", "Powered", "check_alpha"]
+
+
+def check_alpha(alpha):
+    if not 0.0 < alpha <= 1.0:
+        raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
+    return float(alpha)
+
+
+class Likelihood:
+    """The shared part of the likelihoods: no hyperparameters unless a class says so,
+    and ``powered``."""
+
+    name = "likelihood"
+    is_classification = False
+    alpha = 1.0  # the EP power (see Powered)
+
+    @classmethod
+    def from_params(cls, **params):
+        """The likelihood from its stored ``params`` (others ignored)."""
+        return cls()
+
+    def params(self):
+        return {}
+
+    def hyperparameters(self):
+        """Parameters learnable by evidence maximisation (all positive)."""
+        return {}
+
+    def with_hyperparameters(self, values):
+        return self
+
+    def log_z_gradient(self, y, m, v):
+        return {}
+
+    def powered(self, alpha):
+        """This likelihood for power EP with power ``alpha`` in (0, 1]: itself at
+        alpha = 1 (EP as published, to the last bit), else its powered form."""
+        alpha = check_alpha(alpha)
+        return self if alpha == 1.0 else self._powered(alpha)
+
+    def _powered(self, alpha):
+        raise NotImplementedError(f"{type(self).__name__} has no power-EP form")
+
+
+class Powered:
+    """A likelihood to a power alpha in (0, 1) inside the tilted integral.
+
+    Z = integral N(f; m, v) p(y | f)^alpha df, with ``a`` and ``c`` its first two
+    log-derivatives in m.  Each family gives its own ``tilted`` and
+    ``log_z_gradient``; predictions, parameters and hyperparameters are the base
+    likelihood's: the power belongs to the inference, not to the model.
+    """
+
+    def __init__(self, base, alpha):
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"a powered likelihood needs 0 < alpha < 1, got {alpha!r}")
+        self.base, self.alpha = base, float(alpha)
+        self.name, self.is_classification = base.name, base.is_classification
+
+    def params(self):
+        return self.base.params()
+
+    def hyperparameters(self):
+        return self.base.hyperparameters()
+
+    def log_predictive(self, y, mean, var):
+        return self.base.log_predictive(y, mean, var)
+
+    def with_hyperparameters(self, values):
+        return self.base.with_hyperparameters(values).powered(self.alpha)
+
+    def powered(self, alpha):
+        return self.base.powered(alpha)
