@@ -1,8 +1,8 @@
-"""The one table of training parameters: Python names, CLI flags and TOML keys.
+"""The one table of the jobs' parameters: Python names, CLI flags and TOML keys.
 
-Each parameter of ``saspa train`` (and of a ``train`` step of a job file, and of
-:func:`saspa_dask.jobs.train`) is declared here once, under the estimator's Python
-name.  The CLI option is ``--`` + the name with dashes, the TOML key and the job
+Each parameter of a ``saspa`` command (and of a step of that kind in a job file, and of
+the :mod:`saspa_dask.jobs` function of that name) is declared here once
+(:data:`COMMANDS`); a training parameter under the estimator's Python name.  The CLI option is ``--`` + the name with dashes, the TOML key and the job
 function's keyword are the name itself; a field of a grouped setting (``ep``,
 ``execution``) has a flat name (``ep_mode``, ``max_sweeps``, ``block_rows`` ...) and
 says which group and field it fills.  Old spellings (``--bases``, ``--seed``,
@@ -14,11 +14,11 @@ anything numerical is loaded, and every layer may use it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS",
-           "LEARN_BASES_CHOICES", "Parameter", "REGRESSION_LIKELIHOODS", "RETRAIN_PARAMETERS",
-           "TRAIN_PARAMETERS", "by_name", "old_names", "parse_stages"]
+__all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS", "CLUSTER_PARAMETERS",
+           "COMMANDS", "LEARN_BASES_CHOICES", "Parameter", "REGRESSION_LIKELIHOODS",
+           "RETRAIN_PARAMETERS", "TRAIN_PARAMETERS", "by_name", "old_names", "parse_stages"]
 
 # the blur families: delta, spherical, diagonal and full blurs; frequency features
 BLUR_CHOICES = ("auto", "delta", "spherical", "diagonal", "full", "fourier",
@@ -56,6 +56,21 @@ class Parameter:
         Old CLI flags and TOML / keyword names that still work, with a FutureWarning.
     off_flags : tuple of str
         For a bool: more flags that turn it off, besides ``--no-NAME``.
+    required : bool
+        The job cannot run without it.
+    positional : bool
+        A positional argument of the command (``metavar`` names it in ``--help``).
+    path : {"file", "dir", "any"}, optional
+        A path (relative paths in a job file are relative to the file); ``exists``
+        says whether it must exist when the command starts.
+    multiple : bool
+        The option may be repeated (a list in TOML).
+    low, high : number, optional
+        The value's range (inclusive).
+    flag_name : str, optional
+        The CLI flag when it is not ``--`` + the name with dashes.
+    negatable : bool
+        For a bool: ``--NAME/--no-NAME`` (else ``--NAME`` alone turns it on).
     """
 
     name: str
@@ -70,10 +85,20 @@ class Parameter:
     old_keys: tuple = ()
     off_flags: tuple = ()
     parse: object = None
+    required: bool = False
+    positional: bool = False
+    path: str | None = None
+    exists: bool = False
+    multiple: bool = False
+    low: object = None
+    high: object = None
+    metavar: str | None = None
+    flag_name: str | None = None
+    negatable: bool = True
 
     @property
     def flag(self):
-        return "--" + self.name.replace("_", "-")
+        return self.flag_name or "--" + self.name.replace("_", "-")
 
     @property
     def default_in_jobs(self):
@@ -228,3 +253,158 @@ def by_name(parameters=TRAIN_PARAMETERS):
 def old_names(parameters=TRAIN_PARAMETERS):
     """Old keyword / TOML names -> the current name."""
     return {old: p.name for p in parameters for old in p.old_keys}
+
+
+# -- the other commands ---------------------------------------------------------------
+
+def _path(name, help, kind="any", *, exists=False, required=False, positional=False,
+          metavar=None):
+    return Parameter(name, str, None, help, path=kind, exists=exists, required=required,
+                     positional=positional, metavar=metavar)
+
+
+def _flag(name, help, default=False):
+    return Parameter(name, bool, default, help, negatable=default is not False)
+
+
+_OVERWRITE = _flag("overwrite", "Replace an existing store.")
+_ESCAPE = _flag("escape_formulas", "CSV: write text cells a spreadsheet would run as "
+                "formulas (=, +, -, @ ...) with a leading ' (CSV injection).", True)
+_UNKNOWN = Parameter("unknown", str, "error", "A category the training rows never had: an "
+                     "error, or all zeros (counted as drift).", choices=("error", "ignore"))
+_DELIMITER = Parameter("delimiter", str, None, "CSV field delimiter (default: the most "
+                       "frequent of , ; tab | in the header line).")
+_CHUNK_ROWS = Parameter("chunk_rows", int, 65536, "Rows per zarr chunk (one task per chunk "
+                        "on the cluster).", low=1)
+_MODEL = _path("model", "The model store (or a latest pointer to it).", required=True,
+               positional=True, metavar="MODEL")
+_DATA = _path("data", "A data store.", "dir", required=True, positional=True, metavar="DATA")
+_LATEST = _path("latest", "Pointer file to update to the new model (e.g. models/latest).",
+                "file")
+_TEST = _path("test", "A held-out data store: print the model's metrics on it and record "
+              "them in the model store.", "dir", exists=True)
+
+INGEST_PARAMETERS = (
+    _path("source", "A CSV, Parquet or .npy file.", "file", exists=True, required=True,
+          positional=True, metavar="SOURCE"),
+    _path("out", "Data store to create.", required=True),
+    Parameter("target", (str, int), None, "Target column: its name (an exact name wins), "
+              "else its index (default: the last column)."),
+    _CHUNK_ROWS,
+    Parameter("missing", str, "error", "Missing or non-finite values: an error naming the "
+              "columns, drop the rows holding them, or impute (a number column's median, a "
+              "text column's '(missing)' category; recorded and reapplied by --like).",
+              choices=("error", "drop-rows", "impute")),
+    Parameter("text", str, "error", "Text input columns: an error naming them, one-hot "
+              "encode, or drop.", choices=("error", "onehot", "drop")),
+    Parameter("id_column", str, None, "A column of row ids: kept out of the inputs, stored "
+              "with each row and carried by split, score, predict and export."),
+    Parameter("exclude", list, (), "A column to leave out (repeat for several).",
+              multiple=True, metavar="NAME"),
+    _DELIMITER,
+    _path("like", "Encode SOURCE exactly as this data store was encoded (same columns, "
+          "categories, target labels, id column, missing-value rule and imputation values) "
+          "and count the drift from it: new data to score or evaluate with a model trained "
+          "on it.", "dir", exists=True),
+    Parameter("unknown", str, "error", "With --like: a category the --like store never saw "
+              "is an error, or (ignore) all zeros, counted as drift.",
+              choices=("error", "ignore")),
+    _OVERWRITE,
+)
+
+SPLIT_PARAMETERS = (
+    _path("store", "The data store to split.", "dir", exists=True, required=True,
+          positional=True, metavar="STORE"),
+    _path("train_out", "Training store to write (default: STORE-train.zarr beside STORE)."),
+    _path("test_out", "Test store to write (default: STORE-test.zarr beside STORE)."),
+    Parameter("test_fraction", float, 0.2, "Probability that a row goes to the test store.",
+              low=0, high=1),
+    Parameter("seed", int, 0, "Seed of the row assignment."),
+    _flag("overwrite", "Replace existing stores."),
+)
+
+TRAIN_JOB_PARAMETERS = (
+    _path("data", "The training data store.", "dir", required=True, positional=True,
+          metavar="DATA"),
+    _path("out", "Model store to write.", required=True),
+    Parameter("task", str, None, "Default: inferred from the target and printed (text "
+              "labels, or at most 20 distinct integer values: classification; otherwise "
+              "regression).", choices=("classification", "regression")),
+    Parameter("max_classes", int, 100, "Refuse a classification with more classes (each is "
+              "an EP problem).", low=2),
+    *TRAIN_PARAMETERS,
+    _flag("overwrite", "Replace an existing model store."),
+    _LATEST, _TEST,
+)
+
+# what retraining may change; None: the old model's value
+_RETRAIN_FROM_OLD = ("tol", "anderson_memory", "block_rows", "max_hyper_iter", "hyper_tol")
+RETRAIN_JOB_PARAMETERS = (
+    _MODEL,
+    _path("data", "The data store: the old rows first, new rows appended.", "dir",
+          required=True, positional=True, metavar="DATA"),
+    _path("out", "New model store to write.", required=True),
+    _flag("refit_bases", "Run K-means again (then EP starts cold: sites act on the old "
+          "bases)."),
+    Parameter("new_rows", str, "update", "Start the appended rows' sites from one EP update "
+              "against the old posterior (update), one assumed-density-filtering pass (adf, "
+              "sequential), or zero (empty).", choices=("update", "adf", "empty")),
+    *(replace(p, default=None) if p.name in _RETRAIN_FROM_OLD else p
+      for p in RETRAIN_PARAMETERS),
+    _flag("overwrite", "Replace an existing store at --out."),
+    _LATEST, _TEST,
+)
+
+SCORE_PARAMETERS = (
+    _MODEL, _DATA,
+    _path("out", "Score store to write (zarr), or the CSV / Parquet file with --format.",
+          required=True),
+    Parameter("format", str, "zarr", "zarr: a resumable score store; csv or parquet: one "
+              "file (Parquet needs pyarrow).", choices=("zarr", "csv", "parquet")),
+    _flag("overwrite", "Replace a complete or foreign store."),
+    _ESCAPE,
+)
+
+PREDICT_PARAMETERS = (
+    _MODEL,
+    _path("source", "A CSV or Parquet file to score.", "file", exists=True, required=True,
+          positional=True, metavar="FILE"),
+    _path("out", "CSV or Parquet file to write: id, row, then the scores.", required=True),
+    Parameter("format", str, None, "Default: from --out's suffix.",
+              choices=("csv", "parquet")),
+    _UNKNOWN, _DELIMITER, _CHUNK_ROWS,
+    _flag("overwrite", "Replace an existing --out file."),
+    _ESCAPE,
+)
+
+EVALUATE_PARAMETERS = (_MODEL, _DATA)
+
+# where a job runs: every command that uses a cluster takes these (a job file's
+# [cluster] table)
+CLUSTER_PARAMETERS = (
+    Parameter("scheduler", str, None, "Address of a running Dask scheduler, "
+              "tcp://HOST:PORT."),
+    Parameter("workers", int, None, "Worker processes of an embedded LocalCluster (without "
+              "--scheduler). Default: 2, except that a job of at most 2,000,000 input "
+              "values (rows x inputs) runs in this process, without a cluster.",
+              low=1, high=4096),
+    Parameter("timeout", int, 10, "Seconds to wait for --scheduler to connect; a scheduler "
+              "that gives no answer for 3 times this while the job runs is lost.",
+              low=1, high=86_400),
+    _path("tls_ca_file", "CA certificate(s) (PEM) for a tls:// scheduler.", "file",
+          exists=True),
+    _path("tls_cert", "Client certificate (PEM) for a tls:// scheduler.", "file",
+          exists=True),
+    _path("tls_key", "Client private key (PEM) for a tls:// scheduler.", "file",
+          exists=True),
+    _flag("dashboard", "Serve the embedded cluster's dashboard on 127.0.0.1 (any local "
+          "user can read it; off by default)."),
+)
+
+# each command's (and job step kind's) parameters; the commands of this table that use
+# a cluster take CLUSTER_PARAMETERS too
+COMMANDS = {"ingest": INGEST_PARAMETERS, "split": SPLIT_PARAMETERS,
+            "train": TRAIN_JOB_PARAMETERS, "retrain": RETRAIN_JOB_PARAMETERS,
+            "score": SCORE_PARAMETERS, "predict": PREDICT_PARAMETERS,
+            "evaluate": EVALUATE_PARAMETERS}
+CLUSTER_COMMANDS = ("train", "retrain", "score", "predict", "evaluate")

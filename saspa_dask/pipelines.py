@@ -46,7 +46,7 @@ from . import jobs
 from .files.errors import StoreError
 from .files.safe import write_new_text
 from .jobs import JobError
-from .parameters import RETRAIN_PARAMETERS, TRAIN_PARAMETERS, old_names
+from .parameters import CLUSTER_PARAMETERS, COMMANDS, old_names
 
 __all__ = ["JobError", "load_job", "run_job", "STEP_OPTIONS"]
 
@@ -54,51 +54,30 @@ __all__ = ["JobError", "load_job", "run_job", "STEP_OPTIONS"]
 _NUM = (int, float)
 
 
+def _toml_kind(p):
+    """The TOML types a parameter takes: a float key takes integers too, a repeated
+    option a list."""
+    if p.multiple:
+        return list
+    return _NUM if p.kind is float else p.kind
+
+
 def _table_keys(parameters):
-    """TOML keys of training parameters (:mod:`saspa_dask.parameters`): each name, and
-    its old names for one release; a float key takes integers too."""
-    kinds = {p.name: (_NUM if p.kind is float else p.kind) for p in parameters}
-    keys = {name: (kind, False) for name, kind in kinds.items()}
+    """TOML keys of a command's parameters (:mod:`saspa_dask.parameters`): each name,
+    and its old names for one release, as key -> (types, required)."""
+    keys = {p.name: (_toml_kind(p), p.required) for p in parameters}
     keys.update({old: keys[new] for old, new in old_names(parameters).items()})
     return keys
 
+
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
-# Per step kind: key -> (type or tuple of types, required).  Keys are CLI options
-# with dashes as underscores; "model" and "data"/"source" are positional arguments.
-STEP_OPTIONS = {
-    "ingest": {"source": (str, True), "out": (str, True), "target": ((str, int), False),
-               "chunk_rows": (int, False), "missing": (str, False), "text": (str, False),
-               "like": (str, False), "unknown": (str, False), "overwrite": (bool, False),
-               "id_column": (str, False), "exclude": (list, False),
-               "delimiter": (str, False)},
-    "split": {"store": (str, True), "train_out": (str, False), "test_out": (str, False),
-              "test_fraction": (_NUM, False), "seed": (int, False),
-              "overwrite": (bool, False)},
-    "train": {"data": (str, True), "out": (str, True), "task": (str, False),
-              "max_classes": (int, False), **_table_keys(TRAIN_PARAMETERS),
-              "overwrite": (bool, False), "latest": (str, False), "test": (str, False)},
-    "retrain": {"model": (str, True), "data": (str, True), "out": (str, True),
-                "refit_bases": (bool, False), "new_rows": (str, False),
-                **_table_keys(RETRAIN_PARAMETERS),
-                "overwrite": (bool, False), "latest": (str, False), "test": (str, False)},
-    "score": {"model": (str, True), "data": (str, True), "out": (str, True),
-              "format": (str, False), "overwrite": (bool, False),
-              "escape_formulas": (bool, False)},
-    "predict": {"model": (str, True), "source": (str, True), "out": (str, True),
-                "unknown": (str, False), "delimiter": (str, False), "format": (str, False),
-                "chunk_rows": (int, False), "overwrite": (bool, False),
-                "escape_formulas": (bool, False)},
-    "evaluate": {"model": (str, True), "data": (str, True)},
-}
-_POSITIONAL = {"ingest": ["source"], "split": ["store"], "train": ["data"], "retrain": ["model", "data"],
-               "score": ["model", "data"], "predict": ["model", "source"],
-               "evaluate": ["model", "data"]}
-_PATH_KEYS = {"source", "out", "data", "model", "work_dir", "latest", "store", "like",
-              "train_out", "test_out", "test"}
-_CLUSTER_KEYS = {"scheduler": (str, False), "workers": (int, False), "timeout": (int, False),
-                 "dashboard": (bool, False),
-                 "tls_ca_file": (str, False), "tls_cert": (str, False),
-                 "tls_key": (str, False)}
+# Per step kind: key -> (type or tuple of types, required), from the parameter table
+STEP_OPTIONS = {kind: _table_keys(parameters) for kind, parameters in COMMANDS.items()}
+_POSITIONAL = {kind: [p.name for p in parameters if p.positional]
+               for kind, parameters in COMMANDS.items()}
+_PATH_KEYS = {p.name for parameters in (*COMMANDS.values(), CLUSTER_PARAMETERS)
+              for p in parameters if p.path is not None}
+_CLUSTER_KEYS = _table_keys(CLUSTER_PARAMETERS)
 
 
 def _check_table(table, schema, where):
@@ -129,7 +108,7 @@ def _names(kinds):
 
 
 # Ranges of the [cluster] numbers (a TOML integer may be as large as 2**63 - 1)
-_RANGES = {"workers": (1, 4096), "timeout": (1, 86_400)}
+_RANGES = {p.name: (p.low, p.high) for p in CLUSTER_PARAMETERS if p.high is not None}
 
 
 def _check_ranges(table, where):
@@ -264,39 +243,35 @@ def _command_line(kind, settings):
 
 
 def _run_step(kind, settings, cluster, echo, out):
-    """Call the step's job function; print what the command would print."""
+    """Call the step's job function (its keys are the function's keywords, as the
+    parameter table names them); print what the command would print."""
     options = dict(settings)
     if kind == "ingest":
-        attrs = jobs.ingest(options.pop("source"), options.pop("out"), **options)
+        attrs = jobs.ingest(**options)
         out(f"ingested {attrs['n_rows']} rows x {len(attrs['columns'])} inputs")
         return
     if kind == "split":
-        result = jobs.split(options.pop("store"), **options)
+        result = jobs.split(**options)
         out(f"split: {result['train_rows']} training rows -> {result['train']}, "
             f"{result['test_rows']} test rows -> {result['test']}")
         return
     where = {**cluster, "echo": echo}
     if kind in ("train", "retrain"):
-        run = jobs.train if kind == "train" else jobs.retrain
-        positional = [options.pop(k) for k in _POSITIONAL[kind]] + [options.pop("out")]
-        result = run(*positional, **options, **where)
+        result = (jobs.train if kind == "train" else jobs.retrain)(**options, **where)
         model = result["model"]
         out(f"model: {result['out']}  sweeps {model.n_sweeps_}  converged "
             f"{model.converged_}  log evidence {model.log_evidence_:.6g}")
         if not result["converged"]:
             raise JobError("EP did not converge (raise max_sweeps or lower damping)")
     elif kind == "predict":
-        result = jobs.predict(options.pop("model"), options.pop("source"),
-                              options.pop("out"), **options, **where)
+        result = jobs.predict(**options, **where)
         out(f"predictions: {result['rows']} rows -> {result['out']}")
     elif kind == "score":
-        result = jobs.score(options.pop("model"), options.pop("data"), options.pop("out"),
-                            **options, **where)
+        result = jobs.score(**options, **where)
         out(f"scores: {result['rows']} rows, {result['chunks_written']} of "
             f"{result['chunks_total']} chunks written, {result['columns']}")
     else:
-        metrics = jobs.evaluate(options.pop("model"), options.pop("data"), **where)
-        out(jobs.metrics_line(metrics))
+        out(jobs.metrics_line(jobs.evaluate(**options, **where)))
 
 
 def _cluster_options(cluster):

@@ -461,8 +461,12 @@ def test_templates_take_no_format_spec_and_values_no_nul(tmp_path):
 
 def test_absurd_worker_count_is_refused_at_once(problem, tmp_path, startup_seconds):
     start = time.perf_counter()
-    _one_line_error(_saspa("evaluate", problem / "m.zarr", problem / "d.zarr", "--workers",
-                           100_000), "--workers 100000")
+    res = _saspa("evaluate", problem / "m.zarr", problem / "d.zarr", "--workers", 100_000)
+    # the parameter table's range (the same as a job file's [cluster] workers): a usage
+    # error naming the option
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        "Error: Invalid value for '--workers': 100000 is not in the range 1<=x<=4096.")
     # refused before any worker starts: seconds beyond start-up, not minutes
     assert time.perf_counter() - start - startup_seconds < 10
 

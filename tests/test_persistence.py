@@ -204,6 +204,51 @@ def test_the_cli_and_the_toml_schema_come_from_the_table():
     assert "--no-optimize-hyperparameters" in help_text
 
 
+def test_one_table_drives_every_command_its_job_function_and_its_toml_step():
+    """For every command: the click command's parameters are the table's rows (plus the
+    cluster's, old flags and the CLI's own output switches), the job function takes
+    each row as a keyword (its signature is the independent truth), and the job file's
+    step schema is the table's, with its required keys and positional arguments."""
+    import click
+
+    from saspa_dask import jobs
+    from saspa_dask.cli import main
+    from saspa_dask.parameters import CLUSTER_COMMANDS, CLUSTER_PARAMETERS, COMMANDS
+    from saspa_dask.jobs.estimators import canonical_options
+    from saspa_dask.pipelines import STEP_OPTIONS
+
+    cluster = {p.name for p in CLUSTER_PARAMETERS}
+    cli_only = {"evaluate": {"as_json"}}
+    for kind, table in COMMANDS.items():
+        names = {p.name for p in table}
+        command = main.commands[kind]
+        given = {param.name for param in command.params
+                 if not (isinstance(param, click.Option) and param.hidden)}
+        expected = names | (cluster if kind in CLUSTER_COMMANDS else set())
+        assert given == expected | cli_only.get(kind, set()), kind
+        arguments = [param.name for param in command.params
+                     if isinstance(param, click.Argument)]
+        assert arguments == [p.name for p in table if p.positional], kind
+        signature = inspect.signature(getattr(jobs, kind)).parameters
+        rest = names - set(signature)
+        if rest:  # train's estimator parameters arrive as **options
+            assert any(q.kind == q.VAR_KEYWORD for q in signature.values()), kind
+            assert rest <= {p.name for p in TRAIN_PARAMETERS}, (kind, rest)
+            canonical_options({name: None for name in rest})  # each a known name
+        if kind in CLUSTER_COMMANDS:  # the TLS files become one security object
+            assert {"scheduler", "workers", "timeout", "dashboard", "security"} <= set(
+                signature), kind
+        schema = STEP_OPTIONS[kind]
+        assert {k for k in schema} == names | {old for p in table for old in p.old_keys}
+        assert {k for k, (_, required) in schema.items() if required} == {
+            p.name for p in table if p.required}, kind
+    # a rule of a job holds for the Python call and a job file alike, not only the CLI
+    from saspa_dask.jobs import JobError
+
+    with pytest.raises(JobError, match="like takes the target"):
+        jobs.ingest("a.csv", "a.zarr", like="b.zarr", target="y")
+
+
 def test_a_bad_grouped_option_is_refused_before_any_data_or_cluster(tmp_path):
     from click.testing import CliRunner
 

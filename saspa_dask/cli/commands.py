@@ -23,9 +23,9 @@ from pathlib import Path
 import click
 
 from .._version import __version__
-from ..parameters import BLUR_CHOICES, RETRAIN_PARAMETERS, TRAIN_PARAMETERS
+from ..parameters import BLUR_CHOICES, COMMANDS
 from .info import print_summary
-from .options import (SweepReporter, cluster_options, echo, job_errors, parameter_options,
+from .options import (SweepReporter, cluster_options, command_options, echo, job_errors,
                       take_old_flags)
 
 __all__ = ["main"]
@@ -145,49 +145,14 @@ def make_data(out, rows, features, seed, kind):
 
 
 @main.command("ingest")
-@click.argument("source", type=click.Path(exists=True, dir_okay=False))
-@click.option("--out", required=True, type=click.Path(), help="Data store to create.")
-@click.option("--target", help="Target column: its name (an exact name wins), else its index "
-              "(default: the last column).")
-@click.option("--chunk-rows", default=65536, show_default=True, type=click.IntRange(1),
-              help="Rows per zarr chunk (one task per chunk on the cluster).")
-@click.option("--missing", default="error", show_default=True,
-              type=click.Choice(["error", "drop-rows", "impute"]),
-              help="Missing or non-finite values: an error naming the columns, drop the "
-                   "rows holding them, or impute (a number column's median, a text "
-                   "column's '(missing)' category; recorded and reapplied by --like).")
-@click.option("--text", default="error", show_default=True,
-              type=click.Choice(["error", "onehot", "drop"]),
-              help="Text input columns: an error naming them, one-hot encode, or drop.")
-@click.option("--id-column", help="A column of row ids: kept out of the inputs, stored "
-              "with each row and carried by split, score, predict and export.")
-@click.option("--exclude", multiple=True, metavar="NAME",
-              help="A column to leave out (repeat for several).")
-@click.option("--delimiter", help="CSV field delimiter (default: the most frequent of , ; "
-              "tab | in the header line).")
-@click.option("--like", "like", type=click.Path(exists=True, file_okay=False),
-              help="Encode SOURCE exactly as this data store was encoded (same columns, "
-                   "categories, target labels, id column, missing-value rule and "
-                   "imputation values) and count the drift from it: new data to score or "
-                   "evaluate with a model trained on it.")
-@click.option("--unknown", default="error", show_default=True,
-              type=click.Choice(["error", "ignore"]),
-              help="With --like: a category the --like store never saw is an error, or "
-                   "(ignore) all zeros, counted as drift.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing store.")
+@command_options(COMMANDS["ingest"])
 @job_errors
-def ingest_command(source, out, target, chunk_rows, missing, text, id_column, exclude,
-                   delimiter, like, unknown, overwrite):
+def ingest_command(**options):
     """Stream a CSV, Parquet or .npy file into a chunked zarr data store."""
     from .. import jobs
 
-    if like and (target or missing != "error" or text != "error" or id_column or exclude):
-        raise click.UsageError("--like takes the target, --missing, --text, --id-column and "
-                               "--exclude from the --like store; do not give them too")
-    start = time.perf_counter()
-    attrs = jobs.ingest(source, out, target=target, chunk_rows=chunk_rows, missing=missing,
-                        text=text, overwrite=overwrite, like=like, unknown=unknown,
-                        id_column=id_column, exclude=exclude, delimiter=delimiter)
+    start, out = time.perf_counter(), options["out"]
+    attrs = jobs.ingest(**options)
     for note in attrs.get("notes", []):
         echo(f"note: {note}")
     for line in drift_lines(attrs.get("drift") or {}):
@@ -200,7 +165,7 @@ def ingest_command(source, out, target, chunk_rows, missing, text, id_column, ex
                f"({time.perf_counter() - start:.1f}s; {target_text}, "
                f"{pre.get('rows_dropped_for_missing', 0)} rows dropped"
                f"{f', {imputed} values imputed' if imputed else ''}"
-               f"{', encoded like ' + str(like) if like else ''})")
+               + (f", encoded like {options['like']}" if options["like"] else "") + ")")
 
 
 def drift_lines(drift):
@@ -222,56 +187,33 @@ def drift_lines(drift):
 
 
 @main.command("split")
-@click.argument("store", type=click.Path(exists=True, file_okay=False))
-@click.option("--test-fraction", default=0.2, show_default=True,
-              type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="Probability that a row goes to the test store.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the row assignment.")
-@click.option("--train-out", type=click.Path(),
-              help="Training store to write (default: STORE-train.zarr beside STORE).")
-@click.option("--test-out", type=click.Path(),
-              help="Test store to write (default: STORE-test.zarr beside STORE).")
-@click.option("--overwrite", is_flag=True, help="Replace existing stores.")
+@command_options(COMMANDS["split"])
 @job_errors
-def split_command(store, test_fraction, seed, train_out, test_out, overwrite):
+def split_command(**options):
     """Split a data store into a training and a test store (chunk-wise, seeded)."""
     from .. import jobs
 
-    result = jobs.split(store, train_out, test_out, test_fraction=test_fraction, seed=seed,
-                        overwrite=overwrite)
-    click.echo(f"split {store}: {result['train_rows']} training rows -> {result['train']}, "
-               f"{result['test_rows']} test rows -> {result['test']} (seed {seed})")
+    result = jobs.split(**options)
+    click.echo(f"split {options['store']}: {result['train_rows']} training rows -> "
+               f"{result['train']}, {result['test_rows']} test rows -> {result['test']} "
+               f"(seed {options['seed']})")
 
 
 @main.command("train")
-@click.argument("data", type=click.Path())
-@click.option("--out", required=True, type=click.Path(), help="Model store to write.")
-@click.option("--task", type=click.Choice(["classification", "regression"]),
-              help="Default: inferred from the target and printed (text labels, or at most "
-                   "20 distinct integer values: classification; otherwise regression).")
-@click.option("--max-classes", default=100, show_default=True, type=click.IntRange(2),
-              help="Refuse a classification with more classes (each is an EP problem).")
-@parameter_options(TRAIN_PARAMETERS)
-@click.option("--overwrite", is_flag=True, help="Replace an existing model store.")
-@click.option("--latest", type=click.Path(dir_okay=False),
-              help="Pointer file to update to the new model (e.g. models/latest).")
-@click.option("--test", "test", type=click.Path(exists=True, file_okay=False),
-              help="A held-out data store: print the model's metrics on it and record "
-                   "them in the model store.")
+@command_options(COMMANDS["train"])
 @cluster_options
 @job_errors
-def train(data, out, overwrite, latest, test, cluster, **options):
+def train(cluster, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Classification with more than two classes is one-vs-rest on shared bases.
     """
     from .. import jobs
 
-    options = take_old_flags(TRAIN_PARAMETERS, options)
+    options = take_old_flags(COMMANDS["train"], options)
     reporter = SweepReporter(options["tol"])
     try:
-        result = jobs.train(data, out, overwrite=overwrite, latest=latest, test=test,
-                            progress=reporter, **cluster, **options)
+        result = jobs.train(progress=reporter, **cluster, **options)
     finally:
         reporter.close()
     _report_model(result)
@@ -291,29 +233,10 @@ def _report_model(result):
 
 
 @main.command("retrain")
-@click.argument("model_path", metavar="MODEL", type=click.Path())
-@click.argument("data", type=click.Path())
-@click.option("--out", required=True, type=click.Path(), help="New model store to write.")
-@click.option("--refit-bases", is_flag=True,
-              help="Run K-means again (then EP starts cold: sites act on the old bases).")
-@click.option("--new-rows", type=click.Choice(["update", "adf", "empty"]), default="update",
-              show_default=True,
-              help="Start the appended rows' sites from one EP update against the old "
-                   "posterior (update), one assumed-density-filtering pass (adf, "
-                   "sequential), or zero (empty).")
-@parameter_options(RETRAIN_PARAMETERS, defaults={"tol": None, "anderson_memory": None,
-                                               "block_rows": None, "max_hyper_iter": None,
-                                               "hyper_tol": None})
-@click.option("--overwrite", is_flag=True, help="Replace an existing store at --out.")
-@click.option("--latest", type=click.Path(dir_okay=False),
-              help="Pointer file to update to the new model.")
-@click.option("--test", "test", type=click.Path(exists=True, file_okay=False),
-              help="A held-out data store: print the new model's metrics on it and "
-                   "record them in the model store.")
+@command_options(COMMANDS["retrain"])
 @cluster_options
 @job_errors
-def retrain(model_path, data, out, refit_bases, new_rows, overwrite, latest, test, cluster,
-            **options):
+def retrain(cluster, **options):
     """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
 
     Starts from the old model's bases and hyperparameters (bases refitted with
@@ -328,31 +251,17 @@ def retrain(model_path, data, out, refit_bases, new_rows, overwrite, latest, tes
 
     reporter = SweepReporter(options["tol"] if options["tol"] is not None else 1e-6)
     try:
-        result = jobs.retrain(model_path, data, out, refit_bases=refit_bases,
-                              new_rows=new_rows, overwrite=overwrite, latest=latest,
-                              test=test,
-                              progress=reporter, **options, **cluster)
+        result = jobs.retrain(progress=reporter, **options, **cluster)
     finally:
         reporter.close()
     _report_model(result)
 
 
 @main.command("score")
-@click.argument("model_path", metavar="MODEL", type=click.Path())
-@click.argument("data", type=click.Path())
-@click.option("--out", required=True, type=click.Path(),
-              help="Score store to write (zarr), or the CSV / Parquet file with --format.")
-@click.option("--format", "fmt", default="zarr", show_default=True,
-              type=click.Choice(["zarr", "csv", "parquet"]),
-              help="zarr: a resumable score store; csv or parquet: one file (Parquet needs "
-                   "pyarrow).")
-@click.option("--overwrite", is_flag=True, help="Replace a complete or foreign store.")
-@click.option("--escape-formulas/--no-escape-formulas", default=True, show_default=True,
-              help="CSV: write text cells a spreadsheet would run as formulas (=, +, -, @ "
-                   "...) with a leading ' (CSV injection).")
+@command_options(COMMANDS["score"])
 @cluster_options
 @job_errors
-def score_command(model_path, data, out, fmt, overwrite, escape_formulas, cluster):
+def score_command(cluster, **options):
     """Score DATA's X with MODEL (mean, variance[, proba, label | rate]).
 
     DATA's columns are matched to the model's by name (reordered when needed).  The
@@ -362,35 +271,17 @@ def score_command(model_path, data, out, fmt, overwrite, escape_formulas, cluste
     from .. import jobs
 
     start = time.perf_counter()
-    result = jobs.score(model_path, data, out, overwrite=overwrite, format=fmt,
-                        escape_formulas=escape_formulas, **cluster)
-    click.echo(f"scores of {data}: {out} ({fmt})  {result['rows']} rows, "
+    result = jobs.score(**options, **cluster)
+    click.echo(f"scores of {options['data']}: {options['out']} ({options['format']})  {result['rows']} rows, "
                f"{result['chunks_written']} of {result['chunks_total']} chunks written this "
                f"run, {result['columns']}, {time.perf_counter() - start:.1f}s")
 
 
 @main.command("predict")
-@click.argument("model_path", metavar="MODEL", type=click.Path())
-@click.argument("source", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
-@click.option("--out", required=True, type=click.Path(),
-              help="CSV or Parquet file to write: id, row, then the scores.")
-@click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]),
-              help="Default: from --out's suffix.")
-@click.option("--unknown", default="error", show_default=True,
-              type=click.Choice(["error", "ignore"]),
-              help="A category the training rows never had: an error, or all zeros "
-                   "(counted as drift).")
-@click.option("--delimiter", help="FILE's field delimiter (default: found from its header).")
-@click.option("--chunk-rows", default=65536, show_default=True, type=click.IntRange(1),
-              help="Rows per chunk (one scoring task each).")
-@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
-@click.option("--escape-formulas/--no-escape-formulas", default=True, show_default=True,
-              help="CSV: write text cells a spreadsheet would run as formulas (=, +, -, @ "
-                   "...) with a leading ' (CSV injection).")
+@command_options(COMMANDS["predict"])
 @cluster_options
 @job_errors
-def predict_command(model_path, source, out, fmt, unknown, delimiter, chunk_rows, overwrite,
-                    escape_formulas, cluster):
+def predict_command(cluster, **options):
     """Score a CSV or Parquet FILE with MODEL, without a separate ingest.
 
     FILE is encoded as MODEL's training store was (columns, categories, imputation
@@ -400,27 +291,24 @@ def predict_command(model_path, source, out, fmt, unknown, delimiter, chunk_rows
     from .. import jobs
 
     start = time.perf_counter()
-    result = jobs.predict(model_path, source, out, unknown=unknown, delimiter=delimiter,
-                          format=fmt, overwrite=overwrite, chunk_rows=chunk_rows,
-                          escape_formulas=escape_formulas, **cluster)
+    result = jobs.predict(**options, **cluster)
     for note in result["notes"]:
         echo(f"note: {note}")
     for line in drift_lines(result["drift"]):
         echo(line)
     if result["restarted"]:
         echo(f"predict: started over: {result['restarted']}")
-    click.echo(f"predictions for {source}: {out}  {result['rows']} rows"
+    click.echo(f"predictions for {options['source']}: {options['out']}  {result['rows']} rows"
                f"{' (resumed)' if result['reused'] else ''}, "
                f"{time.perf_counter() - start:.1f}s")
 
 
 @main.command("evaluate")
-@click.argument("model_path", metavar="MODEL", type=click.Path())
-@click.argument("data", type=click.Path())
+@command_options(COMMANDS["evaluate"])
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @cluster_options
 @job_errors
-def evaluate_command(model_path, data, as_json, cluster):
+def evaluate_command(as_json, cluster, **options):
     """Error and NLP (classification) or RMSE, MAE and NLPD (regression) on DATA.
 
     The metrics are of the rows of DATA (say a held-out store from ``saspa split``);
@@ -428,7 +316,7 @@ def evaluate_command(model_path, data, as_json, cluster):
     """
     from .. import jobs
 
-    metrics = jobs.evaluate(model_path, data, **cluster)
+    metrics = jobs.evaluate(**options, **cluster)
     if as_json:
         click.echo(json.dumps(metrics))
     else:

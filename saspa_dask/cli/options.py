@@ -11,36 +11,59 @@ import sys
 
 import click
 
-__all__ = ["SweepReporter", "cluster_options", "echo", "job_errors", "parameter_options",
+from ..parameters import CLUSTER_PARAMETERS
+
+__all__ = ["SweepReporter", "cluster_options", "command_options", "echo", "job_errors",
            "quiet_shutdown", "take_old_flags"]
 
 
-def parameter_options(parameters, defaults=None):
-    """click options for training parameters, from their one table
-    (:mod:`saspa_dask.parameters`): ``--name`` (``--name/--no-name`` for a flag, with
-    any further off-flags), the job default, the table's help; old flags as hidden
-    deprecated options (:func:`take_old_flags` folds them in).  ``defaults``
-    overrides a command's defaults (None: the help says what None means)."""
-    defaults = defaults or {}
+def command_options(parameters):
+    """click arguments and options from a command's rows of the parameter table
+    (:mod:`saspa_dask.parameters`): positional arguments, ``--name`` options
+    (``--name/--no-name`` for a negatable flag, with any further off-flags), paths,
+    choices, ranges, repeats, the job default and the table's help; old flags as
+    hidden deprecated options (:func:`take_old_flags` folds them in)."""
 
     def decorate(command):
         for p in reversed(parameters):
-            default = defaults.get(p.name, p.default_in_jobs)
-            kind = click.Choice(p.choices) if p.choices else (str if p.parse else p.kind)
+            command = _declared(p)(command)
             for flag, dest in p.old_flag_names:
-                command = click.option(flag, dest, type=kind, hidden=True,
+                command = click.option(flag, dest, type=_click_type(p), hidden=True,
                                        deprecated=f"use {p.flag}")(command)
-            if p.kind is bool:
-                decls = [f"{p.flag}/--no-{p.flag[2:]}"] + [f" /{off}" for off in p.off_flags]
-                command = click.option(*decls, p.name, default=default, show_default=True,
-                                       help=p.help)(command)
-            else:
-                command = click.option(p.flag, p.name, type=kind, default=default,
-                                       show_default=default is not None,
-                                       help=p.help)(command)
         return command
 
     return decorate
+
+
+def _declared(p):
+    """One parameter's click declaration."""
+    if p.positional:
+        return click.argument(p.name, metavar=p.metavar, type=_click_type(p))
+    default = p.default_in_jobs
+    if p.kind is bool:
+        if not p.negatable:
+            return click.option(p.flag, p.name, is_flag=True, default=default, help=p.help)
+        decls = [f"{p.flag}/--no-{p.flag[2:]}"] + [f" /{off}" for off in p.off_flags]
+        return click.option(*decls, p.name, default=default, show_default=True, help=p.help)
+    if p.multiple:
+        return click.option(p.flag, p.name, multiple=True, metavar=p.metavar, help=p.help)
+    return click.option(p.flag, p.name, type=_click_type(p), required=p.required,
+                        default=default, show_default=default is not None, help=p.help)
+
+
+def _click_type(p):
+    if p.path is not None:
+        return click.Path(exists=p.exists, file_okay=p.path != "dir",
+                          dir_okay=p.path != "file")
+    if p.choices:
+        return click.Choice(p.choices)
+    if p.parse is not None or isinstance(p.kind, tuple):
+        return str
+    if p.kind is int and (p.low is not None or p.high is not None):
+        return click.IntRange(p.low, p.high)
+    if p.kind is float and (p.low is not None or p.high is not None):
+        return click.FloatRange(p.low, p.high, min_open=True, max_open=True)
+    return p.kind
 
 
 def take_old_flags(parameters, options):
@@ -110,53 +133,27 @@ def echo(message):
     click.echo(message, err=True)
 
 
-_CLUSTER_OPTIONS = ("scheduler", "workers", "timeout", "dashboard", "tls_ca_file", "tls_cert",
-                    "tls_key")
-
-
 def cluster_options(command):
-    """Where a command runs: --scheduler (or an embedded cluster of --workers,
-    --dashboard), --timeout, and --tls-ca-file / --tls-cert / --tls-key for a tls://
-    scheduler; the command receives them as one argument, ``cluster`` (the job
-    functions' keyword arguments)."""
+    """Where a command runs (:data:`~saspa_dask.parameters.CLUSTER_PARAMETERS`:
+    --scheduler, or an embedded cluster of --workers, --dashboard, --timeout, and the
+    TLS files of a tls:// scheduler); the command receives them as one argument,
+    ``cluster`` (the job functions' keyword arguments)."""
+    names = [p.name for p in CLUSTER_PARAMETERS]
+
     @functools.wraps(command)
     def run(*args, **kwargs):
+        from .. import jobs
         from ..jobs.errors import JobError
 
+        given = {name: kwargs.pop(name) for name in names}
         try:
-            cluster = _cluster(*(kwargs.pop(k) for k in _CLUSTER_OPTIONS))
+            security = jobs.tls_security(*(given.pop(k) for k in
+                                           ("tls_ca_file", "tls_cert", "tls_key")))
         except JobError as err:
             raise click.ClickException(str(err)) from None
-        return inner(*args, cluster=cluster, **kwargs)
+        return command(*args, cluster=dict(given, security=security, echo=echo), **kwargs)
 
-    inner, command = command, run
-    command = click.option("--dashboard", is_flag=True,
-                           help="Serve the embedded cluster's dashboard on 127.0.0.1 (any "
-                                "local user can read it; off by default).")(command)
-    for name, text in (("--tls-key", "Client private key (PEM) for a tls:// scheduler."),
-                       ("--tls-cert", "Client certificate (PEM) for a tls:// scheduler."),
-                       ("--tls-ca-file", "CA certificate(s) (PEM) for a tls:// scheduler.")):
-        command = click.option(name, type=click.Path(exists=True, dir_okay=False),
-                               help=text)(command)
-    command = click.option("--timeout", default=10, show_default=True,
-                           type=click.IntRange(1),
-                           help="Seconds to wait for --scheduler to connect; a scheduler "
-                                "that gives no answer for 3 times this while the job runs "
-                                "is lost.")(command)
-    command = click.option("--workers", type=click.IntRange(1),
-                           help="Worker processes of an embedded LocalCluster (without "
-                                "--scheduler). Default: 2, except that a job of at most "
-                                "2,000,000 input values (rows x inputs) runs in this "
-                                "process, without a cluster.")(command)
-    return click.option("--scheduler",
-                        help="Address of a running Dask scheduler, tcp://HOST:PORT.")(command)
-
-
-def _cluster(scheduler, workers, timeout, dashboard, tls_ca_file, tls_cert, tls_key):
-    from .. import jobs
-
-    return dict(scheduler=scheduler, workers=workers, timeout=timeout, dashboard=dashboard,
-                security=jobs.tls_security(tls_ca_file, tls_cert, tls_key), echo=echo)
+    return command_options(CLUSTER_PARAMETERS)(run)
 
 
 class SweepReporter:

@@ -10,7 +10,7 @@ from ..storage.ingestion import ingest as ingest_file
 from ..files.atomic import reading, resolve_model_path
 from ..storage import describe_model
 from ..storage.split import split_store
-from .errors import locked, reported
+from .errors import JobError, locked, reported
 from .paths import absolute
 
 __all__ = ["describe", "ingest", "split"]
@@ -29,6 +29,10 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     :func:`saspa_dask.storage.ingestion.ingest` for the options; returns the store's
     attributes (columns, target, rows, preprocessing, drift, fingerprint, notes).
     """
+    if like is not None and (target is not None or missing != "error" or text != "error"
+                             or id_column is not None or tuple(exclude)):
+        raise JobError("like takes the target, missing, text, id_column and exclude from "
+                       "the like store; do not give them too")
     source, out, like = absolute(source), absolute(out), absolute(like)
     with locked(out, "data store"), reported(), \
             (reading(like) if like is not None else contextlib.nullcontext()):
