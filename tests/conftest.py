@@ -163,34 +163,44 @@ def wait_for_done_flags(out, proc, at_least, timeout=120):
     return n_done
 
 
-# The longest tests (measured with --durations on 2 cores, 15 s and more each) run
-# first: started last, one of them would leave the other worker idle for its length.
-LONGEST_FIRST = (
-    "tests/test_readme.py::test_readme_main_job_as_written",
-    "tests/test_retrain.py::test_retrain_warm_starts_and_keeps_the_old_model",
-    "tests/test_cli.py::test_train_anderson_memory_flag_reaches_the_model",
-    "tests/test_pipelines.py::test_example_jobs_run_and_rerun_is_a_no_op",
-    "tests/test_hostile_input.py::test_evaluate_refuses_unknown_labels_and_non_finite",
-    "tests/test_models.py::test_waveform_one_vs_rest_against_sklearn",
-    "tests/test_pipeline_trust.py::test_score_store_records_classes_and_labels",
-    "tests/test_distributed.py::test_worker_count_and_mode_invariance",
-    "tests/test_cli.py::test_train_poisson_with_learnt_hyperparameters",
-    "tests/test_scoring.py::test_killed_scorer_resumes_and_marks_only_written_chunks",
-    "tests/test_retrain.py::test_retrain_learns_from_the_old_hyperparameters_by_default",
-    "tests/test_hostile_input.py::test_lost_chunk_and_changed_content_are_refused",
-    "tests/test_pipeline_trust.py::test_swapped_columns_are_reordered_by_name",
-    "tests/test_optimizer.py::test_cli_learns_in_stages_and_info_says_where",
-    "tests/test_pipeline_trust.py::test_interrupt_cleans_up_and_keeps_the_old_model",
-    "tests/test_distributed.py::test_cli_train_on_a_real_cluster_equals_in_memory_fit",
-    "tests/test_writers.py::test_two_trainings_to_one_model_store",
-)
+# The suite runs file by file on both cores (--dist loadfile: a file's module fixtures,
+# such as a real cluster, are set up once), the longest files first, so that no long
+# file starts last and leaves the other core idle: longest-processing-time-first list
+# scheduling.  Each file's time is the sum of its tests' in tests/durations.json, which
+# a run with SASPA_RECORD_DURATIONS=tests/durations.json rewrites (setup, call and
+# teardown of each test, as measured on that machine).
+DURATIONS_FILE = Path(__file__).with_name("durations.json")
+
+
+def _recorded_durations():
+    try:
+        return json.loads(DURATIONS_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def pytest_collection_modifyitems(config, items):
-    def rank(item):
-        for k, prefix in enumerate(LONGEST_FIRST):
-            if item.nodeid.startswith(prefix):
-                return k
-        return len(LONGEST_FIRST)
+    seconds = _recorded_durations()
+    per_file = {}
+    for item in items:
+        name = item.nodeid.split("::")[0]
+        per_file[name] = per_file.get(name, 0.0) + float(seconds.get(item.nodeid, 0.0))
+    order = {item.nodeid: k for k, item in enumerate(items)}
+    # stable within a file: its tests keep their order (and share their fixtures)
+    items.sort(key=lambda item: (-per_file[item.nodeid.split("::")[0]],
+                                 item.nodeid.split("::")[0], order[item.nodeid]))
 
-    items.sort(key=rank)  # stable: the rest keep their order
+
+_MEASURED = {}
+
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("SASPA_RECORD_DURATIONS"):
+        _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    target = os.environ.get("SASPA_RECORD_DURATIONS")
+    if target and not hasattr(session.config, "workerinput") and _MEASURED:
+        Path(target).write_text(json.dumps({k: round(v, 2) for k, v in
+                                            sorted(_MEASURED.items())}, indent=0) + "\n")

@@ -46,6 +46,29 @@ def test_every_module_names_its_concept():
 _LAZY_BY_DESIGN = {"saspa_dask/cli/commands.py", "saspa_dask/cli/options.py"}
 
 
+def test_the_readme_layout_table_names_every_module():
+    """Every module of the package is named (in backticks) in its package's row of the
+    README's layout table."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| [a-zA-Z ]+ \| (`saspa_dask[^|]*)\| (.*) \|$", text, re.M)
+    named = {}
+    for packages, modules in rows:
+        for package in re.findall(r"`saspa_dask\.(\w+)`", packages):
+            named.setdefault(package, set()).update(re.findall(r"`(\w+)`", modules))
+    missing = []
+    for path in _modules():
+        parts = path.relative_to(ROOT / "saspa_dask").with_suffix("").parts
+        if parts[-1] in ("__init__", "__main__", "_version") or len(parts) == 1:
+            continue
+        if parts[-1] not in named.get(parts[0], set()):
+            missing.append("/".join(parts))
+    assert missing == []
+    assert {"cli", "jobs", "models", "fitting", "engines", "ep", "core", "files",
+            "storage"} <= set(named)
+
+
 def test_no_function_local_import_of_the_package():
     """A function-local import of another saspa_dask module would hide a cycle (except
     in the command line, where it keeps --help fast)."""
