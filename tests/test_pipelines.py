@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import zarr
 
+import in_process
+
 from saspa_dask import load_model
 from saspa_dask.datasets import synthetic_two_class
 from saspa_dask.pipelines import JobError, load_job
@@ -19,6 +21,13 @@ BIN = Path(sys.executable).parent
 
 
 def _run(job, *extra):
+    """``saspa run`` in this process (tests/in_process.py): what it does, not how a
+    process starts, is under test here; the first run of the example job is the
+    command's end-to-end test in a real process."""
+    return in_process.saspa("run", job, *extra)
+
+
+def _run_in_a_process(job, *extra):
     return subprocess.run([str(BIN / "saspa"), "run", str(job), *extra], capture_output=True,
                           text=True, timeout=900)
 
@@ -36,7 +45,7 @@ def project(tmp_path):
 
 def test_example_jobs_run_and_rerun_is_a_no_op(project):
     jobs = project / "pipelines"
-    res = _run(jobs / "first_training.toml")
+    res = _run_in_a_process(jobs / "first_training.toml")
     assert res.returncode == 0, res.stderr
     assert "step 5/5: saspa evaluate" in res.stderr
     first = resolve_model_path(project / "work" / "models" / "latest")
