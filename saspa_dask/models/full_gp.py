@@ -119,7 +119,7 @@ def _constraints(sparse, names):
 
 _FULL_PARAMS_DOC = """
     lengthscale : float or array-like of shape (n_features,), default=None
-        Starting SE-ARD lengthscales (default: the column standard deviations).
+        Starting SE-ARD lengthscales (default: ``std(X[:, k]) * sqrt(n_features)``).
     signal_variance : float, default=None
         Starting signal variance (classifier 1.0; regressor the variance of y).
     ep_mode : {"parallel", "sequential"}, default="parallel"

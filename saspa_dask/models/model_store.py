@@ -25,7 +25,7 @@ from ..core.bases import Basis
 from ..files.atomic import aside_directory, check_destination, move_into_place
 from ..files.errors import StoreError
 from ..fitting.posterior import offset_value, stacked
-from .settings import LEGACY_NAMES, SETTINGS_CLASSES, legacy_parameters
+from .settings import DEPRECATED, LEGACY_NAMES, SETTINGS_CLASSES, legacy_parameters
 
 __all__ = ["FLOAT_REPORT", "FORMAT_VERSION", "FOURIER_SCALING", "MODEL_FORMAT",
            "READABLE_VERSIONS", "content_checksum", "decode_params", "save_model"]
@@ -120,6 +120,8 @@ def decode_params(encoded, read, path):
         else:
             params[name] = value
     legacy = {k: params.pop(k) for k in list(params) if k in LEGACY_NAMES}
+    # an online GP's or IVM's unset old block_rows is no value to fold in
+    legacy = {k: v for k, v in legacy.items() if v != DEPRECATED}
     if legacy:  # a format-3 store: the old flat names, folded in without a warning
         params = legacy_parameters({"ep": None, "execution": None, **params}, legacy,
                                    owner="model store", warn=False)

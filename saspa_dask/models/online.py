@@ -38,7 +38,7 @@ from ..fitting.new_rows import row_slices
 from ..fitting.posterior import FittedPosterior
 from .predictor import PosteriorClassifierMixin, PosteriorModel, PosteriorRegressorMixin
 from .regressor import SASPARegressor, regression_likelihood
-from .settings import EPSchedule, Execution
+from .settings import DEPRECATED, EPSchedule, Execution, execution_of
 from ..fitting.hyperparameters import resolve_lengthscale
 from .validation import column_names_of, validate_training_input
 
@@ -128,7 +128,7 @@ class _OnlineMixin:
             optimize_hyperparameters=learn, max_hyper_iter=self.max_hyper_iter,
             ep=EPSchedule(max_sweeps=self.ep_passes, mode="sequential", anderson_memory=0,
                           coarse_start=False),
-            execution=Execution(block_rows=self.block_rows), verbose=self.verbose)
+            execution=execution_of(self, warn=False), verbose=self.verbose)
         return sparse.fit(X, y, init_sites=sites)
 
     def _publish(self, state, offset, classes):
@@ -192,7 +192,7 @@ _ONLINE_PARAMS_DOC = """
         A row joins the bases when its residual variance s2 - |phi|^2 (the part of
         its prior variance the bases do not explain) exceeds this times s2.
     lengthscale : float or array-like of shape (n_features,), default=None
-        SE-ARD lengthscales (default: the column standard deviations).
+        SE-ARD lengthscales (default: ``std(X[:, k]) * sqrt(n_features)``).
     signal_variance : float, default=None
     jitter : float, default=1e-8
         Jitter relative to the signal variance on the basis covariance.
@@ -210,8 +210,11 @@ _ONLINE_PARAMS_DOC = """
         and refine its bases by EP.
     max_hyper_iter : int, default=500
         Optimiser iterations of that learning.
-    block_rows : int, default=8192
-        Rows per kernel block.
+    execution : Execution, dict or None, default=None
+        Where and in what pieces the work runs (:class:`~saspa_dask.Execution`; only
+        ``block_rows``, the rows per kernel block, applies here).
+    block_rows : int, optional
+        Deprecated: ``execution={{"block_rows": ...}}`` (kept for one release).
     verbose : int, default=0
 """
 
@@ -251,7 +254,8 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         **{k: SASPARegressor._parameter_constraints[k] for k in (
             "noise_variance", "dof", "scale", "lengthscale", "signal_variance", "jitter",
             "verbose")},
-        "block_rows": [Interval(Integral, 1, None, closed="left")],
+        "block_rows": [Interval(Integral, 1, None, closed="left"), StrOptions({DEPRECATED})],
+        "execution": [Execution, dict, None],
         "likelihood": [StrOptions({"gaussian", "student_t"})],
         **_ONLINE_CONSTRAINTS,
     }
@@ -261,8 +265,8 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
     def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  max_bases=64, novelty_threshold=1e-3, lengthscale=None,
                  signal_variance=None, jitter=1e-8, ep_passes=0,
-                 optimize_hyperparameters=False, max_hyper_iter=500, block_rows=8192,
-                 verbose=0):
+                 optimize_hyperparameters=False, max_hyper_iter=500, execution=None,
+                 block_rows=DEPRECATED, verbose=0):
         self.likelihood = likelihood
         self.noise_variance = noise_variance
         self.dof = dof
@@ -275,6 +279,7 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         self.ep_passes = ep_passes
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
+        self.execution = execution
         self.block_rows = block_rows
         self.verbose = verbose
 
@@ -292,6 +297,7 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         self : SparseOnlineGPRegressor
         """
         self._reset()
+        execution_of(self)  # the old block_rows warns here, once a fit
         X, y, stats = validate_training_input(self, X, y, classification=False, reset=True)
         offset, spread = float(stats["mean"]), float(stats["var"]) or 1.0
         s2 = spread if self.signal_variance is None else self.signal_variance
@@ -356,7 +362,8 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
         **{k: SASPAClassifier._parameter_constraints[k] for k in (
             "likelihood", "label_noise", "lengthscale", "signal_variance", "jitter",
             "verbose")},
-        "block_rows": [Interval(Integral, 1, None, closed="left")],
+        "block_rows": [Interval(Integral, 1, None, closed="left"), StrOptions({DEPRECATED})],
+        "execution": [Execution, dict, None],
         **_ONLINE_CONSTRAINTS,
     }
 
@@ -365,7 +372,7 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
     def __init__(self, *, likelihood="probit", label_noise=0.01, max_bases=64,
                  novelty_threshold=1e-3, lengthscale=None, signal_variance=None,
                  jitter=1e-8, ep_passes=0, optimize_hyperparameters=False,
-                 max_hyper_iter=500, block_rows=8192, verbose=0):
+                 max_hyper_iter=500, execution=None, block_rows=DEPRECATED, verbose=0):
         self.likelihood = likelihood
         self.label_noise = label_noise
         self.max_bases = max_bases
@@ -376,6 +383,7 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
         self.ep_passes = ep_passes
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
+        self.execution = execution
         self.block_rows = block_rows
         self.verbose = verbose
 
@@ -394,6 +402,7 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
         self : SparseOnlineGPClassifier
         """
         self._reset()
+        execution_of(self)  # the old block_rows warns here, once a fit
         X, y, stats = validate_training_input(self, X, y, classification=True, reset=True)
         classes = np.asarray(stats["classes"])
         if classes.size < 2:

@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..engines.chunks import is_lazy
 from .model_store import save_model
+from .settings import execution_of
 from .validation import dense_rows
 
 __all__ = ["PosteriorClassifierMixin", "PosteriorModel", "PosteriorRegressorMixin"]
@@ -106,8 +107,11 @@ class PosteriorModel(BaseEstimator):
 
     @property
     def _prediction_rows(self):
-        """Rows per kernel block when predicting."""
-        return getattr(self, "block_rows", _PREDICT_ROWS)
+        """Rows per kernel block when predicting: the ``execution`` settings' where the
+        estimator has them."""
+        if not hasattr(self, "execution"):
+            return _PREDICT_ROWS
+        return execution_of(self, warn=False).block_rows
 
     def _predict(self, X, func, *, columns=None, dtype=np.float64):
         """``func(fitted_posterior_, X_block, rows)`` over the rows of X, after the one

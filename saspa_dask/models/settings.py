@@ -11,7 +11,7 @@ with a ``FutureWarning`` (:func:`legacy_parameters`).
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 
 # the sparse approximation of the prior: FITC (the paper's SASPA; per-row residual
 # variances) or DTC (projected process, no residual variances); named once, in the
@@ -21,7 +21,8 @@ from ..fitting.settings import (LEARNING_METHODS, EPSchedule, Execution,
                                 StochasticLearning)
 
 __all__ = ["APPROXIMATIONS", "EPSchedule", "Execution", "LEGACY_NAMES", "LEARNING_METHODS",
-           "SETTINGS_CLASSES", "StochasticLearning", "legacy_parameters", "settings_of"]
+           "SETTINGS_CLASSES", "StochasticLearning", "execution_of", "legacy_parameters",
+           "settings_of"]
 
 
 SETTINGS_CLASSES = {"ep": EPSchedule, "execution": Execution,
@@ -86,3 +87,22 @@ def legacy_parameters(params, legacy, *, owner, warn=True, stacklevel=3):
                       f"old names will be removed in the next release: {where}",
                       FutureWarning, stacklevel=stacklevel)
     return params
+
+
+# the online GPs' and the IVM's flat ``block_rows`` is ``execution`` now; a value other
+# than this one is the old parameter, used with a FutureWarning for one release
+DEPRECATED = "deprecated"
+
+
+def execution_of(estimator, warn=True):
+    """The ``execution`` settings of an online GP or IVM, with the old ``block_rows``
+    folded in (and, with ``warn``, a FutureWarning)."""
+    execution = settings_of("execution", estimator.execution)
+    block_rows = getattr(estimator, "block_rows", DEPRECATED)
+    if isinstance(block_rows, str) and block_rows == DEPRECATED:
+        return execution
+    if warn:
+        warnings.warn(f"{type(estimator).__name__}: block_rows is "
+                      "execution={'block_rows': ...} now; the old name will be removed in "
+                      "the next release", FutureWarning, stacklevel=3)
+    return replace(execution, block_rows=int(block_rows))
