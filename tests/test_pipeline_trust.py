@@ -500,8 +500,8 @@ def test_score_store_records_classes_and_labels(tmp_path, threads_client):
     _write_csv(tmp_path / "c.csv", ["a", "b", "label"],
                [[f"{x[0]:.6f}", f"{x[1]:.6f}", lab] for x, lab in zip(X, label)])
     jobs.ingest(tmp_path / "c.csv", tmp_path / "c.zarr")
-    res = _saspa("train", "--fixed-hyperparameters", tmp_path / "c.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 12,
-                 "--workers", 1)
+    res = _saspa("train", "--fixed-hyperparameters", tmp_path / "c.zarr", "--out",
+                 tmp_path / "m.zarr", "--n-bases", 12)  # a small job: in this process
     assert res.returncode == 0, res.stderr
     assert "one-vs-rest over 3 classes" in res.stderr and "class 3 of 3" in res.stderr
     info = _saspa("info", tmp_path / "m.zarr")
