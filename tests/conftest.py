@@ -122,9 +122,9 @@ def stop_cluster(cluster):
         cluster.process.wait(timeout=30)
 
 
-def scoring_problem(directory, rows, fit_rows, seed):
-    """A data store of ``rows`` generated rows in 4,000-row chunks and a saved M = 128
-    model fitted (3 sweeps: speed, not accuracy) on the first ``fit_rows``.
+def scoring_problem(directory, rows, fit_rows, seed, chunk_rows=4_000):
+    """A data store of ``rows`` generated rows in ``chunk_rows``-row chunks and a saved
+    M = 128 model fitted (3 sweeps: speed, not accuracy) on the first ``fit_rows``.
 
     Returns (X, model path, data path)."""
     import numpy as np
@@ -137,7 +137,7 @@ def scoring_problem(directory, rows, fit_rows, seed):
     d = Path(directory)
     X, y = synthetic_two_class(rows, 6, seed=seed)
     np.save(d / "d.npy", np.column_stack([X, y]))
-    ingest(d / "d.npy", d / "d.zarr", chunk_rows=4_000)
+    ingest(d / "d.npy", d / "d.zarr", chunk_rows=chunk_rows)
     model = SASPAClassifier(optimize_hyperparameters=False, n_bases=128, random_state=0, ep={"max_sweeps": 3, "tol": 1e-3})
     with pytest.warns(Warning):
         model.fit(X[:fit_rows], y[:fit_rows])
