@@ -179,7 +179,7 @@ def test_dead_copies_of_a_latest_pointer_are_removed(tmp_path):
 def test_a_lost_scheduler_is_said_plainly(tmp_path):
     from conftest import start_cluster, stop_cluster
 
-    _, model, data = scoring_problem(tmp_path, 240_000, 1_000, seed=8)
+    _, model, data = scoring_problem(tmp_path, 24_000, 1_000, seed=8, chunk_rows=1_000)
     cluster = start_cluster(tmp_path, n_workers=1)
     log = open(tmp_path / "job.err", "w+")  # a file: the job never blocks on a full pipe
     job = subprocess.Popen([str(BIN / "saspa"), "score", str(model), str(data), "--out",
@@ -217,7 +217,7 @@ def test_a_stopped_scheduler_cannot_hang_the_client(tmp_path):
     3 x --timeout and the job ends in one line, its store not marked complete."""
     from conftest import start_cluster, stop_cluster
 
-    _, model, data = scoring_problem(tmp_path, 120_000, 1_000, seed=9)
+    _, model, data = scoring_problem(tmp_path, 24_000, 1_000, seed=9, chunk_rows=1_000)
     cluster = start_cluster(tmp_path, n_workers=1)
     log = open(tmp_path / "job.err", "w+")
     job = subprocess.Popen([str(BIN / "saspa"), "score", str(model), str(data), "--out",
