@@ -331,7 +331,9 @@ def test_task_rule(tmp_path):
 @pytest.fixture(scope="module")
 def big_store(tmp_path_factory):
     d = tmp_path_factory.mktemp("big")
-    assert _saspa("make-data", d / "b.npy", "--rows", 200_000).returncode == 0
+    # enough rows that EP is still sweeping when the signal comes (tens of sweeps of
+    # about a third of a second on one worker)
+    assert _saspa("make-data", d / "b.npy", "--rows", 60_000).returncode == 0
     jobs.ingest(d / "b.npy", d / "b.zarr")
     return d
 
