@@ -27,7 +27,7 @@ from ..engines.chunks import as_dask, is_lazy
 from ..ep.posterior import Posterior, predict_latent
 from ..ep.whitening import make_block
 
-__all__ = ["FittedPosterior", "offset_value", "stacked", "unstacked"]
+__all__ = ["FittedPosterior", "label_text", "offset_value", "stacked", "unstacked"]
 
 # rows predicted at a time: the n x M whitened block of a whole chunk is never formed
 _PREDICT_ROWS = 16384
@@ -365,3 +365,11 @@ def _few(values, shown=8):
     values = [str(v)[:40] for v in np.asarray(values).tolist()]
     more = len(values) - shown
     return "[" + ", ".join(values[:shown]) + (f" and {more} more" if more > 0 else "") + "]"
+
+
+def label_text(value):
+    """A class as the user wrote it: a whole number without the ``.0`` a float64 target
+    gives it (``1``, not ``1.0``), anything else as ``str`` does."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 
+from ..fitting.posterior import label_text
 from .model_reader import read_model_attrs, report_of
 
-__all__ = ["describe_model", "label_text"]
-
-
-def label_text(value):
-    """A class as the user wrote it: a whole number without the ``.0`` a float64 target
-    gives it (``1``, not ``1.0``), anything else as ``str`` does."""
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
+__all__ = ["describe_model"]
 
 
 def _class_labels(attrs):

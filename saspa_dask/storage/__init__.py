@@ -11,12 +11,22 @@ re-exported here), and the file-system rules every store follows are in
 :mod:`saspa_dask.files`.
 """
 
-from .data_store import open_data_store
-from ..files.errors import StoreError
-from .ingestion import ingest
-from ..models.loading import load_model, load_model_and_attrs
-from ..models.model_store import save_model
-from ..models.model_summary import describe_model
+# The names load on first use (PEP 562): a Dask worker that runs a scoring or ingest
+# task imports the storage modules it needs, not the estimators and scikit-learn
+# (about 2.6 s of imports in every worker process).
+_PUBLIC = {"StoreError": "..files.errors", "describe_model": "..models.model_summary",
+           "ingest": ".ingestion", "load_model": "..models.loading",
+           "load_model_and_attrs": "..models.loading", "open_data_store": ".data_store",
+           "save_model": "..models.model_store"}
 
-__all__ = ["StoreError", "describe_model", "ingest", "load_model", "load_model_and_attrs",
-           "open_data_store", "save_model"]
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        import importlib
+
+        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

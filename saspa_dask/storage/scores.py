@@ -34,7 +34,7 @@ import zarr
 from dask import delayed
 
 from ..engines.chunks import chunk_bounds, spread_rows
-from ..models.model_summary import label_text
+from ..fitting.posterior import label_text
 from .data_store import (check_identity, input_arrays, row_identity, store_identity,
                          unreadable_chunk)
 from ..files.errors import StoreError
