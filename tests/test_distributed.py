@@ -259,3 +259,28 @@ def test_multiclass_hyperparameter_learning_on_the_cluster_equals_in_memory(sche
     assert remote.log_evidence_ == pytest.approx(local.log_evidence_, rel=1e-10)
     assert len(remote.hyperparameter_trace_) == len(local.hyperparameter_trace_)
     np.testing.assert_allclose(proba, local.predict_proba(X), atol=1e-10)
+
+
+def test_a_failed_connection_leaves_dask_settings_as_they_were():
+    """distributed's Client sets dask's global scheduler setting as it starts; a
+    connection that fails or never answers must not leave it set (a later
+    dask.compute in the same process would ask for a client that does not exist: the
+    suite met this when test_writers' refused connections ran before a file of
+    in-process jobs on the same core)."""
+    import socket
+
+    import dask
+    from saspa_dask.jobs import JobError, dask_client
+
+    before = dask.config.get("scheduler", None)
+    silent = socket.socket()  # accepts connections (the kernel's backlog), never speaks
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    try:
+        for address in ("tcp://127.0.0.1:1", f"tcp://127.0.0.1:{silent.getsockname()[1]}"):
+            with pytest.raises(JobError, match="cannot reach the Dask scheduler"):
+                with dask_client(scheduler=address, timeout=1):
+                    pass
+            assert dask.config.get("scheduler", None) == before, address
+    finally:
+        silent.close()

@@ -278,25 +278,52 @@ def max_workers():
 def _connect(client_class, scheduler, timeout, security):
     """A client connected within ``timeout`` seconds, whatever the address does: one
     that accepts TCP and never speaks would hold distributed's handshake for minutes,
-    so the connection is made in a thread that is given up after the deadline."""
-    box = {}
+    so the connection is made in a thread that is given up after the deadline.
+
+    distributed's Client sets dask's global ``scheduler`` setting as it starts; a
+    connection that fails, or is given up, leaves it as it was (a client that connects
+    after it was given up is closed)."""
+    import dask
+
+    before = dask.config.get("scheduler", None)
+    box, lock = {}, threading.Lock()
 
     def connect():
         try:
-            box["client"] = client_class(scheduler, timeout=timeout, security=security)
+            client = client_class(scheduler, timeout=timeout, security=security)
         except Exception as err:  # refused, TLS handshake or configuration, time-out
             box["error"] = err
+            return
+        with lock:
+            if not box.get("abandoned"):
+                box["client"] = client
+                return
+        with contextlib.suppress(Exception):
+            client.close()
 
     thread = threading.Thread(target=connect, daemon=True, name="saspa-connect")
     thread.start()
     thread.join(timeout + 2)
-    if "client" in box:
-        return box["client"]
+    with lock:
+        if "client" in box:
+            return box["client"]
+        box["abandoned"] = True
+    _restore_scheduler_setting(before)
     err = box.get("error")
     reason = (f"{type(err).__name__}: {err}" if err is not None
               else "no answer: the address accepts connections but does not speak Dask")
     raise JobError(f"cannot reach the Dask scheduler at {scheduler} within {timeout}s "
                    f"({reason})")
+
+
+def _restore_scheduler_setting(value):
+    """dask's global ``scheduler`` setting back to ``value`` (None: unset)."""
+    import dask
+
+    if value is None:
+        dask.config.config.pop("scheduler", None)
+    else:
+        dask.config.set(scheduler=value)
 
 
 @contextlib.contextmanager
