@@ -18,6 +18,7 @@ below it (checked by import-linter in CI)::
 """
 
 from ._version import __version__
+from ._lazy import lazy_getattr
 
 # The public names load on first use (PEP 562), so ``saspa --help`` and other light
 # entry points do not import NumPy, SciPy, Dask and scikit-learn.
@@ -47,14 +48,7 @@ _PUBLIC = {
 __all__ = [*_PUBLIC, "__version__"]
 
 
-def __getattr__(name):
-    if name in _PUBLIC:
-        import importlib
-
-        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _PUBLIC)
 
 
 def __dir__():

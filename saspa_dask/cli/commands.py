@@ -211,12 +211,7 @@ def train(cluster, **options):
     from .. import jobs
 
     options = take_old_flags(COMMANDS["train"], options)
-    reporter = SweepReporter(options["tol"])
-    try:
-        result = jobs.train(progress=reporter, **cluster, **options)
-    finally:
-        reporter.close()
-    _report_model(result)
+    _report_model(_with_sweeps(jobs.train, options["tol"], **cluster, **options))
 
 
 def _report_model(result):
@@ -249,12 +244,17 @@ def retrain(cluster, **options):
     """
     from .. import jobs
 
-    reporter = SweepReporter(options["tol"] if options["tol"] is not None else 1e-6)
+    tol = options["tol"] if options["tol"] is not None else 1e-6
+    _report_model(_with_sweeps(jobs.retrain, tol, **options, **cluster))
+
+
+def _with_sweeps(job, tol, **arguments):
+    """Run a training job with the sweep progress reporter."""
+    reporter = SweepReporter(tol)
     try:
-        result = jobs.retrain(progress=reporter, **options, **cluster)
+        return job(progress=reporter, **arguments)
     finally:
         reporter.close()
-    _report_model(result)
 
 
 @main.command("score")

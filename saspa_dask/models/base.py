@@ -117,9 +117,6 @@ class SASPABase(LegacyNames, PosteriorModel):
                        ep=replace(self._ep, damping=float(damping)),
                        execution=self._execution)
 
-    def _learn_bases(self):
-        return self._fit_plan(1.0).learnt_bases
-
     def _fit_posterior(self, X, targets, likelihood, signal_variance, damping, column_std,
                        *, progress=None, init_sites=None, labels=None, offset=0.0,
                        classes=None, column_names=None, data_fingerprint=None, centre=None):

@@ -11,6 +11,8 @@ re-exported here), and the file-system rules every store follows are in
 :mod:`saspa_dask.files`.
 """
 
+from .._lazy import lazy_getattr
+
 # The names load on first use (PEP 562): a Dask worker that runs a scoring or ingest
 # task imports the storage modules it needs, not the estimators and scikit-learn
 # (about 2.6 s of imports in every worker process).
@@ -22,11 +24,4 @@ _PUBLIC = {"StoreError": "..files.errors", "describe_model": "..models.model_sum
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name):
-    if name in _PUBLIC:
-        import importlib
-
-        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _PUBLIC)
