@@ -248,9 +248,9 @@ def retrain(cluster, **options):
     _report_model(_with_sweeps(jobs.retrain, tol, **options, **cluster))
 
 
-def _with_sweeps(job, tol, **arguments):
+def _with_sweeps(job, sweep_tol, /, **arguments):
     """Run a training job with the sweep progress reporter."""
-    reporter = SweepReporter(tol)
+    reporter = SweepReporter(sweep_tol)
     try:
         return job(progress=reporter, **arguments)
     finally:
