@@ -56,7 +56,7 @@ def load(name):
             (yte - y_mean) / y_std, float(y_std))
 
 
-def run(data, M, blur, learning, seed, rows=None, alpha=1.0):
+def run(data, M, blur, learning, seed, rows=None, alpha=1.0, learn_offset=True):
     from saspa_dask import SASPARegressor
 
     Xtr, ytr, Xte, yte, scale = data
@@ -66,7 +66,8 @@ def run(data, M, blur, learning, seed, rows=None, alpha=1.0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # bound warnings: recorded below
         model = SASPARegressor(M, blur=blur, learning=learning, random_state=seed,
-                               hyper_subsample=None, alpha=alpha).fit(Xtr, ytr)
+                               hyper_subsample=None, alpha=alpha,
+                               learn_offset=learn_offset).fit(Xtr, ytr)
     cpu = time.process_time() - start
     mean, var = model.predict_latent(Xte)
     scores = common.regression_scores(mean * scale, (var + model.noise_variance_) * scale**2,
@@ -77,6 +78,7 @@ def run(data, M, blur, learning, seed, rows=None, alpha=1.0):
     lam = model.fitted_posterior_.block(Xtr).lam
     train_rmse = float(np.sqrt(np.mean((model.predict(Xtr) - ytr) ** 2)) * scale)
     return {"blur": blur, "learning": learning, "alpha": alpha, "seed": seed,
+            "learn_offset": learn_offset, "y_mean": float(model.y_mean_),
             "cpu_seconds": cpu, "energy_per_row": model.log_evidence_ / len(ytr),
             "iterations": info.get("n_iterations"), "stop_reason": info.get("stop_reason"),
             "at_bounds": info.get("at_bounds"), "train_rmse": train_rmse,
@@ -92,33 +94,70 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--alphas", type=float, nargs="+", default=[1.0],
                         help="Power EP's alphas (1 is EP)")
+    parser.add_argument("--learnings", nargs="+", default=["full-batch", "stochastic"],
+                        choices=["full-batch", "stochastic"])
+    parser.add_argument("--learn-offset", nargs="+", default=["on"], choices=["on", "off"],
+                        help="learn the constant prior mean (the estimators' learn_offset)")
+    parser.add_argument("--svgp-cpu", type=float, nargs="*", default=[],
+                        help="also GPyTorch's SVGP (K-means start, lr 0.01, batch 256) "
+                             "scored at these CPU seconds of training")
     parser.add_argument("--quick", action="store_true",
                         help="Kin-40k's first 1,000 training rows, M = 8: a smoke run")
     parser.add_argument("--out", default="stochastic.json", help="file under results/")
     args = common.parse(parser)
     if args.quick:
         args.sets, args.bases, args.blurs = ["kin40k"], 8, ["delta"]
+        args.svgp_cpu = [0.5] if args.svgp_cpu else []
     report = common.start_report(args, matmul_rate, runs=[])
     rows = 1000 if args.quick else None
     for name in args.sets:
         data = load(name)
-        for blur, alpha, seed in itertools.product(args.blurs, args.alphas, args.seeds):
-            for learning in ("full-batch", "stochastic"):
-                result = {"set": name, "M": args.bases,
-                          **run(data, args.bases, blur, learning, seed, rows, alpha)}
-                report["runs"].append(result)
-                print(json.dumps(result), flush=True)
+        for blur, alpha, seed, offset, learning in itertools.product(
+                args.blurs, args.alphas, args.seeds, args.learn_offset, args.learnings):
+            result = {"set": name, "M": args.bases,
+                      **run(data, args.bases, blur, learning, seed, rows, alpha,
+                            offset == "on")}
+            report["runs"].append(result)
+            print(json.dumps(result), flush=True)
+        if args.svgp_cpu:
+            report.setdefault("svgp", []).extend(
+                {"set": name, "M": args.bases, **r}
+                for r in run_svgp(data, args.bases, args.svgp_cpu, rows))
+            print(json.dumps(report["svgp"]), flush=True)
     common.RESULTS.mkdir(parents=True, exist_ok=True)
     (common.RESULTS / args.out).write_text(json.dumps(report, indent=2))
     print(json.dumps(report))
-    print("\n| set | blur | alpha | learning | RMSE | NLPD | energy / row | iterations | "
-          "CPU s | train RMSE | noise | mean residual variance |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| set | blur | alpha | offset | learning | RMSE | NLPD | energy / row | "
+          "iterations | CPU s | train RMSE | noise | mean residual variance |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in report["runs"]:
-        print(f"| {r['set']} | {r['blur']} | {r['alpha']:g} | {r['learning']} | "
+        # targets are standardised: the learnt mean in standard deviations from y's mean
+        offset = f"learnt, {r['y_mean']:+.3f} sd" if r["learn_offset"] else "y's mean"
+        print(f"| {r['set']} | {r['blur']} | {r['alpha']:g} | {offset} | {r['learning']} | "
               f"{r['rmse']:.4g} | {r['nlpd']:.4g} | {r['energy_per_row']:.4f} | "
               f"{r['iterations']} | {r['cpu_seconds']:.0f} | {r['train_rmse']:.4g} | "
               f"{r['noise_variance']:.3g} | {r['mean_residual_variance']:.3g} |")
+
+
+def run_svgp(data, M, budgets, rows=None):
+    """GPyTorch's SVGP from the same K-means start, scored at CPU-second budgets
+    (RMSE and NLPD in the target's units)."""
+    from bench_learnt_bases import svgp
+    from saspa_dask import kmeans_bases
+
+    Xtr, ytr, Xte, yte, scale = data
+    if rows is not None:
+        Xtr, ytr = Xtr[:rows], ytr[:rows]
+    centres = kmeans_bases(Xtr, M, random_state=0).means
+    out = []
+    for r in svgp(Xtr, ytr, Xte, yte, centres, budgets, by_cpu=True):
+        r["rmse"] *= scale
+        r["nlpd"] += float(np.log(scale))
+        out.append(r)
+    for r in out:
+        print(f"| SVGP | {r['budget']:g} CPU-s | {r['epochs']} epochs | RMSE {r['rmse']:.4g} "
+              f"| NLPD {r['nlpd']:.4g} |")
+    return out
 
 
 if __name__ == "__main__":

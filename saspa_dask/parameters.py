@@ -220,6 +220,9 @@ TRAIN_PARAMETERS = (
               "(and centres for fourier; the window with means+blur); auto learns the means "
               "whenever the hyperparameters are learnt and the bases come from K-means.",
               choices=LEARN_BASES_CHOICES),
+    Parameter("learn_offset", bool, True, "Regression: learn a constant prior mean with the "
+              "kernel (the targets' mean is its start); it matters where most targets "
+              "rest at one value."),
     Parameter("hyper_subsample", (int, str, list), 20000, "Learn hyperparameters and bases "
               "on a seeded uniform subsample of this many rows when the data has more, then "
               "run EP on all rows.  Stages: sizes separated by commas, 'all' last to finish "

@@ -178,13 +178,19 @@ def test_bench_stochastic_quick(tmp_path):
     """Both learnings run on Kin-40k's split and predict far better than the mean
     (test RMSE below the targets' sd, about 1 in standardised units: 0.61 and 0.77
     measured); the energies are those of full-batch EP at each learnt point."""
-    out = _run("bench_stochastic.py", "--quick", "--outdir", str(tmp_path))
-    runs = json.loads((tmp_path / "results" / "stochastic.json").read_text())["runs"]
+    out = _run("bench_stochastic.py", "--quick", "--svgp-cpu", "1", "--outdir",
+               str(tmp_path))
+    report = json.loads((tmp_path / "results" / "stochastic.json").read_text())
+    runs = report["runs"]
     assert [r["learning"] for r in runs] == ["full-batch", "stochastic"]
     y_sd = np.loadtxt(common_datasets() / "kin40k_test.csv", delimiter=",",
                       skiprows=1)[:, -1].std()
     assert all(r["rmse"] < 0.9 * y_sd for r in runs)
-    assert "| kin40k | delta | 1 | stochastic |" in out
+    assert all(r["learn_offset"] and abs(r["y_mean"]) < 1.0 for r in runs)
+    assert "| kin40k | delta | 1 | learnt, " in out
+    # SVGP beside them, scored once its training CPU reached the budget
+    (svgp,) = report["svgp"]
+    assert svgp["cpu_seconds"] >= 0.5 and np.isfinite(svgp["rmse"])
 
 
 def common_datasets():

@@ -7,15 +7,25 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..core.likelihoods import Shifted
 from .basis_parameters import LearntBases, LearntFeatures
 
-__all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearntBoundWarning", "bound_advice",
-           "default_lengthscale", "resolve_lengthscale"]
+__all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearntBoundWarning", "OFFSET_SPAN",
+           "OFFSET_UNIT", "bound_advice", "default_lengthscale", "resolve_lengthscale"]
 
 # natural ranges of likelihood parameters (label noise below one half)
 LIKELIHOOD_BOUNDS = {"label_noise": (1e-6, 0.45), "dof": (0.5, 1e3)}
 # the log-space box spans this many decades either side of the start
 _DECADES = 3.0
+# a learnt mean offset stays within this many target standard deviations of the
+# targets' centre (a constant prior mean further out explains nothing)
+OFFSET_SPAN = 10.0
+# the mean offset is learnt in tenths of the targets' standard deviation: in target
+# units, a weakly identified offset (FITC's energy is nearly flat in it where the
+# per-row residual variances absorb the level) took L-BFGS-B's early steps and led
+# Kin-40k and Pumadyn-32nm to lower optima; in tenths it moves where the energy asks
+# for it (benchmarks/RESULTS.md, "A learnt constant mean")
+OFFSET_UNIT = 0.1
 
 
 @dataclass
@@ -25,10 +35,13 @@ class Hyperparameters:
     The ARD lengthscales and the signal variance are always learnt; the likelihood's
     entries are those in ``likelihood`` (empty: none learnt); the blur scale (one
     multiplier of the K-means blur covariances) only with ``learn_blur_scale``; the
-    basis means (and per-basis blur) when ``bases`` is set.  The vector of
-    :meth:`to_log` is: log lengthscales, log s2, [log blur scale], [the bases'
-    :meth:`~saspa_dask.fitting.basis_parameters.LearntBases.vector`], log likelihood
-    parameters.
+    basis means (and per-basis blur) when ``bases`` is set; a constant prior mean of
+    the latent, ``mean_offset`` (added to the targets' centre; the only signed value,
+    learnt in units of :data:`OFFSET_UNIT` times ``offset_scale``, the targets'
+    standard deviation), unless it is None.  The vector of :meth:`to_log` is: log
+    lengthscales, log s2, [log blur scale], [the bases'
+    :meth:`~saspa_dask.fitting.basis_parameters.LearntBases.vector`], [mean offset in
+    its unit], log likelihood parameters.
 
     Examples
     --------
@@ -46,6 +59,8 @@ class Hyperparameters:
     blur_scale: float = 1.0
     learn_blur_scale: bool = False
     bases: LearntBases | LearntFeatures | None = None
+    mean_offset: float | None = None
+    offset_scale: float = 1.0
     # the data-driven values the box of :meth:`bounds` is centred on (None: this point)
     centre: "Hyperparameters | None" = None
 
@@ -62,6 +77,8 @@ class Hyperparameters:
             names.append("blur_scale")
         if self.bases is not None:
             names += self.bases.names()
+        if self.mean_offset is not None:
+            names.append("mean_offset")
         return names + [f"likelihood.{k}" for k in self.likelihood]
 
     def to_log(self):
@@ -72,6 +89,8 @@ class Hyperparameters:
         head = np.log(np.array(values, dtype=np.float64))
         tail = np.log(np.array(list(self.likelihood.values()), dtype=np.float64))
         middle = [] if self.bases is None else [self.bases.vector()]
+        if self.mean_offset is not None:
+            middle.append([self.mean_offset / self._offset_unit()])
         return np.concatenate([head, *middle, tail])
 
     def from_log(self, x):
@@ -84,9 +103,12 @@ class Hyperparameters:
         if bases is not None:
             n = bases.size
             bases, pos = bases.from_vector(x[pos:pos + n]), pos + n
+        offset = self.mean_offset
+        if offset is not None:
+            offset, pos = float(x[pos]) * self._offset_unit(), pos + 1
         lik = {k: math.exp(val) for k, val in zip(self.likelihood, x[pos:])}
         return replace(self, lengthscale=np.exp(x[:d]), signal_variance=math.exp(x[d]),
-                       likelihood=lik, blur_scale=blur, bases=bases)
+                       likelihood=lik, blur_scale=blur, bases=bases, mean_offset=offset)
 
     def gradient_vector(self, grad):
         """A gradient dict (:func:`~saspa_dask.fitting.gradient.assemble_gradient`)
@@ -98,14 +120,28 @@ class Hyperparameters:
             values.append(grad["blur_scale"])
         if self.bases is not None:
             values += list(self.bases.gradient(grad))
+        if self.mean_offset is not None:
+            values.append(grad["mean_offset"] * self._offset_unit())
         return np.array(values + [grad[k] for k in self.likelihood], dtype=np.float64)
+
+    def _offset_unit(self):
+        """The mean offset's unit in :meth:`to_log` (:data:`OFFSET_UNIT`)."""
+        return OFFSET_UNIT * self.offset_scale
+
+    def bind(self, likelihood):
+        """``likelihood`` at these values: its learnt parameters set and, with a mean
+        offset, seen through the shifted latent
+        (:class:`~saspa_dask.core.likelihoods.Shifted`)."""
+        bound = likelihood.with_hyperparameters(self.likelihood)
+        return bound if self.mean_offset is None else Shifted(bound, self.mean_offset)
 
     def bounds(self):
         """Log-space box: three decades either side of the data-driven ``centre`` (the
         values a fit starts from when none are given: it does not move when a retrain
         starts from the last fit's values) or, without one, of this point; stretched to
         hold this point; tighter where a likelihood parameter has a natural range
-        (:data:`LIKELIHOOD_BOUNDS`)."""
+        (:data:`LIKELIHOOD_BOUNDS`); the mean offset within :data:`OFFSET_SPAN`
+        target standard deviations (``offset_scale``) of the targets' centre."""
         x0 = self.to_log()
         span = _DECADES * math.log(10.0)
         middle = x0 if self.centre is None else self._centred(x0)
@@ -115,6 +151,9 @@ class Hyperparameters:
             box = self.bases.bounds()
             bounds[start:start + len(box)] = box
         offset = x0.size - len(self.likelihood)
+        if self.mean_offset is not None:
+            span = OFFSET_SPAN / OFFSET_UNIT
+            bounds[offset - 1] = (min(-span, x0[offset - 1]), max(span, x0[offset - 1]))
         for k, name in enumerate(self.likelihood):
             lo, hi = LIKELIHOOD_BOUNDS.get(name, (None, None))
             a, b = bounds[offset + k]
@@ -139,7 +178,8 @@ class Hyperparameters:
         """The scalar values (the bases, M d numbers or more, are left out)."""
         return {"lengthscale": [float(x) for x in self.lengthscale],
                 "signal_variance": float(self.signal_variance),
-                "blur_scale": float(self.blur_scale), "likelihood": dict(self.likelihood)}
+                "blur_scale": float(self.blur_scale), "likelihood": dict(self.likelihood),
+                **({} if self.mean_offset is None else {"mean_offset": self.mean_offset})}
 
 
 class LearntBoundWarning(UserWarning):
@@ -164,6 +204,9 @@ _ADVICE = {
         "held-out NLP is good)"),
     "likelihood.label_noise": (
         "the label noise reached its limit: the labels look random given these inputs"),
+    "mean_offset": (
+        f"the constant prior mean ran {OFFSET_SPAN:g} target standard deviations from the "
+        "targets' mean: the targets may hold outliers or a sentinel value"),
 }
 
 

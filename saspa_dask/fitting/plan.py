@@ -15,6 +15,7 @@ stages cover every row on all rows).
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from contextlib import nullcontext
@@ -91,6 +92,7 @@ class FitPlan:
     optimize_hyperparameters: bool = True
     learn_bases: object = "auto"
     learn_blur_scale: bool = False
+    learn_offset: bool = False
     n_restarts_optimizer: int = 0
     hyper_subsample: object = None
     learning: str = "full-batch"
@@ -169,6 +171,10 @@ class FitPlan:
                           f"{self.jitter * hyper.signal_variance:.3g}): bases nearly coincide",
                           UserWarning, stacklevel=6)
         fitted = likelihood.with_hyperparameters(hyper.likelihood)
+        if hyper.mean_offset is not None:
+            # EP's sites are functions of f; the learnt constant mean joins the offset
+            # every prediction adds (a shift of f that the likelihood saw)
+            offset = offset + hyper.mean_offset
         return FittedPosterior(
             outcome.basis.means, outcome.basis.covs, hyper.lengthscale, hyper.signal_variance,
             outcome.jitter, outcome.L, [r.posterior for r in outcome.results], fitted.name,
@@ -256,7 +262,11 @@ class _Run:
         if learn == "means+blur" and plan.learn_blur_scale:
             raise ValueError("learn_blur_scale=True is redundant with "
                              "learn_bases='means+blur' (each basis learns its own blur)")
+        if plan.learn_offset and self.labels is not None:
+            raise ValueError("learn_offset needs one EP problem (a regression or a "
+                             "binary classification), not one per class")
         lengthscale = resolve_lengthscale(plan.lengthscale, d, column_std)
+        learn_offset = bool(plan.learn_offset and plan.optimize_hyperparameters)
         middle = None
         if centre is not None:
             middle = Hyperparameters(resolve_lengthscale(None, d, column_std),
@@ -266,6 +276,9 @@ class _Run:
             likelihood.hyperparameters() if plan.optimize_hyperparameters else {},
             learn_blur_scale=bool(plan.learn_blur_scale) and self.report["blur_"] != "delta",
             bases=learnt_start(basis, learn, self.report["blur_"], lengthscale),
+            mean_offset=0.0 if learn_offset else None,
+            offset_scale=math.sqrt(float(centre[0] if centre is not None
+                                         else signal_variance)),
             centre=middle)
 
     # -- learning and EP -----------------------------------------------------------

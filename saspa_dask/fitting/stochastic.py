@@ -332,7 +332,7 @@ class _Learner:
     def step(self, X_B, y_B):
         """EP on the minibatch's rows for every problem, then one Adam step."""
         hyper, basis, L, N, b = self.hyper, self.basis, self.L, self.N, X_B.shape[0]
-        lik = self.likelihood.with_hyperparameters(hyper.likelihood)
+        lik = hyper.bind(self.likelihood)
         block = make_block(X_B, y_B, basis.means, basis.covs, hyper.lengthscale,
                            hyper.signal_variance, L, self.trainer.projected_only,
                            basis.frequencies, basis.phases)

@@ -303,7 +303,7 @@ def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restar
 
 def _fit_at(trainer, likelihood, hyper, init_sites):
     trainer.build(hyper, init_sites)
-    results = trainer.run(likelihood.with_hyperparameters(hyper.likelihood))
+    results = trainer.run(hyper.bind(likelihood))
     return FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results,
                       float(sum(r.log_evidence for r in results)))
 
@@ -312,7 +312,7 @@ def _maximise(trainer, likelihood, start, rule, init_sites, callback):
     best = {"sites": init_sites, "value": -np.inf}
 
     def evaluate(hyper):
-        lik = likelihood.with_hyperparameters(hyper.likelihood)
+        lik = hyper.bind(likelihood)
         t0 = time.perf_counter()
         trainer.build(hyper, best["sites"])
         with warnings.catch_warnings():

@@ -113,6 +113,7 @@ class SASPABase(LegacyNames, PosteriorModel):
         """This estimator's fit: its parameters as a plan (``damping`` resolved)."""
         return FitPlan(owner=type(self).__name__,
                        **{name: getattr(self, name) for name in _PLAN_PARAMETERS},
+                       learn_offset=bool(getattr(self, "learn_offset", False)),
                        stochastic=self._settings("stochastic"),
                        ep=replace(self._ep, damping=float(damping)),
                        execution=self._execution)

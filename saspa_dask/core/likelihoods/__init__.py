@@ -17,13 +17,13 @@ hyperparameters, its predictive density and ``powered(alpha)``, its power-EP for
 
 from __future__ import annotations
 
-from .base import Likelihood, Powered
+from .base import Likelihood, Powered, Shifted
 from .closed_form import Gaussian, NoisyProbit, PoweredGaussian, PoweredStep, Probit, Step
 from .quadrature import Logistic, Poisson, PoweredQuadrature, Quadrature, StudentT
 
 __all__ = ["Gaussian", "LIKELIHOODS", "Likelihood", "Logistic", "NoisyProbit", "Poisson",
            "Powered", "PoweredGaussian", "PoweredQuadrature", "PoweredStep", "Probit",
-           "Quadrature", "Step", "StudentT", "make_likelihood", "powered"]
+           "Quadrature", "Shifted", "Step", "StudentT", "make_likelihood", "powered"]
 
 LIKELIHOODS = {cls.name: cls for cls in (Gaussian, Probit, Step, NoisyProbit)}
 LIKELIHOODS.update(logistic=Logistic, poisson=Poisson, student_t=StudentT)

@@ -10,7 +10,7 @@ N(f | m, v) (``a = d log Z / d m``, ``c = -d^2 log Z / d m^2``; DESIGN.md sectio
 
 from __future__ import annotations
 
-__all__ = ["Likelihood", "Powered", "check_alpha"]
+__all__ = ["Likelihood", "Powered", "Shifted", "check_alpha"]
 
 
 def check_alpha(alpha):
@@ -84,3 +84,38 @@ class Powered:
 
     def powered(self, alpha):
         return self.base.powered(alpha)
+
+
+class Shifted:
+    """A likelihood seen through a shifted latent: p(y | f + shift).
+
+    A constant prior mean of the latent (GPflow's ``Constant`` mean function,
+    GPyTorch's ``ConstantMean``) learnt with the kernel by the EP energy: EP's sites
+    stay functions of f, and since Z(m) = integral N(f; m, v) p(y | f + shift) df is
+    the base's Z at m + shift, d log Z / d shift is the base's ``a`` there.  Wraps any
+    likelihood, powered or not (the gradient is then that of log Z^alpha, which the
+    energy divides by alpha as for every other hyperparameter).
+    """
+
+    def __init__(self, base, shift):
+        self.base, self.shift = base, float(shift)
+        self.name, self.is_classification = base.name, base.is_classification
+        self.alpha = base.alpha
+
+    def tilted(self, y, m, v):
+        return self.base.tilted(y, m + self.shift, v)
+
+    def log_z_gradient(self, y, m, v):
+        """The base's gradients at m + shift, and ``mean_offset``: d log Z / d shift."""
+        grad = dict(self.base.log_z_gradient(y, m + self.shift, v))
+        grad["mean_offset"] = self.base.tilted(y, m + self.shift, v)[1]
+        return grad
+
+    def log_predictive(self, y, mean, var):
+        return self.base.log_predictive(y, mean + self.shift, var)
+
+    def params(self):
+        return self.base.params()
+
+    def hyperparameters(self):
+        return self.base.hyperparameters()
