@@ -143,7 +143,7 @@ def test_bunched_pseudo_inputs_spread_over_the_data_and_beat_kmeans():
     M = 6
     bunched = Basis(np.linspace(-3.0, -2.5, M)[:, None])
     common = dict(blur="delta", lengthscale=1.0, signal_variance=1.0, noise_variance=0.1,
-                  max_hyper_iter=200, random_state=0)
+                  max_hyper_iter=200, random_state=0, learn_offset=False)
     learnt = SASPARegressor(M, bases=bunched, learn_bases="means", **common).fit(X, y)
     kmeans = SASPARegressor(M, learn_bases=False, **common).fit(X, y)
     means = np.sort(learnt.bases_.means[:, 0])
@@ -170,7 +170,8 @@ def test_learning_on_a_subsample_is_learning_on_those_rows():
     X = rng.normal(size=(1500, 2))
     y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=1500)
     common = dict(n_bases=8, blur="spherical", random_state=3, ep={"tol": 1e-10},
-                  lengthscale=1.0, signal_variance=1.0, noise_variance=0.1)
+                  lengthscale=1.0, signal_variance=1.0, noise_variance=0.1,
+                  learn_offset=False)
     model = SASPARegressor(learn_bases="means+blur", hyper_subsample=400, max_hyper_iter=400,
                            hyper_tol=1e-6, **common).fit(X, y)
     assert model.hyperparameter_info_["n_rows_learnt"] == 400

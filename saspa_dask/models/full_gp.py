@@ -228,6 +228,8 @@ class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
     dof : float, default=4.0
     scale : float, default=None
     center_y : bool, default=True
+    learn_offset : bool, default=True
+        Learn a constant prior mean with the kernel (as :class:`SASPARegressor`).
 {_FULL_PARAMS_DOC}
     Examples
     --------
@@ -241,17 +243,18 @@ class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
     """
 
     _parameter_constraints: dict = _constraints(SASPARegressor, (
-        "likelihood", "noise_variance", "dof", "scale", "center_y", "lengthscale",
-        "signal_variance", "jitter", "optimize_hyperparameters", "max_hyper_iter",
-        "hyper_tol", "max_fit_time", "n_restarts_optimizer", "verbose"))
+        "likelihood", "noise_variance", "dof", "scale", "center_y", "learn_offset",
+        "lengthscale", "signal_variance", "jitter", "optimize_hyperparameters",
+        "max_hyper_iter", "hyper_tol", "max_fit_time", "n_restarts_optimizer", "verbose"))
 
     _SPARSE = SASPARegressor
-    _SHARED = ("likelihood", "noise_variance", "dof", "scale", "center_y", "lengthscale",
-               "signal_variance", "jitter", "optimize_hyperparameters", "max_hyper_iter",
-               "hyper_tol", "max_fit_time", "n_restarts_optimizer", "verbose")
+    _SHARED = ("likelihood", "noise_variance", "dof", "scale", "center_y", "learn_offset",
+               "lengthscale", "signal_variance", "jitter", "optimize_hyperparameters",
+               "max_hyper_iter", "hyper_tol", "max_fit_time", "n_restarts_optimizer",
+               "verbose")
 
     def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
-                 center_y=True, lengthscale=None, signal_variance=None, ep_mode="parallel",
+                 center_y=True, learn_offset=True, lengthscale=None, signal_variance=None, ep_mode="parallel",
                  damping=None, max_sweeps=100, tol=1e-6, jitter=1e-6,
                  optimize_hyperparameters=True, max_hyper_iter=500, hyper_tol=1e-4,
                  max_fit_time=None, n_restarts_optimizer=0, max_samples=5000,
@@ -261,6 +264,7 @@ class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
         self.dof = dof
         self.scale = scale
         self.center_y = center_y
+        self.learn_offset = learn_offset
         self.lengthscale = lengthscale
         self.signal_variance = signal_variance
         self.ep_mode = ep_mode
