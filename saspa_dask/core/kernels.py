@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from scipy import sparse
 
 from .fourier import fourier_cross_covariance, fourier_feature_covariance
 
@@ -217,9 +218,10 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
 
     Notes
     -----
-    Differences a_i - a_j are formed directly (no expansion), a block of rows of
-    bases at a time (:func:`_row_blocks`: about ``_PAIR_FLOATS`` floats of d x d
-    matrices), batched through LAPACK rather than one basis at a time in Python.
+    Differences a_i - a_j are formed directly (no expansion), for the pairs i <= j
+    only (the matrix is symmetric), a block of pairs at a time (:func:`_pair_blocks`:
+    about ``_PAIR_FLOATS`` floats of d x d matrices), batched through LAPACK rather
+    than one basis at a time in Python.
     """
     if frequencies is not None:
         return fourier_feature_covariance(means, frequencies, phases,
@@ -232,20 +234,27 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
                                           signal_variance)
     eye = np.eye(d)
     out = np.empty((n_bases, n_bases))
-    for rows in _row_blocks(n_bases, d * d):
-        S = eye + cs[rows, None] + cs[None]  # (b, M, d, d)
-        diff = ms[rows, None] - ms[None]
+    for i, j in _pair_blocks(n_bases, d * d):
+        S = eye + cs[i] + cs[j]  # (pairs, d, d)
         chol = np.linalg.cholesky(S)
-        z = np.linalg.solve(chol, diff[..., None])[..., 0]
+        z = np.linalg.solve(chol, (ms[i] - ms[j])[..., None])[..., 0]
         logdet = 2.0 * np.log(np.diagonal(chol, axis1=-2, axis2=-1)).sum(axis=-1)
-        out[rows] = signal_variance * np.exp(-0.5 * (logdet + (z * z).sum(axis=-1)))
-    # (i, j) and (j, i) are computed apart: make it exactly symmetric
-    return 0.5 * (out + out.T)
+        out[i, j] = out[j, i] = signal_variance * np.exp(
+            -0.5 * (logdet + (z * z).sum(axis=-1)))
+    return out
 
 
 # pairs of bases are handled in blocks of rows holding about this many floats of
 # d x d matrices (32 MB)
 _PAIR_FLOATS = 4_000_000
+
+
+def _pair_blocks(n_bases, floats_per_pair):
+    """The pairs (i, j) with i <= j of a symmetric pair matrix, as index arrays in
+    blocks of about _PAIR_FLOATS floats (``floats_per_pair`` a pair)."""
+    first, second = np.triu_indices(n_bases)
+    size = max(1, _PAIR_FLOATS // max(1, floats_per_pair))
+    return [(first[k:k + size], second[k:k + size]) for k in range(0, first.size, size)]
 
 
 def _row_blocks(n_bases, floats_per_pair):
@@ -390,10 +399,12 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
 
     Notes
     -----
-    A block of rows of bases at a time (as :func:`basis_covariance`).  Row i holds
-    every term in a_i and C_i: the pairs (i, j) and (j, i) contribute alike (hence
-    the factor 2), and Kh(i, i), which has C_i twice and no a_i, fits the same
-    formula.
+    The pairs i <= j only, a block at a time (as :func:`basis_covariance`).  The
+    terms of pair (i, j) in a_i and C_i hold those of (j, i) too (hence the factor 2
+    in each formula; z_ji = -z_ij, S_ji = S_ij), so a pair i < j adds its C-term to
+    both bases, its a-term to i and its negative to j, and counts twice in the
+    lengthscale and blur-scale sums; Kh(i, i), which has C_i twice and no a_i, fits
+    the same formulas once.
     """
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
@@ -405,26 +416,40 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
     eye = np.eye(d)
     grad_l = np.zeros(d)
     grad_g = 0.0
-    grad_a = np.empty((n_bases, d))
-    grad_c = np.empty((n_bases, d, d))
-    for rows in _row_blocks(n_bases, d * d):
-        C = cs[rows, None] + cs[None]  # (b, M, d, d)
+    grad_a = np.zeros((n_bases, d))
+    grad_c = np.zeros((n_bases, d, d))
+    for i, j in _pair_blocks(n_bases, d * d):
+        C = cs[i] + cs[j]  # (pairs, d, d)
         S = np.linalg.inv(eye + C)  # d x d blur precisions, not kernel matrices
-        r = ms[rows, None] - ms[None]
+        r = ms[i] - ms[j]
         z = (S @ r[..., None])[..., 0]
         _, logdet = np.linalg.slogdet(eye + C)
         k = signal_variance * np.exp(-0.5 * (logdet + (r * z).sum(axis=-1)))
-        wk = weights[rows] * k  # (b, M)
+        wk = weights[i, j] * k
+        both = np.where(i != j, 2.0 * wk, wk)  # (i, j) and (j, i) alike
         diag_S = np.diagonal(S, axis1=-2, axis2=-1)
-        grad_l += np.einsum("bj,bjk->k", wk, 1.0 - diag_S + z * z)
-        dg = (-0.5 * np.einsum("bjkl,bjlk->bj", S, C)
+        grad_l += both @ (1.0 - diag_S + z * z)
+        dg = (-0.5 * np.einsum("pkl,plk->p", S, C)
               + 0.5 * ((C @ z[..., None])[..., 0] * z).sum(axis=-1))
-        grad_g += float((wk * dg).sum())
-        grad_a[rows] = -2.0 * np.einsum("bj,bjk->bk", wk, z)
-        wz = wk[..., None] * z
-        grad_c[rows] = (-np.einsum("bj,bjkl->bkl", wk, S)
-                        + np.einsum("bjk,bjl->bkl", wz, z))
+        grad_g += float(both @ dg)
+        # each pair's terms summed into its bases: sparse (bases x pairs) incidences
+        first, second = _incidence(i, j, n_bases)
+        term_a = -2.0 * wk[:, None] * z  # zero on the diagonal (z_ii = 0)
+        grad_a += first @ term_a - second @ term_a
+        term_c = (wk[:, None, None] * (z[:, :, None] * z[:, None, :] - S)).reshape(-1, d * d)
+        grad_c += ((first + second) @ term_c).reshape(n_bases, d, d)
     return KernelGradient(grad_l, grad_g, *_to_original(grad_a, grad_c, lengthscale))
+
+
+def _incidence(i, j, n_bases):
+    """Sparse (n_bases x pairs) matrices with a 1 at (i_p, p), and at (j_p, p) for the
+    off-diagonal pairs only: a product sums each pair's term into its bases."""
+    pairs = np.arange(i.size)
+    off = i != j
+    ones = np.ones(i.size)
+    first = sparse.csr_matrix((ones, (i, pairs)), shape=(n_bases, i.size))
+    second = sparse.csr_matrix((ones[off], (j[off], pairs[off])), shape=(n_bases, i.size))
+    return first, second
 
 
 def _diagonal_covariance_gradient(weights, ms, cd, signal_variance):
