@@ -286,3 +286,24 @@ def test_sigterm_while_the_embedded_cluster_starts_is_one_line(tmp_path, delay):
     _, alive = psutil.wait_procs(children, timeout=30)
     assert not alive, alive
     assert not (tmp_path / "t.zarr").exists()
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_the_resource_trackers_exit_warning_is_quiet_under_the_cli(quiet):
+    """What made the SIGTERM case above print past its one line now and then: the
+    resource tracker multiprocessing starts for the embedded cluster's nannies warns,
+    once the job is gone, about semaphores of nannies caught starting.  A process that
+    leaves a semaphore registered (as a killed job does) gets that warning, unless the
+    CLI's quiet settings are on (the tracker inherits them as -W options); the other
+    case shows the check can fail.  The tracker shares the pipe, so communicate()
+    waits for its last word."""
+    script = ("import os, sys\n"
+              + ("from saspa_dask.cli.commands import quiet_dask\nquiet_dask()\n"
+                 if quiet else "")
+              + "import multiprocessing as mp\n"
+              "lock = mp.get_context('spawn').Lock()\n"
+              "os._exit(0)\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0
+    assert ("leaked semaphore" in run.stderr) is not quiet, run.stderr

@@ -66,6 +66,13 @@ def quiet_dask():
         logging.getLogger(name).setLevel(DASK_LOG_LEVEL.upper())
     warnings.filterwarnings("ignore", message=r"\s*Sending large graph",
                             category=UserWarning)
+    # multiprocessing's resource tracker (a process of its own, started for the embedded
+    # cluster's nannies) warns at exit about "leaked" semaphores of nannies that a
+    # SIGTERM caught starting, then unlinks them: noise after the job's own interrupt
+    # line.  It takes its warning filters from sys.warnoptions when it starts.
+    tracker = "ignore::UserWarning:multiprocessing.resource_tracker"
+    if tracker not in sys.warnoptions:
+        sys.warnoptions.append(tracker)
 
 
 @main.command()
