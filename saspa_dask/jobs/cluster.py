@@ -89,6 +89,8 @@ def dask_client(client=None, *, scheduler=None, workers=None, timeout=10, securi
         where = (f"embedded LocalCluster at {cluster.scheduler_address} "
                  f"(TLS, this job's certificate only), {workers} workers")
     try:
+        if where.startswith("embedded"):
+            _wait_for_workers(client, workers)
         if echo is not None:
             echo(f"dask: {where}; dashboard: {dashboard_link(client)}")
         yield client
@@ -112,6 +114,17 @@ def dask_client(client=None, *, scheduler=None, workers=None, timeout=10, securi
         _close(client, timeout)
         if cluster is not None:
             cluster.close()
+
+
+def _wait_for_workers(client, n, timeout=60):
+    """Wait until an embedded cluster's ``n`` workers have registered: LocalCluster
+    returns once its nannies started, and a job that counts its workers at once (to
+    spread its rows over them) saw one of two now and then on a busy machine.  After
+    ``timeout`` seconds the job goes on with those there are (it says how many)."""
+    try:
+        client.wait_for_workers(n, timeout=timeout)
+    except TimeoutError:
+        pass
 
 
 def _embedded(workers, dashboard):
