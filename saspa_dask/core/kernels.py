@@ -244,8 +244,8 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
     return out
 
 
-# pairs of bases are handled in blocks of rows holding about this many floats of
-# d x d matrices (32 MB)
+# pairs of bases are handled in blocks (of pairs for full blurs, of basis rows for
+# diagonal ones) holding about this many floats (32 MB)
 _PAIR_FLOATS = 4_000_000
 
 
@@ -433,23 +433,23 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
               + 0.5 * ((C @ z[..., None])[..., 0] * z).sum(axis=-1))
         grad_g += float(both @ dg)
         # each pair's terms summed into its bases: sparse (bases x pairs) incidences
-        first, second = _incidence(i, j, n_bases)
+        to_both, to_i_minus_j = _incidence(i, j, n_bases)
         term_a = -2.0 * wk[:, None] * z  # zero on the diagonal (z_ii = 0)
-        grad_a += first @ term_a - second @ term_a
+        grad_a += to_i_minus_j @ term_a
         term_c = (wk[:, None, None] * (z[:, :, None] * z[:, None, :] - S)).reshape(-1, d * d)
-        grad_c += ((first + second) @ term_c).reshape(n_bases, d, d)
+        grad_c += (to_both @ term_c).reshape(n_bases, d, d)
     return KernelGradient(grad_l, grad_g, *_to_original(grad_a, grad_c, lengthscale))
 
 
 def _incidence(i, j, n_bases):
-    """Sparse (n_bases x pairs) matrices with a 1 at (i_p, p), and at (j_p, p) for the
-    off-diagonal pairs only: a product sums each pair's term into its bases."""
+    """Sparse (n_bases x pairs) matrices that sum each pair's term into its bases:
+    into i and j (j only off the diagonal), and into i with its negative into j."""
     pairs = np.arange(i.size)
     off = i != j
     ones = np.ones(i.size)
     first = sparse.csr_matrix((ones, (i, pairs)), shape=(n_bases, i.size))
     second = sparse.csr_matrix((ones[off], (j[off], pairs[off])), shape=(n_bases, i.size))
-    return first, second
+    return first + second, first - second
 
 
 def _diagonal_covariance_gradient(weights, ms, cd, signal_variance):
