@@ -5,26 +5,37 @@ same options as the command-line tool and where to run (``client``, or ``schedul
 or an embedded cluster of ``workers``); the ``saspa`` commands and ``saspa run`` job
 files are thin layers over them.
 
-- :mod:`~saspa_dask.jobs.stores`: ingest, split, describe;
+- :mod:`~saspa_dask.jobs.stores`: ingest, split; :mod:`~saspa_dask.jobs.summary`:
+  describe;
 - :mod:`~saspa_dask.jobs.training`: train; :mod:`~saspa_dask.jobs.retraining`:
   retrain (and the retraining rules);
 - :mod:`~saspa_dask.jobs.estimators`: the estimator a job's options describe;
 - :mod:`~saspa_dask.jobs.row_probes`: the data's fingerprint and the rows a model keeps;
 - :mod:`~saspa_dask.jobs.scratch`: a job's scratch folder for its site stores;
-- :mod:`~saspa_dask.jobs.demo`: the in-memory demonstration;
+- :mod:`~saspa_dask.jobs.in_memory_demo`: the in-memory demonstration;
 - :mod:`~saspa_dask.jobs.scoring`: score, predict (a file, directly), evaluate;
 - :mod:`~saspa_dask.jobs.cluster`: Dask clients, TLS;
 - :mod:`~saspa_dask.jobs.task`: which task a target calls for;
 - :mod:`~saspa_dask.jobs.errors`: :class:`JobError`, interrupts.
 """
 
-from .cluster import dask_client, tls_security
-from .demo import demo
-from .errors import JobError
-from .scoring import evaluate, metrics_line, predict, score
-from .stores import describe, ingest, split
-from .retraining import retrain
-from .training import train
+# The job functions load on first use (PEP 562): `saspa ingest` and `saspa split` do
+# not import the estimators and scikit-learn.
+_PUBLIC = {
+    "JobError": ".errors", "dask_client": ".cluster", "demo": ".in_memory_demo",
+    "describe": ".summary", "evaluate": ".scoring", "ingest": ".stores",
+    "metrics_line": ".scoring", "predict": ".scoring", "retrain": ".retraining",
+    "score": ".scoring", "split": ".stores", "tls_security": ".cluster", "train": ".training",
+}
 
-__all__ = ["JobError", "dask_client", "demo", "describe", "evaluate", "ingest", "metrics_line",
-           "predict", "retrain", "score", "split", "tls_security", "train"]
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        import importlib
+
+        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """Store jobs: ``ingest`` a file into a data store, ``split`` one into training and
-test stores, ``describe`` a model store."""
+test stores."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ import contextlib
 from pathlib import Path
 
 from ..storage.ingestion import ingest as ingest_file
-from ..files.atomic import reading, resolve_model_path
-from ..storage import describe_model
+from ..files.atomic import reading
 from ..storage.split import split_store
 from .errors import JobError, locked, reported
 from .paths import absolute
 
-__all__ = ["describe", "ingest", "split"]
+__all__ = ["ingest", "split"]
 
 
 def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
@@ -59,10 +58,3 @@ def split(store, train_out=None, test_out=None, *, test_fraction=0.2, seed=0,
         counts = split_store(store, train_out, test_out, test_fraction=test_fraction,
                              seed=seed, overwrite=overwrite)
     return {"train": train_out, "test": test_out, **counts}
-
-
-def describe(model):
-    """A JSON-able summary of a model store (or ``latest`` pointer): estimator, task,
-    rows, bases, kernel, likelihood, EP and optimiser diagnostics."""
-    with reported():
-        return describe_model(resolve_model_path(model))

@@ -22,17 +22,24 @@ The fit itself and the fitted posterior are the fitting layer's
 - :mod:`~saspa_dask.models.docs`: shared docstring fragments.
 """
 
-from .classifier import SASPAClassifier
-from .full_gp import FullGPClassifier, FullGPRegressor
-from .ivm import IVMClassifier
-from .loading import load_model
-from .model_store import save_model
-from .online import SparseOnlineGPClassifier, SparseOnlineGPRegressor
-from ..fitting.posterior import FittedPosterior
-from .regressor import SASPARegressor
-from .settings import EPSchedule, Execution, StochasticLearning
+# The names load on first use (PEP 562): reading a model store's summary does not
+# import every estimator.
+_PUBLIC = {
+    "EPSchedule": ".settings", "Execution": ".settings", "FittedPosterior": "..fitting.posterior",
+    "FullGPClassifier": ".full_gp", "FullGPRegressor": ".full_gp", "IVMClassifier": ".ivm",
+    "SASPAClassifier": ".classifier", "SASPARegressor": ".regressor",
+    "SparseOnlineGPClassifier": ".online", "SparseOnlineGPRegressor": ".online",
+    "StochasticLearning": ".settings", "load_model": ".loading", "save_model": ".model_store",
+}
 
-__all__ = ["EPSchedule", "Execution", "StochasticLearning", "FittedPosterior", "FullGPClassifier",
-           "FullGPRegressor", "IVMClassifier", "SASPAClassifier", "SASPARegressor",
-           "SparseOnlineGPClassifier", "SparseOnlineGPRegressor", "load_model",
-           "save_model"]
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        import importlib
+
+        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
