@@ -190,8 +190,11 @@ def _edit_attrs(store, **changes):
 def test_a_model_edited_after_saving_is_refused(tmp_path):
     """The hostile pass's cases: y_mean set to 1e308 gave probability 1.0 for every
     row; swapped feature names silently reordered the inputs.  Each edit (and an edited
-    array) now fails the checksum recorded at saving, naming the store."""
+    array, the sites included) now fails the checksum recorded at saving, naming the
+    store, whether the whole estimator is loaded or only the posterior scoring reads."""
     import pandas as pd
+
+    from saspa_dask.models.model_reader import read_fitted_posterior
 
     rng = np.random.default_rng(6)
     X = pd.DataFrame(rng.normal(size=(80, 2)), columns=["age", "income"])
@@ -199,20 +202,26 @@ def test_a_model_edited_after_saving_is_refused(tmp_path):
     model.save(tmp_path / "m.zarr")
     np.testing.assert_allclose(load_model(tmp_path / "m.zarr").predict_proba(X),
                                model.predict_proba(X), rtol=1e-12)
+    fitted, _ = read_fitted_posterior(tmp_path / "m.zarr")
+    np.testing.assert_allclose(fitted.class_probabilities(*fitted.latent(X.to_numpy())),
+                               model.predict_proba(X), rtol=1e-12)
     edits = {"y_mean": {"y_mean": 1e308}, "names": {"feature_names": ["income", "age"]}}
     for name, change in edits.items():
         store = tmp_path / f"{name}.zarr"
         shutil.copytree(tmp_path / "m.zarr", store)
         _edit_attrs(store, **change)
-        with pytest.raises(StoreError, match=f"{store}: its content differs from the "
-                                             "checksum recorded when it was saved"):
-            load_model(store)
-    store = tmp_path / "array.zarr"
-    shutil.copytree(tmp_path / "m.zarr", store)
-    group = zarr.open_group(str(store), mode="r+")
-    group["posterior_h"][0] = group["posterior_h"][0] + 1.0
-    with pytest.raises(StoreError, match="differs from the checksum"):
-        load_model(store)
+        for read in (load_model, read_fitted_posterior):
+            with pytest.raises(StoreError, match=f"{store}: its content differs from the "
+                                                 "checksum recorded when it was saved"):
+                read(store)
+    for array in ("posterior_h", "sites_tau"):
+        store = tmp_path / f"{array}.zarr"
+        shutil.copytree(tmp_path / "m.zarr", store)
+        group = zarr.open_group(str(store), mode="r+")
+        group[array][0] = group[array][0] + 1.0
+        for read in (load_model, read_fitted_posterior):
+            with pytest.raises(StoreError, match="differs from the checksum"):
+                read(store)
 
 
 def test_codecs_without_a_bound_are_refused(tmp_path):

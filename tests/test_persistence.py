@@ -107,6 +107,21 @@ def test_every_estimator_saves_and_loads_in_fresh_processes(tmp_path):
                                     "SparseOnlineGPRegressor", "IVMClassifier")}
 
 
+def test_the_store_readers_estimator_names_are_the_loadable_classes():
+    """Scoring reads a store's posterior without importing the estimators: the names
+    it accepts are the loader's classes, and a name ending in "Classifier" is what
+    marks a classifier's store."""
+    from sklearn.base import is_classifier
+
+    from saspa_dask.models.loading import ESTIMATORS
+    from saspa_dask.models.model_reader import ESTIMATOR_NAMES
+
+    assert sorted(ESTIMATOR_NAMES) == sorted(ESTIMATORS)
+    kinds = {name: is_classifier(cls()) for name, cls in ESTIMATORS.items()}
+    assert kinds == {name: name.endswith("Classifier") for name in ESTIMATORS}
+    assert sum(kinds.values()) == 4
+
+
 def test_a_loaded_online_gp_continues_its_pass(tmp_path):
     """partial_fit on a loaded online GP continues from the stored posterior: the same
     model as continuing the original (the state is rebuilt from P's factor)."""

@@ -21,6 +21,8 @@ files are thin layers over them.
 
 # The job functions load on first use (PEP 562): `saspa ingest` and `saspa split` do
 # not import the estimators and scikit-learn.
+from .._lazy import lazy_getattr
+
 _PUBLIC = {
     "JobError": ".errors", "dask_client": ".cluster", "demo": ".in_memory_demo",
     "describe": ".summary", "evaluate": ".scoring", "ingest": ".stores",
@@ -31,11 +33,4 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name):
-    if name in _PUBLIC:
-        import importlib
-
-        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _PUBLIC)

@@ -14,8 +14,7 @@ from ..storage.ingestion import ingest as ingest_file
 from ..files.atomic import check_not_an_input, reading, resolve_model_path
 from ..files.safe import own_directory, write_new_text
 from ..storage.export import EXPORT_FORMATS, export_scores
-from ..models.model_reader import read_model_attrs
-from ..storage import load_model_and_attrs
+from ..models.model_reader import read_fitted_posterior, read_model_attrs
 from ..storage.data_store import input_arrays
 from .cluster import dask_client, input_values, n_workers
 from .errors import JobError, locked, reported
@@ -29,8 +28,7 @@ def _load(model):
     (from the model store: what the training store recorded)."""
     with reported():
         path = resolve_model_path(model)
-        estimator, attrs = load_model_and_attrs(path)
-    fitted = estimator.fitted_posterior_
+        fitted, attrs = read_fitted_posterior(path)
     columns = (list(fitted.feature_names) if fitted.feature_names is not None
                else attrs.get("data_columns"))
     return fitted, columns, attrs.get("target_classes"), path

@@ -24,6 +24,8 @@ The fit itself and the fitted posterior are the fitting layer's
 
 # The names load on first use (PEP 562): reading a model store's summary does not
 # import every estimator.
+from .._lazy import lazy_getattr
+
 _PUBLIC = {
     "EPSchedule": ".settings", "Execution": ".settings", "FittedPosterior": "..fitting.posterior",
     "FullGPClassifier": ".full_gp", "FullGPRegressor": ".full_gp", "IVMClassifier": ".ivm",
@@ -35,11 +37,4 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name):
-    if name in _PUBLIC:
-        import importlib
-
-        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _PUBLIC)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from sklearn.base import is_classifier
 
 from ..core.kernels import basis_covariance
 from ..ep.posterior import Posterior
@@ -19,7 +18,16 @@ from ..fitting.posterior import FittedPosterior, unstacked
 from .model_store import (FLOAT_REPORT, FOURIER_SCALING, MODEL_FORMAT, READABLE_VERSIONS,
                           content_checksum, decode_params)
 
-__all__ = ["read_model", "read_model_attrs", "report_of"]
+__all__ = ["ESTIMATOR_NAMES", "read_fitted_posterior", "read_model", "read_model_attrs",
+           "report_of"]
+
+# The estimator classes a store may name (``models.loading.ESTIMATORS`` maps them to
+# the classes; a test checks the two agree).  A classifier's name ends in "Classifier",
+# scikit-learn's convention and this package's: the posterior can be checked against
+# its estimator's kind without importing the estimators.
+ESTIMATOR_NAMES = ("SASPAClassifier", "SASPARegressor", "FullGPClassifier",
+                   "FullGPRegressor", "SparseOnlineGPClassifier", "SparseOnlineGPRegressor",
+                   "IVMClassifier")
 
 
 def _number(value, key, path, *, low=None, positive=False, integer=False):
@@ -233,18 +241,18 @@ def _read_posterior(read, attrs, path):
     return fitted
 
 
-def _check_classes(cls, fitted, path):
+def _check_classes(name, fitted, path):
     """A classifier has its classes, one problem for two, one per class for more; a
     regressor has none."""
-    if not is_classifier(cls()):
+    if not name.endswith("Classifier"):
         if fitted.classes is not None:
-            raise StoreError(f"{path}: a {cls.__name__} store with classes")
+            raise StoreError(f"{path}: a {name} store with classes")
         return
     K = fitted.n_problems
     n = None if fitted.classes is None else len(fitted.classes)
     if n is None or n < 2 or (K == 1 and n != 2) or (K > 1 and n != K) or \
             len(set(fitted.classes.tolist())) != n:
-        raise StoreError(f"{path}: attribute 'classes' does not fit a {cls.__name__} with "
+        raise StoreError(f"{path}: attribute 'classes' does not fit a {name} with "
                          f"{K} EP problem(s) (got {n if n is not None else 'none'})")
 
 
@@ -310,8 +318,31 @@ def read_model(path, classes):
     StoreError
         Missing, foreign, incomplete, truncated or inconsistent store.
     """
+    return _refusing_invalid(path, lambda: _load(Path(path), classes))
+
+
+def read_fitted_posterior(path):
+    """The fitted posterior a model store holds and the store's attributes, checked as
+    :func:`read_model` checks them (checksum included), without building the estimator:
+    what scoring needs, and it does not import the estimators or scikit-learn.
+
+    Raises
+    ------
+    StoreError
+        Missing, foreign, incomplete, truncated or inconsistent store.
+    """
+    def read():
+        attrs, reader, fitted = _read_posterior_checked(Path(path))
+        _read_report_arrays(reader, attrs, fitted, path)  # their shapes, for the checksum
+        reader.verify_checksum(attrs)
+        return fitted, attrs
+
+    return _refusing_invalid(path, read)
+
+
+def _refusing_invalid(path, read):
     try:
-        return _load(Path(path), classes)
+        return read()
     except StoreError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
@@ -320,14 +351,20 @@ def read_model(path, classes):
                          f"{err})") from None
 
 
-def _load(path, classes):
+def _read_posterior_checked(path):
     group, attrs = read_model_attrs(path)
-    cls = classes.get(attrs.get("estimator"))
-    if cls is None:
-        raise StoreError(f"{path}: unknown estimator {attrs.get('estimator')!r}")
+    name = attrs.get("estimator")
+    if name not in ESTIMATOR_NAMES:
+        raise StoreError(f"{path}: unknown estimator {name!r}")
     read = _ArrayReader(group, attrs, path)
     fitted = _read_posterior(read, attrs, path)
-    _check_classes(cls, fitted, path)
+    _check_classes(name, fitted, path)
+    return attrs, read, fitted
+
+
+def _load(path, classes):
+    attrs, read, fitted = _read_posterior_checked(path)
+    cls = classes[attrs["estimator"]]
     params = decode_params(attrs["params"], read, path)
     valid = cls().get_params(deep=False)
     model = cls(**{k: v for k, v in params.items() if k in valid})
