@@ -19,8 +19,9 @@
 (c) uci     Ionosphere (20 random splits, 200 train / 151 test) and Spambase (10
             random splits, 2761 / 1840; log1p, standardised): test error and mean
             negative log probability against M for SASPA-full, SASPA-spherical,
-            FITC-EP and DTC-EP, each learning its own hyperparameters (estimator
-            defaults), the online pass refined by EP learning its kernel, the IVM
+            FITC-EP and DTC-EP at the same K-means locations (the paper's protocol:
+            one seed, means not learnt; --own-bases lets each learn its own), each
+            learning its own kernel and blur (estimator defaults), the online pass refined by EP learning its kernel, the IVM
             learning its kernel and bias, and the full-GP EP for reference.
 
     python benchmarks/bench_paper.py                   # everything (about an hour on 2 cores)
@@ -343,7 +344,7 @@ def _own_bases_model(name, M):
                                     optimize_hyperparameters=True)
 
 
-def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs):
+def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs, shared=True):
     _limit_threads(jobs)
     _quiet()
     from saspa_dask import FullGPClassifier, SASPAClassifier
@@ -352,14 +353,21 @@ def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs):
     Xtr, ytr, Xte, yte = split(X, y, n_train, seed, n_test)
     rows = []
     for M in bases_list:
+        means = []
         for name, kw in UCI_METHODS.items():
             start = time.perf_counter()
-            model = SASPAClassifier(n_bases=M, random_state=seed, **kw).fit(Xtr, ytr)
+            # shared: every method keeps the same K-means locations (one seed, means
+            # not learnt) and learns its own kernel and blur, as the paper ran it
+            own = {} if not shared else {"learn_bases": False}
+            model = SASPAClassifier(n_bases=M, random_state=seed, **kw, **own).fit(Xtr, ytr)
             seconds = time.perf_counter() - start
+            means.append(model.bases_.means)
             err, nlp = error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
             rows.append({"dataset": dataset, "split": seed, "method": name, "M": M,
                          "error": err, "nlp": nlp, "fit_s": seconds,
                          "converged": bool(model.converged_)})
+        if shared and not all(np.array_equal(m, means[0]) for m in means):
+            raise AssertionError("the methods' K-means locations differ")
         for name in UCI_OWN_BASES:
             start = time.perf_counter()
             model = _own_bases_model(name, M).fit(Xtr, ytr)
@@ -381,7 +389,7 @@ def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs):
 
 
 def uci(quick, jobs, full_gp_splits, spambase_splits=10, ionosphere_splits=20,
-        bases_list=(4, 8, 16, 32, 64, 128), ionosphere_full_splits=20):
+        bases_list=(4, 8, 16, 32, 64, 128), ionosphere_full_splits=20, shared=True):
     if quick:
         plans = [("ionosphere", 1, 200, None, [4, 16], 1),
                  ("spambase", 1, 500, 500, [8], 0)]
@@ -392,7 +400,7 @@ def uci(quick, jobs, full_gp_splits, spambase_splits=10, ionosphere_splits=20,
                   full_gp_splits)]
     out = {}
     for dataset, n_splits, n_train, n_test, bases_list, n_full in plans:
-        args = [(dataset, s, n_train, n_test, bases_list, s < n_full, jobs)
+        args = [(dataset, s, n_train, n_test, bases_list, s < n_full, jobs, shared)
                 for s in range(n_splits)]
         with ProcessPoolExecutor(jobs) as pool:
             rows = [r for part in pool.map(uci_one, *zip(*args)) for r in part]
@@ -408,6 +416,7 @@ def uci(quick, jobs, full_gp_splits, spambase_splits=10, ionosphere_splits=20,
                                 "not_converged": sum(not r["converged"] for r in sel)})
         _plot_uci(dataset, summary, common.FIGURES / f"{dataset}.png")
         out[dataset] = {"n_splits": n_splits, "n_train": n_train, "summary": summary,
+                        "bases": "shared K-means" if shared else "each method's own",
                         "rows": rows, "figure": f"figures/{dataset}.png"}
     return out
 
@@ -492,6 +501,9 @@ def main():
     ap.add_argument("--ionosphere-full-gp-splits", type=int, default=20)
     ap.add_argument("--uci-bases", default="4,8,16,32,64,128",
                     help="comma-separated M values of experiment (c)")
+    ap.add_argument("--own-bases", action="store_true",
+                    help="(c): each method learns its own basis means (default: the "
+                         "paper's protocol, K-means locations shared by the methods)")
     ap.add_argument("--full-gp-splits", type=int, default=3,
                     help="Spambase splits that also fit the (N^3) full-GP EP")
     ap.add_argument("--out", default=None, help="JSON report (default results/paper.json)")
@@ -515,7 +527,7 @@ def main():
             report["uci"] = uci(args.quick, args.jobs, args.full_gp_splits,
                                 args.spambase_splits, args.ionosphere_splits,
                                 [int(m) for m in args.uci_bases.split(",")],
-                                args.ionosphere_full_gp_splits)
+                                args.ionosphere_full_gp_splits, not args.own_bases)
     report["seconds"] = time.perf_counter() - start
     name = args.out or str(common.RESULTS / ("paper-quick.json" if args.quick else
                                       f"paper-{'-'.join(parts)}.json"))
