@@ -193,6 +193,9 @@ TRAIN_PARAMETERS = (
               "likelihoods."),
     Parameter("noise_variance", float, None, "Regression noise variance (default: a tenth "
               "of the target variance)."),
+    Parameter("min_noise_variance", float, None, "Regression (gaussian): a floor under "
+              "the learnt noise variance, in the target's squared units (q**2/12 for "
+              "targets quantised in steps q)."),
     Parameter("dof", float, 4.0, "Student-t degrees of freedom."),
     Parameter("scale", float, None, "Student-t scale (default from the targets)."),
     Parameter("lengthscale", float, None, "One starting lengthscale for every input "

@@ -8,7 +8,7 @@ from scipy.optimize import minimize
 from saspa_dask import Basis, SASPARegressor, SASPAClassifier
 from saspa_dask import kmeans_bases
 from saspa_dask.ep import EPSchedule
-from saspa_dask.fitting.hyperparameters import Hyperparameters
+from saspa_dask.fitting.hyperparameters import Hyperparameters, LearntBoundWarning
 from saspa_dask.core.kernels import blur_covariances
 from saspa_dask.core.likelihoods import Gaussian, NoisyProbit, Probit, Step, StudentT
 from saspa_dask.fitting.trainer import Trainer
@@ -140,6 +140,46 @@ def test_a_learnt_constant_mean_is_the_closed_form_fitc_optimum_with_a_mean():
     ls, s2, noise, c = np.exp(ref.x[:2]), np.exp(ref.x[2]), np.exp(ref.x[3]), ref.x[4]
     mean = fitc_regression(X, y - c, Xs, Z, ls, s2, noise, jitter * s2)[0] + c
     np.testing.assert_allclose(reg.predict(Xs), mean, atol=5e-3)
+
+
+def test_a_noise_floor_is_the_closed_form_fitc_optimum_bounded_there():
+    """min_noise_variance: the FITC marginal likelihood maximised with the noise held
+    above a floor three times its free optimum (scipy's bounded L-BFGS-B on the closed
+    form written here) against the estimator: the noise ends on the floor, the kernel
+    where the bounded optimum has it, and no bound warning for a floor the user set."""
+    import warnings
+
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-3, 3, size=(150, 2))
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.normal(size=150)
+    Z = kmeans_bases(X, 12, random_state=0).means
+    jitter = 1e-8
+
+    def negative_fitc(x):
+        ls, s2, noise = np.exp(x[:2]), np.exp(x[2]), np.exp(x[3])
+        return -fitc_regression(X, y, X[:1], Z, ls, s2, noise, jitter * s2)[2]
+
+    x0 = np.log([1.0, 1.0, 0.5, 0.1])
+    options = {"ftol": 1e-15, "gtol": 1e-9, "maxiter": 500}
+    free = minimize(negative_fitc, x0, method="L-BFGS-B", options=options)
+    floor = 3.0 * np.exp(free.x[3])
+    bounded = minimize(negative_fitc, np.maximum(x0, [-9, -9, -9, np.log(floor)]),
+                       method="L-BFGS-B", bounds=[(None, None)] * 3 + [(np.log(floor), None)],
+                       options=options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LearntBoundWarning)
+        reg = SASPARegressor(bases=Basis(Z), blur="delta", lengthscale=1.0,
+                             signal_variance=0.5, noise_variance=0.1, center_y=False,
+                             learn_offset=False, min_noise_variance=floor, jitter=jitter,
+                             max_hyper_iter=200, hyper_tol=1e-12).fit(X, y)
+    assert reg.noise_variance_ == pytest.approx(floor, rel=1e-9)
+    ours = np.log([*reg.lengthscale_, reg.signal_variance_])
+    np.testing.assert_allclose(ours, bounded.x[:3], atol=2e-3)
+    assert reg.log_evidence_ == pytest.approx(-bounded.fun, abs=1e-6)
+    assert -bounded.fun < -free.fun - 0.1  # the floor binds: the test can fail
+    assert reg.hyperparameter_info_["at_bounds"] == []
+    with pytest.raises(ValueError, match="min_noise_variance is a floor of the gaussian"):
+        SASPARegressor(n_bases=4, likelihood="student_t", min_noise_variance=0.1).fit(X, y)
 
 
 def test_evidence_never_decreases_across_iterations():

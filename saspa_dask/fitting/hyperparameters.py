@@ -61,6 +61,9 @@ class Hyperparameters:
     bases: LearntBases | LearntFeatures | None = None
     mean_offset: float | None = None
     offset_scale: float = 1.0
+    # a floor the user set on the Gaussian noise variance (``min_noise_variance``):
+    # the box's lower edge there, and a value on it is not reported as on a bound
+    noise_floor: float | None = None
     # the data-driven values the box of :meth:`bounds` is centred on (None: this point)
     centre: "Hyperparameters | None" = None
 
@@ -156,10 +159,24 @@ class Hyperparameters:
             bounds[offset - 1] = (min(-span, x0[offset - 1]), max(span, x0[offset - 1]))
         for k, name in enumerate(self.likelihood):
             lo, hi = LIKELIHOOD_BOUNDS.get(name, (None, None))
+            if name == "noise_variance" and self.noise_floor is not None:
+                lo = self.noise_floor
             a, b = bounds[offset + k]
-            bounds[offset + k] = (a if lo is None else max(a, math.log(lo)),
-                                  b if hi is None else min(b, math.log(hi)))
+            a = a if lo is None else max(a, math.log(lo))
+            bounds[offset + k] = (a, max(a, b if hi is None else min(b, math.log(hi))))
         return bounds
+
+    def on_bounds(self, bounds, tol=1e-8):
+        """Names of the learnt values on a bound of ``bounds`` (log space), except the
+        noise variance on the floor the user set (there by request, not by accident)."""
+        floor = None if self.noise_floor is None else math.log(self.noise_floor)
+        def on_floor(name, lo):
+            return name == "likelihood.noise_variance" and floor is not None and \
+                lo <= floor + tol
+
+        return [name for name, v, (lo, hi) in zip(self.names(), self.to_log(), bounds)
+                if (lo is not None and v <= lo + tol and not on_floor(name, lo))
+                or (hi is not None and v >= hi - tol)]
 
     def _centred(self, x0):
         """``x0`` with the lengthscales, signal variance and likelihood entries
@@ -191,8 +208,9 @@ _ADVICE = {
     "likelihood.noise_variance": (
         "the noise variance ran to its floor: with learnt bases, FITC (alpha=1) can "
         "explain the data by each row's residual variance instead of noise, which "
-        "over-fits the noise away; try alpha=0.5 (Power EP), fewer bases, or "
-        "learn_bases=None, and check the held-out NLPD"),
+        "over-fits the noise away; try alpha=0.5 (Power EP), fewer bases, "
+        "learn_bases=None, or min_noise_variance (the noise you know the targets "
+        "have), and check the held-out NLPD"),
     "lengthscale": (
         "lengthscales on the box's top are inputs the model found irrelevant (harmless; "
         "such inputs can be dropped); on its bottom, inputs varying faster than the "

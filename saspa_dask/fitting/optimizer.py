@@ -179,7 +179,7 @@ def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
             "stop_reason": reason, "message": _REASONS.get(reason, message),
             "tol": float(rule.tol),
             "hit_iteration_cap": reason == "cap", "hit_time_budget": reason == "time",
-            "at_bounds": _at_bounds(objective.best_hyper, bounds),
+            "at_bounds": objective.best_hyper.on_bounds(bounds),
             "log_evidence_start": float(-f0), "log_evidence_end": float(objective.best_value)}
     return objective.best_hyper, objective.best_state, trace, info
 
@@ -228,13 +228,6 @@ def _record(iteration, energy, previous, gradient, hyper, objective, rule):
 def _projected(x, g, lower, upper):
     """Largest entry of L-BFGS-B's projected gradient (of the minimised -energy)."""
     return float(np.max(np.abs(x - np.clip(x - g, lower, upper)), initial=0.0))
-
-
-def _at_bounds(hyper, bounds, tol=1e-8):
-    """Names of the learnt values of ``hyper`` that lie on a bound (in log space)."""
-    x = hyper.to_log()
-    return [name for name, v, (lo, hi) in zip(hyper.names(), x, bounds)
-            if (lo is not None and v <= lo + tol) or (hi is not None and v >= hi - tol)]
 
 
 class _Objective:

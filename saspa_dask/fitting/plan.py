@@ -93,6 +93,7 @@ class FitPlan:
     learn_bases: object = "auto"
     learn_blur_scale: bool = False
     learn_offset: bool = False
+    min_noise_variance: float | None = None
     n_restarts_optimizer: int = 0
     hyper_subsample: object = None
     learning: str = "full-batch"
@@ -265,18 +266,24 @@ class _Run:
         if plan.learn_offset and self.labels is not None:
             raise ValueError("learn_offset needs one EP problem (a regression or a "
                              "binary classification), not one per class")
+        if plan.min_noise_variance is not None and \
+                "noise_variance" not in likelihood.hyperparameters():
+            raise ValueError("min_noise_variance is a floor of the gaussian likelihood's "
+                             f"noise variance; the {likelihood.name} likelihood has none")
         lengthscale = resolve_lengthscale(plan.lengthscale, d, column_std)
         learn_offset = bool(plan.learn_offset and plan.optimize_hyperparameters)
         middle = None
         if centre is not None:
             middle = Hyperparameters(resolve_lengthscale(None, d, column_std),
                                      float(centre[0]), centre[1].hyperparameters())
+        learnt = likelihood.hyperparameters() if plan.optimize_hyperparameters else {}
+        if plan.min_noise_variance is not None and learnt:  # start on or above the floor
+            learnt["noise_variance"] = max(learnt["noise_variance"], plan.min_noise_variance)
         return Hyperparameters(
-            lengthscale, float(signal_variance),
-            likelihood.hyperparameters() if plan.optimize_hyperparameters else {},
+            lengthscale, float(signal_variance), learnt,
             learn_blur_scale=bool(plan.learn_blur_scale) and self.report["blur_"] != "delta",
             bases=learnt_start(basis, learn, self.report["blur_"], lengthscale),
-            mean_offset=0.0 if learn_offset else None,
+            mean_offset=0.0 if learn_offset else None, noise_floor=plan.min_noise_variance,
             offset_scale=math.sqrt(float(centre[0] if centre is not None
                                          else signal_variance)),
             centre=middle)

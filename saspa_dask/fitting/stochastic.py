@@ -400,8 +400,7 @@ def _info(stop_reason, schedule, trace, steps, epochs, rows_seen, n_rejected, n_
           hyper, bounds, t0):
     """``hyperparameter_info_`` of stochastic learning, with the full-batch optimiser's
     keys (an iteration is a minibatch step)."""
-    on_bound = [name for name, v, (lo, hi) in zip(hyper.names(), hyper.to_log(), bounds)
-                if v <= lo + 1e-8 or v >= hi - 1e-8]
+    on_bound = hyper.on_bounds(bounds)
     return {"method": "stochastic", "stop_reason": stop_reason,
             "message": _MESSAGES[stop_reason], "converged": stop_reason == "energy",
             "n_iterations": steps, "n_evaluations": steps, "epochs": epochs,

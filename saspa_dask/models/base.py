@@ -113,10 +113,14 @@ class SASPABase(LegacyNames, PosteriorModel):
         """This estimator's fit: its parameters as a plan (``damping`` resolved)."""
         return FitPlan(owner=type(self).__name__,
                        **{name: getattr(self, name) for name in _PLAN_PARAMETERS},
-                       learn_offset=bool(getattr(self, "learn_offset", False)),
+                       **self._task_plan_parameters(),
                        stochastic=self._settings("stochastic"),
                        ep=replace(self._ep, damping=float(damping)),
                        execution=self._execution)
+
+    def _task_plan_parameters(self):
+        """The plan's parameters only one task's estimator has (the regressor's)."""
+        return {}
 
     def _fit_posterior(self, X, targets, likelihood, signal_variance, damping, column_std,
                        *, progress=None, init_sites=None, labels=None, offset=0.0,
