@@ -20,8 +20,9 @@
             random splits, 2761 / 1840; log1p, standardised): test error and mean
             negative log probability against M for SASPA-full, SASPA-spherical,
             FITC-EP and DTC-EP at the same K-means locations (the paper's protocol:
-            one seed, means not learnt; --own-bases lets each learn its own), each
-            learning its own kernel and blur (estimator defaults), the online pass refined by EP learning its kernel, the IVM
+            one seed, means not learnt), each learning its own kernel and blur
+            (estimator defaults); with --own-bases each learns its own means, and the
+            methods that choose their own bases run too: the online pass refined by EP learning its kernel, the IVM
             learning its kernel and bias, and the full-GP EP for reference.
 
 (d) regression  The SPGP and IDGP papers' regression experiments on their own
@@ -378,7 +379,7 @@ def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs, shared=
                          "converged": bool(model.converged_)})
         if shared and not all(np.array_equal(m, means[0]) for m in means):
             raise AssertionError("the methods' K-means locations differ")
-        for name in UCI_OWN_BASES:
+        for name in UCI_OWN_BASES if not shared else ():  # not at shared locations
             start = time.perf_counter()
             model = _own_bases_model(name, M).fit(Xtr, ytr)
             seconds = time.perf_counter() - start
@@ -515,7 +516,7 @@ def regression_one(name, method, M, start, quick, jobs):
     _quiet()
     from saspa_dask import FullGPRegressor, SASPARegressor
 
-    Xtr, ytr, Xte, yte, _ = data = _regression_data(name)
+    Xtr, ytr, Xte, yte, _ = _regression_data(name)
     if quick:
         Xtr, ytr, Xte, yte = Xtr[:400], ytr[:400], Xte[:400], yte[:400]
     cpu = time.process_time()
