@@ -84,11 +84,7 @@ def greedy_fit(X, y, n_bases, *, rounds=3, criterion="evidence", n_candidates=59
     if int(rounds) < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     rng = check_random_state(random_state)
-    spread = float(np.var(y)) or 1.0
-    kernel = {"lengthscale": resolve_lengthscale(params.pop("lengthscale", None), X.shape[1],
-                                                 X.std(axis=0)),
-              "signal_variance": params.pop("signal_variance", None) or spread,
-              "noise_variance": params.pop("noise_variance", None) or 0.1 * spread}
+    kernel = _starting_kernel(X, y, params)
     template = SASPARegressor(n_bases=n_bases, blur="delta", learn_bases=False, **params)
     centre, history, best = float(y.mean()), [], None
     for _ in range(int(rounds)):
@@ -111,3 +107,13 @@ def greedy_fit(X, y, n_bases, *, rounds=3, criterion="evidence", n_candidates=59
         if best is None or model.log_evidence_ > best.log_evidence_:
             best = model
     return best, history
+
+
+def _starting_kernel(X, y, params):
+    """The first selection's kernel and noise: those given in ``params`` (taken out of
+    it), else the regressor's data-driven starts."""
+    spread = float(np.var(y)) or 1.0
+    return {"lengthscale": resolve_lengthscale(params.pop("lengthscale", None), X.shape[1],
+                                               X.std(axis=0)),
+            "signal_variance": params.pop("signal_variance", None) or spread,
+            "noise_variance": params.pop("noise_variance", None) or 0.1 * spread}
