@@ -18,9 +18,9 @@ import json
 
 import numpy as np
 
-import common
-from bench_learnt_bases import load_regression, split
 from exact_gp import ExactGP
+from lib import machine, metrics, output
+from lib.data import held_out_split, load_regression
 
 
 def _toy():
@@ -33,7 +33,7 @@ def _toy():
 
 def _california():
     X, y = load_regression("california_housing")
-    Xtr, ytr, Xte, yte = split(X, y, 0, 2000)
+    Xtr, ytr, Xte, yte = held_out_split(X, y, 0, 2000)
     return Xtr, ytr, Xte[:1000], yte[:1000]
 
 
@@ -67,7 +67,7 @@ def run(name, X, y, Xt, yt, M):
         for group, mask in groups.items():
             rows.append({"set": name, "method": method, "group": group,
                          "n": int(mask.sum()),
-                         **common.regression_scores(mu[mask], sd[mask] ** 2, yt[mask]),
+                         **metrics.regression_scores(mu[mask], sd[mask] ** 2, yt[mask]),
                          "mean_sd": float(sd[mask].mean())})
     return rows, predictions, fitc
 
@@ -88,23 +88,23 @@ def plot(X, y, Xt, predictions, fitc, path):
         ax.plot(fitc.bases_.means[:, 0], np.full(fitc.bases_.n_bases, y.min() - 0.5), "r+")
         ax.set_title(name, fontsize=9)
     fig.tight_layout()
-    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    output.FIGURES.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    common.add_outdir_option(parser)
-    common.use_outdir(parser.parse_args())
+    output.add_outdir_option(parser)
+    output.use_outdir(parser.parse_args())
     rows = []
     X, y, Xt, yt = _toy()
     part, predictions, fitc = run("1-D toy", X, y, Xt, yt, 6)
     rows += part
-    plot(X, y, Xt, predictions, fitc, common.FIGURES / "augment.png")
+    plot(X, y, Xt, predictions, fitc, output.FIGURES / "augment.png")
     rows += run("california_housing", *_california(), 16)[0]
-    common.RESULTS.mkdir(parents=True, exist_ok=True)
-    (common.RESULTS / "augment.json").write_text(json.dumps(
-        {"machine": common.machine(), "rows": rows}, indent=1))
+    output.RESULTS.mkdir(parents=True, exist_ok=True)
+    (output.RESULTS / "augment.json").write_text(json.dumps(
+        {"machine": machine.machine(), "rows": rows}, indent=1))
     print("| set | method | group (rows) | test NLPD | RMSE | mean sd |")
     print("|---|---|---|---|---|---|")
     for r in rows:

@@ -16,27 +16,12 @@ Writes results/costs.json.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from lib import output
+from lib.machine import machine, matmul_rate, versions
+from lib.output import add_outdir_option, save, use_outdir
 
-from bench_learnt_bases import save
-from common import add_outdir_option, machine, use_outdir, versions
-
-
-def matmul_rate(n=1024, repeat=5):
-    """float64 GEMM flop/s on one thread (the best of ``repeat``)."""
-    from threadpoolctl import threadpool_limits
-
-    rng = np.random.default_rng(0)
-    a, b = rng.normal(size=(n, n)), rng.normal(size=(n, n))
-    best = np.inf
-    with threadpool_limits(1):
-        for _ in range(repeat):
-            t = time.perf_counter()
-            a @ b
-            best = min(best, time.perf_counter() - t)
-    return 2 * n ** 3 / best
 
 
 def table(n, d, seed=0):
@@ -71,10 +56,11 @@ def main():
     parser.add_argument("--blurs", nargs="+", default=["delta", "diagonal", "full"])
     parser.add_argument("--out", default="costs.json")
     add_outdir_option(parser)
+    output.add_quick_option(parser, dims=[2, 8], rows=[300], M=[8])
     args = parser.parse_args()
     use_outdir(args)
     report = {"machine": machine(), "versions": versions(), "args": vars(args),
-              "matmul_flops_per_second": matmul_rate(), "runs": []}
+              "matmul_flops_per_second": matmul_rate(n=1024, threads=1), "runs": []}
     for n in args.rows:
         for M in args.M:
             for d in args.dims:
@@ -89,7 +75,7 @@ def main():
                               f"{row['flops']:.3g} flops, efficiency "
                               f"{row['efficiency']:.3f}", flush=True)
                         save(report, args.out)
-    report["matmul_flops_per_second_end"] = matmul_rate()
+    report["matmul_flops_per_second_end"] = matmul_rate(n=1024, threads=1)
     save(report, args.out)
 
 

@@ -33,24 +33,26 @@ import json
 import time
 
 import numpy as np
+from lib import data, machine, output
+from lib.data import SETS, held_out_split, load_regression
+from lib.machine import matmul_rate
+from lib.metrics import error_and_nlp, regression_scores
+from lib.output import save
+from lib.svgp import run_budgets
 
-import common
-from bench_learnt_bases import SETS, load_regression, save, split, svgp
-from bench_train import matmul_rate
-from common import error_and_nlp, regression_scores
 
-CLASSIFICATION = {"ionosphere": (common.ionosphere, 200, None),
-                  "spambase": (common.spambase, 2761, 1840)}
+CLASSIFICATION = {"ionosphere": (data.ionosphere, 200, None),
+                  "spambase": (data.spambase, 2761, 1840)}
 OLD = {"blur": "full", "max_hyper_iter": 20, "hyper_tol": 0.0}
 
 
-def data(name, seed, train_rows):
+def split_of(name, seed, train_rows):
     if name in CLASSIFICATION:
         loader, n_train, n_test = CLASSIFICATION[name]
         X, y = loader()
-        return common.split(X, y, n_train, seed, n_test)
+        return data.random_split(X, y, n_train, seed, n_test)
     X, y = load_regression(name)
-    return split(X, y, seed, train_rows)
+    return held_out_split(X, y, seed, train_rows)
 
 
 def fit_saspa(name, Xtr, ytr, Xte, yte, M, settings):
@@ -89,14 +91,14 @@ def fit_hgb(name, Xtr, ytr, Xte, yte):
 def one_split(name, seed, args):
     from saspa_dask import kmeans_bases
 
-    Xtr, ytr, Xte, yte = data(name, seed, args.train_rows)
+    Xtr, ytr, Xte, yte = split_of(name, seed, args.train_rows)
     run = {"set": name, "split": seed, "M": args.bases, "n_train": len(ytr),
            "d": Xtr.shape[1]}
     run["new"] = fit_saspa(name, Xtr, ytr, Xte, yte, args.bases, {})
     run["old"] = fit_saspa(name, Xtr, ytr, Xte, yte, args.bases, OLD)
     cpu = run["new"]["cpu_seconds"]
     centres = kmeans_bases(Xtr, args.bases, random_state=0).means
-    run["svgp"] = svgp(Xtr, ytr.astype(float), Xte, yte, centres, [cpu, 5 * cpu],
+    run["svgp"] = run_budgets(Xtr, ytr.astype(float), Xte, yte, centres, [cpu, 5 * cpu],
                        by_cpu=True, regression=name not in CLASSIFICATION)
     run["hgb"] = fit_hgb(name, Xtr, ytr, Xte, yte)
     return run
@@ -109,8 +111,10 @@ def main():
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--train-rows", type=int, default=10_000)
     parser.add_argument("--out", default="defaults.json", help="file under results/")
-    args = common.parse(parser)
-    report = common.start_report(args, matmul_rate, "torch", "gpytorch", runs=[])
+    output.add_quick_option(parser, sets=["cpu_act", "ionosphere"], bases=8, splits=1,
+                            train_rows=500)
+    args = output.parse(parser)
+    report = machine.start_report(args, matmul_rate, "torch", "gpytorch", runs=[])
     for name in args.sets:
         for seed in range(args.splits):
             report["runs"].append(one_split(name, seed, args))

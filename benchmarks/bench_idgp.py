@@ -26,11 +26,12 @@ import json
 import time
 
 import numpy as np
+from lib import output
+from lib.data import held_out_split, load_regression
+from lib.machine import machine, matmul_rate, versions
+from lib.metrics import regression_scores
+from lib.output import add_outdir_option, use_outdir
 
-import common
-from bench_learnt_bases import load_regression, split
-from bench_train import matmul_rate
-from common import add_outdir_option, machine, regression_scores, use_outdir, versions
 
 METHODS = {"SPGP (learnt pseudo-inputs)": dict(blur="delta", learn_bases="means"),
            "TFIFGP (learnt frequency features)": dict(blur="fourier",
@@ -89,7 +90,7 @@ def plot(runs, path):
         axes[1, col].set_xlabel("M")
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
-    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    output.FIGURES.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
 
 
@@ -132,17 +133,17 @@ def main():
     if args.report:
         runs = [r for path in args.report for r in json.loads(open(path).read())["runs"]]
         print(table(runs))
-        plot(runs, common.FIGURES / "idgp.png")
+        plot(runs, output.FIGURES / "idgp.png")
         return
     report = {"machine": machine(), "versions": versions(), "args": vars(args),
               "matmul_gflops": matmul_rate() / 1e9, "runs": []}
     print(f"float64 matmul: {report['matmul_gflops']:.1f} GFLOP/s", flush=True)
-    common.RESULTS.mkdir(parents=True, exist_ok=True)
-    out = common.RESULTS / args.out
+    output.RESULTS.mkdir(parents=True, exist_ok=True)
+    out = output.RESULTS / args.out
     for name in args.sets:
         X, y = load_regression(name)
         for seed in range(args.first_split, args.first_split + args.splits):
-            Xtr, ytr, Xte, yte = split(X, y, seed, args.train_rows)
+            Xtr, ytr, Xte, yte = held_out_split(X, y, seed, args.train_rows)
             for M in args.bases:
                 for method, options in METHODS.items():
                     run = {"set": name, "split": seed, "M": M, "method": method,
@@ -150,7 +151,7 @@ def main():
                     report["runs"].append(run)
                     print(json.dumps(run), flush=True)
                     out.write_text(json.dumps(report, indent=1))  # a stopped run keeps its rows
-    plot(report["runs"], common.FIGURES / "idgp.png")
+    plot(report["runs"], output.FIGURES / "idgp.png")
     print(table(report["runs"]))
 
 

@@ -21,9 +21,9 @@ import time
 import warnings
 
 import numpy as np
+from lib import data, machine, metrics, output
+from lib.machine import matmul_rate
 
-import common
-from bench_train import matmul_rate
 
 VARIANTS = {
     "defaults": {},
@@ -38,13 +38,13 @@ def run(X, y, M, variant, n_splits):
 
     errors, nlps, cpu = [], [], 0.0
     for seed in range(n_splits):
-        Xtr, ytr, Xte, yte = common.split(X, y, 200, seed)
+        Xtr, ytr, Xte, yte = data.random_split(X, y, 200, seed)
         start = time.process_time()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = IVMClassifier(n_bases=M, **VARIANTS[variant]).fit(Xtr, ytr)
         cpu += time.process_time() - start
-        error, nlp = common.error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
+        error, nlp = metrics.error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
         errors.append(error)
         nlps.append(nlp)
     e = np.array(errors)
@@ -58,11 +58,11 @@ def main():
     parser.add_argument("--splits", type=int, default=20)
     parser.add_argument("--budgets", default="16,32,64")
     parser.add_argument("--quick", action="store_true")
-    args = common.parse(parser)
+    args = output.parse(parser)
     if args.quick:
         args.splits, args.budgets = 2, "16"
-    report = common.start_report(args, matmul_rate)
-    X, y = common.ionosphere()
+    report = machine.start_report(args, matmul_rate)
+    X, y = data.ionosphere()
     majority = max(np.mean(y), 1 - np.mean(y))
     print(f"Ionosphere: {len(y)} rows; always the majority class: error {1 - majority:.3f}")
     rows = []
@@ -73,9 +73,9 @@ def main():
             print(f"| {M} | {variant} | {row['error']:.3f} +- {row['error_sd']:.3f} "
                   f"({row['error_min']:.3f}-{row['error_max']:.3f}) | {row['nlp']:.3f} | "
                   f"{row['cpu_s']:.1f} |", flush=True)
-    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    output.RESULTS.mkdir(parents=True, exist_ok=True)
     report.update(majority_error=float(1 - majority), runs=rows)
-    (common.RESULTS / "ivm.json").write_text(json.dumps(report, indent=1))
+    (output.RESULTS / "ivm.json").write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -24,42 +24,10 @@ import json
 import time
 
 import numpy as np
-
-import common
-from bench_peers import svgp_model
-from bench_train import matmul_rate
-from common import (DATASETS, add_outdir_option, error_and_nlp, machine, regression_scores,
-                    use_outdir, versions)
-
-SETS = ("ailerons", "house_16h", "cpu_act", "california_housing")
-
-
-def load_regression(name):
-    import csv
-
-    with open(DATASETS / f"{name}.csv") as fh:
-        rows = list(csv.reader(fh))
-    header, body = rows[0], rows[1:]
-    keep = [k for k, h in enumerate(header[:-1]) if h != "ocean_proximity"]
-    X = np.array([[float(r[k]) if r[k] != "" else np.nan for k in keep] for r in body])
-    y = np.array([float(r[-1]) for r in body])
-    ok = np.all(np.isfinite(X), axis=1)
-    X, y = X[ok], y[ok]
-    if name == "house_16h":
-        y = np.log1p(y)
-    return X, y
-
-
-def split(X, y, seed, train_rows):
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(y))
-    n_test = len(y) // 5
-    test, train = order[:n_test], order[n_test:][:train_rows]
-    mx, sx = X[train].mean(0), X[train].std(0)
-    sx[sx == 0] = 1.0
-    my, sy = y[train].mean(), y[train].std()
-    return ((X[train] - mx) / sx, (y[train] - my) / sy, (X[test] - mx) / sx,
-            (y[test] - my) / sy)
+from lib import data, output, svgp
+from lib.machine import machine, matmul_rate, versions
+from lib.metrics import regression_scores
+from lib.output import add_outdir_option, use_outdir
 
 
 def fit_saspa(Xtr, ytr, Xte, yte, M, learn, max_iter):
@@ -99,56 +67,9 @@ def fit_exact(Xtr, ytr, Xte, yte, warm_rows, max_iter):
     return out
 
 
-def svgp(Xtr, ytr, Xte, yte, centres, budgets, batch=256, lr=0.01, by_cpu=False,
-         regression=True):
-    """SVGP trained by minibatch Adam; scores at each wall-time budget (seconds of
-    training, evaluation outside the clock), or CPU-time budget with ``by_cpu`` (for a
-    machine that runs other work too).  ``regression=False``: the Bernoulli (probit)
-    likelihood on 0/1 labels, scored by test error and NLP."""
-    import gpytorch
-    import torch
-
-    torch.set_num_threads(2)
-    X = torch.tensor(Xtr, dtype=torch.float32)
-    y = torch.tensor(ytr, dtype=torch.float32)
-    model, likelihood = svgp_model(centres, Xtr.shape[1], regression=regression)
-    model.train()
-    likelihood.train()
-    optimizer = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=lr)
-    mll = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(y))
-    generator = torch.Generator().manual_seed(0)
-    seconds, cpu, out, epochs = 0.0, 0.0, [], 0
-    budgets = sorted(budgets)
-    while budgets:
-        order = torch.randperm(len(y), generator=generator)
-        for i in range(0, len(y), batch):
-            start, cpu_start = time.perf_counter(), time.process_time()
-            idx = order[i:i + batch]
-            optimizer.zero_grad()
-            loss = -mll(model(X[idx]), y[idx])
-            loss.backward()
-            optimizer.step()
-            seconds += time.perf_counter() - start
-            cpu += time.process_time() - cpu_start
-            if budgets and (cpu if by_cpu else seconds) >= budgets[0]:
-                model.eval()
-                likelihood.eval()
-                with torch.no_grad():
-                    pred = likelihood(model(torch.tensor(Xte, dtype=torch.float32)))
-                    mean, var = pred.mean.double().numpy(), pred.variance.double().numpy()
-                model.train()
-                likelihood.train()
-                scores = (regression_scores(mean, var, yte) if regression else
-                          dict(zip(("error", "nlp"), error_and_nlp(mean, yte))))
-                out.append({"budget": budgets.pop(0), "seconds": seconds, "cpu_seconds": cpu,
-                            "epochs": epochs, **scores})
-        epochs += 1
-    return out
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", nargs="+", default=list(SETS))
+    parser.add_argument("--sets", nargs="+", default=list(data.SETS))
     parser.add_argument("--bases", nargs="+", type=int, default=[64, 256])
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--first-split", type=int, default=0,
@@ -170,6 +91,9 @@ def main():
                         help="evidence iterations on all training rows after the warm start")
     parser.add_argument("--out", default="learnt_bases.json", help="file under results/")
     add_outdir_option(parser)
+    output.add_quick_option(parser, sets=["cpu_act"], bases=[8], splits=1, train_rows=500,
+                            max_hyper_iter=5, exact=True, exact_warm_rows=200,
+                            exact_max_iter=2)
     args = parser.parse_args()
     use_outdir(args)
     from saspa_dask import kmeans_bases
@@ -178,16 +102,16 @@ def main():
               "matmul_gflops": matmul_rate() / 1e9, "args": vars(args), "runs": []}
     print(f"float64 matmul: {report['matmul_gflops']:.1f} GFLOP/s", flush=True)
     for name in args.sets:
-        X, y = load_regression(name)
+        X, y = data.load_regression(name)
         for seed in range(args.first_split, args.first_split + args.splits):
-            Xtr, ytr, Xte, yte = split(X, y, seed, args.train_rows)
+            Xtr, ytr, Xte, yte = data.held_out_split(X, y, seed, args.train_rows)
             if args.exact and seed < args.exact_splits:
                 exact = fit_exact(Xtr, ytr, Xte, yte, args.exact_warm_rows,
                                   args.exact_max_iter)
                 report["runs"].append({"set": name, "split": seed, "exact": exact,
                                        "n_train": len(ytr)})
                 print(json.dumps(report["runs"][-1]), flush=True)
-                save(report, args.out)
+                output.save(report, args.out)
             for M in args.bases:
                 run = {"set": name, "split": seed, "M": M, "n_train": len(ytr),
                        "d": X.shape[1]}
@@ -202,17 +126,11 @@ def main():
                 if not args.only_learn:
                     t = run["saspa_means"]["seconds"]
                     centres = kmeans_bases(Xtr, M, random_state=0).means
-                    run["svgp"] = svgp(Xtr, ytr, Xte, yte, centres, [t, 5 * t])
+                    run["svgp"] = svgp.run_budgets(Xtr, ytr, Xte, yte, centres, [t, 5 * t])
                 report["runs"].append(run)
                 print(json.dumps(run), flush=True)
-                save(report, args.out)
-    save(report, args.out)
-
-
-def save(report, name):
-    """Written after every run, so a stopped benchmark keeps what it measured."""
-    common.RESULTS.mkdir(parents=True, exist_ok=True)
-    (common.RESULTS / name).write_text(json.dumps(report, indent=1))
+                output.save(report, args.out)
+    output.save(report, args.out)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,11 @@ import argparse
 import json
 import sys
 import time
+from lib.data import ionosphere, random_split, spambase
+from lib.machine import machine, versions
+from lib.metrics import error_and_nlp, mean_se
+from lib import output
 
-from common import RESULTS, error_and_nlp, ionosphere, machine, mean_se, spambase, split, versions
 
 
 def main():
@@ -27,7 +30,9 @@ def main():
                         help="comma-separated subset of kmeans, means, means+blur")
     parser.add_argument("--out", default="learnt_classification.json",
                         help="file name under results/")
-    args = parser.parse_args()
+    output.add_quick_option(parser, ionosphere_splits=1, spambase_splits=1,
+                            max_hyper_iter=3, variants="kmeans,means")
+    args = output.parse(parser)
     variants = [False if v == "kmeans" else v for v in args.variants.split(",")]
     from saspa_dask import SASPAClassifier
 
@@ -37,7 +42,7 @@ def main():
     for name, loader, n_train, n_test, n_splits, M in plans:
         X, y = loader()
         for seed in range(n_splits):
-            Xtr, ytr, Xte, yte = split(X, y, n_train, seed, n_test)
+            Xtr, ytr, Xte, yte = random_split(X, y, n_train, seed, n_test)
             for learn in variants:
                 t0 = time.perf_counter()
                 model = SASPAClassifier(M, blur="full", learn_bases=learn, random_state=0,
@@ -59,8 +64,8 @@ def main():
                         "train_nlp": mean_se([r["train_nlp"] for r in sel]),
                         "seconds": mean_se([r["seconds"] for r in sel])})
         print(json.dumps(summary[-1]), flush=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / args.out).write_text(json.dumps(
+    output.RESULTS.mkdir(parents=True, exist_ok=True)
+    (output.RESULTS / args.out).write_text(json.dumps(
         {"machine": machine(), "versions": versions(), "args": vars(args), "rows": rows,
          "summary": summary}, indent=1))
 

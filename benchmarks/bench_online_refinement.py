@@ -19,10 +19,11 @@ import json
 import warnings
 
 import numpy as np
+from lib import machine, output
+from lib.data import two_gaussians
+from lib.machine import matmul_rate
+from lib.metrics import bernoulli_kl
 
-import common
-from bench_paper import _bernoulli_kl, _two_gaussians
-from bench_train import matmul_rate
 
 
 def main():
@@ -32,18 +33,18 @@ def main():
     parser.add_argument("--budgets", default="8,16")
     parser.add_argument("--passes", default="0,1,2,3,5,500")
     parser.add_argument("--quick", action="store_true")
-    args = common.parse(parser)
+    args = output.parse(parser)
     if args.quick:
         args.seeds, args.test, args.budgets, args.passes = 1, 100, "8", "0,1,2"
     from saspa_dask import FullGPClassifier, SparseOnlineGPClassifier
 
-    report = common.start_report(args, matmul_rate)
+    report = machine.start_report(args, matmul_rate)
     budgets = [int(v) for v in args.budgets.split(",")]
     passes = [int(v) for v in args.passes.split(",")]
     kl = {(M, K): [] for M in budgets for K in passes}
     warnings.simplefilter("ignore")
     for seed in range(args.seeds):
-        X, y = _two_gaussians(np.random.default_rng(1000 + seed), 200 + args.test)
+        X, y = two_gaussians(np.random.default_rng(1000 + seed), 200 + args.test)
         full = FullGPClassifier().fit(X[:200], y[:200])
         p = full.predict_proba(X[200:])[:, 1]
         kernel = dict(lengthscale=full.lengthscale_, signal_variance=full.signal_variance_)
@@ -51,7 +52,7 @@ def main():
             for K in passes:
                 model = SparseOnlineGPClassifier(max_bases=M, ep_passes=K, **kernel)
                 q = model.fit(X[:200], y[:200]).predict_proba(X[200:])[:, 1]
-                kl[(M, K)].append(float(_bernoulli_kl(p, q).sum()))
+                kl[(M, K)].append(float(bernoulli_kl(p, q).sum()))
     rows = []
     for M in budgets:
         row = {"M": M, "kl": {str(K): float(np.mean(kl[(M, K)])) for K in passes},
@@ -62,9 +63,9 @@ def main():
         rows.append(row)
         print(f"| {M} | " + " | ".join(f"{row['kl'][str(K)]:.3g}" for K in passes)
               + f" | {row.get('one_sweep_no_farther', '-')} of {args.seeds} |", flush=True)
-    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    output.RESULTS.mkdir(parents=True, exist_ok=True)
     report["runs"] = rows
-    (common.RESULTS / "online_refinement.json").write_text(json.dumps(report, indent=1))
+    (output.RESULTS / "online_refinement.json").write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -52,10 +52,11 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from lib import data, metrics, output
+from lib.data import ionosphere, random_split, spambase
+from lib.machine import machine, versions
+from lib.metrics import error_and_nlp, mean_se
 
-import common
-from common import error_and_nlp, ionosphere, machine, mean_se, spambase
-from common import split, versions
 
 SPARSE = {"FITC-EP": dict(blur="delta"),
           "DTC-EP": dict(blur="delta", approximation="dtc"),
@@ -115,7 +116,7 @@ def circle(quick):
                      "log_evidence": model.log_evidence_})
     rows.append({"method": "full GP", "rms_mean_diff": 0.0, "rms_sd_diff": 0.0,
                  "log_evidence": full.log_evidence_})
-    _plot_circle(maps, X, basis, g, common.FIGURES / "circle.png")
+    _plot_circle(maps, X, basis, g, output.FIGURES / "circle.png")
     return {"hyperparameters": {"lengthscale": full.lengthscale_.tolist(),
                                 "signal_variance": full.signal_variance_,
                                 "noise_variance": full.noise_variance_},
@@ -145,7 +146,7 @@ def _plot_circle(maps, X, basis, g, path):
                 ax.plot(basis.means[:, 0], basis.means[:, 1], "w*", ms=11, mec="k")
             ax.set_title(f"{name}: {label}", fontsize=9)
         fig.colorbar(im, ax=axes[row, :].tolist(), shrink=0.9)
-    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    output.FIGURES.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -181,7 +182,7 @@ def spgp1d(quick):
     for name, model in models.items():
         model.fit(X, y)
         mean, var = model.predict_latent(Xt)
-        test = common.regression_scores(mean, var + model.noise_variance_, yt)
+        test = metrics.regression_scores(mean, var + model.noise_variance_, yt)
         rows.append({"method": name, "log_evidence": float(model.log_evidence_),
                      "test_rmse": test["rmse"], "test_nlpd": test["nlpd"],
                      "pseudo_inputs": (None if name == "full GP"
@@ -189,7 +190,7 @@ def spgp1d(quick):
         gm, gv = model.predict_latent(grid)
         curves[name] = (gm, np.sqrt(gv + model.noise_variance_),
                         None if name == "full GP" else model.bases_.means[:, 0])
-    _plot_spgp1d(X, y, grid, curves, models, common.FIGURES / "spgp1d.png")
+    _plot_spgp1d(X, y, grid, curves, models, output.FIGURES / "spgp1d.png")
     return {"n_train": n, "M": M, "rows": rows, "figure": "figures/spgp1d.png"}
 
 
@@ -214,7 +215,7 @@ def _plot_spgp1d(X, y, grid, curves, models, path):
         ax.set_title(name, fontsize=9)
     axes[-1].legend(fontsize=7)
     fig.tight_layout()
-    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    output.FIGURES.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -224,22 +225,6 @@ def _plot_spgp1d(X, y, grid, curves, models, path):
 # ----------------------------------------------------------------------------------
 
 
-def _two_gaussians(rng, n):
-    means = rng.normal(scale=1.2, size=(2, 2))
-    covs = []
-    for _ in range(2):
-        rot = np.linalg.qr(rng.normal(size=(2, 2)))[0]
-        covs.append(rot @ np.diag(rng.uniform(0.1, 1.5, 2)) @ rot.T)
-    y = rng.integers(0, 2, n)
-    X = np.stack([rng.multivariate_normal(means[k], covs[k]) for k in y])
-    return X, y
-
-
-def _bernoulli_kl(p, q):
-    p, q = (np.clip(a, 1e-12, 1 - 1e-12) for a in (p, q))
-    return p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))
-
-
 def twoclass_one(seed, bases_list, n_test, jobs):
     _limit_threads(jobs)
     _quiet()
@@ -247,7 +232,7 @@ def twoclass_one(seed, bases_list, n_test, jobs):
                             SparseOnlineGPClassifier, kmeans_bases)
 
     rng = np.random.default_rng(1000 + seed)
-    X, y = _two_gaussians(rng, 200 + n_test)
+    X, y = data.two_gaussians(rng, 200 + n_test)
     Xtr, ytr, Xte, yte = X[:200], y[:200], X[200:], y[200:]
     full = FullGPClassifier().fit(Xtr, ytr)
     p_full = full.predict_proba(Xte)[:, 1]
@@ -262,7 +247,7 @@ def twoclass_one(seed, bases_list, n_test, jobs):
             q = model.fit(Xtr, ytr).predict_proba(Xte)[:, 1]
             rows.append({"seed": seed, "method": name, "M": M,
                          "error": error_and_nlp(q, yte)[0],
-                         "kl": float(_bernoulli_kl(p_full, q).sum()),
+                         "kl": float(metrics.bernoulli_kl(p_full, q).sum()),
                          "converged": bool(model.converged_)})
         # the bases chosen by the method itself: Csató-Opper's one online pass (rows
         # in their random order) with a budget of M, and IVM's M active rows
@@ -278,7 +263,7 @@ def twoclass_one(seed, bases_list, n_test, jobs):
             q = model.fit(Xtr, ytr).predict_proba(Xte)[:, 1]
             rows.append({"seed": seed, "method": name, "M": M,
                          "error": error_and_nlp(q, yte)[0],
-                         "kl": float(_bernoulli_kl(p_full, q).sum()), "converged": True})
+                         "kl": float(metrics.bernoulli_kl(p_full, q).sum()), "converged": True})
     return rows
 
 
@@ -295,7 +280,7 @@ def twoclass(quick, jobs, bases_list):
             table.append({"method": name, "M": M, "error_mean": err[0], "error_se": err[1],
                           "kl_mean": kl[0], "kl_se": kl[1],
                           "not_converged": sum(not r["converged"] for r in sel)})
-    _plot_twoclass(table, common.FIGURES / "twoclass.png", n_sets)
+    _plot_twoclass(table, output.FIGURES / "twoclass.png", n_sets)
     return {"n_datasets": n_sets, "n_train": 200, "n_test": n_test, "bases": bases_list,
             "table": table, "runs": runs, "figure": "figures/twoclass.png"}
 
@@ -330,7 +315,7 @@ def _plot_twoclass(table, path, n_sets):
     fig.suptitle(f"Synthetic two-class, {n_sets} datasets of 200 training points "
                  "(mean ± s.e.)")
     fig.tight_layout()
-    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    output.FIGURES.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -361,7 +346,7 @@ def uci_one(dataset, seed, n_train, n_test, bases_list, with_full, jobs, shared=
     from saspa_dask import FullGPClassifier, SASPAClassifier
 
     X, y = spambase() if dataset == "spambase" else ionosphere()
-    Xtr, ytr, Xte, yte = split(X, y, n_train, seed, n_test)
+    Xtr, ytr, Xte, yte = random_split(X, y, n_train, seed, n_test)
     rows = []
     for M in bases_list:
         means = []
@@ -425,7 +410,7 @@ def uci(quick, jobs, full_gp_splits, spambase_splits=10, ionosphere_splits=20,
                                 "nlp_mean": nlp[0], "nlp_se": nlp[1],
                                 "fit_s_mean": float(np.mean([r["fit_s"] for r in sel])),
                                 "not_converged": sum(not r["converged"] for r in sel)})
-        _plot_uci(dataset, summary, common.FIGURES / f"{dataset}.png")
+        _plot_uci(dataset, summary, output.FIGURES / f"{dataset}.png")
         out[dataset] = {"n_splits": n_splits, "n_train": n_train, "summary": summary,
                         "bases": "shared K-means" if shared else "each method's own",
                         "rows": rows, "figure": f"figures/{dataset}.png"}
@@ -450,7 +435,7 @@ def _plot_uci(dataset, summary, path):
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{dataset}: mean ± s.e. over splits")
     fig.tight_layout()
-    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    output.FIGURES.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -470,28 +455,6 @@ PUMADYN_START_ROWS = 1024
 # Pole Telecomm's targets are 0-100 in steps of 10: the IDGP paper bounds the noise
 # variance below by the quantisation noise
 POLE_STEP = 10.0
-
-
-def _regression_data(name):
-    """(Xtr, ytr, Xte, yte, y sd) of a papers' split, standardised on its training rows."""
-    out = []
-    for part in ("train", "test"):
-        X, y = common.load_csv(f"{name}_{part}")
-        out += [X, y.astype(float)]
-    Xtr, ytr, Xte, yte = out
-    mean, sd = Xtr.mean(0), Xtr.std(0)
-    sd[sd == 0] = 1.0
-    y_mean, y_sd = ytr.mean(), ytr.std()
-    return ((Xtr - mean) / sd, (ytr - y_mean) / y_sd, (Xte - mean) / sd,
-            (yte - y_mean) / y_sd, float(y_sd))
-
-
-def nmse_mnlp(mean, var, y, y_train_mean=0.0):
-    """The IDGP paper's NMSE (squared error over the test targets' squared deviation
-    from the training mean) and MNLP (mean negative log predictive density)."""
-    nmse = np.mean((y - mean) ** 2) / np.mean((y - y_train_mean) ** 2)
-    mnlp = np.mean(0.5 * (y - mean) ** 2 / var + 0.5 * np.log(2 * np.pi * var))
-    return float(nmse), float(mnlp)
 
 
 def _protocol(name, data, quick):
@@ -516,7 +479,7 @@ def regression_one(name, method, M, start, quick, jobs):
     _quiet()
     from saspa_dask import FullGPRegressor, SASPARegressor
 
-    Xtr, ytr, Xte, yte, _ = _regression_data(name)
+    Xtr, ytr, Xte, yte, _ = data.paper_split(name)
     if quick:
         Xtr, ytr, Xte, yte = Xtr[:400], ytr[:400], Xte[:400], yte[:400]
     cpu = time.process_time()
@@ -537,7 +500,7 @@ def regression_one(name, method, M, start, quick, jobs):
         info = model.hyperparameter_info_
     cpu = time.process_time() - cpu
     mean, var = model.predict(Xte, return_std=True)
-    nmse, mnlp = nmse_mnlp(mean, var ** 2, yte)
+    nmse, mnlp = metrics.nmse_mnlp(mean, var ** 2, yte)
     print(f"[bench_paper] {name} {method} M={M}: NMSE {nmse:.4f} MNLP {mnlp:.4f} "
           f"({cpu:.0f} CPU-s)", file=sys.stderr, flush=True)
     return {"set": name, "method": method, "M": M, "nmse": nmse, "mnlp": mnlp,
@@ -549,8 +512,7 @@ def regression_one(name, method, M, start, quick, jobs):
 def regression(quick, jobs, sets, bases_by_set):
     tasks = []
     for name in sets:
-        data = _regression_data(name)
-        start = _protocol(name, data, quick)
+        start = _protocol(name, data.paper_split(name), quick)
         for M in ([10] if quick else bases_by_set.get(name, REGRESSION_SETS[name])):
             tasks += [(name, method, M, start) for method in REGRESSION_METHODS]
         full_rows = 200 if quick else (PUMADYN_START_ROWS if name == "pumadyn32nm" else 2000)
@@ -563,7 +525,7 @@ def regression(quick, jobs, sets, bases_by_set):
     out = {}
     for name in sets:
         sel = [r for r in rows if r["set"] == name]
-        path = common.FIGURES / f"regression_{name}.png"
+        path = output.FIGURES / f"regression_{name}.png"
         _plot_regression(name, sel, path)
         out[name] = {"rows": sel, "figure": f"figures/{path.name}",
                      "protocol": {k: np.asarray(v).tolist() for k, v in
@@ -596,7 +558,7 @@ def _plot_regression(name, rows, path):
     axes[0].legend(fontsize=7)
     fig.suptitle(f"{name}: the papers' split, test NMSE and MNLP against M")
     fig.tight_layout()
-    common.FIGURES.mkdir(parents=True, exist_ok=True)
+    output.FIGURES.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -675,9 +637,9 @@ def main():
                     help="comma-separated M values of experiment (d) for every set "
                          "(default: 10,25,50,100)")
     ap.add_argument("--out", default=None, help="JSON report (default results/paper.json)")
-    common.add_outdir_option(ap)
+    output.add_outdir_option(ap)
     args = ap.parse_args()
-    common.use_outdir(args)
+    output.use_outdir(args)
     parts = args.only or ["circle", "spgp1d", "twoclass", "uci", "regression"]
     report = {"machine": machine(), "versions": versions("matplotlib"),
               "command": " ".join(["python benchmarks/bench_paper.py", *sys.argv[1:]])}
@@ -703,9 +665,9 @@ def main():
             report["regression"] = regression(args.quick, args.jobs, args.regression_sets,
                                               bases)
     report["seconds"] = time.perf_counter() - start
-    name = args.out or str(common.RESULTS / ("paper-quick.json" if args.quick else
+    name = args.out or str(output.RESULTS / ("paper-quick.json" if args.quick else
                                       f"paper-{'-'.join(parts)}.json"))
-    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    output.RESULTS.mkdir(parents=True, exist_ok=True)
     with open(name, "w") as fh:
         json.dump(report, fh, indent=1)
     print(json.dumps({k: report[k] for k in ("machine", "versions", "command", "seconds")},

@@ -41,10 +41,11 @@ import time
 import warnings
 
 import numpy as np
+from lib import output, svgp
+from lib.data import ionosphere, random_split, spambase
+from lib.machine import machine, versions
+from lib.metrics import error_and_nlp, mean_se
 
-import common
-from common import error_and_nlp, ionosphere, machine, mean_se, spambase, split
-from common import versions
 
 # ----------------------------------------------------------------------------------
 # the methods: each takes (Xtr, ytr, Xte, M, centres) and returns (P(y=1) on Xte, info)
@@ -90,83 +91,10 @@ def fit_logistic(Xtr, ytr, Xte, M, centres):
     return model.predict_proba(Xte)[:, 1], {}
 
 
-def svgp_model(centres, d, regression=False):
-    """GPyTorch's SVGP (ARD RBF, constant mean, inducing inputs learnt from
-    ``centres``) and its likelihood: Bernoulli (probit) or, for regression, Gaussian."""
-    import gpytorch
-    import torch
-
-    class SVGP(gpytorch.models.ApproximateGP):
-        def __init__(self, inducing):
-            dist = gpytorch.variational.CholeskyVariationalDistribution(inducing.size(0))
-            strategy = gpytorch.variational.VariationalStrategy(
-                self, inducing, dist, learn_inducing_locations=True)
-            super().__init__(strategy)
-            self.mean_module = gpytorch.means.ConstantMean()
-            self.covar_module = gpytorch.kernels.ScaleKernel(
-                gpytorch.kernels.RBFKernel(ard_num_dims=d))
-
-        def forward(self, x):
-            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
-                                                             self.covar_module(x))
-
-    torch.manual_seed(0)
-    model = SVGP(torch.tensor(centres, dtype=torch.float32))
-    if regression:
-        return model, gpytorch.likelihoods.GaussianLikelihood()
-    return model, gpytorch.likelihoods.BernoulliLikelihood()
-
-
-def train_svgp(Xtr, ytr, centres, epochs, batch, lr=0.01, checkpoints=None):
-    """Minibatch Adam on the ELBO (GPyTorch's SVGP example); ``checkpoints(model,
-    likelihood, seconds)`` is called after each epoch, outside the timed part."""
-    import gpytorch
-    import torch
-
-    torch.set_num_threads(2)
-    X = torch.tensor(Xtr, dtype=torch.float32)
-    y = torch.tensor(ytr, dtype=torch.float32)
-    model, likelihood = svgp_model(centres, X.shape[1])
-    model.train()
-    likelihood.train()
-    optimizer = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=lr)
-    mll = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(y))
-    generator = torch.Generator().manual_seed(0)
-    seconds = 0.0
-    for _ in range(epochs):
-        start = time.perf_counter()
-        order = torch.randperm(len(y), generator=generator)
-        for i in range(0, len(y), batch):
-            idx = order[i:i + batch]
-            optimizer.zero_grad()
-            loss = -mll(model(X[idx]), y[idx])
-            loss.backward()
-            optimizer.step()
-        seconds += time.perf_counter() - start
-        if checkpoints is not None:
-            checkpoints(model, likelihood, seconds)
-    return model, likelihood, seconds
-
-
-def svgp_proba(model, likelihood, Xte, batch=20_000):
-    import gpytorch
-    import torch
-
-    model.eval()
-    likelihood.eval()
-    out = []
-    with torch.no_grad(), gpytorch.settings.fast_pred_var():
-        for i in range(0, len(Xte), batch):
-            xb = torch.tensor(Xte[i:i + batch], dtype=torch.float32)
-            out.append(likelihood(model(xb)).mean.numpy())
-    model.train()
-    likelihood.train()
-    return np.concatenate(out).astype(float)
-
-
 def fit_svgp(Xtr, ytr, Xte, M, centres, epochs=200, batch=256):
-    model, likelihood, _ = train_svgp(Xtr, ytr, centres.means, epochs, batch)
-    return svgp_proba(model, likelihood, Xte), {"epochs": epochs, "batch": batch}
+    _, model, likelihood = svgp.train(Xtr, ytr, centres.means, [epochs], regression=False,
+                                      batch=batch, clock="epochs")
+    return svgp.predict(model, likelihood, Xte, fast=True)[0], {"epochs": epochs, "batch": batch}
 
 
 # ----------------------------------------------------------------------------------
@@ -200,7 +128,7 @@ def uci(quick, ionosphere_splits=10, spambase_splits=5):
                   lambda *a, ard=ard: fit_sklearn(*a, ard=ard)),
                  ("logistic regression", fit_logistic)]
         for seed in range(n_splits):
-            Xtr, ytr, Xte, yte = split(X, y, n_train, seed, n_test)
+            Xtr, ytr, Xte, yte = random_split(X, y, n_train, seed, n_test)
             for M in bases_list:
                 centres = kmeans_bases(Xtr, M, random_state=0)
                 for name, fit in sparse + (dense if M == bases_list[0] else []):
@@ -282,13 +210,15 @@ def large(quick):
     kmeans_s = time.perf_counter() - start
     curve = []
 
-    def checkpoint(model, likelihood, seconds):
-        err, nlp = error_and_nlp(svgp_proba(model, likelihood, Xte), yte)
-        curve.append({"seconds": kmeans_s + seconds, "error": err, "nlp": nlp})
-        print(f"[bench_peers] SVGP epoch {len(curve)}: {kmeans_s + seconds:.0f}s error {err:.4f}",
-              file=sys.stderr, flush=True)
+    def checkpoint(row):
+        curve.append({"seconds": kmeans_s + row["seconds"], "error": row["error"],
+                      "nlp": row["nlp"]})
+        print(f"[bench_peers] SVGP epoch {len(curve)}: {curve[-1]['seconds']:.0f}s error "
+              f"{row['error']:.4f}", file=sys.stderr, flush=True)
 
-    train_svgp(Xtr, ytr, centres.means, epochs, batch, checkpoints=checkpoint)
+    svgp.train(Xtr, ytr, centres.means, range(1, epochs + 1), regression=False, batch=batch,
+               clock="epochs", score=lambda m, lik: svgp.scores(m, lik, Xte, yte, False),
+               report=checkpoint)
     target = curve[-1]["error"]
     # hyperparameters learnt once on a subsample (M = 64), then EP on all rows with them
     # fixed; the subsample fit's time is added to every SASPA run below
@@ -356,9 +286,9 @@ def main():
     ap.add_argument("--ionosphere-splits", type=int, default=10)
     ap.add_argument("--spambase-splits", type=int, default=5,
                     help="GPy's fit takes minutes a split on Spambase")
-    common.add_outdir_option(ap)
+    output.add_outdir_option(ap)
     args = ap.parse_args()
-    common.use_outdir(args)
+    output.use_outdir(args)
     parts = args.only or ["uci", "ep_speed", "large"]
     report = {"machine": machine(), "versions": versions("GPy", "gpytorch", "torch"),
               "command": " ".join(["python benchmarks/bench_peers.py", *sys.argv[1:]])}
@@ -371,11 +301,11 @@ def main():
             else:
                 report[part] = {"ep_speed": ep_pass_speed, "large": large}[part](args.quick)
     report["seconds"] = time.perf_counter() - start
-    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    output.RESULTS.mkdir(parents=True, exist_ok=True)
     splits = ("" if (args.ionosphere_splits, args.spambase_splits) == (10, 5) else
               f"-ion{args.ionosphere_splits}-spam{args.spambase_splits}")
     name = "peers-quick.json" if args.quick else f"peers-{'-'.join(parts)}{splits}.json"
-    with open(common.RESULTS / name, "w") as fh:
+    with open(output.RESULTS / name, "w") as fh:
         json.dump(report, fh, indent=1)
     print(json.dumps({k: report[k] for k in ("machine", "versions", "command", "seconds")},
                      indent=2))

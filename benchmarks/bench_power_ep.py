@@ -28,33 +28,18 @@ import json
 import time
 
 import numpy as np
+from lib import data, metrics, output
+from lib.data import SETS, held_out_split, load_regression
+from lib.machine import machine, versions
+from lib.metrics import regression_scores
+from lib.output import add_outdir_option, save, use_outdir
+from lib.svgp import run_budgets
 
-import common
-from bench_learnt_bases import SETS, load_regression, save, split
-from common import add_outdir_option, machine, regression_scores, use_outdir, versions
 
 ALPHAS = (1.0, 0.5, 0.1, 1e-3)
 
 
-def generated(seed, n=25_000):
-    """multiscale_regression rows and the noise variance that generated them: a
-    signal with structure at several length scales that 64 bases do not resolve."""
-    from saspa_dask.datasets import multiscale_regression
-
-    X, y, f = multiscale_regression(n, 8, seed=100 + seed)
-    return X, y, float((0.1 * f.std()) ** 2)
-
-
-def smooth(seed, n=25_000):
-    """A smooth 3-input signal, sin(2 x0) + x1 x2 / 2, that 64 bases resolve, with
-    Gaussian noise of variance 0.01: what is left after the signal is noise."""
-    rng = np.random.default_rng(200 + seed)
-    X = rng.normal(size=(n, 3))
-    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=n)
-    return X, y, 0.01
-
-
-GENERATED = {"generated": generated, "smooth": smooth}
+GENERATED = {"generated": data.multiscale_rows, "smooth": data.smooth_rows}
 
 
 def fit(Xtr, ytr, Xte, yte, M, alpha, max_iter, blur):
@@ -82,18 +67,18 @@ def classification(args):
     from saspa_dask import SASPAClassifier
 
     runs = []
-    cases = (("ionosphere", common.ionosphere, 200, None, 20, 16),
-             ("spambase", common.spambase, 2761, 1840, 5, 32))
+    cases = (("ionosphere", data.ionosphere, 200, None, 20, 16),
+             ("spambase", data.spambase, 2761, 1840, 5, 32))
     for name, load, n_train, n_test, splits, M in cases:
         X, y = load()
         for s in range(splits):
-            Xtr, ytr, Xte, yte = common.split(X, y, n_train, s, n_test)
+            Xtr, ytr, Xte, yte = data.random_split(X, y, n_train, s, n_test)
             row = {"set": name, "split": s, "M": M, "n_train": n_train, "fits": []}
             for alpha in args.alphas:
                 t0, c0 = time.perf_counter(), time.process_time()
                 model = SASPAClassifier(M, alpha=alpha, random_state=s,
                                         max_hyper_iter=args.max_hyper_iter).fit(Xtr, ytr)
-                error, nlp = common.error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
+                error, nlp = metrics.error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
                 row["fits"].append({"alpha": alpha, "test_error": error, "test_nlp": nlp,
                                     "seconds": time.perf_counter() - t0,
                                     "cpu_seconds": time.process_time() - c0,
@@ -109,11 +94,10 @@ def classification(args):
 
 def add_svgp(args):
     """SVGP at 1x and 5x the CPU time of each row's SASPA fits of a saved run."""
-    from bench_learnt_bases import svgp
 
     from saspa_dask import kmeans_bases
 
-    saved = json.loads((common.RESULTS / args.svgp_from).read_text())
+    saved = json.loads((output.RESULTS / args.svgp_from).read_text())
     train_rows = saved["args"]["train_rows"]
     for row in saved["runs"]:
         if row["split"] >= args.svgp_splits:
@@ -122,10 +106,10 @@ def add_svgp(args):
             X, y, _ = GENERATED[row["set"]](row["split"])
         else:
             X, y = load_regression(row["set"])
-        Xtr, ytr, Xte, yte = split(X, y, row["split"], train_rows)
+        Xtr, ytr, Xte, yte = held_out_split(X, y, row["split"], train_rows)
         cpu = float(np.mean([f["cpu_seconds"] for f in row["fits"]]))
         centres = kmeans_bases(Xtr, row["M"], random_state=0).means
-        row["svgp"] = svgp(Xtr, ytr, Xte, yte, centres, [cpu, 5 * cpu], by_cpu=True)
+        row["svgp"] = run_budgets(Xtr, ytr, Xte, yte, centres, [cpu, 5 * cpu], by_cpu=True)
         print(f"[power_ep] SVGP {row['set']} split {row['split']} M={row['M']}: "
               + ", ".join(f"{r['budget']:.0f} cpu-s RMSE {r['rmse']:.4f} NLPD {r['nlpd']:.3f}"
                           for r in row["svgp"]), flush=True)
@@ -140,12 +124,12 @@ def run(args):
             truth = None
             if name in GENERATED:
                 X, y, noise = GENERATED[name](s)
-                Xtr, ytr, Xte, yte = split(X, y, s, args.train_rows)
+                Xtr, ytr, Xte, yte = held_out_split(X, y, s, args.train_rows)
                 # the split standardises y by the training rows' sd
                 truth = noise / float(np.std(y[np.random.default_rng(s).permutation(
                     len(y))[len(y) // 5:][:args.train_rows]])) ** 2
             else:
-                Xtr, ytr, Xte, yte = split(*load_regression(name), s, args.train_rows)
+                Xtr, ytr, Xte, yte = held_out_split(*load_regression(name), s, args.train_rows)
             for M in args.bases:
                 row = {"set": name, "split": s, "M": M, "n_train": len(ytr),
                        "d": Xtr.shape[1], "noise_truth": truth, "fits": []}
@@ -198,9 +182,9 @@ def report(runs, alphas):
             cells.append(text)
         if with_svgp:
             for k in (0, 1):
-                svgp = [{f"test_{m}": r["svgp"][k][m] for m in ("rmse", "nlpd")}
+                run_budgets = [{f"test_{m}": r["svgp"][k][m] for m in ("rmse", "nlpd")}
                         for r in rows if "svgp" in r]
-                cells.append(_cell(svgp, True)[0] if svgp else "")
+                cells.append(_cell(run_budgets, True)[0] if run_budgets else "")
         truth = rows[0].get("noise_truth")
         label = f"{key[0]}{' (noise ' + format(truth, '.3g') + ')' if truth else ''}, {key[1]}"
         print(f"| {label} ({len(rows)} splits) | " + " | ".join(cells) + " |")
@@ -220,8 +204,8 @@ def report(runs, alphas):
     ax.set_ylabel("held-out NLPD (NLP) , mean over splits")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    common.FIGURES.mkdir(parents=True, exist_ok=True)
-    fig.savefig(common.FIGURES / "power_ep.png", dpi=120)
+    output.FIGURES.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output.FIGURES / "power_ep.png", dpi=120)
 
 
 def main():
@@ -245,12 +229,12 @@ def main():
     args = parser.parse_args()
     use_outdir(args)
     if args.report:
-        saved = [json.loads((common.RESULTS / name).read_text()) for name in args.report]
+        saved = [json.loads((output.RESULTS / name).read_text()) for name in args.report]
         report([run for s in saved for run in s["runs"]], saved[0]["args"]["alphas"])
         return
     if args.svgp_from:
         runs = add_svgp(args)
-        report(runs, json.loads((common.RESULTS / args.svgp_from).read_text())["args"]["alphas"])
+        report(runs, json.loads((output.RESULTS / args.svgp_from).read_text())["args"]["alphas"])
         return
     report(classification(args) if args.classification else run(args), args.alphas)
 

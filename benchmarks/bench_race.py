@@ -35,21 +35,21 @@ from pathlib import Path
 
 import numpy as np
 
-import common
-from bench_learnt_bases import save
-from bench_learnt_scale import (_evaluate, _info, _timed, add_data_options, make_data,
-                                svgp_run)
-from bench_train import BIN, matmul_rate, run
+from bench_learnt_scale import svgp_run
+from lib import machine, output
+from lib.commands import BIN, add_data_options, evaluate, info, make_data, run, timed
+from lib.machine import matmul_rate
+from lib.output import save
 
 
 def saspa_run(work, args, extra):
     model = work / "model.zarr"
-    res, seconds = _timed([BIN / "saspa", "train", work / "train.zarr", "--out", model,
+    res, seconds = timed([BIN / "saspa", "train", work / "train.zarr", "--out", model,
                            "--task", args.task, "--n-bases", args.bases, "--workers",
                            args.workers, "--overwrite", *extra])
-    info = _info(model)
-    hyper = info["hyperparameters"]["info"] or {}
-    return {"seconds": seconds, **_evaluate(model, work / "test.zarr"),
+    described = info(model)
+    hyper = described["hyperparameters"]["info"] or {}
+    return {"seconds": seconds, **evaluate(model, work / "test.zarr"),
             "stop_reason": hyper.get("stop_reason"), "iterations": hyper.get("n_iterations"),
             "stages": [{k: s[k] for k in ("rows", "where", "n_iterations", "gain_per_row",
                                           "seconds")} for s in hyper.get("stages", [])],
@@ -71,8 +71,11 @@ def main():
                              "and the best runs the race")
     parser.add_argument("--sweep-seconds", type=float, default=60.0)
     parser.add_argument("--out", default="race.json", help="file under results/")
-    args = common.parse(parser)
-    report = common.start_report(args, matmul_rate, "torch", "gpytorch", saspa=[])
+    output.add_quick_option(parser, rows=4000, test_rows=1000, bases=8, chunk_rows=1000,
+                            budgets=[20], stages="1000,all", svgp_minutes=0.05,
+                            sweep_seconds=1.0)
+    args = output.parse(parser)
+    report = machine.start_report(args, matmul_rate, "torch", "gpytorch", saspa=[])
     with tempfile.TemporaryDirectory(prefix="saspa-race-") as tmp:
         work = Path(tmp)
         if args.task == "classification":  # its own stores: the regression ones unused

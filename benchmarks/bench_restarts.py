@@ -27,9 +27,11 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from lib import output
+from lib.data import ionosphere, random_split
+from lib.machine import machine
+from lib.metrics import error_and_nlp, mean_se
 
-import common
-from common import error_and_nlp, ionosphere, machine, mean_se, split
 
 CONFIGS = {"default": {}, "start at std": {"lengthscale": 1.0},
            "n_restarts_optimizer=1": {"n_restarts_optimizer": 1},
@@ -44,7 +46,7 @@ def one_split(seed, M, max_hyper_iter):
     from saspa_dask import SASPAClassifier
 
     X, y = ionosphere()
-    Xtr, ytr, Xte, yte = split(X, y, 200, seed)
+    Xtr, ytr, Xte, yte = random_split(X, y, 200, seed)
     rows = []
     for name, kw in CONFIGS.items():
         start = time.perf_counter()
@@ -89,7 +91,7 @@ def main():
               "split_seeds": [args.first_split, args.first_split + n_splits - 1],
               "machine": machine(), "summary": summary, "rows": rows}
     if args.outdir or not args.quick:
-        out = (common.RESULTS if args.outdir is None else
+        out = (output.RESULTS if args.outdir is None else
                __import__("pathlib").Path(args.outdir)) / (
             "restarts-quick.json" if args.quick else
             f"restarts{'' if args.first_split == 0 else f'-from{args.first_split}'}.json")

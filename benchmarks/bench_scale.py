@@ -32,8 +32,9 @@ from pathlib import Path
 import numpy as np
 import psutil
 from saspa_dask import load_model
+from lib.commands import BIN, run, run_monitored
+from lib.machine import matmul_rate
 
-from bench_train import BIN, matmul_rate, run, run_monitored
 
 HERE = Path(__file__).resolve().parent
 

@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_train import BIN, matmul_rate, run, run_monitored  # noqa: E402
 
 from saspa_dask import SASPAClassifier  # noqa: E402
 from saspa_dask.datasets import synthetic_two_class  # noqa: E402
+from lib.commands import BIN, run, run_monitored
+from lib.machine import matmul_rate
 
 
 def main():

@@ -31,35 +31,18 @@ import time
 import warnings
 
 import numpy as np
+from lib import data, machine, metrics, output
+from lib.machine import matmul_rate
+from lib.svgp import run_budgets
 
-import common
-from bench_train import matmul_rate
 
 SETS = ("kin40k", "pumadyn32nm", "pol")
 
 
-def load(name):
-    """(Xtr, ytr, Xte, yte, y scale) of a papers' split, standardised on its training
-    rows."""
-    out = []
-    for part in ("train", "test"):
-        path = common.DATASETS / f"{name}_{part}.csv"
-        if not path.exists():
-            raise SystemExit(f"dataset {path} is missing (see ../shared/datasets/README.md)")
-        data = np.loadtxt(path, delimiter=",", skiprows=1)
-        out += [data[:, :-1], data[:, -1]]
-    Xtr, ytr, Xte, yte = out
-    mean, std = Xtr.mean(0), Xtr.std(0)
-    std[std == 0] = 1.0
-    y_mean, y_std = ytr.mean(), ytr.std()
-    return ((Xtr - mean) / std, (ytr - y_mean) / y_std, (Xte - mean) / std,
-            (yte - y_mean) / y_std, float(y_std))
-
-
-def run(data, M, blur, learning, seed, rows=None, alpha=1.0, learn_offset=True):
+def run(split, M, blur, learning, seed, rows=None, alpha=1.0, learn_offset=True):
     from saspa_dask import SASPARegressor
 
-    Xtr, ytr, Xte, yte, scale = data
+    Xtr, ytr, Xte, yte, scale = split
     if rows is not None:
         Xtr, ytr = Xtr[:rows], ytr[:rows]
     start = time.process_time()
@@ -70,7 +53,7 @@ def run(data, M, blur, learning, seed, rows=None, alpha=1.0, learn_offset=True):
                                learn_offset=learn_offset).fit(Xtr, ytr)
     cpu = time.process_time() - start
     mean, var = model.predict_latent(Xte)
-    scores = common.regression_scores(mean * scale, (var + model.noise_variance_) * scale**2,
+    scores = metrics.regression_scores(mean * scale, (var + model.noise_variance_) * scale**2,
                                       yte * scale)
     info = model.hyperparameter_info_
     # where the model puts what its mean does not explain: the noise, or each training
@@ -104,28 +87,28 @@ def main():
     parser.add_argument("--quick", action="store_true",
                         help="Kin-40k's first 1,000 training rows, M = 8: a smoke run")
     parser.add_argument("--out", default="stochastic.json", help="file under results/")
-    args = common.parse(parser)
+    args = output.parse(parser)
     if args.quick:
         args.sets, args.bases, args.blurs = ["kin40k"], 8, ["delta"]
         args.svgp_cpu = [0.5] if args.svgp_cpu else []
-    report = common.start_report(args, matmul_rate, runs=[])
+    report = machine.start_report(args, matmul_rate, runs=[])
     rows = 1000 if args.quick else None
     for name in args.sets:
-        data = load(name)
+        split = data.paper_split(name)
         for blur, alpha, seed, offset, learning in itertools.product(
                 args.blurs, args.alphas, args.seeds, args.learn_offset, args.learnings):
             result = {"set": name, "M": args.bases,
-                      **run(data, args.bases, blur, learning, seed, rows, alpha,
+                      **run(split, args.bases, blur, learning, seed, rows, alpha,
                             offset == "on")}
             report["runs"].append(result)
             print(json.dumps(result), flush=True)
         if args.svgp_cpu:
             report.setdefault("svgp", []).extend(
                 {"set": name, "M": args.bases, **r}
-                for r in run_svgp(data, args.bases, args.svgp_cpu, rows))
+                for r in run_svgp(split, args.bases, args.svgp_cpu, rows))
             print(json.dumps(report["svgp"]), flush=True)
-    common.RESULTS.mkdir(parents=True, exist_ok=True)
-    (common.RESULTS / args.out).write_text(json.dumps(report, indent=2))
+    output.RESULTS.mkdir(parents=True, exist_ok=True)
+    (output.RESULTS / args.out).write_text(json.dumps(report, indent=2))
     print(json.dumps(report))
     print("\n| set | blur | alpha | offset | learning | RMSE | NLPD | energy / row | "
           "iterations | CPU s | train RMSE | noise | mean residual variance |")
@@ -139,18 +122,17 @@ def main():
               f"{r['noise_variance']:.3g} | {r['mean_residual_variance']:.3g} |")
 
 
-def run_svgp(data, M, budgets, rows=None):
+def run_svgp(split, M, budgets, rows=None):
     """GPyTorch's SVGP from the same K-means start, scored at CPU-second budgets
     (RMSE and NLPD in the target's units)."""
-    from bench_learnt_bases import svgp
     from saspa_dask import kmeans_bases
 
-    Xtr, ytr, Xte, yte, scale = data
+    Xtr, ytr, Xte, yte, scale = split
     if rows is not None:
         Xtr, ytr = Xtr[:rows], ytr[:rows]
     centres = kmeans_bases(Xtr, M, random_state=0).means
     out = []
-    for r in svgp(Xtr, ytr, Xte, yte, centres, budgets, by_cpu=True):
+    for r in run_budgets(Xtr, ytr, Xte, yte, centres, budgets, by_cpu=True):
         r["rmse"] *= scale
         r["nlpd"] += float(np.log(scale))
         out.append(r)

@@ -19,14 +19,12 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
-
-import common
-from bench_learnt_bases import SETS, load_regression, save, split
-from bench_power_ep import smooth
-from common import add_outdir_option, machine, regression_scores, use_outdir, versions
-
 from saspa_dask.fitting.optimizer import WINDOW, StopRule
+from lib import data, metrics, output
+from lib.data import SETS, held_out_split, load_regression, smooth_rows
+from lib.machine import machine, versions
+from lib.metrics import regression_scores
+from lib.output import add_outdir_option, save, use_outdir
 
 TOLS = (1e-4, 1e-5, 1e-6, 1e-7)
 
@@ -61,7 +59,7 @@ def classification_fit(Xtr, ytr, Xte, yte, M, iterations, tol, seed):
     t0, c0 = time.perf_counter(), time.process_time()
     model = SASPAClassifier(M, max_hyper_iter=iterations, hyper_tol=tol,
                             random_state=seed).fit(Xtr, ytr)
-    error, nlp = common.error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
+    error, nlp = metrics.error_and_nlp(model.predict_proba(Xte)[:, 1], yte)
     return model, {"iterations": model.hyperparameter_info_["n_iterations"],
                    "stop_reason": model.hyperparameter_info_["stop_reason"],
                    "energy": model.log_evidence_, "seconds": time.perf_counter() - t0,
@@ -102,24 +100,26 @@ def main():
     parser.add_argument("--ionosphere", type=int, default=5, help="Ionosphere splits")
     parser.add_argument("--out", default="stopping.json")
     add_outdir_option(parser)
+    output.add_quick_option(parser, sets=["smooth"], splits=1, train_rows=300, M=8,
+                            long_iter=30, tols=[1e-4], ionosphere=1)
     args = parser.parse_args()
     use_outdir(args)
     report = {"machine": machine(), "versions": versions(), "args": vars(args),
               "window": WINDOW, "runs": []}
     for s in range(args.ionosphere):
-        X, y = common.ionosphere()
-        data = common.split(X, y, 200, s)
-        row = one_case(classification_fit, data, 16, s, args, f"ionosphere split {s}")
+        X, y = data.ionosphere()
+        parts = data.random_split(X, y, 200, s)
+        row = one_case(classification_fit, parts, 16, s, args, f"ionosphere split {s}")
         report["runs"].append({"set": "ionosphere", "split": s, **row})
         save(report, args.out)
     for name in args.sets:
         for s in range(args.splits):
             if name == "smooth":
-                X, y, _ = smooth(s)
+                X, y, _ = smooth_rows(s)
             else:
                 X, y = load_regression(name)
-            data = split(X, y, s, args.train_rows)
-            row = one_case(regression_fit, data, args.M, 0, args, f"{name} split {s}")
+            parts = held_out_split(X, y, s, args.train_rows)
+            row = one_case(regression_fit, parts, args.M, 0, args, f"{name} split {s}")
             report["runs"].append({"set": name, "split": s, **row})
             save(report, args.out)
 

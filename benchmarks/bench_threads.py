@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+from lib.machine import matmul_rate
 
-from bench_train import matmul_rate
 
 
 def _spin(stop):

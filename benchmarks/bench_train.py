@@ -16,93 +16,16 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import psutil
+from lib.commands import BIN, run, run_monitored
+from lib.machine import matmul_rate
 from saspa_dask import load_model
-
-BIN = Path(sys.executable).parent
-
-
-def matmul_rate(n=2000, repeats=5):
-    """float64 GEMM rate of this machine (all cores), FLOP/s."""
-    rng = np.random.default_rng(0)
-    A, B = rng.normal(size=(n, n)), rng.normal(size=(n, n))
-    A @ B
-    best = np.inf
-    for _ in range(repeats):
-        t = time.perf_counter()
-        A @ B
-        best = min(best, time.perf_counter() - t)
-    return 2 * n**3 / best
-
-
-class PeakRSS(threading.Thread):
-    """Samples the RSS of a process and of all its descendants."""
-
-    def __init__(self, pid, interval=0.2):
-        super().__init__(daemon=True)
-        self.root = psutil.Process(pid)
-        self.interval = interval
-        self.peaks = {}
-        self.names = {}
-        self.stopped = threading.Event()
-
-    def run(self):
-        while not self.stopped.is_set():
-            try:
-                procs = [self.root] + self.root.children(recursive=True)
-            except psutil.NoSuchProcess:
-                break
-            for p in procs:
-                try:
-                    rss = p.memory_info().rss
-                    self.names.setdefault(p.pid, _role(p.cmdline()))
-                except psutil.Error:
-                    continue
-                self.peaks[p.pid] = max(self.peaks.get(p.pid, 0), rss)
-            time.sleep(self.interval)
-
-
-def _role(cmdline):
-    text = " ".join(cmdline)
-    if "spawn_main" in text:
-        return "worker"  # LocalCluster worker processes are multiprocessing spawns
-    if "resource_tracker" in text:
-        return "resource-tracker"
-    return "driver" if "saspa" in text else text[:40]
-
-
-def run_monitored(cmd, ok_codes=(0,)):
-    """Run a command while sampling the peak RSS of it and its children.
-
-    Returns (stdout, seconds, monitor, process); exits if the command failed.
-    """
-    start = time.perf_counter()
-    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    monitor = PeakRSS(proc.pid)
-    monitor.start()
-    out, err = proc.communicate()
-    seconds = time.perf_counter() - start
-    monitor.stopped.set()
-    if proc.returncode not in ok_codes:
-        raise SystemExit(f"{cmd[1]} failed:\n{out}\n{err}")
-    return out, seconds, monitor, proc
-
-
-def run(cmd, **kw):
-    res = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
-    if res.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed:\n{res.stdout}\n{res.stderr}")
-    return res
-
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)

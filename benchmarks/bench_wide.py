@@ -32,13 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+from lib import output
+from lib.commands import BIN, evaluate, info, timed
+from lib.machine import machine, matmul_rate, versions
+from lib.metrics import error_and_nlp
+from lib.output import save
 
-import common
-from bench_learnt_bases import save
-from bench_learnt_scale import _evaluate, _info, _timed
-from bench_train import BIN, matmul_rate
-from common import error_and_nlp, machine, versions
 
 
 def clean_copy(source, out):
@@ -67,16 +66,16 @@ def saspa_steps(work, args):
                   "--workers", args.workers, *args.train_args],
     }
     for name, cmd in commands.items():
-        res, seconds = _timed([BIN / "saspa", *cmd])
+        res, seconds = timed([BIN / "saspa", *cmd])
         steps[name] = {"seconds": seconds,
                        "stderr": [ln for ln in res.stderr.splitlines() if ln.strip()][-12:]}
         print(json.dumps({name: steps[name]}), flush=True)
-    info = _info(work / "model.zarr")
-    hyper = info["hyperparameters"]["info"] or {}
+    described = info(work / "model.zarr")
+    hyper = described["hyperparameters"]["info"] or {}
     steps["train"].update({key: hyper.get(key) for key in
                            ("stop_reason", "n_iterations", "stages", "cost_estimate")})
-    steps["info"] = {k: info.get(k) for k in ("blur", "n_bases", "n_features", "ep")}
-    steps["evaluate"] = _evaluate(work / "model.zarr", work / "all-test.zarr")
+    steps["info"] = {k: described.get(k) for k in ("blur", "n_bases", "n_features", "ep")}
+    steps["evaluate"] = evaluate(work / "model.zarr", work / "all-test.zarr")
     return steps
 
 
@@ -108,7 +107,7 @@ def main():
     parser.add_argument("--train-args", nargs=argparse.REMAINDER, default=[],
                         help="further `saspa train` options (after everything else)")
     parser.add_argument("--out", default="wide.json", help="file under results/")
-    args = common.parse(parser)
+    args = output.parse(parser)
     report = {"machine": machine(), "versions": versions(),
               "matmul_gflops": matmul_rate() / 1e9, "args": {**vars(args), "csv": str(args.csv)},
               "sha256": hashlib.sha256(args.csv.read_bytes()).hexdigest()}

@@ -10,14 +10,14 @@ SVGP at SASPA's wall time and at 5x it, and the exact GP where it was run; write
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from lib import output
 
-import common
 
 METHODS = (("saspa_kmeans", "SASPA, K-means bases"), ("saspa_means", "SASPA, learnt means"),
            ("saspa_means+blur", "SASPA, learnt means+blur"), ("svgp_1x", "SVGP at 1x"),
@@ -97,14 +97,17 @@ def figure(cells, exact):
     axes[0].legend(fontsize=6, ncol=2)
     fig.suptitle("Learnt bases against K-means, SVGP at equal and 5x wall time, exact GP")
     fig.tight_layout()
-    common.FIGURES.mkdir(parents=True, exist_ok=True)
-    path = common.FIGURES / "learnt_bases.png"
+    output.FIGURES.mkdir(parents=True, exist_ok=True)
+    path = output.FIGURES / "learnt_bases.png"
     fig.savefig(path, dpi=100)
     return path
 
 
 def main():
-    cells, exact, notes = collect(sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="+", help="bench_learnt_bases.py result files")
+    args = output.parse(parser)
+    cells, exact, notes = collect(args.results)
     print("\n".join(notes), "\n")
     print(table(cells, exact))
     print("figure:", figure(cells, exact))

@@ -80,6 +80,22 @@ def test_bench_paper_quick(tmp_path):
     ion = [r for r in report["uci"]["ionosphere"]["summary"] if r["method"] == "SASPA-full"]
     assert ion and all(r["error_mean"] < 0.3 for r in ion)
     assert ("IVM", 8) in table and ("Online (Csató-Opper)", 8) in table
+    # Figures 4-5 as the paper ran them: the methods at shared K-means locations
+    assert report["uci"]["ionosphere"]["bases"] == "shared K-means"
+    assert {r["method"] for r in report["uci"]["spambase"]["summary"]} == {
+        "SASPA-full", "SASPA-spherical", "FITC-EP", "DTC-EP"}
+    # the papers' regression experiments: every method on each split; Pole's noise
+    # never below the quantisation floor the protocol sets
+    for name, part in report["regression"].items():
+        methods = {r["method"] for r in part["rows"]}
+        assert methods == {"SPGP (FITC-EP)", "SASPA-spherical", "SASPA-full", "FIFGP",
+                           "TFIFGP", "DTC", "full GP"}, (name, methods)
+        assert all(0 < r["nmse"] < 2 and np.isfinite(r["mnlp"]) for r in part["rows"])
+        assert (tmp_path / "figures" / f"regression_{name}.png").stat().st_size > 1000
+    floor = report["regression"]["pol"]["protocol"]["min_noise_variance"]
+    assert all(r["noise_variance"] >= floor * (1 - 1e-12)
+               for r in report["regression"]["pol"]["rows"] if r["method"] != "full GP")
+    assert len(report["regression"]["pumadyn32nm"]["protocol"]["lengthscale"]) == 32
     for name in ("circle", "spgp1d", "twoclass", "ionosphere", "spambase"):
         assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 1000
 
@@ -227,3 +243,78 @@ def test_bench_online_refinement_quick(tmp_path):
     _run("bench_online_refinement.py", "--quick", "--outdir", str(tmp_path))
     runs = json.loads((tmp_path / "results" / "online_refinement.json").read_text())["runs"]
     assert runs[0]["M"] == 8 and all(v >= 0 for v in runs[0]["kl"].values())
+
+
+def _quick_results(script, tmp_path, name, *args):
+    """Run ``script --quick --outdir tmp_path``; its results/NAME report."""
+    _run(script, "--quick", "--outdir", str(tmp_path), *args)
+    return _report(tmp_path / "results" / name)
+
+
+def test_bench_costs_quick(tmp_path):
+    """Every (input count, blur, learnt or fixed bases) cell is timed; the efficiency
+    is the modelled flops over the time at the matmul rate measured in the run."""
+    report = _quick_results("bench_costs.py", tmp_path, "costs.json")
+    runs = report["runs"]
+    assert {(r["d"], r["blur"], r["learn_bases"]) for r in runs} == {
+        (d, b, learn) for d in (2, 8) for b in ("delta", "diagonal", "full")
+        for learn in ("none", "means")}
+    rate = report["matmul_flops_per_second"]
+    for r in runs:
+        assert r["flops"] > 0 and r["seconds_per_evaluation"] > 0
+        assert r["efficiency"] == pytest.approx(
+            r["flops"] / (r["seconds_per_evaluation"] * rate), rel=1e-12)
+
+
+def test_bench_stopping_quick(tmp_path):
+    """The long run records one trace entry per iteration (and the start), and keeps
+    at least the energy of the 20-iteration cap along the same path."""
+    report = _quick_results("bench_stopping.py", tmp_path, "stopping.json")
+    assert [r["set"] for r in report["runs"]] == ["ionosphere", "smooth"]
+    for run in report["runs"]:
+        assert len(run["trace"]) == run["long"]["iterations"] + 1
+        assert run["long"]["energy"] >= run["cap20"]["energy"] - 1e-9
+
+
+def test_bench_learnt_classification_quick(tmp_path):
+    report = _quick_results("bench_learnt_classification.py", tmp_path,
+                            "learnt_classification.json")
+    rows = report["rows"]
+    assert {(r["dataset"], r["learn_bases"]) for r in rows} == {
+        (d, v) for d in ("ionosphere", "spambase") for v in ("kmeans", "means")}
+    assert all(0 <= r["error"] < 0.4 and r["nlp"] > 0 for r in rows)
+    for cell in report["summary"]:  # one split: the summary is that split's row
+        row = next(r for r in rows if (r["dataset"], r["learn_bases"]) ==
+                   (cell["dataset"], cell["learn_bases"]))
+        assert cell["error"] == [row["error"], 0.0]
+
+
+def test_bench_learnt_bases_quick_and_its_report(tmp_path):
+    """A quick run (one set, one split, the exact GP too), then the report's table
+    and figure from its results."""
+    report = _quick_results("bench_learnt_bases.py", tmp_path, "learnt_bases.json")
+    exact, run = report["runs"]
+    assert exact["exact"]["test_rmse"] > 0
+    assert run["M"] == 8 and {"saspa_kmeans", "saspa_means", "svgp"} <= set(run)
+    budgets = [r["budget"] for r in run["svgp"]]
+    assert budgets == sorted(budgets) and len(budgets) == 2
+    assert all(r["seconds"] >= r["budget"] for r in run["svgp"])
+    out = _run("report_learnt_bases.py", str(tmp_path / "results" / "learnt_bases.json"),
+               "--outdir", str(tmp_path / "report"))
+    assert "| cpu_act (1) |" in out
+    assert (tmp_path / "report" / "figures" / "learnt_bases.png").stat().st_size > 1000
+
+
+def test_bench_defaults_quick(tmp_path):
+    """A regression and a classification set: today's defaults and the old ones,
+    SVGP at SASPA's CPU time and 5x it (CPU clock), HistGradientBoosting."""
+    report = _quick_results("bench_defaults.py", tmp_path, "defaults.json")
+    regression, classification = report["runs"]
+    assert (regression["set"], classification["set"]) == ("cpu_act", "ionosphere")
+    assert regression["old"]["iterations"] == 20  # the old cap
+    for run, key in ((regression, "rmse"), (classification, "error")):
+        assert all(run[part][key] >= 0 for part in ("new", "old", "hgb"))
+        budgets = [r["budget"] for r in run["svgp"]]
+        assert budgets == pytest.approx([run["new"]["cpu_seconds"],
+                                         5 * run["new"]["cpu_seconds"]])
+        assert all(r["cpu_seconds"] >= r["budget"] for r in run["svgp"])
