@@ -39,7 +39,7 @@ def saspa_fits(work, args):
     """The fixed and the learnt fit, timed end to end, and their test metrics."""
     train, test = work / "train.zarr", work / "test.zarr"
     common_args = ["--task", "regression", "--bases", args.bases, "--blur", args.blur,
-                   "--workers", args.workers, "--overwrite"]
+                   "--workers", args.workers, "--overwrite", *args.train_args]
     fits = {}
     for name, extra in (("fixed", []), ("learnt_means", ["--learn-bases", "means"])):
         model = work / f"{name}.zarr"
@@ -85,10 +85,12 @@ def main():
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--svgp-minutes", type=float, default=20.0)
     parser.add_argument("--no-svgp", action="store_true")
+    parser.add_argument("--train-args", nargs="*", default=[],
+                        help="further `saspa train` options for both fits")
     parser.add_argument("--out", default="learnt_scale.json", help="file under results/")
     output.add_outdir_option(parser)
     output.add_quick_option(parser, rows=4000, test_rows=1000, bases=8, svgp_minutes=0.05,
-                            chunk_rows=1000)
+                            chunk_rows=1000, train_args=["--max-hyper-iter", "10"])
     args = parser.parse_args()
     output.use_outdir(args)
     report = {"machine": machine(), "versions": versions("torch", "gpytorch"),

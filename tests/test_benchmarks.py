@@ -318,3 +318,15 @@ def test_bench_defaults_quick(tmp_path):
         assert budgets == pytest.approx([run["new"]["cpu_seconds"],
                                          5 * run["new"]["cpu_seconds"]])
         assert all(r["cpu_seconds"] >= r["budget"] for r in run["svgp"])
+
+
+def test_bench_learnt_scale_quick(tmp_path):
+    """Generated stores, the fixed and the learnt `saspa train` timed end to end and
+    evaluated on the test store, SVGP at the learnt fit's time and at its own budget."""
+    report = _quick_results("bench_learnt_scale.py", tmp_path, "learnt_scale.json")
+    fixed, learnt = report["saspa"]["fixed"], report["saspa"]["learnt_means"]
+    assert fixed["rows"] == learnt["rows"] == 1000
+    assert learnt["hyperparameters"]["n_iterations"] <= 10
+    assert report["learning_cost"] == pytest.approx(learnt["seconds"] / fixed["seconds"])
+    assert [r["budget"] for r in report["svgp"]] == sorted([learnt["seconds"], 3.0])
+    assert all(r["rmse"] > report["noise_sd"] * 0.5 for r in report["svgp"])
