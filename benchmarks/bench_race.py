@@ -72,7 +72,7 @@ def main():
     parser.add_argument("--sweep-seconds", type=float, default=60.0)
     parser.add_argument("--out", default="race.json", help="file under results/")
     output.add_quick_option(parser, rows=4000, test_rows=1000, bases=8, chunk_rows=1000,
-                            budgets=[20], stages="1000,all", svgp_minutes=0.05,
+                            budgets=[40], stages="1000,all", svgp_minutes=0.05,
                             sweep_seconds=1.0)
     args = output.parse(parser)
     report = machine.start_report(args, matmul_rate, "torch", "gpytorch", saspa=[])

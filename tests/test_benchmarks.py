@@ -330,3 +330,17 @@ def test_bench_learnt_scale_quick(tmp_path):
     assert report["learning_cost"] == pytest.approx(learnt["seconds"] / fixed["seconds"])
     assert [r["budget"] for r in report["svgp"]] == sorted([learnt["seconds"], 3.0])
     assert all(r["rmse"] > report["noise_sd"] * 0.5 for r in report["svgp"])
+
+
+def test_bench_race_quick(tmp_path):
+    """The race's parts on generated stores: a fixed fit, a learnt fit whose learning
+    gets the budget less the fixed fit's time, SVGP scored at SASPA's times and its
+    own budget (one learning rate: no sweep)."""
+    report = _quick_results("bench_race.py", tmp_path, "race.json")
+    (learnt,) = report["saspa"]
+    assert learnt["budget"] == 40
+    assert learnt["max_fit_time"] == pytest.approx(40 - report["fixed"]["seconds"])
+    assert report["svgp_lr"] == 0.01
+    assert [r["budget"] for r in report["svgp"]] == sorted([learnt["seconds"], 3.0])
+    for run in (report["fixed"], learnt, *report["svgp"]):
+        assert run["rmse"] > 0.5 * report["noise_sd"]
