@@ -169,7 +169,10 @@ def spgp1d(quick):
     y = f(X[:, 0]) + 0.2 * rng.normal(size=n)
     Xt = rng.uniform(-3, 3, (300 if quick else 2000, 1))
     yt = f(Xt[:, 0]) + 0.2 * rng.normal(size=len(Xt))
-    common_kw = dict(n_bases=M, blur="delta", random_state=0, max_hyper_iter=200)
+    # SPGP as published has no learnt mean: with one (learn_offset, the default) the
+    # corner start ends on a lower optimum (evidence -30.4 against -20.8, measured)
+    common_kw = dict(n_bases=M, blur="delta", random_state=0, max_hyper_iter=200,
+                     learn_offset=False)
     models = {
         "full GP": FullGPRegressor(max_hyper_iter=100),
         "K-means pseudo-inputs, fixed": SASPARegressor(learn_bases=False, **common_kw),
