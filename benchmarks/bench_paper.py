@@ -419,14 +419,14 @@ def uci(quick, jobs, full_gp_splits, spambase_splits=10, ionosphere_splits=20,
                                 "nlp_mean": nlp[0], "nlp_se": nlp[1],
                                 "fit_s_mean": float(np.mean([r["fit_s"] for r in sel])),
                                 "not_converged": sum(not r["converged"] for r in sel)})
-        _plot_uci(dataset, summary, output.FIGURES / f"{dataset}.png")
+        _plot_uci(dataset, summary, output.FIGURES / f"{dataset}.png", shared)
         out[dataset] = {"n_splits": n_splits, "n_train": n_train, "summary": summary,
                         "bases": "shared K-means" if shared else "each method's own",
                         "rows": rows, "figure": f"figures/{dataset}.png"}
     return out
 
 
-def _plot_uci(dataset, summary, path):
+def _plot_uci(dataset, summary, path, shared=True):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -435,14 +435,17 @@ def _plot_uci(dataset, summary, path):
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, key, label in ((axes[0], "error", "test error"),
                            (axes[1], "nlp", "mean negative log probability")):
-        _errorbars_against_m(ax, summary, [*UCI_METHODS, *UCI_OWN_BASES], key)
+        present = {r["method"] for r in summary}
+        _errorbars_against_m(ax, summary, [m for m in (*UCI_METHODS, *UCI_OWN_BASES)
+                                           if m in present], key)
         full = [r for r in summary if r["method"] == "full GP"]
         if full:
             ax.axhline(full[0][f"{key}_mean"], color="k", ls=":",
                        label=f"full-GP EP ({full[0]['n_splits']} splits)")
         ax.set_ylabel(label)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"{dataset}: mean ± s.e. over splits")
+    fig.suptitle(f"{dataset}: mean ± s.e. over splits"
+                 + (" (K-means locations shared)" if shared else ""))
     fig.tight_layout()
     output.FIGURES.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
