@@ -419,10 +419,11 @@ def uci(quick, jobs, full_gp_splits, spambase_splits=10, ionosphere_splits=20,
                                 "nlp_mean": nlp[0], "nlp_se": nlp[1],
                                 "fit_s_mean": float(np.mean([r["fit_s"] for r in sel])),
                                 "not_converged": sum(not r["converged"] for r in sel)})
-        _plot_uci(dataset, summary, output.FIGURES / f"{dataset}.png", shared)
+        figure = f"{dataset}{'_shared_kmeans' if shared else ''}.png"
+        _plot_uci(dataset, summary, output.FIGURES / figure, shared)
         out[dataset] = {"n_splits": n_splits, "n_train": n_train, "summary": summary,
                         "bases": "shared K-means" if shared else "each method's own",
-                        "rows": rows, "figure": f"figures/{dataset}.png"}
+                        "rows": rows, "figure": f"figures/{figure}"}
     return out
 
 
