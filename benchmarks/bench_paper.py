@@ -50,6 +50,7 @@ import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 
 import numpy as np
 from lib import data, metrics, output
@@ -690,6 +691,9 @@ def main():
     ap.add_argument("--regression-bases", default=None,
                     help="comma-separated M values of experiment (d) for every set "
                          "(default: 10,25,50)")
+    ap.add_argument("--regression-from", default=None,
+                    help="(d): the report and figures from the rows a stopped run saved "
+                         "(results/paper-regression-rows.json), without running")
     ap.add_argument("--out", default=None, help="JSON report (default results/paper.json)")
     output.add_outdir_option(ap)
     args = ap.parse_args()
@@ -717,8 +721,15 @@ def main():
             bases = {} if args.regression_bases is None else {
                 name: [int(m) for m in args.regression_bases.split(",")]
                 for name in REGRESSION_SETS}
-            report["regression"] = regression(args.quick, args.jobs, args.regression_sets,
-                                              bases)
+            if args.regression_from:
+                saved = json.loads(Path(args.regression_from).read_text())
+                report["regression"] = regression_report(saved["rows"], args.regression_sets)
+                for name, protocol in saved["protocols"].items():
+                    if name in report["regression"]:
+                        report["regression"][name]["protocol"] = protocol
+            else:
+                report["regression"] = regression(args.quick, args.jobs,
+                                                  args.regression_sets, bases)
     report["seconds"] = time.perf_counter() - start
     name = args.out or str(output.RESULTS / ("paper-quick.json" if args.quick else
                                       f"paper-{'-'.join(parts)}.json"))
