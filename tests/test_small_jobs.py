@@ -1,5 +1,6 @@
 """Small jobs run in their own process: no cluster start, and training in memory."""
 
+import os
 import subprocess
 import sys
 import time
@@ -26,19 +27,28 @@ def _watched(command):
     while proc.poll() is None:
         try:
             children = watched.children(recursive=True)
+            own = watched.cmdline()
         except psutil.NoSuchProcess:
             break
-        most = max(most, sum(_is_worker(child) for child in children))
+        most = max(most, sum(_is_worker(child, own) for child in children))
         time.sleep(0.05)
     out, err = proc.communicate(timeout=300)
     return proc.returncode, out, err, most
 
 
-def _is_worker(process):
+def _is_worker(process, parent_cmdline):
+    """A child that could be a Dask worker: a Python interpreter of its own (Dask
+    spawns its workers), not multiprocessing's resource tracker, not a fork caught
+    before its exec (it still shows the parent's command line), and not the short
+    helpers libraries run on their own (``uname -p`` for distributed's version record,
+    ``lscpu`` for a count of cores: one was counted so, once, on a loaded machine)."""
     try:
-        return "resource_tracker" not in " ".join(process.cmdline())
+        cmdline = process.cmdline()
     except psutil.Error:  # gone already
         return False
+    return (bool(cmdline) and cmdline != parent_cmdline
+            and os.path.basename(cmdline[0]).startswith("python")
+            and "resource_tracker" not in " ".join(cmdline))
 
 
 def test_a_small_training_runs_in_its_process_and_equals_the_in_memory_fit(tmp_path):
@@ -54,9 +64,11 @@ def test_a_small_training_runs_in_its_process_and_equals_the_in_memory_fit(tmp_p
         "--fixed-hyperparameters", "--seed", 3)
     assert code == 0, err
     assert children == 0
-    # the watcher sees a child when there is one
+    # the watcher sees a Python child when there is one, and not a helper command
+    assert _watched([sys.executable, "-c", "import subprocess, sys; subprocess.run("
+                     "[sys.executable, '-c', 'import time; time.sleep(1)'])"])[3] == 1
     assert _watched([sys.executable, "-c",
-                     "import subprocess; subprocess.run(['sleep', '1'])"])[3] == 1
+                     "import subprocess; subprocess.run(['sleep', '1'])"])[3] == 0
     assert "dask: in this process (9,000 input values" in err
     assert "fitted in memory" in err
     saved = load_model(tmp_path / "m.zarr")
