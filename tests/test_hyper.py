@@ -87,6 +87,16 @@ def test_dtc_gaussian_equals_closed_form_dtc():
     assert abs(fitc.log_evidence_ - model.log_evidence_) > 1e-3  # the flag does something
 
 
+def _negative_fitc(X, y, Z, jitter):
+    """-log FITC marginal likelihood (closed form, reference.fitc_regression) as a
+    function of log (lengthscales, signal variance, noise variance)."""
+    def negative_fitc(x):
+        ls, s2, noise = np.exp(x[:2]), np.exp(x[2]), np.exp(x[3])
+        return -fitc_regression(X, y, X[:1], Z, ls, s2, noise, jitter * s2)[2]
+
+    return negative_fitc
+
+
 def test_gaussian_optimum_equals_closed_form_fitc_optimum():
     rng = np.random.default_rng(3)
     X = rng.uniform(-3, 3, size=(150, 2))
@@ -94,9 +104,7 @@ def test_gaussian_optimum_equals_closed_form_fitc_optimum():
     Z = kmeans_bases(X, 12, random_state=0).means
     jitter = 1e-8
 
-    def negative_fitc(x):
-        ls, s2, noise = np.exp(x[:2]), np.exp(x[2]), np.exp(x[3])
-        return -fitc_regression(X, y, X[:1], Z, ls, s2, noise, jitter * s2)[2]
+    negative_fitc = _negative_fitc(X, y, Z, jitter)
 
     x0 = np.log([1.0, 1.0, 0.5, 0.1])
     ref = minimize(negative_fitc, x0, method="L-BFGS-B",
@@ -155,9 +163,7 @@ def test_a_noise_floor_is_the_closed_form_fitc_optimum_bounded_there():
     Z = kmeans_bases(X, 12, random_state=0).means
     jitter = 1e-8
 
-    def negative_fitc(x):
-        ls, s2, noise = np.exp(x[:2]), np.exp(x[2]), np.exp(x[3])
-        return -fitc_regression(X, y, X[:1], Z, ls, s2, noise, jitter * s2)[2]
+    negative_fitc = _negative_fitc(X, y, Z, jitter)
 
     x0 = np.log([1.0, 1.0, 0.5, 0.1])
     options = {"ftol": 1e-15, "gtol": 1e-9, "maxiter": 500}

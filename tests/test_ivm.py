@@ -367,6 +367,18 @@ def test_greedy_selection_by_the_evidence_equals_the_dense_dtc_evidence():
         greedy_select(X, 3, ls, s2, noise, criterion="evidence")
 
 
+def _one_bump(n):
+    """A flat function with one narrow bump (a fifth of the range, at 1.5), n noisy
+    rows on [-5, 5] (seed 4) and a test grid: (f, X, y, Xt)."""
+    rng = np.random.default_rng(4)
+
+    def f(x):
+        return 2.0 * np.exp(-0.5 * ((x[:, 0] - 1.5) / 0.25) ** 2)
+
+    X = rng.uniform(-5, 5, size=(n, 1))
+    return f, X, f(X) + 0.05 * rng.normal(size=n), np.linspace(-5, 5, 500)[:, None]
+
+
 def test_evidence_selection_beats_random_rows_on_local_structure():
     """A flat function with one narrow bump (a fifth of the range): 12 bases chosen by
     the evidence (59 random candidates a step) put FITC's test RMSE below every one of
@@ -374,14 +386,7 @@ def test_evidence_selection_beats_random_rows_on_local_structure():
     gain's (which ignores y), at the same fixed kernel."""
     from saspa_dask import SASPARegressor, greedy_bases
 
-    rng = np.random.default_rng(4)
-
-    def f(x):
-        return 2.0 * np.exp(-0.5 * ((x[:, 0] - 1.5) / 0.25) ** 2)
-
-    X = rng.uniform(-5, 5, size=(2000, 1))
-    y = f(X) + 0.05 * rng.normal(size=2000)
-    Xt = np.linspace(-5, 5, 500)[:, None]
+    f, X, y, Xt = _one_bump(2000)
     ls, s2, noise = np.array([0.3]), 1.0, 0.0025
 
     def rmse(basis):
@@ -411,14 +416,7 @@ def test_greedy_selection_alternating_with_learning():
     from saspa_dask.engines.greedy import greedy_select
     from saspa_dask.models.greedy_fit import greedy_fit
 
-    rng = np.random.default_rng(4)
-
-    def f(x):
-        return 2.0 * np.exp(-0.5 * ((x[:, 0] - 1.5) / 0.25) ** 2)
-
-    X = rng.uniform(-5, 5, size=(1000, 1))
-    y = f(X) + 0.05 * rng.normal(size=1000)
-    Xt = np.linspace(-5, 5, 500)[:, None]
+    f, X, y, Xt = _one_bump(1000)
 
     def rmse(model):
         return float(np.sqrt(np.mean((model.predict(Xt) - f(Xt)) ** 2)))
