@@ -211,8 +211,10 @@ TRAIN_PARAMETERS = (
     Parameter("hyper_tol", float, 1e-4, "The optimiser stops when the energy rises by less "
               "than this many nats per row per iteration (over 5 iterations), or the "
               "projected gradient per row and the last change are below it."),
-    Parameter("max_fit_time", float, None, "Wall-clock budget in seconds for learning; when "
-              "spent, the best point so far is kept and EP runs once on all rows."),
+    Parameter("max_fit_time", float, None, "Wall-clock budget in seconds for the fit: "
+              "learning stops early enough (at its best point) for EP on all rows to end "
+              "by then, and EP on all rows stops between sweeps at the budget (reported as "
+              "not converged, exit code 3)."),
     Parameter("n_restarts_optimizer", int, 0, "Further evidence maximisations from shorter "
               "starting lengthscales; the highest evidence is kept.",
               old_flags=("--hyper-restarts",), old_keys=("hyper_restarts",)),

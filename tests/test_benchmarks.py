@@ -334,13 +334,16 @@ def test_bench_learnt_scale_quick(tmp_path):
 
 
 def test_bench_race_quick(tmp_path):
-    """The race's parts on generated stores: a fixed fit, a learnt fit whose learning
-    gets the budget less the fixed fit's time, SVGP scored at SASPA's times and its
-    own budget (one learning rate: no sweep)."""
+    """The race's parts on generated stores: a fixed fit, a learnt fit whose fit gets
+    the budget less the job's time outside the fit (measured by the fixed run), SVGP
+    scored at SASPA's times and its own budget (one learning rate: no sweep)."""
     report = _quick_results("bench_race.py", tmp_path, "race.json")
     (learnt,) = report["saspa"]
+    fixed = report["fixed"]
     assert learnt["budget"] == 40
-    assert learnt["max_fit_time"] == pytest.approx(40 - report["fixed"]["seconds"])
+    assert 0 < fixed["fit_seconds"] < fixed["seconds"]
+    assert report["job_overhead"] == pytest.approx(fixed["seconds"] - fixed["fit_seconds"])
+    assert learnt["max_fit_time"] == pytest.approx(40 - report["job_overhead"])
     assert report["svgp_lr"] == 0.01
     assert [r["budget"] for r in report["svgp"]] == sorted([learnt["seconds"], 3.0])
     for run in (report["fixed"], learnt, *report["svgp"]):

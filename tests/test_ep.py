@@ -253,3 +253,73 @@ def test_coarse_start_reaches_the_cold_fixed_point_in_fewer_sweeps():
     np.testing.assert_allclose(coarse.alpha_, cold.alpha_, rtol=1e-6,
                                atol=1e-6 * np.abs(cold.alpha_).max())
     np.testing.assert_allclose(coarse.sites_tau_, cold.sites_tau_, rtol=1e-5, atol=1e-9)
+
+
+def _site_posterior(blocks, tau, nu):
+    """The posterior of sites (tau, nu), one array over all blocks' rows."""
+    edges = np.cumsum([0] + [len(b.y) for b in blocks])
+    stats = [block_statistics(b.phi, tau[a:z], nu[a:z])
+             for b, a, z in zip(blocks, edges[:-1], edges[1:])]
+    return Posterior.from_statistics(sum(s[0] for s in stats), sum(s[1] for s in stats))
+
+
+def test_a_deadline_stops_ep_between_sweeps_with_the_posterior_of_its_sites():
+    """A passed deadline: one sweep, reported as stopped by the budget and not
+    converged; what it returns is the posterior of the sites it returns, the same as
+    a run capped at one sweep.  A far deadline changes nothing; the Gaussian
+    likelihood (exact sites in one sweep) is not stopped."""
+    import time
+    from dataclasses import replace
+
+    from saspa_dask.core.likelihoods import Gaussian
+
+    blocks = _blocks()
+    schedule = EPSchedule("parallel", 1.0, 100, 1e-10, anderson_memory=0, coarse_start=False)
+    with pytest.warns(EPConvergenceWarning, match="stopped by the time budget after 1 sweep"):
+        stopped = run_ep(InMemoryEngine(blocks), Probit(), 1.5, schedule,
+                         deadline=time.perf_counter() - 1.0)
+    assert stopped.stopped_by_time and not stopped.converged and stopped.n_sweeps == 1
+    own = _site_posterior(blocks, np.concatenate(stopped.tau), np.concatenate(stopped.nu))
+    np.testing.assert_allclose(stopped.posterior.mean, own.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(stopped.posterior.chol, own.chol, rtol=1e-10, atol=1e-12)
+    with pytest.warns(EPConvergenceWarning, match="did not converge in 1 sweeps"):
+        capped = run_ep(InMemoryEngine(blocks), Probit(), 1.5,
+                        EPSchedule("parallel", 1.0, 1, 1e-10, anderson_memory=0,
+                                   coarse_start=False))
+    np.testing.assert_array_equal(stopped.posterior.mean, capped.posterior.mean)
+    assert not capped.stopped_by_time
+    free = run_ep(InMemoryEngine(blocks), Probit(), 1.5, schedule)
+    far = run_ep(InMemoryEngine(blocks), Probit(), 1.5, schedule,
+                 deadline=time.perf_counter() + 3600.0)
+    assert far.converged and far.n_sweeps == free.n_sweeps > 2
+    np.testing.assert_array_equal(far.posterior.mean, free.posterior.mean)
+    gaussian_blocks = [replace(b, y=0.5 * b.y) for b in blocks]
+    exact = run_ep(InMemoryEngine(gaussian_blocks), Gaussian(0.1), 1.5, schedule,
+                   deadline=time.perf_counter() - 1.0)
+    assert exact.converged and not exact.stopped_by_time and exact.n_sweeps == 2
+
+
+def test_ep_on_all_rows_after_a_subsample_starts_from_its_scaled_posterior():
+    """Learning on a subsample, then EP on all rows: its first sweep takes its cavities
+    from the subsample's posterior scaled to all rows (no coarse run), and it reaches
+    the fixed point that a cold fit at the learnt values (with its coarse start)
+    reaches: EP's fixed point does not depend on where it starts."""
+    from saspa_dask import SASPAClassifier
+    from saspa_dask.core.bases import Basis
+    from saspa_dask.datasets import synthetic_two_class
+
+    X, y = synthetic_two_class(40_000, 3, seed=5)
+    common = dict(n_bases=16, blur="delta", random_state=0, ep={"tol": 1e-9},
+                  execution={"block_rows": 2048})
+    staged = SASPAClassifier(**common, hyper_subsample=3000, max_hyper_iter=4).fit(X, y)
+    assert staged.hyperparameter_info_["n_rows_learnt"] == 3000
+    assert staged.coarse_start_ == [] and staged.converged_
+    fitted = staged.fitted_posterior_
+    cold = SASPAClassifier(**common, bases=Basis(fitted.means), lengthscale=fitted.lengthscale,
+                           signal_variance=fitted.signal_variance,
+                           optimize_hyperparameters=False, learn_bases=False).fit(X, y)
+    assert len(cold.coarse_start_) == 1 and cold.converged_
+    assert staged.log_evidence_ == pytest.approx(cold.log_evidence_, rel=1e-10)
+    np.testing.assert_allclose(staged.sites_tau_, cold.sites_tau_, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(staged.alpha_, cold.alpha_, rtol=1e-6,
+                               atol=1e-6 * np.abs(cold.alpha_).max())

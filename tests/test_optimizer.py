@@ -187,6 +187,29 @@ def test_a_budget_keeps_the_best_point_and_warns():
     assert any("time budget" in line for line in optimiser_warnings(info))
 
 
+def test_a_budget_covers_ep_on_all_rows_after_learning_on_a_subsample():
+    """max_fit_time is the whole fit's: spent before learning's first step, the
+    subsample's start is learnt from (one evaluation) and EP on all rows stops after
+    its first sweep, reported (not converged, a warning); the model is the posterior
+    of the sites it keeps."""
+    from saspa_dask.datasets import synthetic_two_class
+    from saspa_dask.ep import EPConvergenceWarning, block_statistics, make_block
+
+    X, y = synthetic_two_class(40_000, 3, seed=5)
+    with pytest.warns(EPConvergenceWarning, match="stopped by the time budget after 1 sweep"):
+        clf = SASPAClassifier(n_bases=16, blur="delta", random_state=0, hyper_subsample=3000,
+                              max_fit_time=1e-9, execution={"block_rows": 2048}).fit(X, y)
+    info = clf.hyperparameter_info_
+    assert info["stop_reason"] == "time" and info["n_iterations"] == 0
+    assert clf.n_sweeps_ == 1 and not clf.converged_ and clf.coarse_start_ == []
+    fitted = clf.fitted_posterior_
+    block = make_block(X, np.where(y == 1, 1.0, -1.0), fitted.means, fitted.covs,
+                       fitted.lengthscale, fitted.signal_variance, fitted.whitening)
+    A, b = block_statistics(block.phi, clf.sites_tau_, clf.sites_nu_)
+    np.testing.assert_allclose(fitted.posteriors[0].mean, np.linalg.solve(np.eye(16) + A, b),
+                               rtol=1e-8, atol=1e-10)
+
+
 def test_restarts_move_learnt_bases_out_of_a_bad_corner():
     """Twelve bases started in one corner of a 2-D square and learnt from there stay
     near it; restarts over basis positions (K-means with further seeds) find a

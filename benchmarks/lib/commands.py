@@ -73,17 +73,18 @@ def run_monitored(cmd, ok_codes=(0,)):
     return out, seconds, monitor, proc
 
 
-def run(cmd, **kw):
-    """Run a command; exits with its output if it failed."""
+def run(cmd, ok_codes=(0,), **kw):
+    """Run a command; exits with its output if it failed (an exit code not in
+    ``ok_codes``)."""
     res = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
-    if res.returncode != 0:
+    if res.returncode not in ok_codes:
         raise SystemExit(f"{cmd[0]} failed:\n{res.stdout}\n{res.stderr}")
     return res
 
 
-def timed(cmd):
+def timed(cmd, ok_codes=(0,)):
     start = time.perf_counter()
-    res = run(cmd)
+    res = run(cmd, ok_codes)
     return res, time.perf_counter() - start
 
 

@@ -52,7 +52,8 @@ DASK_LOG_LEVEL = "critical"
 def quiet_dask():
     """Dask's loggers at :data:`DASK_LOG_LEVEL`, here and in the worker processes an
     embedded cluster starts (they read the environment when they import distributed),
-    and the client's "Sending large graph" warning ignored."""
+    the client's "Sending large graph" warning ignored, and warnings printed as one
+    ``warning:`` line each."""
     import warnings
 
     import logging
@@ -73,6 +74,13 @@ def quiet_dask():
     tracker = "ignore::UserWarning:multiprocessing.resource_tracker"
     if tracker not in sys.warnoptions:
         sys.warnoptions.append(tracker)
+    warnings.formatwarning = _warning_line
+
+
+def _warning_line(message, category, filename, lineno, line=None):
+    """A warning as one job line, like the job's own (``--verbose`` keeps Python's
+    form, with the source line)."""
+    return f"warning: {message} ({category.__name__})\n"
 
 
 @main.command()

@@ -50,6 +50,8 @@ class EPResult:
     halvings of the damping (module constants); ``damping`` is the value at the end.
     ``n_anderson_steps`` counts sweeps whose sites were an Anderson combination and
     ``n_anderson_restarts`` the times its history was dropped.
+    ``stopped_by_time``: a deadline ended the run before convergence (it is then
+    not ``converged``).
     """
 
     posterior: Posterior
@@ -67,6 +69,7 @@ class EPResult:
     coarse_start: list = field(default_factory=list)
     n_anderson_steps: int = 0
     n_anderson_restarts: int = 0
+    stopped_by_time: bool = False
 
 
 def ep_evidence(posterior, site_sum):
@@ -143,17 +146,15 @@ def coarse_start(engine, likelihood, signal_variance, settings, callback=None):
         # a coarse run that stops early is still a starting point; it is reported
         warnings.simplefilter("ignore", EPConvergenceWarning)
         result = run_ep(sub, likelihood, signal_variance, loose, start=inner)
-    post = result.posterior
-    scale = engine.n_rows / sub.n_rows
-    A = post.chol @ post.chol.T - np.eye(post.chol.shape[0])
-    start = Posterior.from_statistics(scale * A, scale * post.h)
+    start = result.posterior.scaled(engine.n_rows / sub.n_rows)
     levels.append({"rows": int(sub.n_rows), "sweeps": result.n_sweeps,
                    "converged": bool(result.converged),
                    "seconds": time.perf_counter() - began})
     return start, levels
 
 
-def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=None, start=None):
+def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=None, start=None,
+           deadline=None):
     """Run EP to convergence; the engine holds the data blocks and the sites.
 
     Parameters
@@ -175,6 +176,12 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         first sweep on; only the starting point changes.  Without it, a cold parallel
         run with ``settings.coarse_start`` makes one with :func:`coarse_start` (not for
         the Gaussian likelihood, whose sites do not depend on the cavity).
+    deadline : float, optional
+        A ``time.perf_counter()`` value: after each sweep from the first on, the run
+        stops unconverged (with a warning) when another sweep as long as the last
+        would end after it.  The posterior is then the one of the last sweep's sites.
+        Not for the Gaussian likelihood (its first sweep's sites are the fixed point;
+        the second confirms it).
 
     Returns
     -------
@@ -186,13 +193,23 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
     posterior, A, b, levels = _starting_point(engine, likelihood, signal_variance, settings,
                                               start)
     sweeps = _Sweeps(engine, likelihood, signal_variance, settings, posterior, A, b)
+    if _sites_exact_in_one_sweep(likelihood):
+        deadline = None  # one more sweep only confirms them: no time saved by stopping
     for sweep in range(1, settings.max_sweeps + 1):
         record = sweeps.sweep(sweep)
         if callback is not None:
             callback(record)
         if sweeps.converged:
             break
+        if deadline is not None and time.perf_counter() + record["seconds"] > deadline:
+            sweeps.stopped_by_time = sweep < settings.max_sweeps
+            break
     return sweeps.result(levels)
+
+
+def _sites_exact_in_one_sweep(likelihood):
+    """The Gaussian likelihood's sites do not depend on the cavity."""
+    return getattr(likelihood, "name", None) == "gaussian"
 
 
 def _starting_point(engine, likelihood, signal_variance, settings, start):
@@ -202,7 +219,7 @@ def _starting_point(engine, likelihood, signal_variance, settings, start):
     posterior = Posterior.from_statistics(A, b)
     levels = []
     if (start is None and settings.coarse_start and settings.mode == "parallel"
-            and engine.is_cold and getattr(likelihood, "name", None) != "gaussian"):
+            and engine.is_cold and not _sites_exact_in_one_sweep(likelihood)):
         start, levels = coarse_start(engine, likelihood, signal_variance, settings)
     if start is not None and engine.is_cold:
         posterior = start
@@ -223,6 +240,7 @@ class _Sweeps:
                          if settings.mode == "parallel" and settings.anderson_memory > 0
                          else None)
         self.history, self.converged, self.final = [], False, None
+        self.stopped_by_time = False
 
     def sweep(self, number):
         """One sweep; returns its record (also appended to the history)."""
@@ -280,7 +298,14 @@ class _Sweeps:
             self.final = ep_evidence(self.posterior, self.engine.evaluate(
                 self.posterior, self.likelihood).evidence_terms)
         history[-1]["log_evidence"] = self.final
-        if not self.converged:
+        if self.stopped_by_time:
+            warnings.warn(
+                f"EP stopped by the time budget after {len(history)} sweep(s), before it "
+                f"converged (last undamped site change {history[-1]['change']:.3g} >= tol "
+                f"{self.settings.tol:g}); the model is the posterior of the last sweep's "
+                "sites; raise max_fit_time for a converged fit",
+                EPConvergenceWarning, stacklevel=3)
+        elif not self.converged:
             warnings.warn(
                 f"EP did not converge in {self.settings.max_sweeps} sweeps (last undamped "
                 f"site change {history[-1]['change']:.3g} >= tol {self.settings.tol:g}); "
@@ -297,4 +322,5 @@ class _Sweeps:
             history=history, n_damping_reductions=self.guard.reductions,
             damping=self.damping, coarse_start=levels,
             n_anderson_steps=0 if anderson is None else anderson.steps,
-            n_anderson_restarts=0 if anderson is None else anderson.restarts)
+            n_anderson_restarts=0 if anderson is None else anderson.restarts,
+            stopped_by_time=self.stopped_by_time)

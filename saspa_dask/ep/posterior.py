@@ -47,6 +47,12 @@ class Posterior:
         R = cholesky(P, lower=True, check_finite=False)
         return cls(R, b.copy(), cho_solve((R, True), b, check_finite=False))
 
+    def scaled(self, factor):
+        """The posterior whose site sums are ``factor`` times this one's: sites on n
+        rows standing for ``factor * n`` rows (a start for EP on all of them)."""
+        A = self.chol @ self.chol.T - np.eye(self.chol.shape[0])
+        return Posterior.from_statistics(factor * A, factor * self.h)
+
     @cached_property
     def inverse_chol_t(self):
         """R^{-T} (upper triangular), C-contiguous for the GEMM of :meth:`marginals`.

@@ -57,8 +57,10 @@ class StopRule:
         Energy change per row per iteration, and projected-gradient size per row.
     max_iter : int
         Safety cap on iterations.
-    deadline : float or None
-        A ``time.perf_counter()`` value after which no evaluation starts.
+    deadline : float, callable or None
+        A ``time.perf_counter()`` value after which no evaluation starts, or a
+        function returning it (a budget whose learning share is re-estimated as
+        learning goes, :class:`saspa_dask.fitting.budget.FitBudget`).
     scale_rows : int
         Rows the energy sums over (its scale's floor).
     """
@@ -67,6 +69,11 @@ class StopRule:
     max_iter: int = 500
     deadline: float | None = None
     scale_rows: int = 1
+
+    def time_is_up(self):
+        """Whether the deadline (if any) has passed."""
+        deadline = self.deadline() if callable(self.deadline) else self.deadline
+        return deadline is not None and time.perf_counter() > deadline
 
     def scale(self, energy=None):
         """Rows the energy sums over (``energy`` is not used: see the module
@@ -149,7 +156,7 @@ def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
     bounds = start.bounds()
     lower = np.array([-np.inf if lo is None else lo for lo, _ in bounds])
     upper = np.array([np.inf if hi is None else hi for _, hi in bounds])
-    objective = _Objective(evaluate, start, rule.deadline)
+    objective = _Objective(evaluate, start, rule.time_is_up)
     x0 = start.to_log()
     f0, g0 = objective(x0)  # the start is always evaluated, whatever the budget
     if objective.best_hyper is None:
@@ -242,8 +249,8 @@ class _Objective:
     value with a zero gradient (which its cubic interpolation cannot use).
     """
 
-    def __init__(self, evaluate, start, deadline=None):
-        self.evaluate, self.start, self.deadline = evaluate, start, deadline
+    def __init__(self, evaluate, start, time_is_up=None):
+        self.evaluate, self.start, self.time_is_up = evaluate, start, time_is_up
         self.cache = {}
         self.best_value, self.best_hyper, self.best_state = -np.inf, None, None
         self.best_x = self.best_grad = None
@@ -256,8 +263,7 @@ class _Objective:
     def __call__(self, x):
         key = x.tobytes()
         if key not in self.cache:
-            if (self.evaluations and self.deadline is not None
-                    and time.perf_counter() > self.deadline):
+            if self.evaluations and self.time_is_up is not None and self.time_is_up():
                 raise _Stop("time")
             self.cache[key] = self._evaluate(np.array(x, dtype=np.float64))
         return self.cache[key]

@@ -30,6 +30,7 @@ from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from ..ep.schedule import EPSchedule
 from .basis_start import learnt_start, restart_positions, start_bases
+from .budget import FitBudget
 from .costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost
 from .hyperparameters import (Hyperparameters, LearntBoundWarning, bound_advice,
                               resolve_lengthscale)
@@ -210,6 +211,17 @@ class FitPlan:
         return report
 
 
+def _scaled_starts(learnt, rows, n_samples, sites, learn_here):
+    """Where EP on all rows after learning on a row subsample starts: the last
+    stage's posterior at the learnt values, its sites on ``rows`` standing for all
+    ``n_samples`` rows (what :func:`saspa_dask.ep.driver.coarse_start` builds from
+    every 10th chunk, here from a random sample EP has already converged on, at no
+    cost).  None when EP on all rows is warm-started by sites or learns itself."""
+    if learnt is None or rows is None or sites is not None or learn_here:
+        return None
+    return [result.posterior.scaled(n_samples / rows.size) for result in learnt.results]
+
+
 class _Run:
     """One run of a plan: its data, its phase lines, its clock and what it learns on
     the way (the report's ``blur_``, ``damping_``, ``timings_``, ``kmeans_info_``,
@@ -220,10 +232,13 @@ class _Run:
         self.lazy = is_lazy(X)
         self.say = phase_printer(plan.verbose, X.shape[0])
         self.began = time.perf_counter()
-        # the budget counts from the fit's start
+        # the budget counts from the fit's start; learning leaves room for EP on all rows
+        self.budget = (None if plan.max_fit_time is None else
+                       FitBudget(plan.max_fit_time, self.began,
+                                 X.shape[0] * (1 if labels is None else len(labels))))
         self.rule = StopRule(tol=float(plan.hyper_tol), max_iter=int(plan.max_hyper_iter),
-                             deadline=None if plan.max_fit_time is None
-                             else self.began + float(plan.max_fit_time))
+                             deadline=None if self.budget is None
+                             else self.budget.learning_deadline)
         self.report = {"blur_": choose_blur(plan.blur, X.shape[1]),
                        "damping_": float(plan.ep.step)}
 
@@ -317,11 +332,13 @@ class _Run:
         learn_here = bool(plan.optimize_hyperparameters) and learn_on_all
         say(f"EP on {X.shape[0]} rows" + (", learning hyperparameters" if learn_here else ""))
         # Dask inputs keep their sites in a scratch store (removed afterwards)
+        covered = bool(stages) and stages[-1].size == X.shape[0]
+        final_sites = stage_sites if learn_here or covered else sites
         with WorkDir(plan.execution.work_dir) if self.lazy else nullcontext() as work_dir:
-            covered = bool(stages) and stages[-1].size == X.shape[0]
-            outcome = fit(trainer_for(X, targets, work_dir), hyper,
-                          stage_sites if learn_here or covered else sites, learn_here,
-                          restarts=not stages)
+            outcome = fit(trainer_for(X, targets, work_dir), hyper, final_sites, learn_here,
+                          restarts=not stages,
+                          starts=_scaled_starts(learnt, rows, X.shape[0], final_sites,
+                                                learn_here))
         self.report["timings_"]["ep"] = time.perf_counter() - start
         if learn_here:
             done.append((outcome, X.shape[0], "workers" if self.lazy else "driver (in memory)"))
@@ -334,12 +351,14 @@ class _Run:
         this run's stop rule and restarts."""
         plan, loud = self.plan, self.say.loud
 
-        def fit(trainer, hyper, sites, optimize, restarts=True):
+        def fit(trainer, hyper, sites, optimize, restarts=True, starts=None):
             return fit_hyperparameters(
                 trainer, likelihood, hyper, optimize_hyperparameters=optimize,
                 rule=self.rule, init_sites=sites,
                 n_restarts=int(plan.n_restarts_optimizer) if restarts else 0,
-                positions=positions, callback=print_hyper if loud else None)
+                positions=positions, callback=print_hyper if loud else None,
+                start_posteriors=starts,
+                ep_deadline=None if self.budget is None else self.budget.end)
         return fit
 
     def _trainer_factory(self, basis):
@@ -352,9 +371,23 @@ class _Run:
             return Trainer(X, targets, self.labels, basis.means, basis.covs, plan.ep,
                            frequencies=basis.frequencies, phases=basis.phases,
                            jitter=plan.jitter, block_rows=execution.block_rows,
-                           cache=execution.cache, work_dir=work_dir, callback=callback,
+                           cache=execution.cache, work_dir=work_dir,
+                           callback=self._timing_sweeps(callback, X.shape[0]),
                            projected_only=plan.approximation != "fitc")
         return trainer_for
+
+    def _timing_sweeps(self, callback, rows):
+        """``callback``, also telling the budget (if any) what each sweep of EP on
+        ``rows`` rows cost."""
+        budget = self.budget
+        if budget is None:
+            return callback
+
+        def observe(record):
+            budget.observe(rows, record["seconds"])
+            if callback is not None:
+                callback(record)
+        return observe
 
     def _learn_in_stages(self, targets, stages, hyper, sites, trainer_for, fit):
         """Learn on each subsample stage in memory on the driver, each warm-started

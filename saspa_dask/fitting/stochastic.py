@@ -276,8 +276,8 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, deadlin
     schedule : StochasticLearning
     seed : int, optional
         The rows' order.
-    deadline : float, optional
-        ``time.perf_counter()`` value at which to stop.
+    deadline : float or callable, optional
+        ``time.perf_counter()`` value at which to stop (or a function returning it).
     callback : callable, optional
         Called with a record after each epoch (and at the deadline).
 
@@ -294,7 +294,8 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, deadlin
     while epoch < math.ceil(schedule.max_epochs):
         for X_B, y_B in stream.epoch():
             learner.step(X_B, y_B)
-            if deadline is not None and time.perf_counter() > deadline:
+            if deadline is not None and time.perf_counter() > (
+                    deadline() if callable(deadline) else deadline):
                 stop_reason = "time"
                 break
             if learner.rows_seen >= schedule.max_epochs * N:

@@ -146,13 +146,17 @@ class Trainer:
 
     # -- EP and the gradient ---------------------------------------------------------
 
-    def run(self, likelihood):
-        """EP for every problem; returns the EPResults with sites as numpy arrays."""
+    def run(self, likelihood, starts=None, deadline=None):
+        """EP for every problem; returns the EPResults with sites as numpy arrays.
+        ``starts``: per problem, the posterior a cold run's first sweep takes its
+        cavities from; ``deadline``: when the runs stop unconverged (see
+        :func:`saspa_dask.ep.driver.run_ep`)."""
         results = []
-        for k, engine in enumerate(self._engines):
+        starts = starts or [None] * len(self._engines)
+        for k, (engine, start) in enumerate(zip(self._engines, starts)):
             callback = None if self.callback is None else partial(self._tell, k)
             result = run_ep(engine, likelihood, self.hyper.signal_variance, self.settings,
-                            callback=callback)
+                            callback=callback, start=start, deadline=deadline)
             if self.is_lazy:
                 result.tau, result.nu = (np.asarray(s) for s in dask.compute(result.tau,
                                                                                result.nu))
@@ -232,7 +236,8 @@ def restart_points(start, n_restarts, positions=None):
 
 
 def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
-        init_sites=None, callback=None, n_restarts=0, positions=None):
+        init_sites=None, callback=None, n_restarts=0, positions=None, start_posteriors=None,
+        ep_deadline=None):
     """Fit at ``start`` or maximise the summed EP evidence from it (and, with
     ``n_restarts``, from the further starts of :func:`restart_points`, keeping the
     highest evidence).
@@ -255,13 +260,20 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         positions: :func:`restart_points`).
     positions : callable, optional
         ``positions(k, X)``: learnt bases for restart k on the learning rows X.
+    start_posteriors : list of Posterior per problem, optional
+        At fixed hyperparameters without ``init_sites``: where EP's first sweep takes
+        its cavities from (e.g. a row sample's posterior at the same values, scaled
+        to all rows) instead of a coarse start.
+    ep_deadline : float, optional
+        At fixed hyperparameters: the ``time.perf_counter()`` value by which EP
+        stops, converged or not (:func:`saspa_dask.ep.driver.run_ep`).
 
     Returns
     -------
     FitOutcome
     """
     if not optimize_hyperparameters:
-        return _fit_at(trainer, likelihood, start, init_sites)
+        return _fit_at(trainer, likelihood, start, init_sites, start_posteriors, ep_deadline)
     rule = replace(rule or StopRule(), scale_rows=trainer.X.shape[0] * trainer.n_problems)
     chosen = _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts,
                          None if positions is None else (lambda k: positions(k, trainer.X)))
@@ -279,7 +291,7 @@ def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restar
     points, outcomes = restart_points(start, n_restarts, positions), []
     for k, point in enumerate(points):
         step = None if callback is None else (lambda rec, k=k: callback({**rec, "start": k}))
-        if k > 0 and rule.deadline is not None and time.perf_counter() > rule.deadline:
+        if k > 0 and rule.time_is_up():
             break  # the budget is spent: the starts run so far compete
         outcome = _maximise(trainer, likelihood, point, rule, init_sites, step)
         outcomes.append(outcome)
@@ -301,9 +313,9 @@ def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restar
     return chosen
 
 
-def _fit_at(trainer, likelihood, hyper, init_sites):
+def _fit_at(trainer, likelihood, hyper, init_sites, starts=None, deadline=None):
     trainer.build(hyper, init_sites)
-    results = trainer.run(hyper.bind(likelihood))
+    results = trainer.run(hyper.bind(likelihood), starts, deadline)
     return FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results,
                       float(sum(r.log_evidence for r in results)))
 
