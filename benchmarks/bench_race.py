@@ -163,15 +163,21 @@ def _latent_scale(rows, features):
     return float(np.median(f_train)), LABEL_NOISE * float(f_train.std())
 
 
-def _store(work, args, name, rows, seed):
-    """Store ``name`` of ``rows`` generated rows; for classification the label is 1 where
-    the signal plus latent Gaussian noise exceeds the threshold."""
+def labelled_rows(args, rows, seed):
+    """(X, y) of ``rows`` generated rows; for classification the label is 1 where the
+    signal plus latent Gaussian noise exceeds the threshold."""
     from saspa_dask.datasets import multiscale_regression
 
     X, y, f = multiscale_regression(rows, args.features, seed)
     if args.task == "classification":
         threshold, sd = _latent_scale(args.rows, args.features)
         y = f + sd * np.random.default_rng(100 + seed).normal(size=rows) > threshold
+    return X, y
+
+
+def _store(work, args, name, rows, seed):
+    """Store ``name`` of ``rows`` generated rows (:func:`labelled_rows`)."""
+    X, y = labelled_rows(args, rows, seed)
     np.save(work / f"{name}.npy", np.column_stack([X, y]))
     run([BIN / "saspa", "ingest", work / f"{name}.npy", "--out", work / f"{name}.zarr",
          "--chunk-rows", args.chunk_rows, "--overwrite"])

@@ -262,7 +262,7 @@ def _run_step(kind, settings, cluster, echo, out):
         out(f"model: {result['out']}  sweeps {model.n_sweeps_}  converged "
             f"{model.converged_}  log evidence {model.log_evidence_:.6g}")
         if not result["converged"]:
-            raise JobError("EP did not converge (raise max_sweeps or lower damping)")
+            raise JobError(jobs.not_converged_advice(model))
     elif kind == "predict":
         result = jobs.predict(**options, **where)
         out(f"predictions: {result['rows']} rows -> {result['out']}")

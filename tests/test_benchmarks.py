@@ -267,6 +267,22 @@ def test_bench_costs_quick(tmp_path):
             r["flops"] / (r["seconds_per_evaluation"] * rate), rel=1e-12)
 
 
+def test_bench_anytime_quick(tmp_path):
+    """Capped runs stop at their cap unconverged; the runs to tol from the scaled and
+    the coarse start reach one fixed point (the same held-out metrics); only the
+    coarse one runs EP on a block subset first."""
+    report = _quick_results("bench_anytime.py", tmp_path, "anytime.json")
+    runs = {r["run"]: r for r in report["runs"]}
+    assert [r["sweeps"] for r in report["runs"][:2]] == [1, 2]
+    assert not any(r["converged"] for r in report["runs"][:2])
+    scaled, coarse = runs["scaled start, to tol"], runs[
+        "coarse start (the default cold start), to tol"]
+    assert scaled["converged"] and coarse["converged"]
+    assert scaled["coarse_rows"] == [] and len(coarse["coarse_rows"]) == 1
+    assert scaled["nlp"] == pytest.approx(coarse["nlp"], rel=1e-6)
+    assert report["learning"]["iterations"] == 3
+
+
 def test_bench_stopping_quick(tmp_path):
     """The long run records one trace entry per iteration (and the start), and keeps
     at least the energy of the 20-iteration cap along the same path."""

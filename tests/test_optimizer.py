@@ -202,12 +202,41 @@ def test_a_budget_covers_ep_on_all_rows_after_learning_on_a_subsample():
     info = clf.hyperparameter_info_
     assert info["stop_reason"] == "time" and info["n_iterations"] == 0
     assert clf.n_sweeps_ == 1 and not clf.converged_ and clf.coarse_start_ == []
+    assert clf.ep_stop_reason_ == "time"
+    from saspa_dask.jobs import not_converged_advice
+    assert "--max-fit-time" in not_converged_advice(clf)
     fitted = clf.fitted_posterior_
     block = make_block(X, np.where(y == 1, 1.0, -1.0), fitted.means, fitted.covs,
                        fitted.lengthscale, fitted.signal_variance, fitted.whitening)
     A, b = block_statistics(block.phi, clf.sites_tau_, clf.sites_nu_)
     np.testing.assert_allclose(fitted.posteriors[0].mean, np.linalg.solve(np.eye(16) + A, b),
                                rtol=1e-8, atol=1e-10)
+
+
+def test_a_budget_keeps_room_for_ep_on_all_rows_by_the_sweeps_it_timed():
+    """The reserve is the block build and FINAL_SWEEPS sweeps on all rows at the median
+    cost per row of the timed sweeps; learning on all rows needs room for
+    EVALUATIONS_ON_ALL evaluations of EVALUATION_SWEEPS sweeps besides."""
+    import time
+
+    from saspa_dask.fitting.budget import (EVALUATION_SWEEPS, EVALUATIONS_ON_ALL,
+                                           FINAL_SWEEPS, FitBudget)
+
+    began = time.perf_counter()
+    budget = FitBudget(1000.0, began, n_rows=10**6)
+    assert budget.reserve() == 0.0 and budget.learning_deadline() == began + 1000.0
+    assert not budget.affords_learning_on_all()  # nothing timed yet
+    for rows, seconds in ((10_000, 0.01), (10_000, 0.03), (20_000, 0.04)):
+        budget.observe(rows, seconds)  # 1, 3 and 2 microseconds a row: median 2
+    sweep = 2e-6 * 10**6
+    assert budget.reserve() == pytest.approx((FINAL_SWEEPS + 1) * sweep, rel=1e-12)
+    assert budget.learning_deadline() == pytest.approx(began + 1000.0 - budget.reserve(),
+                                                       rel=1e-15)
+    needed = (EVALUATIONS_ON_ALL * EVALUATION_SWEEPS + FINAL_SWEEPS + 1) * sweep
+    assert needed < 500.0 and budget.affords_learning_on_all()
+    short = FitBudget(needed / 2, time.perf_counter(), 10**6)
+    short.observe(10_000, 0.02)
+    assert not short.affords_learning_on_all()
 
 
 def test_restarts_move_learnt_bases_out_of_a_bad_corner():

@@ -18,10 +18,16 @@ import time
 
 import numpy as np
 
-__all__ = ["FINAL_SWEEPS", "FitBudget"]
+__all__ = ["EVALUATIONS_ON_ALL", "EVALUATION_SWEEPS", "FINAL_SWEEPS", "FitBudget"]
 
 # sweeps of EP on all rows the budget keeps room for (the block build counts as one)
 FINAL_SWEEPS = 2
+# learning on all rows after the in-memory stages starts only with room for this many
+# evaluations, each about EVALUATION_SWEEPS sweeps on all rows (EP from sites known on
+# the stages' rows only, then the gradient pass: one evaluation at 10^6 rows took
+# 80 s, 16 sweeps' worth, in benchmarks/RESULTS.md "An anytime fit")
+EVALUATIONS_ON_ALL = 3
+EVALUATION_SWEEPS = 16
 
 
 class FitBudget:
@@ -52,13 +58,20 @@ class FitBudget:
         sweeps at the median cost per row of the recent sweeps (0 before any)."""
         if not self._per_row_sweep:
             return 0.0
-        per_row = float(np.median(self._per_row_sweep[-50:]))
-        return (FINAL_SWEEPS + 1) * per_row * self.n_rows
+        return (FINAL_SWEEPS + 1) * self._sweep_seconds()
+
+    def affords_learning_on_all(self):
+        """Whether the time left holds :data:`EVALUATIONS_ON_ALL` evaluations of
+        learning on all rows and the reserve (False before any sweep was timed)."""
+        if not self._per_row_sweep:
+            return False
+        sweeps = EVALUATIONS_ON_ALL * EVALUATION_SWEEPS
+        return time.perf_counter() + sweeps * self._sweep_seconds() + self.reserve() < self.end
+
+    def _sweep_seconds(self):
+        """A sweep on all rows at the median cost per row of the recent sweeps."""
+        return float(np.median(self._per_row_sweep[-50:])) * self.n_rows
 
     def learning_deadline(self):
         """The ``time.perf_counter()`` value after which no learning step starts."""
         return self.end - self.reserve()
-
-    def left(self):
-        """Seconds left of the whole budget."""
-        return self.end - time.perf_counter()

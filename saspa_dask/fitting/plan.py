@@ -49,7 +49,7 @@ __all__ = ["FitPlan", "FitResult", "REPORT_ATTRIBUTES", "REPORT_ARRAYS"]
 # the fit report: diagnostics a model store keeps beside the fitted posterior (the
 # estimators' attributes of these names)
 REPORT_ATTRIBUTES = (
-    "n_sweeps_", "converged_", "log_evidence_", "n_invalid_cavities_",
+    "n_sweeps_", "converged_", "ep_stop_reason_", "log_evidence_", "n_invalid_cavities_",
     "n_skipped_updates_", "n_damping_halvings_", "n_damping_reductions_",
     "n_anderson_steps_", "n_anderson_restarts_", "coarse_start_", "history_",
     "damping_", "blur_", "blur_scale_", "cost_estimate_", "hyperparameter_trace_",
@@ -201,6 +201,7 @@ class FitPlan:
             "sites_nu_": stacked([r.nu for r in results]),
             "n_sweeps_": max(r.n_sweeps for r in results),
             "converged_": all(r.converged for r in results),
+            "ep_stop_reason_": _ep_stop_reason(results),
             "log_evidence_": float(sum(r.log_evidence for r in results)),
             "coarse_start_": [level if one else {**level, "problem": k}
                               for k, r in enumerate(results) for level in r.coarse_start],
@@ -211,15 +212,25 @@ class FitPlan:
         return report
 
 
+def _ep_stop_reason(results):
+    """Why EP on all rows stopped (the first problem that did not converge says)."""
+    for result in results:
+        if not result.converged:
+            return "time" if result.stopped_by_time else "max_sweeps"
+    return "converged"
+
+
 def _scaled_starts(learnt, rows, n_samples, sites, learn_here):
-    """Where EP on all rows after learning on a row subsample starts: the last
-    stage's posterior at the learnt values, its sites on ``rows`` standing for all
-    ``n_samples`` rows (what :func:`saspa_dask.ep.driver.coarse_start` builds from
-    every 10th chunk, here from a random sample EP has already converged on, at no
-    cost).  None when EP on all rows is warm-started by sites or learns itself."""
-    if learnt is None or rows is None or sites is not None or learn_here:
+    """Where EP on all rows after learning starts: the last stage's posterior at the
+    learnt values, its sites on ``rows`` standing for all ``n_samples`` rows (what
+    :func:`saspa_dask.ep.driver.coarse_start` builds from every 10th chunk, here from
+    a random sample EP has already converged on, at no cost), or stochastic
+    learning's tied posterior (``rows`` None: its one site already stands for every
+    row).  None when EP on all rows is warm-started by sites or learns itself."""
+    if learnt is None or sites is not None or learn_here:
         return None
-    return [result.posterior.scaled(n_samples / rows.size) for result in learnt.results]
+    factor = 1.0 if rows is None else n_samples / rows.size
+    return [result.posterior.scaled(factor) for result in learnt.results]
 
 
 class _Run:
@@ -328,7 +339,7 @@ class _Run:
         if learnt is not None:
             hyper = learnt.hyper
             self.report["timings_"]["hyperparameters"] = time.perf_counter() - start
-            learn_on_all = learn_on_all and not ended
+            learn_on_all = learn_on_all and not ended and self._room_to_learn_on_all()
         learn_here = bool(plan.optimize_hyperparameters) and learn_on_all
         say(f"EP on {X.shape[0]} rows" + (", learning hyperparameters" if learn_here else ""))
         # Dask inputs keep their sites in a scratch store (removed afterwards)
@@ -345,6 +356,15 @@ class _Run:
             rows = None
         merge_stages(outcome, learnt if not learn_here else None, done)
         return outcome, rows
+
+    def _room_to_learn_on_all(self):
+        """After the in-memory stages: whether the budget (if any) leaves room for
+        learning on all rows; says so when it does not."""
+        if self.budget is None or self.budget.affords_learning_on_all():
+            return True
+        self.say("learning: the time budget leaves no room for learning on all rows; EP "
+                 "on all rows at the stages' values")
+        return False
 
     def _fitter(self, likelihood, positions):
         """``fit(trainer, hyper, sites, optimize, restarts)``: the trainer's fit with

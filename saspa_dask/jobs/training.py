@@ -30,7 +30,8 @@ from .estimators import build_estimator, canonical_options
 from .row_probes import check_data
 from .scratch import scratch_directory
 
-__all__ = ["fit_and_save", "optimiser_warnings", "train", "training_data"]
+__all__ = ["fit_and_save", "not_converged_advice", "optimiser_warnings", "train",
+           "training_data"]
 
 
 def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=False,
@@ -128,6 +129,14 @@ def optimiser_warnings(info):
     if names:
         lines.append(f"warning: {bound_advice(names)}")
     return lines
+
+
+def not_converged_advice(model):
+    """What to do about a model whose EP on all rows did not converge."""
+    if getattr(model, "ep_stop_reason_", None) == "time":
+        return ("EP on all rows was stopped by the --max-fit-time budget before it "
+                "converged (the model is saved; raise --max-fit-time for a converged one)")
+    return "EP did not converge (raise --max-sweeps or lower the damping)"
 
 
 def _say(echo, message):
