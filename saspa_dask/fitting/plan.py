@@ -342,9 +342,9 @@ class _Run:
             learn_on_all = learn_on_all and not ended and self._room_to_learn_on_all()
         learn_here = bool(plan.optimize_hyperparameters) and learn_on_all
         say(f"EP on {X.shape[0]} rows" + (", learning hyperparameters" if learn_here else ""))
-        # Dask inputs keep their sites in a scratch store (removed afterwards)
         covered = bool(stages) and stages[-1].size == X.shape[0]
         final_sites = stage_sites if learn_here or covered else sites
+        # Dask inputs keep their sites in a scratch store (removed afterwards)
         with WorkDir(plan.execution.work_dir) if self.lazy else nullcontext() as work_dir:
             outcome = fit(trainer_for(X, targets, work_dir), hyper, final_sites, learn_here,
                           restarts=not stages,
