@@ -102,12 +102,14 @@ def _final_ep(model, X, y, Xt, yt, ep, start, args):
                          fitted.lengthscale, fitted.signal_variance, fitted.whitening)
               for a in range(0, len(X), 8192)]
     likelihood = make_likelihood(fitted.likelihood, **fitted.likelihood_params)
-    schedule = EPSchedule(**{**vars(EPSchedule()), **ep, "coarse_start": start == "coarse"})
+    schedule = EPSchedule(**{**vars(EPSchedule()), **ep, "coarse_start": start == "coarse"}
+                          ).with_damping(fitted.likelihood)
     scaled = fitted.posteriors[0].scaled(len(X) / model.hyperparameter_info_["n_rows_learnt"])
     began = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the capped runs are not converged, on purpose
-        result = run_ep(InMemoryEngine(blocks), likelihood, fitted.signal_variance, schedule,
+        engine = InMemoryEngine(blocks, anderson_memory=schedule.anderson_memory)
+        result = run_ep(engine, likelihood, fitted.signal_variance, schedule,
                         start=scaled if start == "scaled" else None)
     seconds = time.perf_counter() - began
     model.fitted_posterior_ = replace(fitted, posteriors=(result.posterior,))
