@@ -178,8 +178,9 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         the Gaussian likelihood, whose sites do not depend on the cavity).
     deadline : float, optional
         A ``time.perf_counter()`` value: after each sweep from the first on, the run
-        stops unconverged (with a warning) when another sweep as long as the last
-        would end after it.  The posterior is then the one of the last sweep's sites.
+        stops unconverged (with a warning) when another sweep and the evidence pass
+        that closes a stopped run, each as long as the last sweep, would end after
+        it.  The posterior is then the one of the last sweep's sites.
         Not for the Gaussian likelihood (its first sweep's sites are the fixed point;
         the second confirms it).
 
@@ -201,7 +202,9 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
             callback(record)
         if sweeps.converged:
             break
-        if deadline is not None and time.perf_counter() + record["seconds"] > deadline:
+        # another sweep and, should it not converge, the evidence pass that closes a
+        # stopped run (each about as long as this sweep) must end by the deadline
+        if deadline is not None and time.perf_counter() + 2 * record["seconds"] > deadline:
             sweeps.stopped_by_time = sweep < settings.max_sweeps
             break
     return sweeps.result(levels)

@@ -72,14 +72,15 @@ _SHARED_PARAMS_DOC = """
         Wall-clock budget in seconds for the whole fit, counted from its start (the
         best model by then).  Learning (all starts and stages) stops at its best
         point so far (``stop_reason == "time"``) early enough for EP on all rows to
-        build its blocks and run two sweeps by the end, at the cost per row that
-        learning's own EP sweeps measured; EP on all rows, started from the
+        build its blocks, run a sweep and close by the end, at the cost per row
+        that learning's own EP sweeps measured; EP on all rows, started from the
         learning subsample's posterior scaled to all rows, then stops between
-        sweeps when the next would end after the budget: ``converged_`` is then
+        sweeps when another would end after the budget: ``converged_`` is then
         False, with an ``EPConvergenceWarning`` (measured at 10^6 rows in
-        ``benchmarks/RESULTS.md``, "An anytime fit": after two sweeps the held-out
-        error and NLP were the converged ones to four digits).  At least one sweep
-        always runs, so a small budget can be overrun by one sweep on all rows.
+        ``benchmarks/RESULTS.md``, "An anytime fit": after one sweep the held-out
+        error and NLP were within 2e-4 and 5e-4 of the converged model's).  At least
+        one sweep always runs, so a small budget can be overrun by a sweep on all
+        rows.
         None: no budget.
     n_restarts_optimizer : int, default=0
         Further evidence maximisations, from the starting lengthscales shortened by
