@@ -92,7 +92,9 @@ def dask_client(client=None, *, scheduler=None, workers=None, timeout=10, securi
         if where.startswith("embedded"):
             _wait_for_workers(client, workers)
         if echo is not None:
-            echo(f"dask: {where}; dashboard: {dashboard_link(client)}")
+            # a cluster of this job's own serves a dashboard only when asked for one
+            shown = dashboard or scheduler
+            echo(f"dask: {where}" + (f"; dashboard: {dashboard_link(client)}" if shown else ""))
         yield client
     except BaseException as err:  # an error, Ctrl-C or SIGTERM (jobs.errors.Interrupted)
         # the job is over: workers stopped first cannot log a lost scheduler

@@ -51,7 +51,7 @@ def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None
               "lengthscale": old.lengthscale_, "signal_variance": old.signal_variance_,
               "optimize_hyperparameters": bool(optimize_hyperparameters),
               "learn_bases": (learnt_bases or False) if optimize_hyperparameters else False,
-              "verbose": 0, **stopping}
+              "verbose": 1, **stopping}  # phase and iteration lines, as train prints
     for attr, param in _CARRIED_LIKELIHOOD:
         if hasattr(old, attr):
             params[param] = getattr(old, attr)
