@@ -54,8 +54,9 @@ def main():
     model, learnt = _learn(args, X, y)
     report["learning"] = learnt
     print(learnt, flush=True)
+    blocks = _blocks(model, X, y, args)  # shared by the runs (each has its own engine)
     for label, ep, start in _runs(args):
-        row = {"run": label, **_final_ep(model, X, y, Xt, yt, ep, start, args)}
+        row = {"run": label, **_final_ep(model, blocks, len(X), Xt, yt, ep, start, args)}
         report["runs"].append(row)
         print(row, flush=True)
         save(report, args.out)
@@ -88,23 +89,30 @@ def _runs(args):
     yield "coarse start (the default cold start), to tol", {}, "coarse"
 
 
-def _final_ep(model, X, y, Xt, yt, ep, start, args):
-    """EP on all rows at the model's learnt values; the model's posterior replaced by
-    its result for the held-out metrics."""
-    from saspa_dask.core.likelihoods import make_likelihood
-    from saspa_dask.engines.memory import InMemoryEngine
-    from saspa_dask.ep import EPSchedule, make_block, run_ep
+def _blocks(model, X, y, args):
+    """The whitened blocks of all rows at the model's learnt values."""
+    from saspa_dask.ep import make_block
 
     fitted = model.fitted_posterior_
     targets = (np.where(y, 1.0, -1.0) if args.task == "classification"
                else y - fitted.offset)
-    blocks = [make_block(X[a:a + 8192], targets[a:a + 8192], fitted.means, fitted.covs,
-                         fitted.lengthscale, fitted.signal_variance, fitted.whitening)
-              for a in range(0, len(X), 8192)]
+    return [make_block(X[a:a + 8192], targets[a:a + 8192], fitted.means, fitted.covs,
+                       fitted.lengthscale, fitted.signal_variance, fitted.whitening)
+            for a in range(0, len(X), 8192)]
+
+
+def _final_ep(model, blocks, n_rows, Xt, yt, ep, start, args):
+    """EP on all rows at the model's learnt values; the model's posterior replaced by
+    its result for the held-out metrics."""
+    from saspa_dask.core.likelihoods import make_likelihood
+    from saspa_dask.engines.memory import InMemoryEngine
+    from saspa_dask.ep import EPSchedule, run_ep
+
+    fitted = model.fitted_posterior_
     likelihood = make_likelihood(fitted.likelihood, **fitted.likelihood_params)
     schedule = EPSchedule(**{**vars(EPSchedule()), **ep, "coarse_start": start == "coarse"}
                           ).with_damping(fitted.likelihood)
-    scaled = fitted.posteriors[0].scaled(len(X) / model.hyperparameter_info_["n_rows_learnt"])
+    scaled = fitted.posteriors[0].scaled(n_rows / model.hyperparameter_info_["n_rows_learnt"])
     began = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the capped runs are not converged, on purpose
