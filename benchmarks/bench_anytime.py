@@ -28,6 +28,7 @@ import numpy as np
 
 from bench_race import labelled_rows
 from lib import machine, output
+from lib.commands import add_data_options
 from lib.machine import matmul_rate
 from lib.metrics import error_and_nlp, regression_scores
 from lib.output import save
@@ -35,10 +36,7 @@ from lib.output import save
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--test-rows", type=int, default=100_000)
-    parser.add_argument("--features", type=int, default=8)
-    parser.add_argument("--bases", type=int, default=256)
+    add_data_options(parser, cluster=False)
     parser.add_argument("--subsample", type=int, default=20_000)
     parser.add_argument("--max-hyper-iter", type=int, default=20)
     parser.add_argument("--sweeps", type=int, nargs="+", default=[1, 2, 3, 4])

@@ -553,35 +553,32 @@ def regression(quick, jobs, sets, bases_by_set, pumadyn_start="full-gp"):
     tasks.sort(key=lambda t: t[2] if t[1] != "full GP" else 0)
     partial = output.RESULTS / ("paper-regression-quick-rows.json" if quick
                                 else "paper-regression-rows.json")
+    protocols = {name: _protocol_summary(name, tasks) for name in sets}
     rows = []
     with ProcessPoolExecutor(jobs) as pool:
         futures = [pool.submit(regression_one, *task, quick, jobs) for task in tasks]
         for future in as_completed(futures):
             rows.append(future.result())
-            output.save({"rows": rows, "protocols": {
-                name: _jsonable(_protocol_summary(name, tasks)) for name in sets}},
-                partial.name)
-    return regression_report(rows, sets, tasks)
+            output.save({"rows": rows, "protocols": protocols}, partial.name)
+    return regression_report(rows, sets, protocols)
 
 
-def regression_report(rows, sets, tasks=None):
-    """(d)'s report and figures from its rows."""
+def regression_report(rows, sets, protocols):
+    """(d)'s report and figures from its rows and each set's protocol."""
     out = {}
     for name in sets:
         sel = [r for r in rows if r["set"] == name]
         path = output.FIGURES / f"regression_{name}.png"
         _plot_regression(name, sel, path)
         out[name] = {"rows": sel, "figure": f"figures/{path.name}",
-                     "protocol": _jsonable(_protocol_summary(name, tasks or []))}
+                     "protocol": protocols.get(name, {})}
     return out
 
 
-def _jsonable(protocol):
-    return {k: np.asarray(v).tolist() for k, v in protocol.items()}
-
-
 def _protocol_summary(name, tasks):
-    return next((t[3] for t in tasks if t[0] == name and t[1] != "full GP"), {})
+    """A set's starting values and noise floor, as JSON values."""
+    protocol = next((t[3] for t in tasks if t[0] == name and t[1] != "full GP"), {})
+    return {k: np.asarray(v).tolist() for k, v in protocol.items()}
 
 
 def _plot_regression(name, rows, path):
@@ -723,10 +720,8 @@ def main():
                 for name in REGRESSION_SETS}
             if args.regression_from:
                 saved = json.loads(Path(args.regression_from).read_text())
-                report["regression"] = regression_report(saved["rows"], args.regression_sets)
-                for name, protocol in saved["protocols"].items():
-                    if name in report["regression"]:
-                        report["regression"][name]["protocol"] = protocol
+                report["regression"] = regression_report(saved["rows"], args.regression_sets,
+                                                         saved["protocols"])
             else:
                 report["regression"] = regression(args.quick, args.jobs,
                                                   args.regression_sets, bases,

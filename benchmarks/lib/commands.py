@@ -98,14 +98,16 @@ def info(model):
     return json.loads(run([BIN / "saspa", "info", model, "--json"]).stdout)
 
 
-def add_data_options(parser):
-    """The generated data's and the cluster's options (bench_learnt_scale, bench_race)."""
+def add_data_options(parser, cluster=True):
+    """The generated data's options and, with ``cluster``, the cluster's
+    (bench_learnt_scale, bench_race; bench_anytime without a cluster)."""
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--test-rows", type=int, default=100_000)
     parser.add_argument("--features", type=int, default=8)
     parser.add_argument("--bases", type=int, default=256)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--chunk-rows", type=int, default=65536)
+    if cluster:
+        parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument("--chunk-rows", type=int, default=65536)
 
 
 def make_data(work, args):

@@ -28,7 +28,8 @@ FINAL_SWEEPS = 1
 # learning on all rows after the in-memory stages starts only with room for this many
 # evaluations, each about EVALUATION_SWEEPS sweeps on all rows (EP from sites known on
 # the stages' rows only, then the gradient pass: one evaluation at 10^6 rows took
-# 80 s, 16 sweeps' worth, in benchmarks/RESULTS.md "An anytime fit")
+# 80.6 s in benchmarks/RESULTS.md "An anytime fit": 11-23 of the 3.5-7.3 s that
+# bench_anytime's further sweeps on all rows took there; 16 is in between)
 EVALUATIONS_ON_ALL = 3
 EVALUATION_SWEEPS = 16
 

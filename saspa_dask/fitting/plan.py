@@ -449,7 +449,7 @@ class _Run:
         seed = check_random_state(self.plan.random_state).randint(2**31 - 1)
         # on Dask the minibatches are read chunk by chunk; no site store is needed
         learnt = learn_stochastic(trainer_for(self.X, targets, None), likelihood, hyper,
-                                  schedule, seed=seed, deadline=self.rule.deadline,
+                                  schedule, seed=seed, time_is_up=self.rule.time_is_up,
                                   callback=tell)
         return learnt, None, None, [], learnt.info["stop_reason"] == "time"
 

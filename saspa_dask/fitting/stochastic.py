@@ -262,7 +262,7 @@ def _scaled(summary, factor):
                    s1=None if summary.s1 is None else summary.s1 * factor)
 
 
-def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, deadline=None,
+def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, time_is_up=None,
                      callback=None):
     """Learn ``start``'s values stochastically on every row of ``trainer`` (module
     docstring).
@@ -276,10 +276,10 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, deadlin
     schedule : StochasticLearning
     seed : int, optional
         The rows' order.
-    deadline : float or callable, optional
-        ``time.perf_counter()`` value at which to stop (or a function returning it).
+    time_is_up : callable, optional
+        Says when to stop (e.g. :meth:`saspa_dask.fitting.optimizer.StopRule.time_is_up`).
     callback : callable, optional
-        Called with a record after each epoch (and at the deadline).
+        Called with a record after each epoch (and when the time is up).
 
     Returns
     -------
@@ -294,8 +294,7 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, deadlin
     while epoch < math.ceil(schedule.max_epochs):
         for X_B, y_B in stream.epoch():
             learner.step(X_B, y_B)
-            if deadline is not None and time.perf_counter() > (
-                    deadline() if callable(deadline) else deadline):
+            if time_is_up is not None and time_is_up():
                 stop_reason = "time"
                 break
             if learner.rows_seen >= schedule.max_epochs * N:
