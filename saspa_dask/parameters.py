@@ -289,8 +289,9 @@ _MODEL = _path("model", "The model store (or a latest pointer to it).", required
 _DATA = _path("data", "A data store.", "dir", required=True, positional=True, metavar="DATA")
 _LATEST = _path("latest", "Pointer file to update to the new model (e.g. models/latest).",
                 "file")
-_TEST = _path("test", "A held-out data store: print the model's metrics on it and record "
-              "them in the model store.", "dir", exists=True)
+_TEST = _path("test", "A held-out data store: measure the model on it as it learns and "
+              "at the end, print the metrics and record them in the model store.", "dir",
+              exists=True)
 
 INGEST_PARAMETERS = (
     _path("source", "A CSV, Parquet or .npy file.", "file", exists=True, required=True,

@@ -259,7 +259,7 @@ def _interrupted(*args, **kwargs):
     raise KeyboardInterrupt("stopped by the test")
 
 
-def test_held_out_metrics_and_auc(tmp_path):
+def test_held_out_metrics_and_auc(tmp_path, capsys):
     from sklearn.metrics import roc_auc_score
 
     rows = [r for r in people(300) if "" not in r[1:3]]
@@ -277,6 +277,10 @@ def test_held_out_metrics_and_auc(tmp_path):
     assert metrics["auc"] == pytest.approx(roc_auc_score(y == 1, proba), abs=1e-12)
     assert metrics["error"] == pytest.approx(np.mean((proba > 0.5) != (y == 1)), abs=1e-12)
     assert isinstance(metrics["rows"], int) and isinstance(metrics["nlp"], float)
+    # measured as it learnt too: the final record is the same model on the same rows
+    assert model.held_out_trace_[-1]["error"] == pytest.approx(metrics["error"], abs=1e-12)
+    assert model.held_out_trace_[-1]["nlp"] == pytest.approx(metrics["nlp"], rel=1e-12)
+    assert f"held-out ({len(y)} rows): error" in capsys.readouterr().err
     shown = json.loads(saspa("evaluate", tmp_path / "m.zarr", tmp_path / "t-test.zarr",
                              "--json").stdout)
     assert shown["auc"] == pytest.approx(metrics["auc"], abs=1e-12)

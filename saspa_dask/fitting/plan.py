@@ -32,6 +32,7 @@ from ..ep.schedule import EPSchedule
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
 from .costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost
+from .held_out import HeldOutWatch
 from .hyperparameters import (Hyperparameters, LearntBoundWarning, bound_advice,
                               resolve_lengthscale)
 from .optimizer import StopRule
@@ -53,7 +54,8 @@ REPORT_ATTRIBUTES = (
     "n_skipped_updates_", "n_damping_halvings_", "n_damping_reductions_",
     "n_anderson_steps_", "n_anderson_restarts_", "coarse_start_", "history_",
     "damping_", "blur_", "blur_scale_", "cost_estimate_", "hyperparameter_trace_",
-    "hyperparameter_info_", "timings_", "kmeans_info_", "data_fingerprint_")
+    "hyperparameter_info_", "timings_", "kmeans_info_", "data_fingerprint_",
+    "held_out_trace_")
 REPORT_ARRAYS = ("sites_tau_", "sites_nu_")
 
 _EP_COUNTS = ("n_invalid_cavities", "n_skipped_updates", "n_damping_halvings",
@@ -123,7 +125,7 @@ class FitPlan:
 
     def run(self, X, targets, likelihood, *, signal_variance, column_std, labels=None,
             init_sites=None, centre=None, progress=None, offset=0.0, classes=None,
-            feature_names=None):
+            feature_names=None, held_out=None):
         """Fit: bases, starting values, learning, EP on all rows.
 
         Parameters
@@ -150,28 +152,41 @@ class FitPlan:
         offset, classes, feature_names
             Kept in the fitted posterior (the latent offset, the class labels, the
             input columns' names).
+        held_out : HeldOut, optional
+            Rows the model is measured on as it learns and at the end
+            (:mod:`saspa_dask.fitting.held_out`); the report's ``held_out_trace_``.
 
         Returns
         -------
         FitResult
         """
         run = _Run(self, X, labels, progress)
+
+        def posterior_of(outcome):
+            return self._posterior(outcome, likelihood, offset, classes, feature_names)
+        if held_out is not None:
+            run.watch = HeldOutWatch(held_out, run.began, posterior_of, run.say)
         basis, start = run.start(likelihood, signal_variance, column_std, centre)
         sites = check_init_sites(init_sites, X.shape[0], 1 if labels is None else len(labels))
         outcome, rows = run.fit(targets, powered(likelihood, float(self.alpha)), basis,
                                 start, sites)
-        result = FitResult(self._posterior(outcome, likelihood, offset, classes,
-                                           feature_names))
+        self._check_jitter(outcome)
+        result = FitResult(posterior_of(outcome))
         result.report = {**run.report, **self._report(outcome, X.shape[0], rows)}
+        if run.watch is not None:
+            run.watch.measure(result.posterior, rows=X.shape[0])
+            result.report["held_out_trace_"] = run.watch.trace
         run.say_done(result.report)
         return result
 
+    def _check_jitter(self, outcome):
+        asked = self.jitter * outcome.hyper.signal_variance
+        if outcome.jitter > asked * (1 + 1e-12):
+            warnings.warn(f"basis covariance needed jitter {outcome.jitter:.3g} (asked "
+                          f"{asked:.3g}): bases nearly coincide", UserWarning, stacklevel=6)
+
     def _posterior(self, outcome, likelihood, offset, classes, feature_names):
         hyper = outcome.hyper
-        if outcome.jitter > self.jitter * hyper.signal_variance * (1 + 1e-12):
-            warnings.warn(f"basis covariance needed jitter {outcome.jitter:.3g} (asked "
-                          f"{self.jitter * hyper.signal_variance:.3g}): bases nearly coincide",
-                          UserWarning, stacklevel=6)
         fitted = likelihood.with_hyperparameters(hyper.likelihood)
         if hyper.mean_offset is not None:
             # EP's sites are functions of f; the learnt constant mean joins the offset
@@ -252,6 +267,7 @@ class _Run:
                              else self.budget.learning_deadline)
         self.report = {"blur_": choose_blur(plan.blur, X.shape[1]),
                        "damping_": float(plan.ep.step)}
+        self.watch = None  # a HeldOutWatch when held-out rows are given
 
     # -- the starting point --------------------------------------------------------
 
@@ -347,7 +363,7 @@ class _Run:
         # Dask inputs keep their sites in a scratch store (removed afterwards)
         with WorkDir(plan.execution.work_dir) if self.lazy else nullcontext() as work_dir:
             outcome = fit(trainer_for(X, targets, work_dir), hyper, final_sites, learn_here,
-                          restarts=not stages,
+                          restarts=not stages, rows=X.shape[0],
                           starts=_scaled_starts(learnt, rows, X.shape[0], final_sites,
                                                 learn_here))
         self.report["timings_"]["ep"] = time.perf_counter() - start
@@ -371,15 +387,22 @@ class _Run:
         this run's stop rule and restarts."""
         plan, loud = self.plan, self.say.loud
 
-        def fit(trainer, hyper, sites, optimize, restarts=True, starts=None):
+        def fit(trainer, hyper, sites, optimize, restarts=True, starts=None, rows=None):
             return fit_hyperparameters(
                 trainer, likelihood, hyper, optimize_hyperparameters=optimize,
                 rule=self.rule, init_sites=sites,
                 n_restarts=int(plan.n_restarts_optimizer) if restarts else 0,
                 positions=positions, callback=print_hyper if loud else None,
                 start_posteriors=starts,
-                ep_deadline=None if self.budget is None else self.budget.end)
+                ep_deadline=None if self.budget is None else self.budget.end,
+                watch=self._watch_of(rows))
         return fit
+
+    def _watch_of(self, rows):
+        """The held-out watch (if any) of learning on ``rows`` rows."""
+        if self.watch is None:
+            return None
+        return lambda make_outcome, **where: self.watch(make_outcome, rows=rows, **where)
 
     def _trainer_factory(self, basis):
         """``trainer_for(X, targets, work_dir)``: a Trainer of these bases and settings
@@ -426,7 +449,10 @@ class _Run:
                 f"on {what} {rows.size} rows, in memory on the driver "
                 f"({self._stop_description()})")
             learnt = fit(trainer_for(X_sub, y_sub, None), hyper, sites_at(sites, rows),
-                         True, restarts=k == 0)
+                         True, restarts=k == 0, rows=rows.size)
+            if self.watch is not None:  # the stage's end, if not measured already
+                self.watch(lambda: learnt, rows=rows.size, always=True,
+                           iteration=learnt.info.get("n_iterations"))
             hyper = learnt.hyper
             sites = sites_on_all(learnt, rows, X.shape[0], sites)
             done.append((learnt, rows.size, "driver (in memory)"))
@@ -450,7 +476,7 @@ class _Run:
         # on Dask the minibatches are read chunk by chunk; no site store is needed
         learnt = learn_stochastic(trainer_for(self.X, targets, None), likelihood, hyper,
                                   schedule, seed=seed, time_is_up=self.rule.time_is_up,
-                                  callback=tell)
+                                  callback=tell, watch=self._watch_of(self.X.shape[0]))
         return learnt, None, None, [], learnt.info["stop_reason"] == "time"
 
     # -- what the run says ---------------------------------------------------------

@@ -263,7 +263,7 @@ def _scaled(summary, factor):
 
 
 def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, time_is_up=None,
-                     callback=None):
+                     callback=None, watch=None):
     """Learn ``start``'s values stochastically on every row of ``trainer`` (module
     docstring).
 
@@ -280,6 +280,10 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, time_is
         Says when to stop (e.g. :meth:`saspa_dask.fitting.optimizer.StopRule.time_is_up`).
     callback : callable, optional
         Called with a record after each epoch (and when the time is up).
+    watch : callable, optional
+        ``watch(make_outcome, iteration=steps)`` after each step: ``make_outcome()``
+        gives the point and tied posteriors so far, a model to measure
+        (:class:`~saspa_dask.fitting.held_out.HeldOutWatch`).
 
     Returns
     -------
@@ -294,6 +298,8 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, time_is
     while epoch < math.ceil(schedule.max_epochs):
         for X_B, y_B in stream.epoch():
             learner.step(X_B, y_B)
+            if watch is not None:
+                watch(learner.current, iteration=learner.steps)
             if time_is_up is not None and time_is_up():
                 stop_reason = "time"
                 break
@@ -371,12 +377,19 @@ class _Learner:
         return _epoch_record(epoch, self.steps, self.rows_seen, self.progress, self.N,
                              self.hyper, t0)
 
-    def outcome(self, stop_reason, trace, epochs, t0):
+    def current(self):
+        """The point and its tied posteriors so far (an anytime model)."""
         results = [_tied_result(site, self.L) for site in self.sites]
-        info = _info(stop_reason, self.schedule, trace, self.steps, epochs, self.rows_seen,
-                     self.n_rejected, self.n_invalid, self.hyper, self.bounds, t0)
         return FitOutcome(self.hyper, self.basis, self.L, self.jitter, results,
-                          float("nan"), trace, info)
+                          float("nan"))
+
+    def outcome(self, stop_reason, trace, epochs, t0):
+        outcome = self.current()
+        outcome.trace = trace
+        outcome.info = _info(stop_reason, self.schedule, trace, self.steps, epochs,
+                             self.rows_seen, self.n_rejected, self.n_invalid, self.hyper,
+                             self.bounds, t0)
+        return outcome
 
 
 _MESSAGES = {"energy": f"converged: the energy per row rose by less than tol over "

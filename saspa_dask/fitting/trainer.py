@@ -237,7 +237,7 @@ def restart_points(start, n_restarts, positions=None):
 
 def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         init_sites=None, callback=None, n_restarts=0, positions=None, start_posteriors=None,
-        ep_deadline=None):
+        ep_deadline=None, watch=None):
     """Fit at ``start`` or maximise the summed EP evidence from it (and, with
     ``n_restarts``, from the further starts of :func:`restart_points`, keeping the
     highest evidence).
@@ -255,6 +255,10 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
     init_sites : list of (tau, nu) per problem, optional
     callback : callable, optional
         Called with each accepted optimiser iteration's record.
+    watch : callable, optional
+        ``watch(make_outcome, iteration=k)`` after each accepted iteration, where
+        ``make_outcome()`` gives the best outcome so far: a model to measure
+        (:class:`~saspa_dask.fitting.held_out.HeldOutWatch`).
     n_restarts : int
         Further maximisations from shorter starting lengthscales (and other basis
         positions: :func:`restart_points`).
@@ -276,7 +280,8 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         return _fit_at(trainer, likelihood, start, init_sites, start_posteriors, ep_deadline)
     rule = replace(rule or StopRule(), scale_rows=trainer.X.shape[0] * trainer.n_problems)
     chosen = _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts,
-                         None if positions is None else (lambda k: positions(k, trainer.X)))
+                         None if positions is None else (lambda k: positions(k, trainer.X)),
+                         watch)
     if not all(r.converged for r in chosen.results):
         warnings.warn("EP did not converge at the chosen hyperparameters "
                       f"(max_sweeps={trainer.settings.max_sweeps}); raise max_sweeps or "
@@ -285,15 +290,15 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
 
 
 def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts,
-                positions=None):
+                positions=None, watch=None):
     if n_restarts == 0:
-        return _maximise(trainer, likelihood, start, rule, init_sites, callback)
+        return _maximise(trainer, likelihood, start, rule, init_sites, callback, watch)
     points, outcomes = restart_points(start, n_restarts, positions), []
     for k, point in enumerate(points):
         step = None if callback is None else (lambda rec, k=k: callback({**rec, "start": k}))
         if k > 0 and rule.time_is_up():
             break  # the budget is spent: the starts run so far compete
-        outcome = _maximise(trainer, likelihood, point, rule, init_sites, step)
+        outcome = _maximise(trainer, likelihood, point, rule, init_sites, step, watch)
         outcomes.append(outcome)
     best = max(range(len(outcomes)), key=lambda k: outcomes[k].log_evidence)
     chosen = outcomes[best]
@@ -320,8 +325,8 @@ def _fit_at(trainer, likelihood, hyper, init_sites, starts=None, deadline=None):
                       float(sum(r.log_evidence for r in results)))
 
 
-def _maximise(trainer, likelihood, start, rule, init_sites, callback):
-    best = {"sites": init_sites, "value": -np.inf}
+def _maximise(trainer, likelihood, start, rule, init_sites, callback, watch=None):
+    best = {"sites": init_sites, "value": -np.inf, "outcome": None}
 
     def evaluate(hyper):
         lik = hyper.bind(likelihood)
@@ -336,16 +341,23 @@ def _maximise(trainer, likelihood, start, rule, init_sites, callback):
         if not np.isfinite(value):
             return value, None, None
         grad = trainer.gradient(results, lik)
-        if value > best["value"]:
-            best.update(value=value, sites=[(r.tau, r.nu) for r in results])
         outcome = FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results,
                              value)
         outcome.info = {"sweeps": sum(r.n_sweeps for r in results),
                         "converged": all(r.converged for r in results),
                         "seconds": time.perf_counter() - t0}
+        if value > best["value"]:
+            best.update(value=value, sites=[(r.tau, r.nu) for r in results],
+                        outcome=outcome)
         return value, grad, outcome
 
-    hyper, outcome, trace, info = optimize(evaluate, start, rule, callback=callback)
+    def step(record):  # the optimiser's best point is the best evaluation's outcome
+        if callback is not None:
+            callback(record)
+        if watch is not None:
+            watch(lambda: best["outcome"], iteration=record["iteration"])
+
+    hyper, outcome, trace, info = optimize(evaluate, start, rule, callback=step)
     evaluation = outcome.info
     outcome.trace = trace
     outcome.info = {**info, "best_evaluation": evaluation}

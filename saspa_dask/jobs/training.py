@@ -8,6 +8,7 @@ renamed into place, and a ``latest`` pointer optionally moved to it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from pathlib import Path
@@ -15,10 +16,12 @@ from pathlib import Path
 import dask
 
 from ..engines.chunks import spread_rows
+from ..fitting.held_out import HeldOutError
 from ..fitting.hyperparameters import LearntBoundWarning, bound_advice
 from ..files.atomic import check_not_an_input, reading, write_latest
 from ..files.errors import StoreError
-from ..storage.data_store import (check_identity, open_data_store, store_identity)
+from ..storage.data_store import (check_identity, input_arrays, open_data_store,
+                                  store_identity)
 from ..storage.encoding import like_encoding
 from ..storage.scores import evaluate as evaluate_store
 from ..storage import save_model
@@ -169,11 +172,15 @@ def fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, p
     """Fit on the cluster, write the model aside and rename it, update ``latest``; the
     writer lock of ``out`` is held throughout (:func:`~saspa_dask.jobs.errors.locked`)."""
     start = time.perf_counter()
-    with locked(out, "model store"), reported(), reading(data):
+    with locked(out, "model store"), reported(), reading(data), \
+            (reading(test, "test store") if test is not None else contextlib.nullcontext()):
         pin = store_identity(data)
+        test_pin = None if test is None else store_identity(test)
         probes, metrics = _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo,
                                           init_sites, reordered, old_probes, test)
         check_identity(data, pin)  # every read of the data came from one store
+        if test is not None:  # and every measurement on the test store likewise
+            check_identity(test, test_pin)
         seconds = time.perf_counter() - start
         attributes = {"data_store": str(Path(data).resolve()),
                       "data_columns": attrs.get("columns"),
@@ -207,6 +214,19 @@ def _point_latest(latest, out):
                        "the model's path into the pointer file by hand") from None
 
 
+def _held_out_rows(test, attrs):
+    """The test store's X and y (lazy; columns matched to the training store's by
+    name) that the fit is measured on as it learns, or () without a test store."""
+    if test is None:
+        return ()
+    with reported(f"{test}: "):
+        X, y, _ = input_arrays(test, attrs.get("columns"))
+    if y is None:
+        raise JobError(f"{test}: the test store has no array 'y' with one value per row "
+                       "to measure the model against")
+    return X, y
+
+
 def _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo, init_sites,
                     reordered, old_probes, test):
     """The fit itself (and its held-out metrics): ``(row probes, metrics or None)``."""
@@ -217,11 +237,15 @@ def _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo, init_site
         probes = check_data(X, y, attrs, data, reordered, old_probes)
         data_fingerprint = probes.pop("fingerprint")
         workers = n_workers(client)
+        held_out = _held_out_rows(test, attrs)
         if runs_in_process(**cluster, values=size):
-            X, y = dask.compute(X, y)  # a small job: fitted in memory, no task per sweep
+            # a small job: fitted in memory, no task per sweep
+            X, y, *held_out = dask.compute(X, y, *held_out)
             _say(echo, "data: read into this process; fitted in memory")
         else:
             X, y = spread_rows(workers, X, y)
+            if held_out:
+                held_out = spread_rows(workers, *held_out)
             _say(echo, f"data: {len(X.chunks[0])} chunks (one task each) over {workers} "
                        "workers")
         if callable(init_sites):  # computed on the cluster (reads the appended rows)
@@ -229,8 +253,13 @@ def _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo, init_site
         with reported(), warnings.catch_warnings():
             # said as the job's own warning line (optimiser_warnings), not twice
             warnings.simplefilter("ignore", LearntBoundWarning)
-            model.fit(X, y, progress=progress, init_sites=init_sites,
-                      column_names=attrs.get("columns"), data_fingerprint=data_fingerprint)
+            try:
+                model.fit(X, y, progress=progress, init_sites=init_sites,
+                          column_names=attrs.get("columns"),
+                          data_fingerprint=data_fingerprint,
+                          **dict(zip(("X_val", "y_val"), held_out)))
+            except HeldOutError as err:  # the test store's rows, not the training data
+                raise JobError(f"{test}: {err}") from None
         if test is None:
             return probes, None
         with reported(f"{test}: "):

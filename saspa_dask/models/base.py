@@ -21,14 +21,16 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..core.bases import Basis
 from ..core.kernels import BASIS_FAMILIES
+from ..engines.chunks import is_lazy
 from ..fitting.basis_parameters import LEARN_BASES
+from ..fitting.held_out import HeldOut, HeldOutError
 from ..fitting.new_rows import adf_pass, update_pass
 from ..fitting.plan import REPORT_ARRAYS, REPORT_ATTRIBUTES, FitPlan
 from .legacy import LegacyNames
 from .predictor import PosteriorModel
 from .settings import (APPROXIMATIONS, LEARNING_METHODS, EPSchedule, Execution,
                        StochasticLearning, settings_of)
-from .validation import column_names_of
+from .validation import column_names_of, validate_training_input
 
 __all__ = ["SASPABase"]
 
@@ -124,7 +126,8 @@ class SASPABase(LegacyNames, PosteriorModel):
 
     def _fit_posterior(self, X, targets, likelihood, signal_variance, damping, column_std,
                        *, progress=None, init_sites=None, labels=None, offset=0.0,
-                       classes=None, column_names=None, data_fingerprint=None, centre=None):
+                       classes=None, column_names=None, data_fingerprint=None, centre=None,
+                       held_out=None):
         """Run this estimator's :class:`~saspa_dask.fitting.plan.FitPlan` and keep its
         result: ``fitted_posterior_`` and the fit report.
 
@@ -137,12 +140,34 @@ class SASPABase(LegacyNames, PosteriorModel):
             X, targets, likelihood, signal_variance=signal_variance, column_std=column_std,
             labels=labels, init_sites=init_sites, centre=centre, progress=progress,
             offset=offset, classes=classes,
-            feature_names=column_names_of(self, column_names))
+            feature_names=column_names_of(self, column_names), held_out=held_out)
         for name, value in result.report.items():
             setattr(self, name, value)
         self.fitted_posterior_ = result.posterior
         self.data_fingerprint_ = data_fingerprint
         return self
+
+    def _held_out(self, X_val, y_val, classes=None):
+        """``fit``'s held-out rows, checked like new training rows (None when not
+        given); ``classes``: a classifier's training labels, which ``y_val``'s must be
+        among (checked here for in-memory labels, chunk by chunk otherwise)."""
+        if X_val is None and y_val is None:
+            return None
+        if X_val is None or y_val is None:
+            raise HeldOutError("X_val and y_val go together: give both or neither")
+        try:
+            X_val, y_val, _ = validate_training_input(
+                self, X_val, y_val, classification=classes is not None, reset=False)
+        except HeldOutError:
+            raise
+        except ValueError as err:
+            raise HeldOutError(f"X_val, y_val: {err}") from None
+        if classes is not None and not is_lazy(y_val):
+            unknown = np.setdiff1d(np.unique(y_val), classes)
+            if unknown.size:
+                raise HeldOutError(f"y_val has labels {unknown[:5].tolist()} that are not "
+                                 f"among the training labels {classes[:10].tolist()}")
+        return HeldOut(X_val, y_val)
 
     # -- new rows ------------------------------------------------------------------
 

@@ -117,8 +117,8 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
         self._fold_legacy(legacy)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, *, progress=None, init_sites=None, column_names=None,
-            data_fingerprint=None):
+    def fit(self, X, y, *, X_val=None, y_val=None, progress=None, init_sites=None,
+            column_names=None, data_fingerprint=None):
         """Fit the classifier.
 
         Parameters
@@ -128,6 +128,12 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
             ``distributed.Client`` if there is one).
         y : array-like of shape (n_samples,)
             At least two distinct labels (more than two: one-vs-rest).
+        X_val, y_val : array-like, dask or zarr arrays, optional
+            Held-out rows (both or neither): the model is measured on them as it
+            learns (at its start, then at growing gaps of time, at each learning
+            stage's end and at the end), each measurement said with the phase lines
+            and kept in ``held_out_trace_``: a metric against time.  They take no
+            part in the fit.
         progress : callable, optional
             Called with each EP sweep's record (dict).
         init_sites : tuple (tau, nu) of arrays of shape (n_samples,), optional
@@ -154,11 +160,13 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
                 f"SASPAClassifier needs samples of 2 classes; got 1 class ({classes[0]!r})")
         s2 = 1.0 if self.signal_variance is None else self.signal_variance
         damping = self._ep.with_damping(self.likelihood).damping
+        held_out = self._held_out(X_val, y_val, classes)
         targets, labels = _ep_targets(y, classes)
         return self._fit_posterior(
             X, targets, classification_likelihood(self.likelihood, self.label_noise), s2,
             damping, column_std, progress=progress, init_sites=init_sites, labels=labels,
             classes=classes, column_names=column_names, data_fingerprint=data_fingerprint,
+            held_out=held_out,
             # what the data alone would start from: the centre of the learning box
             centre=(1.0, classification_likelihood(self.likelihood, 0.01)))
 

@@ -202,6 +202,13 @@ _SHARED_ATTRS_DOC = """
     hyperparameter_trace_ : list of dict
         Per optimiser iteration: ``log_evidence``, ``hyperparameters``,
         ``n_evaluations``, ``seconds`` (empty without ``optimize_hyperparameters``).
+    held_out_trace_ : list of dict
+        Only when ``fit`` was given ``X_val`` and ``y_val``: each measurement of the
+        model on them, ``seconds`` since the fit's start, ``stage`` ("learning" or
+        "final"), ``rows`` the model was learnt on, ``iteration`` (optimiser
+        iteration or stochastic step, None for the final model) and the metrics
+        (:mod:`saspa_dask.fitting.held_out`): ``error`` and ``nlp``, or ``rmse``,
+        ``mae`` and ``nlpd``.
     hyperparameter_info_ : dict
         Optimiser summary: iterations, evaluations, failed evaluations, message; with
         restarts also ``starts`` (each start's best evidence) and ``chosen_start``.

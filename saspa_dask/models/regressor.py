@@ -137,8 +137,8 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         self._fold_legacy(legacy)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, *, progress=None, init_sites=None, column_names=None,
-            data_fingerprint=None):
+    def fit(self, X, y, *, X_val=None, y_val=None, progress=None, init_sites=None,
+            column_names=None, data_fingerprint=None):
         """Fit the regressor.
 
         Parameters
@@ -147,6 +147,12 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
             Dask and zarr inputs are trained on chunk by chunk on Dask.
         y : array-like of shape (n_samples,)
             Real targets; non-negative integer counts for ``poisson``.
+        X_val, y_val : array-like, dask or zarr arrays, optional
+            Held-out rows (both or neither): the model is measured on them as it
+            learns (at its start, then at growing gaps of time, at each learning
+            stage's end and at the end), each measurement said with the phase lines
+            and kept in ``held_out_trace_``: a metric against time.  They take no
+            part in the fit.
         progress : callable, optional
             Called with each EP sweep's record (dict).
         init_sites : tuple (tau, nu) of arrays of length n_samples, optional
@@ -169,6 +175,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         column_std, mean, spread = stats["std"], float(stats["mean"]), float(stats["var"])
         y_min, non_integer = float(stats["min"]), int(stats["non_integer"])
         damping = self._ep.with_damping(self.likelihood).damping
+        held_out = self._held_out(X_val, y_val)
         if self.likelihood == "poisson":
             if y_min < 0 or non_integer:
                 raise ValueError("likelihood='poisson' needs non-negative integer counts; "
@@ -197,7 +204,8 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         return self._fit_posterior(X, targets, likelihood, s2, damping, column_std,
                                    progress=progress, init_sites=init_sites, offset=offset,
                                    column_names=column_names,
-                                   data_fingerprint=data_fingerprint, centre=centre)
+                                   data_fingerprint=data_fingerprint, centre=centre,
+                                   held_out=held_out)
 
     def _task_plan_parameters(self):
         return {"learn_offset": self.learn_offset,

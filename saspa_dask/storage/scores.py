@@ -34,6 +34,7 @@ import zarr
 from dask import delayed
 
 from ..engines.chunks import chunk_bounds, spread_rows
+from ..fitting.held_out import metric_sums, metrics_from_sums
 from ..fitting.posterior import label_text
 from .data_store import (check_identity, input_arrays, row_identity, store_identity,
                          unreadable_chunk)
@@ -336,17 +337,7 @@ def _evaluate_chunk(Xb, yb, fitted, data, pin):
     problem = _target_problem(yb, fitted)
     if problem is not None:
         return problem
-    mean, var = fitted.latent(Xb)  # once: the kernel block is the cost
-    log_p = fitted.log_predictive_at(mean, var, yb)
-    if fitted.is_classifier:
-        proba = fitted.class_probabilities(mean, var)
-        codes = fitted.class_codes(yb)
-        errors = float((proba.argmax(axis=1) != codes).sum())
-        return np.array([len(yb), errors, -log_p.sum(), 0.0]), proba, codes
-    # the point prediction only: a Gaussian model has no rate to compute
-    resid = yb - fitted.point_prediction(mean, var)[:, 0]
-    return np.array([len(yb), float((resid**2).sum()), -log_p.sum(),
-                     float(np.abs(resid).sum())]), None, None
+    return metric_sums(fitted, Xb, yb)
 
 
 def area_under_roc(proba, codes):
@@ -393,12 +384,9 @@ def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
     problems = sorted({r for r in results if isinstance(r, str)})
     if problems:
         raise StoreError(f"{data}: " + "; ".join(problems[:3]))
-    n, a, nlp, c = (float(v) for v in np.sum([r[0] for r in results], axis=0))
+    metrics = metrics_from_sums(np.sum([r[0] for r in results], axis=0),
+                                fitted.is_classifier)
     if fitted.is_classifier:
-        auc = area_under_roc(np.concatenate([r[1] for r in results]),
-                             np.concatenate([r[2] for r in results]))
-        metrics = {"rows": int(n), "error": a / n, "nlp": nlp / n, "auc": auc}
-    else:
-        metrics = {"rows": int(n), "rmse": float(np.sqrt(a / n)), "mae": c / n,
-                   "nlpd": nlp / n}
+        metrics["auc"] = area_under_roc(np.concatenate([r[1] for r in results]),
+                                        np.concatenate([r[2] for r in results]))
     return {**metrics, "columns": match.describe()}

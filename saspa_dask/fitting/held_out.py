@@ -1,0 +1,162 @@
+"""Held-out rows a fit is measured on while it learns: a fitted posterior's metrics on
+rows it did not learn from, and when a fit takes them (``held_out_trace_``).
+
+The metrics are those of ``saspa evaluate`` (:func:`saspa_dask.storage.scores.evaluate`
+sums the same per-row terms, :func:`metric_sums`): for a classifier the error rate and
+the mean negative log probability of the true label (``nlp``), for a regressor the
+RMSE, the mean absolute error and the mean negative log predictive density with the
+noise (``nlpd``).
+
+A measurement costs a prediction on every held-out row (O(n M^2)), so a fit takes one
+at its start, then no sooner than :data:`GAP_SHARE` of the time so far and than
+:data:`COST_SHARE` of the time allows (measuring takes at most that share of the fit),
+after each learning stage, and always of the final model.
+"""
+
+from __future__ import annotations
+
+import time
+
+import dask
+import numpy as np
+from dask import delayed
+
+from ..engines.chunks import is_lazy
+
+__all__ = ["COST_SHARE", "GAP_SHARE", "HeldOut", "HeldOutError", "HeldOutWatch",
+           "metric_sums", "metrics_from_sums"]
+
+# measurements are at least this share of the fit's time so far apart (a geometric
+# schedule: a metric-against-time curve with points at every scale of time) ...
+GAP_SHARE = 0.25
+# ... and take at most this share of the fit's time
+COST_SHARE = 0.1
+
+_ROWS = 65536  # rows per block of an in-memory held-out set (bounds the n x M temporaries)
+
+
+class HeldOutError(ValueError):
+    """Held-out rows that cannot be measured (their shape, or labels the model does
+    not know): a job names the store they came from."""
+
+
+def metric_sums(posterior, X, y):
+    """The additive terms of the held-out metrics on rows ``X`` (NumPy) with targets
+    ``y``: ``(sums, proba, codes)``, ``sums`` = [rows, errors (classifier) or squared
+    residuals, sum of -log p(y), sum of |residual|]; ``proba`` and ``codes`` (class
+    probabilities and each row's class index, for the AUC) for a classifier, else None.
+    """
+    y = np.asarray(y)
+    mean, var = posterior.latent(X)  # once: the kernel block is the cost
+    log_p = posterior.log_predictive_at(mean, var, y)
+    if posterior.is_classifier:
+        proba = posterior.class_probabilities(mean, var)
+        codes = posterior.class_codes(y)
+        errors = float((proba.argmax(axis=1) != codes).sum())
+        return np.array([len(y), errors, -log_p.sum(), 0.0]), proba, codes
+    resid = y - posterior.point_prediction(mean, var)[:, 0]
+    return (np.array([len(y), float((resid ** 2).sum()), -log_p.sum(),
+                      float(np.abs(resid).sum())]), None, None)
+
+
+def metrics_from_sums(sums, is_classifier):
+    """The metrics from summed :func:`metric_sums` terms: ``rows`` and ``error``,
+    ``nlp`` (classifier) or ``rmse``, ``mae``, ``nlpd`` (regressor)."""
+    n, a, nlp, c = (float(v) for v in sums)
+    if is_classifier:
+        return {"rows": int(n), "error": a / n, "nlp": nlp / n}
+    return {"rows": int(n), "rmse": float(np.sqrt(a / n)), "mae": c / n, "nlpd": nlp / n}
+
+
+def _sums(posterior, X, y):
+    return metric_sums(posterior, X, y)[0]
+
+
+class HeldOut:
+    """Held-out rows: NumPy arrays in memory, or dask arrays measured chunk by chunk
+    on the active Dask scheduler.
+
+    Parameters
+    ----------
+    X : ndarray or dask array of shape (n, d)
+    y : ndarray or dask array of shape (n,)
+        Targets as the estimator's ``fit`` takes them (class labels, values, counts).
+    """
+
+    def __init__(self, X, y):
+        if X.shape[0] != y.shape[0]:
+            raise HeldOutError(f"X_val has {X.shape[0]} rows but y_val has {y.shape[0]}")
+        if X.shape[0] == 0:
+            raise HeldOutError("X_val has no rows")
+        self.X, self.y, self.lazy = X, y, is_lazy(X) or is_lazy(y)
+
+    def metrics(self, posterior):
+        """The posterior's metrics on these rows (:func:`metrics_from_sums`)."""
+        try:
+            if self.lazy:
+                shared = delayed(posterior, pure=True)
+                parts = [delayed(_sums)(shared, xb, yb) for xb, yb in
+                         zip(self.X.to_delayed().ravel(), self.y.to_delayed().ravel())]
+                total = np.sum(dask.compute(*parts), axis=0)
+            else:
+                total = np.sum([_sums(posterior, self.X[a:a + _ROWS], self.y[a:a + _ROWS])
+                                for a in range(0, self.X.shape[0], _ROWS)], axis=0)
+        except ValueError as err:  # labels the model does not know
+            raise HeldOutError(f"y_val: {err}") from None
+        return metrics_from_sums(total, posterior.is_classifier)
+
+
+class HeldOutWatch:
+    """When a fit measures its model on held-out rows, and the record of what it
+    measured (the fit report's ``held_out_trace_``).
+
+    Parameters
+    ----------
+    held_out : HeldOut
+    began : float
+        ``time.perf_counter()`` at the fit's start.
+    posterior_of : callable
+        ``posterior_of(outcome)``: the fitted posterior of a trainer's outcome.
+    say : callable
+        Says each measurement (a phase line).
+    """
+
+    def __init__(self, held_out, began, posterior_of, say):
+        self.held_out, self.began = held_out, began
+        self.posterior_of, self.say = posterior_of, say
+        self.trace = []
+        self._next = began  # the first chance is taken
+        self._last = None
+
+    def __call__(self, make_outcome, *, rows, iteration=None, stage="learning",
+                 always=False):
+        """Measure the outcome ``make_outcome()`` builds, when one is due (or
+        ``always``); ``rows`` the rows it was learnt on, ``iteration`` its optimiser
+        iteration or stochastic step."""
+        now = time.perf_counter()
+        if not always and now < self._next:
+            return
+        outcome = make_outcome()
+        if outcome is self._last:  # already measured (a stage ends at its best point)
+            return
+        self._last = outcome
+        self.measure(self.posterior_of(outcome), rows=rows, iteration=iteration,
+                     stage=stage)
+
+    def measure(self, posterior, *, rows, iteration=None, stage="final"):
+        """Measure ``posterior`` (learnt on ``rows`` rows) now, and record it."""
+        now = time.perf_counter()
+        metrics = self.held_out.metrics(posterior)
+        cost = time.perf_counter() - now
+        # "rows": what the model was learnt on (the held-out set's size is the same
+        # in every record: said, not kept)
+        record = {"seconds": now - self.began, "stage": stage, "rows": int(rows),
+                  "iteration": iteration,
+                  **{k: v for k, v in metrics.items() if k != "rows"}}
+        self.trace.append(record)
+        self._next = time.perf_counter() + max(GAP_SHARE * (now - self.began),
+                                               cost * (1 - COST_SHARE) / COST_SHARE)
+        shown = ", ".join(f"{k} {v:.5g}" for k, v in metrics.items() if k != "rows")
+        where = "" if iteration is None else f", iteration {iteration}"
+        self.say(f"held-out ({metrics['rows']} rows): {shown} at {record['seconds']:.1f}s "
+                 f"({stage} on {rows} rows{where})")
