@@ -187,30 +187,60 @@ def test_a_budget_keeps_the_best_point_and_warns():
     assert any("time budget" in line for line in optimiser_warnings(info))
 
 
-def test_a_budget_covers_ep_on_all_rows_after_learning_on_a_subsample():
-    """max_fit_time is the whole fit's: spent before learning's first step, the
-    subsample's start is learnt from (one evaluation) and EP on all rows stops after
-    its first sweep, reported (not converged, a warning); the model is the posterior
-    of the sites it keeps."""
-    from saspa_dask.datasets import synthetic_two_class
-    from saspa_dask.ep import EPConvergenceWarning, block_statistics, make_block
+def _posterior_of_sites(clf, X, y, n_bases):
+    """The posterior mean the sites a classifier keeps give, computed here."""
+    from saspa_dask.ep import block_statistics, make_block
 
-    X, y = synthetic_two_class(40_000, 3, seed=5)
-    with pytest.warns(EPConvergenceWarning, match="stopped by the time budget after 1 sweep"):
-        clf = SASPAClassifier(n_bases=16, blur="delta", random_state=0, hyper_subsample=3000,
-                              max_fit_time=1e-9, execution={"block_rows": 2048}).fit(X, y)
-    info = clf.hyperparameter_info_
-    assert info["stop_reason"] == "time" and info["n_iterations"] == 0
-    assert clf.n_sweeps_ == 1 and not clf.converged_ and clf.coarse_start_ == []
-    assert clf.ep_stop_reason_ == "time"
-    from saspa_dask.jobs import not_converged_advice
-    assert "--max-fit-time" in not_converged_advice(clf)
     fitted = clf.fitted_posterior_
     block = make_block(X, np.where(y == 1, 1.0, -1.0), fitted.means, fitted.covs,
                        fitted.lengthscale, fitted.signal_variance, fitted.whitening)
     A, b = block_statistics(block.phi, clf.sites_tau_, clf.sites_nu_)
-    np.testing.assert_allclose(fitted.posteriors[0].mean, np.linalg.solve(np.eye(16) + A, b),
-                               rtol=1e-8, atol=1e-10)
+    return np.linalg.solve(np.eye(n_bases) + A, b)
+
+
+def test_a_budget_with_no_room_for_ep_on_all_rows_keeps_the_samples_model():
+    """max_fit_time is the whole fit's: spent before learning's first step, the
+    subsample's start is learnt from (one evaluation) and, with no room left for EP on
+    all rows, the model is EP on the learning sample, reported (not converged, no
+    sweep on all rows, a warning); its sites are the sample's, zero elsewhere, and
+    the model is the posterior of those sites."""
+    from saspa_dask.datasets import synthetic_two_class
+    from saspa_dask.ep import EPConvergenceWarning
+
+    X, y = synthetic_two_class(40_000, 3, seed=5)
+    with pytest.warns(EPConvergenceWarning, match="no room for EP on all 40000 rows: the "
+                                                  "model is EP on the learning sample's "
+                                                  "3000 rows"):
+        clf = SASPAClassifier(n_bases=16, blur="delta", random_state=0, hyper_subsample=3000,
+                              max_fit_time=1e-9, execution={"block_rows": 2048}).fit(X, y)
+    info = clf.hyperparameter_info_
+    assert info["stop_reason"] == "time" and info["n_iterations"] == 0
+    assert clf.n_sweeps_ == 0 and not clf.converged_ and clf.ep_stop_reason_ == "time"
+    assert np.isnan(clf.log_evidence_)
+    assert np.count_nonzero(clf.sites_tau_) == 3000 and clf.sites_tau_.shape == (40_000,)
+    from saspa_dask.jobs import not_converged_advice
+    assert "--max-fit-time" in not_converged_advice(clf)
+    np.testing.assert_allclose(clf.fitted_posterior_.posteriors[0].mean,
+                               _posterior_of_sites(clf, X, y, 16), rtol=1e-8, atol=1e-10)
+
+
+def test_a_budget_stops_warm_started_ep_on_all_rows_after_a_sweep():
+    """Warm-start sites give every row information, so EP on all rows runs whatever the
+    budget; a budget spent stops it after its first sweep, reported (not converged, a
+    warning); the model is the posterior of the sites it keeps."""
+    from saspa_dask.datasets import synthetic_two_class
+    from saspa_dask.ep import EPConvergenceWarning
+
+    X, y = synthetic_two_class(40_000, 3, seed=5)
+    start = (np.full(40_000, 0.1), np.zeros(40_000))
+    with pytest.warns(EPConvergenceWarning, match="stopped by the time budget after 1 sweep"):
+        clf = SASPAClassifier(n_bases=16, blur="delta", random_state=0, hyper_subsample=3000,
+                              max_fit_time=1e-9, execution={"block_rows": 2048}).fit(
+            X, y, init_sites=start)
+    assert clf.n_sweeps_ == 1 and not clf.converged_ and clf.coarse_start_ == []
+    assert clf.ep_stop_reason_ == "time" and np.isfinite(clf.log_evidence_)
+    np.testing.assert_allclose(clf.fitted_posterior_.posteriors[0].mean,
+                               _posterior_of_sites(clf, X, y, 16), rtol=1e-8, atol=1e-10)
 
 
 def test_a_budget_keeps_room_for_ep_on_all_rows_by_the_sweeps_it_timed():

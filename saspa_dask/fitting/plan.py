@@ -19,7 +19,7 @@ import math
 import time
 import warnings
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask
 from sklearn.utils import check_random_state
@@ -28,6 +28,7 @@ from ..core.bases import Basis
 from ..core.likelihoods import powered
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
+from ..ep.driver import EPConvergenceWarning
 from ..ep.schedule import EPSchedule
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
@@ -42,7 +43,7 @@ from .settings import Execution, StochasticLearning
 from .stages import (check_init_sites, learning_stages, merge_stages, sites_at,
                      sites_on_all, stages_end)
 from .stochastic import learn_stochastic
-from .trainer import Trainer
+from .trainer import FitOutcome, Trainer
 from .trainer import fit as fit_hyperparameters
 
 __all__ = ["FitPlan", "FitResult", "REPORT_ATTRIBUTES", "REPORT_ARRAYS"]
@@ -235,6 +236,21 @@ def _ep_stop_reason(results):
     return "converged"
 
 
+def _sample_model(learnt, rows, n_samples):
+    """The outcome of learning on ``rows`` as a model of all ``n_samples`` rows: its
+    sites on ``rows`` and zero elsewhere (no information; the posterior is the same),
+    no sweep on all rows, not converged (stopped by the time budget), and no evidence
+    (it needs every row)."""
+    results = []
+    for result, (tau, nu) in zip(learnt.results, sites_on_all(learnt, rows, n_samples,
+                                                             None)):
+        results.append(replace(result, tau=tau, nu=nu, n_sweeps=0, converged=False,
+                               stopped_by_time=True, log_evidence=float("nan"),
+                               history=[], coarse_start=[]))
+    return FitOutcome(learnt.hyper, learnt.basis, learnt.L, learnt.jitter, results,
+                      float("nan"), learnt.trace, learnt.info)
+
+
 def _scaled_starts(learnt, rows, n_samples, sites, learn_here):
     """Where EP on all rows after learning starts: the last stage's posterior at the
     learnt values, its sites on ``rows`` standing for all ``n_samples`` rows (what
@@ -352,26 +368,47 @@ class _Run:
         else:
             learnt, rows, stage_sites, done, ended = self._learn_in_stages(
                 targets, stages, hyper, sites, trainer_for, fit)
+        learn_here = False
         if learnt is not None:
             hyper = learnt.hyper
             self.report["timings_"]["hyperparameters"] = time.perf_counter() - start
             learn_on_all = learn_on_all and not ended and self._room_to_learn_on_all()
-        learn_here = bool(plan.optimize_hyperparameters) and learn_on_all
-        say(f"EP on {X.shape[0]} rows" + (", learning hyperparameters" if learn_here else ""))
-        covered = bool(stages) and stages[-1].size == X.shape[0]
-        final_sites = stage_sites if learn_here or covered else sites
-        # Dask inputs keep their sites in a scratch store (removed afterwards)
-        with WorkDir(plan.execution.work_dir) if self.lazy else nullcontext() as work_dir:
-            outcome = fit(trainer_for(X, targets, work_dir), hyper, final_sites, learn_here,
-                          restarts=not stages, rows=X.shape[0],
-                          starts=_scaled_starts(learnt, rows, X.shape[0], final_sites,
-                                                learn_here))
+        if learnt is not None and self._sample_model_only(rows, sites, learn_on_all):
+            outcome = _sample_model(learnt, rows, X.shape[0])
+        else:
+            learn_here = bool(plan.optimize_hyperparameters) and learn_on_all
+            say(f"EP on {X.shape[0]} rows"
+                + (", learning hyperparameters" if learn_here else ""))
+            covered = bool(stages) and stages[-1].size == X.shape[0]
+            final_sites = stage_sites if learn_here or covered else sites
+            # Dask inputs keep their sites in a scratch store (removed afterwards)
+            with WorkDir(plan.execution.work_dir) if self.lazy else nullcontext() as work:
+                outcome = fit(trainer_for(X, targets, work), hyper, final_sites, learn_here,
+                              restarts=not stages, rows=X.shape[0],
+                              starts=_scaled_starts(learnt, rows, X.shape[0], final_sites,
+                                                    learn_here))
         self.report["timings_"]["ep"] = time.perf_counter() - start
         if learn_here:
             done.append((outcome, X.shape[0], "workers" if self.lazy else "driver (in memory)"))
             rows = None
         merge_stages(outcome, learnt if not learn_here else None, done)
         return outcome, rows
+
+    def _sample_model_only(self, rows, sites, learn_on_all):
+        """Whether the model is EP on the learning sample: the budget (if any) left
+        no room for EP on all rows (:data:`~saspa_dask.fitting.budget.
+        SAMPLE_MODEL_RATIO`), learning ran on a sample, and no warm-start sites give
+        the other rows information EP on the sample would not use.  Said and warned."""
+        if (self.budget is None or not self.budget.sample_model or rows is None
+                or sites is not None or learn_on_all or rows.size == self.X.shape[0]):
+            return False
+        self.say(f"EP on {self.X.shape[0]} rows: the time budget leaves no room; the model "
+                 f"is EP on the {rows.size}-row learning sample")
+        warnings.warn(f"the max_fit_time budget left no room for EP on all "
+                      f"{self.X.shape[0]} rows: the model is EP on the learning sample's "
+                      f"{rows.size} rows (its sites on the other rows are zero); raise "
+                      "max_fit_time for EP on all rows", EPConvergenceWarning, stacklevel=6)
+        return True
 
     def _room_to_learn_on_all(self):
         """After the in-memory stages: whether the budget (if any) leaves room for

@@ -78,9 +78,14 @@ _SHARED_PARAMS_DOC = """
         sweeps when another would end after the budget: ``converged_`` is then
         False, with an ``EPConvergenceWarning`` (measured at 10^6 rows in
         ``benchmarks/RESULTS.md``, "An anytime fit": after one sweep the held-out
-        error and NLP were within 2e-4 and 5e-4 of the converged model's).  At least
-        one sweep always runs, so a small budget can be overrun by a sweep on all
-        rows.
+        error and NLP were within 2e-4 and 5e-4 of the converged model's).  When the
+        time left once learning's first sweeps are timed holds that reserve less
+        than twice, learning runs to the budget's end on its row sample and the
+        model is EP on that sample (its sites on the other rows zero, ``n_sweeps_``
+        0, ``log_evidence_`` NaN, not converged, with the warning): learning's first
+        iterations gain far more than EP on all rows at the starting values.  With
+        warm-start sites EP on all rows always runs at least one sweep, so a small
+        budget can be overrun by a sweep on all rows.
         None: no budget.
     n_restarts_optimizer : int, default=0
         Further evidence maximisations, from the starting lengthscales shortened by
