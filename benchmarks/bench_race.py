@@ -85,10 +85,14 @@ def main():
                              "and the best runs the race")
     parser.add_argument("--sweep-seconds", type=float, default=60.0)
     parser.add_argument("--out", default="race.json", help="file under results/")
+    parser.add_argument("--plot-from", help="only draw the figure of a saved results file")
     output.add_quick_option(parser, rows=4000, test_rows=1000, bases=8, chunk_rows=1000,
                             budgets=[40], stages="1000,all", svgp_minutes=0.05,
                             sweep_seconds=1.0)
     args = output.parse(parser)
+    if args.plot_from:
+        report = json.loads((output.RESULTS / args.plot_from).read_text())
+        return plot_race(report, output.FIGURES / f"{Path(args.plot_from).stem}.png")
     report = machine.start_report(args, matmul_rate, "torch", "gpytorch", saspa=[])
     with tempfile.TemporaryDirectory(prefix="saspa-race-") as tmp:
         work = Path(tmp)
@@ -118,6 +122,35 @@ def main():
         report["svgp"] = svgp_run(work, args, budgets, lr=lr,
                                   regression=args.task == "regression")
     save(report, args.out)
+    plot_race(report, output.FIGURES / f"{Path(args.out).stem}.png")
+
+
+def plot_race(report, path):
+    """The held-out metrics against wall time: each budgeted ``saspa train`` job
+    (its whole time, cluster start and save included) and SVGP's training time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = ("rmse", "nlpd") if report["args"]["task"] == "regression" else ("error", "nlp")
+    saspa = [r for r in report["saspa"] if not r.get("infeasible")]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, key in zip(axes, keys):
+        ax.plot([r["seconds"] for r in saspa], [r[key] for r in saspa], "o-",
+                label="SASPA: saspa train --max-fit-time (whole job)")
+        ax.plot([r["seconds"] for r in report["svgp"]], [r[key] for r in report["svgp"]],
+                "s--", label=f"GPyTorch SVGP, lr {report['svgp_lr']:g} (training)")
+        ax.set_xscale("log")
+        ax.set_xlabel("wall seconds")
+        ax.set_ylabel(f"held-out {key}")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{report['args']['rows']} rows, M = {report['args']['bases']}, "
+                 f"{report['args']['task']}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def best_lr(work, args, report):

@@ -364,3 +364,4 @@ def test_bench_race_quick(tmp_path):
     assert [r["budget"] for r in report["svgp"]] == sorted([learnt["seconds"], 3.0])
     for run in (report["fixed"], learnt, *report["svgp"]):
         assert run["rmse"] > 0.5 * report["noise_sd"]
+    assert (tmp_path / "figures" / "race.png").stat().st_size > 0

@@ -287,6 +287,9 @@ def test_held_out_metrics_and_auc(tmp_path, capsys):
     info = json.loads(saspa("info", tmp_path / "m.zarr", "--json").stdout)
     assert info["class_labels"] == ["bad", "good"]
     assert info["test_metrics"]["auc"] == pytest.approx(metrics["auc"], abs=1e-12)
+    assert info["held_out_trace"][-1]["error"] == pytest.approx(metrics["error"], abs=1e-12)
+    shown = saspa("info", tmp_path / "m.zarr").stdout
+    assert f"error {metrics['error']:.5g}, nlp {metrics['nlp']:.5g} (final, " in shown
 
 
 def test_info_shows_numeric_labels_as_given(tmp_path):

@@ -30,6 +30,13 @@ def print_summary(summary, metrics_line):
                + ("not recorded" if seconds is None else f"{seconds:.1f}s"))
     if summary.get("test_metrics"):
         click.echo(f"{'held out':>17}: {metrics_line(summary['test_metrics'])}")
+    for record in summary.get("held_out_trace") or []:  # the metric against time
+        shown = ", ".join(f"{k} {record[k]:.5g}" for k in
+                          ("error", "nlp", "rmse", "mae", "nlpd") if k in record)
+        where = record["stage"] + ("" if record["iteration"] is None
+                                   else f", iteration {record['iteration']}")
+        click.echo(f"{'at ' + format(record['seconds'], '.1f') + 's':>17}: {shown} "
+                   f"({where}, {record['rows']} rows)")
     km = summary["kmeans"]
     not_run = ("not run (features on the inputs' mean)" if summary["blur"] == "fourier-global"
                else "not run (bases given)")

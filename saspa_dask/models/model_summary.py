@@ -76,6 +76,7 @@ def describe_model(path):
     summary["lengthscale"] = attrs["kernel"].get("lengthscale")
     summary["train_seconds"] = attrs.get("train_seconds")
     summary["test_metrics"] = attrs.get("test_metrics")
+    summary["held_out_trace"] = report.get("held_out_trace_")
     kmeans = report.get("kmeans_info_")
     summary["kmeans"] = None if not kmeans else {
         k: kmeans.get(k) for k in ("converged", "n_iter", "inertia")}
