@@ -145,7 +145,7 @@ def _embedded(workers, dashboard):
 
     before = set(SpecCluster._instances)
     try:
-        with dask.config.set(settings), _workers_ignore_ctrl_c():
+        with dask.config.set(settings), _workers_start_undisturbed():
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                    processes=True, host="127.0.0.1", protocol="tls://",
                                    security=private, dashboard_address="127.0.0.1:0",
@@ -342,18 +342,28 @@ def _restore_scheduler_setting(value):
 
 
 @contextlib.contextmanager
-def _workers_ignore_ctrl_c():
+def _workers_start_undisturbed():
     """Start worker processes with SIGINT ignored (inherited through exec; Python then
     installs no KeyboardInterrupt handler): Ctrl-C reaches the whole process group, and
-    the workers would print their tracebacks before the client shuts them down."""
+    the workers would print their tracebacks before the client shuts them down.  A
+    SIGTERM meanwhile is held until the start is over, then delivered (the job then
+    unwinds and gives the cluster up): acted on at once, it cut a worker's spawn
+    between its fork and the pipe its start-up data comes through, and the half-born
+    worker printed multiprocessing's EOFError traceback."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    held = []
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+                signal.SIGTERM: signal.signal(signal.SIGTERM,
+                                              lambda signum, frame: held.append(signum))}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def _stop_workers_now(cluster):
