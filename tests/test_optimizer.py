@@ -343,7 +343,7 @@ def test_cli_learns_in_stages_and_info_says_where(tmp_path):
                  "--chunk-rows", 1000).returncode == 0
     res = saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--task",
                 "regression", "--n-bases", 6, "--blur", "delta", "--hyper-subsample",
-                "300,1000,all", "--max-hyper-iter", 4, "--workers", 1)
+                "300,1000,all", "--max-hyper-iter", 2, "--workers", 1)
     assert res.returncode == 0, res.stderr
     info = load_model(tmp_path / "m.zarr").hyperparameter_info_
     assert [(s["rows"], s["where"]) for s in info["stages"]] == [

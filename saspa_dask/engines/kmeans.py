@@ -35,22 +35,27 @@ LLOYD_ROWS = 200_000
 # rows a NumPy input is cut into for the Lloyd passes (the result does not depend on it)
 _MEMORY_CHUNK_ROWS = 65536
 
-_DISTANCE_ROWS = 16384  # rows per distance block: keeps the n x M temporary in cache
+# elements of the rows x M distance block: 2 MiB of float64 stays in cache, where a
+# 16384-row block at M = 256 (32 MiB) made each pass over it a trip to memory (4.7
+# times slower at 200,000 rows: benchmarks/RESULTS.md, "K-means' distance blocks")
+_DISTANCE_ELEMENTS = 2**18
 
 
 def _nearest(Xb, centres):
     """Labels and squared distances to the nearest centre (expanded, clipped at 0)."""
     c_sq = (centres * centres).sum(1)
+    scaled = -2.0 * centres.T  # exact: the -2 of the expansion folded into the product
+    step = int(np.clip(_DISTANCE_ELEMENTS // max(len(centres), 1), 64, 16384))
     labels = np.empty(Xb.shape[0], dtype=np.intp)
     dist = np.empty(Xb.shape[0])
-    for start in range(0, Xb.shape[0], _DISTANCE_ROWS):
-        rows = Xb[start:start + _DISTANCE_ROWS]
-        G = rows @ centres.T
-        G *= -2.0
+    for start in range(0, Xb.shape[0], step):
+        rows = Xb[start:start + step]
+        G = rows @ scaled
         G += c_sq
         lab = G.argmin(axis=1)
         labels[start:start + len(rows)] = lab
-        dist[start:start + len(rows)] = G[np.arange(len(rows)), lab] + (rows * rows).sum(1)
+        dist[start:start + len(rows)] = (np.take_along_axis(G, lab[:, None], 1)[:, 0]
+                                         + np.einsum("ij,ij->i", rows, rows))
     return labels, np.maximum(dist, 0.0)
 
 
