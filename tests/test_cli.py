@@ -1,7 +1,6 @@
-"""The ``saspa`` command, run as users run it (a real subprocess)."""
+"""The ``saspa`` command, run as users run it (in this process by click's runner; real processes where processes matter)."""
 
 import json
-import subprocess
 
 import numpy as np
 import pytest
@@ -238,3 +237,24 @@ def test_blur_choices_are_the_basis_families(tmp_path, threads_client):
     mean = zarr.open_group(str(scores), mode="r")["mean"][...]
     np.testing.assert_allclose(mean, fitted.predict(X), rtol=1e-10, atol=1e-12)
     assert np.sqrt(np.mean((mean - np.sin(2 * X[:, 0])) ** 2)) < 0.15
+
+
+def test_train_logs_the_sweeps_of_ep_on_all_rows_and_learnings_only_when_verbose(tmp_path):
+    """Outside a terminal a sweep is a line: by default those of EP on all rows only
+    (as many as the model's n_sweeps_), with --verbose also the EP runs inside
+    learning on the row subsample."""
+    from saspa_dask import load_model
+
+    X, y = synthetic_two_class(3000, 2, 7)
+    data = _ingested(tmp_path, X, y)
+    common = ["--n-bases", "6", "--hyper-subsample", "500", "--max-hyper-iter", "3"]
+    quiet = _saspa("train", data, "--out", tmp_path / "q.zarr", *common)
+    loud = _saspa("-v", "train", data, "--out", tmp_path / "v.zarr", *common)
+    assert quiet.returncode == 0 and loud.returncode == 0, quiet.stderr + loud.stderr
+
+    def sweep_lines(res):
+        return [ln for ln in res.stderr.splitlines() if ln.lstrip().startswith("sweep ")]
+
+    assert len(sweep_lines(quiet)) == load_model(tmp_path / "q.zarr").n_sweeps_
+    assert "iteration   1" in quiet.stderr  # learning is said by its iterations
+    assert len(sweep_lines(loud)) > load_model(tmp_path / "v.zarr").n_sweeps_ + 3

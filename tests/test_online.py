@@ -9,7 +9,7 @@ import zarr
 from scipy.stats import norm
 
 from saspa_dask import SASPAClassifier, SparseOnlineGPClassifier, SparseOnlineGPRegressor
-from saspa_dask.core.likelihoods import Gaussian, Probit
+from saspa_dask.core.likelihoods import Probit
 from saspa_dask.ep.online import OnlineSparseGP
 
 from reference import blurred_prior, full_gp_ep, full_gp_predict, probit_tilted, se

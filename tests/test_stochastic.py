@@ -12,7 +12,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from saspa_dask import Basis, SASPAClassifier, SASPARegressor
+from saspa_dask import SASPAClassifier, SASPARegressor
 from saspa_dask.core.likelihoods import Gaussian
 from saspa_dask.ep import EPSchedule
 from saspa_dask.fitting.gradient import gradient_chunk

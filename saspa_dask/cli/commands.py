@@ -265,7 +265,8 @@ def retrain(cluster, **options):
 
 def _with_sweeps(job, sweep_tol, /, **arguments):
     """Run a training job with the sweep progress reporter."""
-    reporter = SweepReporter(sweep_tol)
+    verbose = click.get_current_context().find_root().params.get("verbose", False)
+    reporter = SweepReporter(sweep_tol, every_sweep=verbose)
     try:
         return job(progress=reporter, **arguments)
     finally:

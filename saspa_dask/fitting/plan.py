@@ -457,16 +457,18 @@ class _Run:
         return trainer_for
 
     def _timing_sweeps(self, callback, rows):
-        """``callback``, also telling the budget (if any) what each sweep of EP on
-        ``rows`` rows cost."""
-        budget = self.budget
-        if budget is None:
-            return callback
+        """``callback`` told whether each sweep is of EP on all rows (``all_rows``;
+        False: an EP run inside learning on a row subsample), and the budget (if any)
+        told what each sweep of EP on ``rows`` rows cost."""
+        budget, every_row = self.budget, rows == self.X.shape[0]
+        if budget is None and callback is None:
+            return None
 
         def observe(record):
-            budget.observe(rows, record["seconds"])
+            if budget is not None:
+                budget.observe(rows, record["seconds"])
             if callback is not None:
-                callback(record)
+                callback({**record, "all_rows": every_row})
         return observe
 
     def _learn_in_stages(self, targets, stages, hyper, sites, trainer_for, fit):

@@ -135,7 +135,9 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
             and kept in ``held_out_trace_``: a metric against time.  They take no
             part in the fit.
         progress : callable, optional
-            Called with each EP sweep's record (dict).
+            Called with each EP sweep's record (dict: ``sweep``, ``change``,
+            ``n_invalid``, ``seconds``, ...; ``all_rows`` False for the EP runs inside
+            learning on a row subsample).
         init_sites : tuple (tau, nu) of arrays of shape (n_samples,), optional
             Warm start for EP, e.g. ``old.warm_start_sites(X_new, y_new)`` (an
             earlier fit's sites, then sites for the appended rows); shape
