@@ -1,4 +1,5 @@
-"""The ``saspa`` command, run as users run it (in this process by click's runner; real processes where processes matter)."""
+"""The ``saspa`` command, run as users run it (in this process by click's runner:
+``in_process``)."""
 
 import json
 
