@@ -1,5 +1,5 @@
-"""Greedy support selection: by information gain (Seeger, Williams & Lawrence, 2003)
-or by the evidence (y-aware).
+"""Greedy support selection: by information gain (Seeger, Williams & Lawrence, 2003),
+by the evidence, or by Smola & Bartlett's objective reduction (both y-aware).
 
 Forward selection for the projected-process (DTC) regression posterior: bases are
 added one at a time, each the candidate row whose own observation is most informative
@@ -23,7 +23,17 @@ s = psi^T psi + noise - u^T A^-1 u (u = Phi^T psi) gives the gain in closed form
 
     d log p(y) = -1/2 log(s / noise) + (psi^T y - u^T A^-1 Phi^T y)^2 / (2 s noise),
 
-O(N m) per candidate, as information gain costs.
+O(N m) per candidate, as information gain costs.  ``criterion="objective"`` is Smola &
+Bartlett's own (2001): the fall of the minimum of their quadratic objective
+Q(a) = 1/2 a^T (noise K_BB + K_BX K_XB) a - y^T K_XB a (the negative log posterior of
+the subset-of-regressors mean's weights, up to constants) over the weights of the
+chosen bases.  In whitened form its minimum is -1/2 y^T Phi A^-1 Phi^T y, and a
+candidate lowers it by
+
+    d Q = (psi^T y - u^T A^-1 Phi^T y)^2 / (2 s),
+
+the evidence gain's data-fit term times the noise, without its -1/2 log(s / noise)
+complexity term: the objective sees only how much of y the new column explains.
 
 The whitened features of every row are kept as the Cholesky factor L of K(B, B) grows
 (one new column per step, O(N m)), and Sigma is refactorised per step (O(N m^2) for
@@ -39,7 +49,10 @@ from sklearn.utils import check_random_state
 from ..core.bases import Basis
 from ..core.kernels import se_kernel
 
-__all__ = ["greedy_bases", "greedy_select"]
+__all__ = ["CRITERIA", "greedy_bases", "greedy_select"]
+
+#: What a greedy selection step scores candidates by
+CRITERIA = ("information_gain", "evidence", "objective")
 
 
 def greedy_select(X, n_bases, lengthscale, signal_variance, noise_variance, *,
@@ -59,8 +72,9 @@ def greedy_select(X, n_bases, lengthscale, signal_variance, noise_variance, *,
         Relative to the signal variance, on K(B, B).
     random_state : int, RandomState or None
     y : ndarray of shape (n,), optional
-        Centred regression targets (needed by ``criterion="evidence"``).
-    criterion : {"information_gain", "evidence"}, default="information_gain"
+        Centred regression targets (needed by the y-aware criteria).
+    criterion : {"information_gain", "evidence", "objective"}, default="information_gain"
+        ``"objective"``: Smola & Bartlett's objective reduction (module docstring).
 
     Returns
     -------
@@ -71,12 +85,12 @@ def greedy_select(X, n_bases, lengthscale, signal_variance, noise_variance, *,
     """
     X = np.asarray(X, dtype=np.float64)
     n = X.shape[0]
-    if criterion not in ("information_gain", "evidence"):
-        raise ValueError(f"criterion must be 'information_gain' or 'evidence', "
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {', '.join(map(repr, CRITERIA))}, "
                          f"got {criterion!r}")
-    if criterion == "evidence":
+    if criterion != "information_gain":
         if y is None:
-            raise ValueError("criterion='evidence' needs the targets y")
+            raise ValueError(f"criterion={criterion!r} needs the targets y")
         y = np.asarray(y, dtype=np.float64)
         if y.shape != (n,):
             raise ValueError(f"y has shape {y.shape}, expected ({n},)")
@@ -89,8 +103,10 @@ def greedy_select(X, n_bases, lengthscale, signal_variance, noise_variance, *,
         pool = np.flatnonzero(free)
         if n_candidates is not None and pool.size > n_candidates:
             pool = rng.choice(pool, n_candidates, replace=False)
-        if criterion == "evidence":
-            score = _evidence_gain(X, y, phi, pool, lengthscale, s2, noise, jitter * s2)
+        if criterion != "information_gain":
+            s, c = _schur_terms(X, y, phi, pool, lengthscale, s2, noise, jitter * s2)
+            score = (0.5 * c * c / s if criterion == "objective"
+                     else -0.5 * np.log(s / noise) + 0.5 * c * c / (s * noise))
         else:
             score = 0.5 * np.log1p(_predictive_variance(phi, pool, s2, noise) / noise)
         best = int(np.argmax(score))
@@ -114,8 +130,9 @@ def _predictive_variance(phi, pool, s2, noise):
     return np.maximum(residual, 0.0) + np.einsum("ji,ji->i", W, W)
 
 
-def _evidence_gain(X, y, phi, pool, lengthscale, s2, noise, jitter):
-    """d log p(y) of adding each candidate row (module docstring)."""
+def _schur_terms(X, y, phi, pool, lengthscale, s2, noise, jitter):
+    """(s, c) of each candidate row: the Schur complement of its column and the part
+    of y it explains beyond the chosen bases (module docstring)."""
     cand = phi[pool]
     delta = np.sqrt(np.maximum(s2 - np.einsum("ij,ij->i", cand, cand), 0.0) + jitter)
     psi = (se_kernel(X, X[pool], lengthscale, s2) - phi @ cand.T) / delta  # (n, c)
@@ -128,7 +145,7 @@ def _evidence_gain(X, y, phi, pool, lengthscale, s2, noise, jitter):
         z = solve_triangular(R, phi.T @ y, lower=True, check_finite=False)
         s = s - np.einsum("ij,ij->j", w, w)
         c = c - w.T @ z
-    return -0.5 * np.log(s / noise) + 0.5 * c * c / (s * noise)
+    return s, c
 
 
 def _grow(X, j, phi, lengthscale, s2, jitter):

@@ -42,10 +42,12 @@ def greedy_fit(X, y, n_bases, *, rounds=3, criterion="evidence", n_candidates=59
         Rows selected as (delta) bases each round.
     rounds : int, default=3
         Selections, each followed by learning.
-    criterion : {"evidence", "information_gain"}, default="evidence"
+    criterion : {"evidence", "objective", "information_gain"}, default="evidence"
         ``"evidence"``: the rise of the DTC log marginal likelihood of the centred
-        targets (y-aware, Smola & Bartlett's objective in its evidence form);
-        ``"information_gain"``: Seeger, Williams & Lawrence's (ignores y).
+        targets (y-aware); ``"objective"``: Smola & Bartlett's objective reduction
+        (y-aware, without the evidence's complexity term); ``"information_gain"``:
+        Seeger, Williams & Lawrence's (ignores y).  See
+        :mod:`saspa_dask.engines.greedy`.
     n_candidates : int or None, default=59
         Rows scored per selection step (None: every remaining row).
     random_state : int, RandomState or None
