@@ -593,8 +593,13 @@ def test_parquet_export_equals_the_score_store(trained, tmp_path):
     assert res.returncode == 0, res.stderr
     table = pq.read_table(tmp_path / "s.parquet")
     store = zarr.open_group(str(tmp_path / "s.zarr"), mode="r")
-    assert table.column_names == ["row", "mean", "variance"]
+    assert table.column_names == ["row", "mean", "variance", "std"]
     np.testing.assert_array_equal(table.column("row").to_numpy(), store["row"][...])
     np.testing.assert_array_equal(store["row"][...], np.arange(store["row"].shape[0]))
     np.testing.assert_array_equal(table.column("mean").to_numpy(), store["mean"][...])
     np.testing.assert_array_equal(table.column("variance").to_numpy(), store["variance"][...])
+    np.testing.assert_array_equal(table.column("std").to_numpy(), store["std"][...])
+    # a new observation's standard deviation: the latent variance plus the noise's
+    noise = load_model(d / "m.zarr").noise_variance_
+    np.testing.assert_allclose(store["std"][...], np.sqrt(store["variance"][...] + noise),
+                               rtol=1e-12)

@@ -247,12 +247,32 @@ class FittedPosterior:
             return np.exp(mean + self.offset + 0.5 * var)
         return mean + self.offset
 
+    def predictive_std(self, mean, var):
+        """The standard deviation of a new observation y* of a regressor from latent
+        moments (n, 1) (offset not added): the latent variance plus the noise's
+        (``noise_variance`` for gaussian, scale^2 dof / (dof - 2) for student_t,
+        infinite for dof <= 2), and for poisson the count's, E[rate] + Var[rate]."""
+        var = var[:, 0]
+        if self.likelihood == "poisson":
+            point = self.point_prediction(mean, var[:, None])[:, 0]
+            return np.sqrt(point + (np.exp(var) - 1.0) * point * point)
+        params = self.likelihood_params
+        if self.likelihood == "gaussian":
+            noise = params["noise_variance"]
+        elif params["dof"] <= 2:
+            noise = np.inf
+        else:
+            noise = params["scale"] ** 2 * params["dof"] / (params["dof"] - 2.0)
+        return np.sqrt(var + noise)
+
     def outputs(self, X, names):
         """The named outputs at rows X: ``mean`` (offset added) and ``variance`` of
         the latent function, ``proba`` (classification; P(classes_[1]) for two
         classes, one normalised column per class otherwise), ``label`` (the most
         probable class, :meth:`predicted_labels`), ``rate`` (Poisson:
-        exp(mean + variance / 2)).  One column per problem, squeezed for one."""
+        exp(mean + variance / 2)), ``std`` (a regressor's: the standard deviation of
+        a new observation, :meth:`predictive_std`).  One column per problem, squeezed
+        for one."""
         return self.outputs_at(*self.latent(X), names)
 
     def outputs_at(self, mean, var, names):
@@ -268,6 +288,8 @@ class FittedPosterior:
             values["proba"] = p[:, 1:] if p.shape[1] == 2 and self.n_problems == 1 else p
         if "rate" in names:
             values["rate"] = self.point_prediction(mean, var)
+        if "std" in names:
+            values["std"] = self.predictive_std(mean, var)[:, None]
         if self.n_problems == 1:
             values = {k: v[:, 0] for k, v in values.items()}
         if "label" in names:  # one column whatever the number of problems

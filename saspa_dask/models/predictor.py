@@ -281,15 +281,6 @@ class PosteriorClassifierMixin(ClassifierMixin):
 # -- regression ----------------------------------------------------------------------
 
 
-def _noise_variance(fitted):
-    params = fitted.likelihood_params
-    if fitted.likelihood == "gaussian":
-        return params["noise_variance"]
-    if params["dof"] <= 2:
-        return np.inf
-    return params["scale"] ** 2 * params["dof"] / (params["dof"] - 2.0)
-
-
 def _mean(fitted, Xb, rows):
     """Predictive mean of y (the expected count for Poisson)."""
     return fitted.point_prediction(*fitted.latent(Xb, rows))[:, 0]
@@ -302,11 +293,8 @@ def _mean_and_std(fitted, Xb, rows):
 
 def mean_and_std_at(fitted, mean, var):
     """:func:`_mean_and_std` from latent moments (n, 1), offset not added."""
-    point, var = fitted.point_prediction(mean, var)[:, 0], var[:, 0]
-    if fitted.likelihood == "poisson":
-        rate_var = (np.exp(var) - 1.0) * point * point
-        return np.column_stack([point, np.sqrt(point + rate_var)])
-    return np.column_stack([point, np.sqrt(var + _noise_variance(fitted))])
+    return np.column_stack([fitted.point_prediction(mean, var)[:, 0],
+                            fitted.predictive_std(mean, var)])
 
 
 class PosteriorRegressorMixin(RegressorMixin):

@@ -6,7 +6,9 @@ row chunks; ``row`` (each row's number in the file the data store was ingested f
 and, when the data store has ids, ``id``, so every score can be joined back to its
 row; plus ``done`` (one flag per chunk).  A one-vs-rest multi-class model writes
 (N, n_classes) arrays (one column per class; ``proba`` normalised over the classes); a
-Poisson model also writes ``rate``, the expected count exp(mean + variance / 2).  A
+Poisson model also writes ``rate``, the expected count exp(mean + variance / 2), and
+every regressor ``std``, the standard deviation of a new observation (the noise's
+variance added: ``predict(X, return_std=True)``'s).  A
 chunk task writes its rows, then its flag; the group's ``complete`` attribute is set
 only after every flag is.  zarr 3 does not store chunks equal to the fill value
 (``write_empty_chunks=False``), so "the chunk exists" would prove nothing: the flags
@@ -100,10 +102,10 @@ def verify_fingerprint(path, fitted, X, y, match):
 def _outputs(fitted):
     names = ["mean", "variance"]
     if fitted.is_classifier:
-        names += ["proba", "label"]
-    elif fitted.likelihood == "poisson":
+        return names + ["proba", "label"]
+    if fitted.likelihood == "poisson":
         names.append("rate")
-    return names
+    return names + ["std"]  # of a new observation: the latent variance plus the noise's
 
 
 def _score_chunk(Xb, path, data, index, start, stop, fitted, names, owner, pin):
