@@ -314,7 +314,8 @@ INGEST_PARAMETERS = (
     _path("like", "Encode SOURCE exactly as this data store was encoded (same columns, "
           "categories, target labels, id column, missing-value rule and imputation values) "
           "and count the drift from it: new data to score or evaluate with a model trained "
-          "on it.", "dir", exists=True),
+          "on it.  A model store (or latest pointer) gives its training data's encoding.",
+          exists=True),
     Parameter("unknown", str, "error", "With --like: a category the --like store never saw "
               "is an error, or (ignore) all zeros, counted as drift.",
               choices=("error", "ignore")),

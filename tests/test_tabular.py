@@ -390,3 +390,32 @@ def test_over_a_thousand_text_labels_and_huge_values_are_named(tmp_path):
     jobs.ingest(tmp_path / "big.npy", tmp_path / "big.zarr")
     with pytest.raises(jobs.JobError, match=r"input columns \[1\] hold values up to"):
         jobs.train(tmp_path / "big.zarr", tmp_path / "b.zarr")
+
+
+def test_like_a_model_encodes_a_grown_file_as_its_training_data(people_store, tmp_path):
+    """The nightly case: the file grew, with a city the training rows never had, and the
+    store the model was trained on is being replaced.  --like MODEL (or its latest
+    pointer) encodes the file as the model's training data was (the columns, the
+    imputed medians and one-hot categories recorded in the model store); the unseen
+    city is an error naming it, or with --unknown ignore all zeros, counted as drift."""
+    d = people_store
+    rows = people()
+    grown = rows + [["id9999", "50.0", "lima", "0.5", "good"]]
+    write_table(tmp_path / "grown.csv", grown)
+    (tmp_path / "latest").write_text(str(d / "m.zarr") + "\n")
+    refused = saspa("ingest", tmp_path / "grown.csv", "--out", tmp_path / "g.zarr",
+                    "--like", tmp_path / "latest", check=False)
+    assert refused.returncode != 0 and "lima" in refused.stderr
+    res = saspa("ingest", tmp_path / "grown.csv", "--out", tmp_path / "g.zarr", "--like",
+                tmp_path / "latest", "--unknown", "ignore")
+    assert res.returncode == 0, res.stderr
+    old = zarr.open_group(str(d / "t.zarr"), mode="r")
+    new = zarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+    assert new.attrs["columns"] == old.attrs["columns"]
+    # the old rows exactly as the training store has them; the new one by the test's
+    # own encoding: age 50, no known city, score 0.5
+    np.testing.assert_array_equal(new["X"][:len(rows) - 1], old["X"][...])
+    cities = len(old.attrs["columns"]) - 2
+    np.testing.assert_array_equal(new["X"][len(rows) - 1], [50.0, *[0.0] * cities, 0.5])
+    assert new.attrs["drift"]["city"]["unseen_categories"] == 1
+    assert new.attrs["like"] == str((d / "t-train.zarr").resolve())  # whose encoding

@@ -6,8 +6,13 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import zarr
+
 from ..storage.ingestion import ingest as ingest_file
-from ..files.atomic import reading
+from ..files.atomic import reading, resolve_model_path
+from ..files.errors import StoreError
+from ..models.model_reader import read_model_attrs
+from ..models.model_store import MODEL_FORMAT
 from ..storage.split import split_store
 from .errors import JobError, locked, reported
 from .paths import absolute
@@ -23,6 +28,10 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     ``like=TRAIN_STORE`` encodes the file as TRAIN_STORE was encoded (same columns,
     categories, target labels, id column and missing-value rule; ``unknown="ignore"``
     encodes an unseen category as all zeros) and records the drift from it.
+    ``like=MODEL`` (a model store or a ``latest`` pointer) encodes it as that model's
+    training data was (the encoding the model store recorded): what a nightly job
+    that re-ingests a grown file over its old store needs, where the old store is
+    gone by then.
     ``missing="impute"`` fills missing values (medians, a ``"(missing)"`` category);
     ``id_column`` keeps a column of row ids out of the inputs.  See
     :func:`saspa_dask.storage.ingestion.ingest` for the options; returns the store's
@@ -33,12 +42,41 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
         raise JobError("like takes the target, missing, text, id_column and exclude from "
                        "the like store; do not give them too")
     source, out, like = absolute(source), absolute(out), absolute(like)
+    with reported():
+        model = None if like is None else _model_store(like)
+    if model is not None:
+        with locked(out, "data store"), reported(), reading(model, "model store"):
+            return ingest_file(source, out, chunk_rows=chunk_rows, overwrite=overwrite,
+                               unknown=unknown, delimiter=delimiter,
+                               encoding=_training_encoding(model))
     with locked(out, "data store"), reported(), \
             (reading(like) if like is not None else contextlib.nullcontext()):
         return ingest_file(source, out, target=target, chunk_rows=chunk_rows,
                            missing=missing, text=text, overwrite=overwrite, like=like,
                            unknown=unknown, id_column=id_column, exclude=tuple(exclude),
                            delimiter=delimiter)
+
+
+def _model_store(like):
+    """The model store ``like`` names (itself, or through a ``latest`` pointer), or None
+    when it is not a model store (then it is taken for a data store)."""
+    path = resolve_model_path(like)
+    try:
+        format_ = zarr.open_group(str(path), mode="r").attrs.get("format")
+    except Exception:  # not a zarr group: the data store reader says what it is
+        return None
+    return path if format_ == MODEL_FORMAT else None
+
+
+def _training_encoding(model):
+    """The encoding record a model store keeps of its training data."""
+    _, attrs = read_model_attrs(model)
+    encoding = attrs.get("data_encoding")
+    if not encoding:
+        raise StoreError(f"{model}: the model records no encoding of its training data "
+                         "(trained on a store not written by saspa ingest, or by an older "
+                         "saspa): give the training data store as like instead")
+    return encoding
 
 
 def split(store, train_out=None, test_out=None, *, test_fraction=0.2, seed=0,
