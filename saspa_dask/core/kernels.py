@@ -84,13 +84,13 @@ def blur_covariances(covs, family):
 def _scaled_blur(covs, lengthscale):
     """C~ = diag(1/l) C diag(1/l) for every basis."""
     inv_l = 1.0 / lengthscale
-    return covs * inv_l[None, :, None] * inv_l[None, None, :]
+    return covs * np.outer(inv_l, inv_l)  # one pass over the M d x d (wide tables)
 
 
 def _is_diagonal(covs):
-    d = covs.shape[-1]
-    off = covs * (1.0 - np.eye(d))
-    return not np.any(off)
+    """No nonzero entry off the diagonals (counted without an M d x d temporary)."""
+    return (np.count_nonzero(covs)
+            == np.count_nonzero(np.diagonal(covs, axis1=-2, axis2=-1)))
 
 
 def se_kernel(X1, X2, lengthscale, signal_variance):
@@ -129,6 +129,14 @@ def _quadratic_coefficients(means_s, precisions, diagonal):
         scale = np.where(iu == ju, 1.0, 2.0)
         quad = (precisions[:, iu, ju] * scale).T  # (d(d+1)/2, M)
     return np.vstack([quad, -2.0 * Sa.T, const[None, :]])
+
+
+def _diagonal_quadratic_coefficients(means_s, precision_diagonals):
+    """:func:`_quadratic_coefficients` for diagonal precisions (M, d): the row
+    features are then [x_k^2, x, 1]."""
+    Sa = precision_diagonals * means_s
+    const = np.einsum("jk,jk->j", Sa, means_s)
+    return np.vstack([precision_diagonals.T, -2.0 * Sa.T, const[None, :]])
 
 
 def _row_features(Xs, diagonal):
@@ -175,13 +183,20 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
     ms = (means - centre) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     d = X.shape[1]
-    S = np.eye(d)[None] + cs
-    chol = np.linalg.cholesky(S)
-    logdet = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
-    precisions = np.linalg.inv(S)  # d x d blur precisions, not kernel matrices
-    precisions = 0.5 * (precisions + np.swapaxes(precisions, 1, 2))
     diagonal = _is_diagonal(cs)
-    coef = _quadratic_coefficients(ms, precisions, diagonal)
+    if diagonal:
+        # elementwise: M d x d factorisations and inverses cost M d^3, which on a wide
+        # one-hot table (d in the hundreds) outweighed the whole EP sweep
+        spread = 1.0 + np.diagonal(cs, axis1=1, axis2=2)  # (M, d)
+        logdet = np.log(spread).sum(axis=1)
+        coef = _diagonal_quadratic_coefficients(ms, 1.0 / spread)
+    else:
+        S = np.eye(d)[None] + cs
+        chol = np.linalg.cholesky(S)
+        logdet = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+        precisions = np.linalg.inv(S)  # d x d blur precisions, not kernel matrices
+        precisions = 0.5 * (precisions + np.swapaxes(precisions, 1, 2))
+        coef = _quadratic_coefficients(ms, precisions, False)
     log_amp = np.log(signal_variance) - 0.5 * logdet
     out = np.empty((X.shape[0], means.shape[0]))
     for start in range(0, X.shape[0], _ROW_BLOCK):
@@ -316,7 +331,8 @@ class KernelGradient(NamedTuple):
 def _to_original(grad_means_s, grad_covs_s, lengthscale):
     inv_l = 1.0 / lengthscale
     return (grad_means_s * inv_l[None, :],
-            grad_covs_s * inv_l[None, :, None] * inv_l[None, None, :])
+            None if grad_covs_s is None
+            else grad_covs_s * inv_l[None, :, None] * inv_l[None, None, :])
 
 
 def cross_moments(X, weights, means, lengthscale, full):
@@ -354,22 +370,27 @@ def cross_moments(X, weights, means, lengthscale, full):
     return m0, m1, m2
 
 
-def cross_covariance_gradient(moments, means, covs, lengthscale):
+def cross_covariance_gradient(moments, means, covs, lengthscale, with_covs=True):
     """sum_ij E_ij d log Kt_ij / d theta from :func:`cross_moments` (summed over chunks).
 
     Returns
     -------
     KernelGradient
         With diagonal second moments (``full=False`` in :func:`cross_moments`) the
-        off-diagonal entries of ``covs`` are not available and are zero.
+        off-diagonal entries of ``covs`` are not available and are zero; without
+        ``with_covs`` (the blur covariances are not learnt) ``covs`` is None.
     """
     m0, m1, m2 = moments
     d = means.shape[1]
     centre = means.mean(axis=0)
     a = (means - centre) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
-    S = np.linalg.inv(np.eye(d)[None] + cs)  # d x d blur precisions, not kernel matrices
     diagonal_moments = m2.ndim == 2
+    if diagonal_moments and _is_diagonal(cs):
+        grads = _diagonal_cross_gradient(m0, m1, m2, a, np.diagonal(cs, axis1=1, axis2=2),
+                                         with_covs)
+        return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
+    S = np.linalg.inv(np.eye(d)[None] + cs)  # d x d blur precisions, not kernel matrices
     # second moments of r~ = x~ - a~ about each basis
     if diagonal_moments:
         m2 = m2[:, :, None] * np.eye(d)[None]
@@ -387,15 +408,38 @@ def cross_covariance_gradient(moments, means, covs, lengthscale):
     grad_c = -0.5 * m0[:, None, None] * S + 0.5 * SrS
     if diagonal_moments:
         grad_c = grad_c * np.eye(d)[None]
-    return KernelGradient(grad_l, float(grad_g), *_to_original(grad_a, grad_c, lengthscale))
+    return KernelGradient(grad_l, float(grad_g),
+                          *_to_original(grad_a, grad_c if with_covs else None, lengthscale))
 
 
-def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance):
+def _diagonal_cross_gradient(m0, m1, m2, a, c, with_covs=True):
+    """:func:`cross_covariance_gradient` for diagonal blurs (``c``: (M, d) scaled blur
+    variances) and diagonal moments, elementwise: the precisions are 1 / (1 + c), and
+    every d x d product of the general formulas is a product of diagonals.  Returns
+    (lengthscale, blur scale, means, covs) gradients in the scaled inputs."""
+    p = 1.0 / (1.0 + c)
+    r2 = m2 - 2.0 * a * m1 + m0[:, None] * a * a  # diagonal second moments about a
+    prp = p * p * r2
+    grad_l = (m0[:, None] * (1.0 - p) + prp).sum(0)
+    grad_g = float((-0.5 * (p * c).sum(1) * m0 + 0.5 * (prp * c).sum(1)).sum())
+    grad_a = p * (m1 - m0[:, None] * a)
+    if not with_covs:
+        return grad_l, grad_g, grad_a, None
+    n_bases, d = c.shape
+    grad_c = np.zeros((n_bases, d, d))
+    idx = np.arange(d)
+    grad_c[:, idx, idx] = -0.5 * m0[:, None] * p + 0.5 * prp
+    return grad_l, grad_g, grad_a, grad_c
+
+
+def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance,
+                              with_covs=True):
     """sum_ab W_ab dKh_ab / d theta for a symmetric weight matrix W.
 
     Returns
     -------
     KernelGradient
+        Without ``with_covs`` (the blur covariances are not learnt) ``covs`` is None.
 
     Notes
     -----
@@ -411,7 +455,7 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
     n_bases, d = ms.shape
     if _is_diagonal(cs):
         grads = _diagonal_covariance_gradient(weights, ms, np.diagonal(cs, axis1=1, axis2=2),
-                                              signal_variance)
+                                              signal_variance, with_covs)
         return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
     eye = np.eye(d)
     grad_l = np.zeros(d)
@@ -438,7 +482,8 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
         grad_a += to_i_minus_j @ term_a
         term_c = (wk[:, None, None] * (z[:, :, None] * z[:, None, :] - S)).reshape(-1, d * d)
         grad_c += (to_both @ term_c).reshape(n_bases, d, d)
-    return KernelGradient(grad_l, grad_g, *_to_original(grad_a, grad_c, lengthscale))
+    return KernelGradient(grad_l, grad_g,
+                          *_to_original(grad_a, grad_c if with_covs else None, lengthscale))
 
 
 def _incidence(i, j, n_bases):
@@ -452,14 +497,16 @@ def _incidence(i, j, n_bases):
     return first + second, first - second
 
 
-def _diagonal_covariance_gradient(weights, ms, cd, signal_variance):
+def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=True):
     """:func:`basis_covariance_gradient`'s sums when every blur is diagonal: S and
     C~ are then diagonal, so the same formulas need no d x d inverse; the blur
     gradient keeps its off-diagonal entries (sum_j w_ij k_ij z_k z_l), which a full
     blur that happens to be diagonal needs."""
     n_bases, d = ms.shape
     grad_l, grad_g = np.zeros(d), 0.0
-    grad_a, grad_c = np.empty((n_bases, d)), np.empty((n_bases, d, d))
+    grad_a = np.empty((n_bases, d))
+    # the blur gradient (M^2 d^2 work) only when the blurs are learnt
+    grad_c = np.empty((n_bases, d, d)) if with_covs else None
     idx = np.arange(d)
     for rows in _row_blocks(n_bases, d):
         S, r, log_k = _diagonal_pairs(ms, cd, rows)
@@ -470,7 +517,8 @@ def _diagonal_covariance_gradient(weights, ms, cd, signal_variance):
         dg = 0.5 * (C * (z * z - S)).sum(axis=-1)
         grad_g += float((wk * dg).sum())
         grad_a[rows] = -2.0 * np.einsum("bj,bjk->bk", wk, z)
-        wz = wk[..., None] * z
-        grad_c[rows] = np.einsum("bjk,bjl->bkl", wz, z)
-        grad_c[rows, idx, idx] -= np.einsum("bj,bjk->bk", wk, S)
+        if with_covs:
+            wz = wk[..., None] * z
+            grad_c[rows] = np.einsum("bjk,bjl->bkl", wz, z)
+            grad_c[rows, idx, idx] -= np.einsum("bj,bjk->bk", wk, S)
     return grad_l, grad_g, grad_a, grad_c

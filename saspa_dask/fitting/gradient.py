@@ -181,16 +181,19 @@ def assemble_gradient(summary, basis, hyper, L):
 def _blurred_terms(summary, basis, hyper, Ah):
     """Lengthscale, blur-scale and basis entries for blurred bases: d Kt - d Kh."""
     lengthscale = hyper.lengthscale
+    # the blur covariances' gradient (M^2 d^2 work for the basis pairs) only when they
+    # are learnt: learning the means alone (the default) does not use it
+    with_covs = hyper.bases is not None and bool(hyper.bases.blur)
     kt = cross_covariance_gradient((summary.m0, summary.m1, summary.m2), basis.means,
-                                   basis.covs, lengthscale)
+                                   basis.covs, lengthscale, with_covs)
     kh = basis_covariance_gradient(Ah, basis.means, basis.covs, lengthscale,
-                                   hyper.signal_variance)
+                                   hyper.signal_variance, with_covs)
     grad = {"lengthscale": kt.lengthscale - kh.lengthscale}
     if hyper.learn_blur_scale:
         grad["blur_scale"] = kt.blur_scale - kh.blur_scale
     if hyper.bases is not None:
         grad["means"] = kt.means - kh.means
-        grad["covs"] = kt.covs - kh.covs
+        grad["covs"] = kt.covs - kh.covs if with_covs else None
     return grad
 
 
