@@ -330,6 +330,27 @@ def test_greedy_selection_equals_the_dense_information_gain():
     np.testing.assert_array_equal(basis.means, X[sub])
 
 
+def _greedy_problem(seed):
+    """60 rows of a 2-D function with local structure, centred targets, and a kernel:
+    (X, y, lengthscale, s2, noise, jitter)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(60, 2))
+    y = np.sin(2 * X[:, 0]) * np.exp(-X[:, 1] ** 2) + 0.1 * rng.normal(size=60)
+    return X, y - y.mean(), np.array([0.9, 1.2]), 1.1, 0.04, 1e-8
+
+
+def _assert_greedy_is_dense_argmax(X, got, gains, gain_of, abs_tol):
+    """Each step of a greedy selection (``got``, its ``gains``) picks the remaining row
+    of largest ``gain_of(chosen, j)`` (computed densely by the test), with that gain."""
+    chosen = []
+    for step in range(len(got)):
+        scores = np.array([gain_of(chosen, j) if j not in chosen else -np.inf
+                           for j in range(len(X))])
+        chosen.append(int(np.argmax(scores)))
+        assert gains[step] == pytest.approx(scores[chosen[-1]], rel=1e-6, abs=abs_tol)
+    assert got.tolist() == chosen
+
+
 def test_greedy_selection_by_the_evidence_equals_the_dense_dtc_evidence():
     """criterion='evidence': each step picks the row whose addition most raises the
     DTC log marginal likelihood log N(y | 0, Q + noise I), Q = K_XB K_BB^-1 K_BX,
@@ -337,11 +358,7 @@ def test_greedy_selection_by_the_evidence_equals_the_dense_dtc_evidence():
     differences."""
     from saspa_dask.engines.greedy import greedy_select
 
-    rng = np.random.default_rng(12)
-    X = rng.uniform(-3, 3, size=(60, 2))
-    y = np.sin(2 * X[:, 0]) * np.exp(-X[:, 1] ** 2) + 0.1 * rng.normal(size=60)
-    y = y - y.mean()
-    ls, s2, noise, jitter = np.array([0.9, 1.2]), 1.1, 0.04, 1e-8
+    X, y, ls, s2, noise, jitter = _greedy_problem(12)
 
     def log_ml(rows):
         if not rows:
@@ -355,14 +372,8 @@ def test_greedy_selection_by_the_evidence_equals_the_dense_dtc_evidence():
 
     got, gains = greedy_select(X, 8, ls, s2, noise, n_candidates=None, jitter=jitter,
                                y=y, criterion="evidence")
-    chosen = []
-    for step in range(8):
-        base = log_ml(chosen)
-        scores = np.array([log_ml(chosen + [j]) - base if j not in chosen else -np.inf
-                           for j in range(60)])
-        chosen.append(int(np.argmax(scores)))
-        assert gains[step] == pytest.approx(scores[chosen[-1]], rel=1e-6, abs=1e-6)
-    assert got.tolist() == chosen
+    _assert_greedy_is_dense_argmax(
+        X, got, gains, lambda chosen, j: log_ml(chosen + [j]) - log_ml(chosen), 1e-6)
     with pytest.raises(ValueError, match="needs the targets y"):
         greedy_select(X, 3, ls, s2, noise, criterion="evidence")
 
@@ -374,11 +385,7 @@ def test_greedy_selection_by_smola_and_bartletts_objective_equals_its_dense_mini
     here densely for every remaining row; the gains are those falls."""
     from saspa_dask.engines.greedy import greedy_select
 
-    rng = np.random.default_rng(13)
-    X = rng.uniform(-3, 3, size=(60, 2))
-    y = np.sin(2 * X[:, 0]) * np.exp(-X[:, 1] ** 2) + 0.1 * rng.normal(size=60)
-    y = y - y.mean()
-    ls, s2, noise, jitter = np.array([0.9, 1.2]), 1.1, 0.04, 1e-8
+    X, y, ls, s2, noise, jitter = _greedy_problem(13)
 
     def q_min(rows):
         if not rows:
@@ -391,14 +398,8 @@ def test_greedy_selection_by_smola_and_bartletts_objective_equals_its_dense_mini
 
     got, gains = greedy_select(X, 8, ls, s2, noise, n_candidates=None, jitter=jitter,
                                y=y, criterion="objective")
-    chosen = []
-    for step in range(8):
-        base = q_min(chosen)
-        falls = np.array([base - q_min(chosen + [j]) if j not in chosen else -np.inf
-                          for j in range(60)])
-        chosen.append(int(np.argmax(falls)))
-        assert gains[step] == pytest.approx(falls[chosen[-1]], rel=1e-6, abs=1e-9)
-    assert got.tolist() == chosen
+    _assert_greedy_is_dense_argmax(
+        X, got, gains, lambda chosen, j: q_min(chosen) - q_min(chosen + [j]), 1e-9)
     with pytest.raises(ValueError, match="'objective' needs the targets y"):
         greedy_select(X, 3, ls, s2, noise, criterion="objective")
     with pytest.raises(ValueError, match="criterion must be one of"):
