@@ -212,9 +212,11 @@ def test_a_budget_with_no_room_for_ep_on_all_rows_keeps_the_samples_model():
                                                   "model is EP on the learning sample's "
                                                   "3000 rows"):
         clf = SASPAClassifier(n_bases=16, blur="delta", random_state=0, hyper_subsample=3000,
-                              max_fit_time=1e-9, execution={"block_rows": 2048}).fit(X, y)
+                              max_fit_time=1e-9, execution={"block_rows": 2048}).fit(
+            X, y, X_val=X[:500], y_val=y[:500])
     info = clf.hyperparameter_info_
     assert info["stop_reason"] == "time" and info["n_iterations"] == 0
+    assert clf.held_out_trace_[-1]["rows"] == 3000  # the final model's sites' rows
     assert clf.n_sweeps_ == 0 and not clf.converged_ and clf.ep_stop_reason_ == "time"
     assert np.isnan(clf.log_evidence_)
     assert np.count_nonzero(clf.sites_tau_) == 3000 and clf.sites_tau_.shape == (40_000,)

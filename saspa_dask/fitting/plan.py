@@ -174,8 +174,9 @@ class FitPlan:
         self._check_jitter(outcome)
         result = FitResult(posterior_of(outcome))
         result.report = {**run.report, **self._report(outcome, X.shape[0], rows)}
-        if run.watch is not None:
-            run.watch.measure(result.posterior, rows=X.shape[0])
+        if run.watch is not None:  # the rows whose sites make the final model
+            run.watch.measure(result.posterior,
+                              rows=rows.size if run.sample_model else X.shape[0])
             result.report["held_out_trace_"] = run.watch.trace
         run.say_done(result.report)
         return result
@@ -284,6 +285,7 @@ class _Run:
         self.report = {"blur_": choose_blur(plan.blur, X.shape[1]),
                        "damping_": float(plan.ep.step)}
         self.watch = None  # a HeldOutWatch when held-out rows are given
+        self.sample_model = False  # the model is EP on the learning sample only
 
     # -- the starting point --------------------------------------------------------
 
@@ -374,6 +376,7 @@ class _Run:
             self.report["timings_"]["hyperparameters"] = time.perf_counter() - start
             learn_on_all = learn_on_all and not ended and self._room_to_learn_on_all()
         if learnt is not None and self._sample_model_only(rows, sites, learn_on_all):
+            self.sample_model = True
             outcome = _sample_model(learnt, rows, X.shape[0])
         else:
             learn_here = bool(plan.optimize_hyperparameters) and learn_on_all
