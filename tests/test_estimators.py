@@ -184,6 +184,10 @@ def test_bad_input_errors_name_the_problem():
         SASPAClassifier(optimize_hyperparameters=False, bases=Basis(np.zeros((2, 3)))).fit(X, y)
     with pytest.raises(ValueError, match="Basis covs must be positive semi-definite"):
         Basis(np.zeros((1, 2)), -np.eye(2)[None])
+    # not diagonal: eigenvalues 3 and -1 are refused; 2 and 0 (singular) are accepted
+    with pytest.raises(ValueError, match="Basis covs must be positive semi-definite"):
+        Basis(np.zeros((1, 2)), np.array([[[1.0, 2.0], [2.0, 1.0]]]))
+    assert Basis(np.zeros((1, 2)), np.ones((1, 2, 2))).covs.shape == (1, 2, 2)
     with pytest.raises(ValueError, match="Basis covs must have shape"):
         Basis(np.zeros((2, 2)), np.zeros((2, 3, 3)))
 
