@@ -21,7 +21,7 @@ import dask
 import numpy as np
 from dask import delayed
 
-from ..engines.chunks import is_lazy
+from ..engines.chunks import as_dask, is_lazy, row_chunked
 
 __all__ = ["COST_SHARE", "GAP_SHARE", "HeldOut", "HeldOutError", "HeldOutWatch",
            "metric_sums", "metrics_from_sums"]
@@ -88,7 +88,10 @@ class HeldOut:
             raise HeldOutError(f"X_val has {X.shape[0]} rows but y_val has {y.shape[0]}")
         if X.shape[0] == 0:
             raise HeldOutError("X_val has no rows")
-        self.X, self.y, self.lazy = X, y, is_lazy(X) or is_lazy(y)
+        self.lazy = is_lazy(X) or is_lazy(y)
+        if self.lazy:  # one column chunk, y's chunks aligned with X's rows
+            X, y = row_chunked(as_dask(X), as_dask(y))
+        self.X, self.y = X, y
 
     def metrics(self, posterior):
         """The posterior's metrics on these rows (:func:`metrics_from_sums`)."""
