@@ -26,6 +26,13 @@ _VARIANCE_FLOOR = 1e-6
 _ABSOLUTE_FLOOR = 1e-12
 
 
+def is_diagonal(covs):
+    """Whether a stack of matrices (..., d, d) has no nonzero entry off the diagonals
+    (counted without a temporary of its size: wide tables have M d^2 entries)."""
+    return (np.count_nonzero(covs)
+            == np.count_nonzero(np.diagonal(covs, axis1=-2, axis2=-1)))
+
+
 def _semi_definite(covs, tol):
     """Whether every matrix's smallest eigenvalue is at least ``-tol``: a Cholesky
     factor of C + tol I exists exactly when it is above, and costs a sixth of the
@@ -81,11 +88,11 @@ class Basis:
             )
         if not np.all(np.isfinite(covs)):
             raise ValueError("Basis covs contain NaN or inf")
-        diagonal = np.diagonal(covs, axis1=1, axis2=2)
-        if np.count_nonzero(covs) == np.count_nonzero(diagonal):
-            # diagonal (delta, spherical and diagonal blurs): symmetric, and positive
-            # semi-definite when its diagonal is; M d^3 eigenvalues would cost more
-            # than the fit on a wide one-hot table
+        if is_diagonal(covs):
+            # delta, spherical and diagonal blurs: symmetric, and positive semi-definite
+            # when the diagonal is; M d^3 eigenvalues would cost more than the fit on
+            # a wide one-hot table
+            diagonal = np.diagonal(covs, axis1=1, axis2=2)
             scale = np.abs(diagonal).max() if diagonal.size else 0.0
             if scale > 0 and diagonal.min() < -1e-10 * scale:
                 raise ValueError("Basis covs must be positive semi-definite")

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import sparse
 
+from .bases import is_diagonal
 from .fourier import fourier_cross_covariance, fourier_feature_covariance
 
 __all__ = [
@@ -85,12 +86,6 @@ def _scaled_blur(covs, lengthscale):
     """C~ = diag(1/l) C diag(1/l) for every basis."""
     inv_l = 1.0 / lengthscale
     return covs * np.outer(inv_l, inv_l)  # one pass over the M d x d (wide tables)
-
-
-def _is_diagonal(covs):
-    """No nonzero entry off the diagonals (counted without an M d x d temporary)."""
-    return (np.count_nonzero(covs)
-            == np.count_nonzero(np.diagonal(covs, axis1=-2, axis2=-1)))
 
 
 def se_kernel(X1, X2, lengthscale, signal_variance):
@@ -183,7 +178,7 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
     ms = (means - centre) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     d = X.shape[1]
-    diagonal = _is_diagonal(cs)
+    diagonal = is_diagonal(cs)
     if diagonal:
         # elementwise: M d x d factorisations and inverses cost M d^3, which on a wide
         # one-hot table (d in the hundreds) outweighed the whole EP sweep
@@ -244,7 +239,7 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     n_bases, d = ms.shape
-    if _is_diagonal(cs):
+    if is_diagonal(cs):
         return _diagonal_basis_covariance(ms, np.diagonal(cs, axis1=1, axis2=2),
                                           signal_variance)
     eye = np.eye(d)
@@ -386,7 +381,7 @@ def cross_covariance_gradient(moments, means, covs, lengthscale, with_covs=True)
     a = (means - centre) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     diagonal_moments = m2.ndim == 2
-    if diagonal_moments and _is_diagonal(cs):
+    if diagonal_moments and is_diagonal(cs):
         grads = _diagonal_cross_gradient(m0, m1, m2, a, np.diagonal(cs, axis1=1, axis2=2),
                                          with_covs)
         return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
@@ -453,7 +448,7 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     n_bases, d = ms.shape
-    if _is_diagonal(cs):
+    if is_diagonal(cs):
         grads = _diagonal_covariance_gradient(weights, ms, np.diagonal(cs, axis1=1, axis2=2),
                                               signal_variance, with_covs)
         return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))

@@ -252,11 +252,10 @@ class FittedPosterior:
         moments (n, 1) (offset not added): the latent variance plus the noise's
         (``noise_variance`` for gaussian, scale^2 dof / (dof - 2) for student_t,
         infinite for dof <= 2), and for poisson the count's, E[rate] + Var[rate]."""
-        var = var[:, 0]
         if self.likelihood == "poisson":
-            point = self.point_prediction(mean, var[:, None])[:, 0]
+            point, var = self.point_prediction(mean, var)[:, 0], var[:, 0]
             return np.sqrt(point + (np.exp(var) - 1.0) * point * point)
-        params = self.likelihood_params
+        var, params = var[:, 0], self.likelihood_params
         if self.likelihood == "gaussian":
             noise = params["noise_variance"]
         elif params["dof"] <= 2:

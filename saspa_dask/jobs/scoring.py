@@ -14,7 +14,8 @@ from ..storage.ingestion import ingest as ingest_file
 from ..files.atomic import check_not_an_input, reading, resolve_model_path
 from ..files.safe import own_directory, write_new_text
 from ..storage.export import EXPORT_FORMATS, export_scores
-from ..models.model_reader import read_fitted_posterior, read_model_attrs
+from ..models.model_reader import (read_fitted_posterior, read_model_attrs,
+                                   training_encoding)
 from ..storage.data_store import input_arrays
 from .cluster import dask_client, input_values, n_workers
 from .errors import JobError, locked, reported
@@ -170,11 +171,7 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
     with reported():
         _, attrs = read_model_attrs(loaded[3])
         check_not_an_input(out, {"source file": source, "model": loaded[3]})
-    encoding = attrs.get("data_encoding")
-    if not encoding:
-        raise JobError(f"{loaded[3]}: the model records no encoding of its training data "
-                       "(trained on a store not written by saspa ingest, or by an older "
-                       "saspa): ingest the file with --like TRAINING_STORE, then score")
+        encoding = training_encoding(loaded[3], attrs)
     if Path(out).exists() and not overwrite:
         raise JobError(f"{out} exists; pass --overwrite to replace it")
     try:

@@ -10,8 +10,7 @@ import zarr
 
 from ..storage.ingestion import ingest as ingest_file
 from ..files.atomic import reading, resolve_model_path
-from ..files.errors import StoreError
-from ..models.model_reader import read_model_attrs
+from ..models.model_reader import read_model_attrs, training_encoding
 from ..models.model_store import MODEL_FORMAT
 from ..storage.split import split_store
 from .errors import JobError, locked, reported
@@ -48,7 +47,7 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
         with locked(out, "data store"), reported(), reading(model, "model store"):
             return ingest_file(source, out, chunk_rows=chunk_rows, overwrite=overwrite,
                                unknown=unknown, delimiter=delimiter,
-                               encoding=_training_encoding(model))
+                               encoding=training_encoding(model, read_model_attrs(model)[1]))
     with locked(out, "data store"), reported(), \
             (reading(like) if like is not None else contextlib.nullcontext()):
         return ingest_file(source, out, target=target, chunk_rows=chunk_rows,
@@ -66,17 +65,6 @@ def _model_store(like):
     except Exception:  # not a zarr group: the data store reader says what it is
         return None
     return path if format_ == MODEL_FORMAT else None
-
-
-def _training_encoding(model):
-    """The encoding record a model store keeps of its training data."""
-    _, attrs = read_model_attrs(model)
-    encoding = attrs.get("data_encoding")
-    if not encoding:
-        raise StoreError(f"{model}: the model records no encoding of its training data "
-                         "(trained on a store not written by saspa ingest, or by an older "
-                         "saspa): give the training data store as like instead")
-    return encoding
 
 
 def split(store, train_out=None, test_out=None, *, test_fraction=0.2, seed=0,

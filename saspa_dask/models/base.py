@@ -158,8 +158,6 @@ class SASPABase(LegacyNames, PosteriorModel):
         try:
             X_val, y_val, _ = validate_training_input(
                 self, X_val, y_val, classification=classes is not None, reset=False)
-        except HeldOutError:
-            raise
         except ValueError as err:
             raise HeldOutError(f"X_val, y_val: {err}") from None
         if classes is not None and not is_lazy(y_val):

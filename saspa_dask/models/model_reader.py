@@ -117,6 +117,19 @@ def read_model_attrs(path):
     return group, attrs
 
 
+def training_encoding(path, attrs):
+    """The encoding record a model store keeps of its training data (what ``saspa
+    predict`` and ``saspa ingest --like MODEL`` reapply); ``attrs`` from
+    :func:`read_model_attrs`."""
+    encoding = attrs.get("data_encoding")
+    if not encoding:
+        raise StoreError(f"{path}: the model records no encoding of its training data "
+                         "(trained on a store not written by saspa ingest, or by an older "
+                         "saspa): ingest the file with --like TRAINING_STORE (the data "
+                         "store it was trained on) instead")
+    return encoding
+
+
 # a model's largest arrays are its sites (8 bytes per training row and problem): 16 GiB
 # is 2 * 10^9 rows; a claim beyond it is a changed store, refused before any read
 _MAX_ARRAY_BYTES = 1 << 34
