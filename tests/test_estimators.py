@@ -22,10 +22,10 @@ def _expected_failures(estimator):
 
 
 @parametrize_with_checks(
-    # defaults: hyperparameter learning on (capped at 10 iterations: these are API
+    # defaults: hyperparameter learning on (capped at 3 iterations: these are API
     # checks; what learning reaches is tested in test_hyper, test_optimizer and others)
-    [SASPAClassifier(n_bases=5, random_state=0, max_hyper_iter=10),
-     SASPARegressor(n_bases=5, random_state=0, max_hyper_iter=10),
+    [SASPAClassifier(n_bases=5, random_state=0, max_hyper_iter=3),
+     SASPARegressor(n_bases=5, random_state=0, max_hyper_iter=3),
      # the full GP: API checks only (its learning is the tested SASPA code, test_exact)
      FullGPClassifier(optimize_hyperparameters=False),
      FullGPRegressor(optimize_hyperparameters=False),

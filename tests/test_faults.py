@@ -21,9 +21,11 @@ from saspa_dask.datasets import synthetic_two_class
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    started = start_cluster(tmp_path)
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One real cluster for the file: a killed worker's nanny starts a new one, and
+    each test waits for both workers before it starts."""
+    started = start_cluster(tmp_path_factory.mktemp("cluster"))
     try:
         yield started.address
     finally:
@@ -39,12 +41,14 @@ def _kill_one_worker(client):
 
 
 def test_worker_killed_during_training(cluster):
-    X, y = synthetic_two_class(16_000, 4, seed=2)
+    X, y = synthetic_two_class(8_000, 4, seed=2)
     bases = Basis(X[:20], None)
     Xd, yd = da.from_array(X, chunks=(2_000, 4)), da.from_array(y, chunks=2_000)
     reference = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=2.0, ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False}).fit(X, y)
     killed = []
     with Client(cluster, timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+
         def kill_at_sweep_3(record):
             if record["sweep"] == 3:
                 killed.append(_kill_one_worker(client))
@@ -64,6 +68,8 @@ def test_worker_killed_during_scoring(cluster, tmp_path):
                                                chunk_rows=2_000)  # 20 chunks
     model = load_model(model_path)
     out = tmp_path / "s.zarr"
+    with Client(cluster, timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
     proc = subprocess.Popen([str(BIN / "saspa"), "score", str(model_path), str(data_path),
                              "--out", str(out), "--scheduler", cluster],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

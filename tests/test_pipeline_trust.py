@@ -270,8 +270,7 @@ def test_retrain_refuses_rows_that_are_not_the_old_ones(trained, tmp_path):
     _write_csv(tmp_path / "grown.csv", ["lat", "lon", "rooms", "value"],
                np.column_stack([np.vstack([X, X2]), np.concatenate([y, y2])]).tolist())
     jobs.ingest(tmp_path / "grown.csv", tmp_path / "g.zarr", chunk_rows=1000)
-    res = _saspa("retrain", d / "m.zarr", tmp_path / "g.zarr", "--out", tmp_path / "m3.zarr",
-                 "--workers", 1)
+    res = _saspa("retrain", d / "m.zarr", tmp_path / "g.zarr", "--out", tmp_path / "m3.zarr")
     assert res.returncode == 0, res.stderr
     assert "3000 old rows warm-started, 200 new rows" in res.stderr
 
@@ -331,9 +330,9 @@ def test_task_rule(tmp_path):
 @pytest.fixture(scope="module")
 def big_store(tmp_path_factory):
     d = tmp_path_factory.mktemp("big")
-    # enough rows that EP is still sweeping when the signal comes (tens of sweeps of
-    # about a third of a second on one worker)
-    assert _saspa("make-data", d / "b.npy", "--rows", 60_000).returncode == 0
+    # few rows: the job's EP never converges (--tol 1e-300), so it is still sweeping
+    # whenever the signal comes
+    assert _saspa("make-data", d / "b.npy", "--rows", 8_000).returncode == 0
     jobs.ingest(d / "b.npy", d / "b.zarr")
     return d
 
@@ -358,7 +357,8 @@ def test_interrupt_cleans_up_and_keeps_the_old_model(big_store, tmp_path, how):
     with open(log, "w") as err:
         proc = subprocess.Popen([SASPA, "train", "--fixed-hyperparameters", str(d / "b.zarr"), "--out", str(old),
                                  "--overwrite", "--n-bases", "64", "--work-dir", str(work),
-                                 "--workers", "1"],
+                                 "--workers", "1", "--tol", "1e-300",
+                                 "--max-sweeps", "1000000"],
                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         assert _wait_for_sweep(proc, log), log.read_text()
         if how == "SIGTERM":  # what timeout, systemd and Airflow send: to the process

@@ -124,7 +124,6 @@ def test_dask_minibatches_are_read_chunk_by_chunk_and_reach_the_optimum():
     X, y = _regression(800, seed=3)
     common = dict(n_bases=10, blur="delta", learn_bases=None, random_state=0)
     full = SASPARegressor(**common).fit(X, y)
-    calls = []
     with dask.config.set(scheduler="sync"):
         sgd = SASPARegressor(**common, learning="stochastic",
                              stochastic={"batch_rows": 100, "max_epochs": 100}).fit(

@@ -52,7 +52,7 @@ def people(n=240, seed=0):
 def own_encoding(rows, medians):
     """The test's own encoding of ``rows`` (header first): age (median-imputed),
     city one-hot over oslo, paris, rome, (missing) when present, score."""
-    header, body = rows[0], rows[1:]
+    body = rows[1:]
     cities = sorted({r[2] for r in body if r[2]})
     if any(r[2] == "" for r in body):
         cities.append("(missing)")

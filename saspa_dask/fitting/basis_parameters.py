@@ -141,7 +141,7 @@ class LearntBases:
         """The gradient with respect to :meth:`vector`, from the gradient dict's
         ``means`` and ``covs``: the gradients with respect to the means and the
         (symmetric-matrix) gradients with respect to the blur covariances
-        (:class:`~saspa_dask.core.kernels.KernelGradient`)."""
+        (:class:`~saspa_dask.core.kernel_gradients.KernelGradient`)."""
         grad_means, grad_covs = grad["means"], grad["covs"]
         parts = [grad_means * self.scale]
         if self.blur:

@@ -4,7 +4,7 @@ Learning ends early enough for EP on all rows to make a model by the end of the
 budget, and EP on all rows stops between sweeps when another sweep and the evidence
 pass that closes a stopped run would end after it.
 After learning on a row subsample, EP on all rows starts from the subsample's
-posterior scaled to all rows (:func:`saspa_dask.fitting.plan._scaled_starts`);
+posterior scaled to all rows (:func:`saspa_dask.fitting.fit_run._scaled_starts`);
 measured at 10^6 rows (``benchmarks/RESULTS.md``, "An anytime fit"), the held-out
 error and NLP after its first sweep were within 2e-4 and 5e-4 of the converged
 model's, where convergence to ``tol`` took eight sweeps; learning on the sample gains

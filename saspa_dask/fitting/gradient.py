@@ -34,7 +34,8 @@ from scipy.linalg import solve_triangular
 
 from ..core.fourier import (fourier_covariance_gradient, fourier_cross_gradient,
                             fourier_moments, fourier_parts)
-from ..core.kernels import basis_covariance_gradient, cross_covariance_gradient, cross_moments
+from ..core.kernel_gradients import (basis_covariance_gradient, cross_covariance_gradient,
+                                     cross_moments)
 from ..ep.sites import SUB_ROWS, cavities, evidence_site_terms
 
 __all__ = ["GradientSummary", "assemble_gradient", "gradient_chunk"]

@@ -1,0 +1,240 @@
+"""Derivatives of the blurred SE kernels (:mod:`saspa_dask.core.kernels`) with
+respect to log lengthscales, a log blur scale and the bases, as weighted sums over
+rows and basis pairs (the evidence gradient's per-chunk sums, DESIGN.md section 2).
+
+For K = s2 |I + C~|^{-1/2} exp(-1/2 r~^T (I + C~)^{-1} r~) with C fixed in the
+original coordinates, S = (I + C~)^{-1} and z = S r~::
+
+    d log K / d log l_k = 1 - S_kk + z_k^2
+    d log K / d log g   = -1/2 tr(S C~) + 1/2 z^T C~ z     (C -> g C, at g = 1)
+    d log K / d a~      = z (for Kt, r~ = x~ - a~)
+    d log K / d C~      = -1/2 S + 1/2 z z^T
+
+A weighted sum over rows sum_i E_i dK_i needs only the weighted moments of r~:
+sum_i E_i K_i z_k^2 = (S M2 S)_kk with M2 = sum_i E_i K_i r~_i r~_i^T.  The basis
+gradients come back in the original coordinates: a~ = (a - centre) / l and
+C~ = diag(1/l) C diag(1/l) give d/da = (d/da~) / l and d/dC_kl = (d/dC~_kl) / (l_k l_l).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import sparse
+
+from .bases import is_diagonal
+from .kernels import _diagonal_pairs, _pair_blocks, _row_blocks, _scaled_blur
+
+__all__ = ["KernelGradient", "basis_covariance_gradient", "cross_covariance_gradient",
+           "cross_moments"]
+
+
+class KernelGradient(NamedTuple):
+    """A weighted sum of kernel derivatives, sum W dK / d theta.
+
+    ``lengthscale`` (d,) and ``blur_scale`` are with respect to their logs;
+    ``means`` (M, d) and ``covs`` (M, d, d) per basis, with respect to the means and
+    the blur covariances themselves (``covs[j]`` is the symmetric matrix gradient: the
+    derivative along a symmetric change dC_j is <covs[j], dC_j>)."""
+
+    lengthscale: np.ndarray
+    blur_scale: float
+    means: np.ndarray
+    covs: np.ndarray
+
+
+def _to_original(grad_means_s, grad_covs_s, lengthscale):
+    inv_l = 1.0 / lengthscale
+    return (grad_means_s * inv_l[None, :],
+            None if grad_covs_s is None
+            else grad_covs_s * inv_l[None, :, None] * inv_l[None, None, :])
+
+
+def cross_moments(X, weights, means, lengthscale, full):
+    """Weighted moments of the scaled inputs, per basis, for the Kt gradient.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    weights : ndarray of shape (n, M)
+        E_ij = (dEvidence / dKt_ij) * Kt_ij.
+    means : ndarray of shape (M, d)
+    lengthscale : ndarray of shape (d,)
+    full : bool
+        Also the off-diagonal second moments (needed for full blur covariances).
+
+    Returns
+    -------
+    tuple (m0, m1, m2)
+        m0 (M,) = sum_i E_ij, m1 (M, d) = sum_i E_ij x~_i, m2 = sum_i E_ij x~_i x~_i^T as
+        (M, d, d) if ``full`` else its diagonal (M, d); x~ = (x - centre) / l with the
+        centre of the bases' means (as in :func:`blurred_cross_covariance`).
+    """
+    centre = means.mean(axis=0)
+    Xs = (np.asarray(X, dtype=np.float64) - centre) / lengthscale
+    m0 = weights.sum(axis=0)
+    m1 = weights.T @ Xs
+    if not full:
+        return m0, m1, weights.T @ (Xs * Xs)
+    d = Xs.shape[1]
+    iu, ju = np.triu_indices(d)
+    packed = weights.T @ (Xs[:, iu] * Xs[:, ju])
+    m2 = np.empty((weights.shape[1], d, d))
+    m2[:, iu, ju] = packed
+    m2[:, ju, iu] = packed
+    return m0, m1, m2
+
+
+def cross_covariance_gradient(moments, means, covs, lengthscale, with_covs=True):
+    """sum_ij E_ij d log Kt_ij / d theta from :func:`cross_moments` (summed over chunks).
+
+    Returns
+    -------
+    KernelGradient
+        With diagonal second moments (``full=False`` in :func:`cross_moments`) the
+        off-diagonal entries of ``covs`` are not available and are zero; without
+        ``with_covs`` (the blur covariances are not learnt) ``covs`` is None.
+    """
+    m0, m1, m2 = moments
+    d = means.shape[1]
+    centre = means.mean(axis=0)
+    a = (means - centre) / lengthscale
+    cs = _scaled_blur(covs, lengthscale)
+    diagonal_moments = m2.ndim == 2
+    if diagonal_moments and is_diagonal(cs):
+        grads = _diagonal_cross_gradient(m0, m1, m2, a, np.diagonal(cs, axis1=1, axis2=2),
+                                         with_covs)
+        return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
+    S = np.linalg.inv(np.eye(d)[None] + cs)  # d x d blur precisions, not kernel matrices
+    # second moments of r~ = x~ - a~ about each basis
+    if diagonal_moments:
+        m2 = m2[:, :, None] * np.eye(d)[None]
+    r2 = (m2 - a[:, :, None] * m1[:, None, :] - m1[:, :, None] * a[:, None, :]
+          + m0[:, None, None] * a[:, :, None] * a[:, None, :])
+    if diagonal_moments:
+        r2 = r2 * np.eye(d)[None]
+    SrS = S @ r2 @ S
+    diag_S = np.diagonal(S, axis1=1, axis2=2)
+    grad_l = (m0[:, None] * (1.0 - diag_S) + np.diagonal(SrS, axis1=1, axis2=2)).sum(0)
+    SC = S @ cs
+    grad_g = (-0.5 * np.trace(SC, axis1=1, axis2=2) * m0
+              + 0.5 * np.einsum("jkl,jlk->j", SrS, cs)).sum()
+    grad_a = np.einsum("jkl,jl->jk", S, m1 - m0[:, None] * a)
+    grad_c = -0.5 * m0[:, None, None] * S + 0.5 * SrS
+    if diagonal_moments:
+        grad_c = grad_c * np.eye(d)[None]
+    return KernelGradient(grad_l, float(grad_g),
+                          *_to_original(grad_a, grad_c if with_covs else None, lengthscale))
+
+
+def _diagonal_cross_gradient(m0, m1, m2, a, c, with_covs=True):
+    """:func:`cross_covariance_gradient` for diagonal blurs (``c``: (M, d) scaled blur
+    variances) and diagonal moments, elementwise: the precisions are 1 / (1 + c), and
+    every d x d product of the general formulas is a product of diagonals.  Returns
+    (lengthscale, blur scale, means, covs) gradients in the scaled inputs."""
+    p = 1.0 / (1.0 + c)
+    r2 = m2 - 2.0 * a * m1 + m0[:, None] * a * a  # diagonal second moments about a
+    prp = p * p * r2
+    grad_l = (m0[:, None] * (1.0 - p) + prp).sum(0)
+    grad_g = float((-0.5 * (p * c).sum(1) * m0 + 0.5 * (prp * c).sum(1)).sum())
+    grad_a = p * (m1 - m0[:, None] * a)
+    if not with_covs:
+        return grad_l, grad_g, grad_a, None
+    n_bases, d = c.shape
+    grad_c = np.zeros((n_bases, d, d))
+    idx = np.arange(d)
+    grad_c[:, idx, idx] = -0.5 * m0[:, None] * p + 0.5 * prp
+    return grad_l, grad_g, grad_a, grad_c
+
+
+def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance,
+                              with_covs=True):
+    """sum_ab W_ab dKh_ab / d theta for a symmetric weight matrix W.
+
+    Returns
+    -------
+    KernelGradient
+        Without ``with_covs`` (the blur covariances are not learnt) ``covs`` is None.
+
+    Notes
+    -----
+    The pairs i <= j only, a block at a time (as :func:`basis_covariance`).  The
+    terms of pair (i, j) in a_i and C_i hold those of (j, i) too (hence the factor 2
+    in each formula; z_ji = -z_ij, S_ji = S_ij), so a pair i < j adds its C-term to
+    both bases, its a-term to i and its negative to j, and counts twice in the
+    lengthscale and blur-scale sums; Kh(i, i), which has C_i twice and no a_i, fits
+    the same formulas once.
+    """
+    ms = np.asarray(means, dtype=np.float64) / lengthscale
+    cs = _scaled_blur(covs, lengthscale)
+    n_bases, d = ms.shape
+    if is_diagonal(cs):
+        grads = _diagonal_covariance_gradient(weights, ms, np.diagonal(cs, axis1=1, axis2=2),
+                                              signal_variance, with_covs)
+        return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
+    eye = np.eye(d)
+    grad_l = np.zeros(d)
+    grad_g = 0.0
+    grad_a = np.zeros((n_bases, d))
+    grad_c = np.zeros((n_bases, d, d))
+    for i, j in _pair_blocks(n_bases, d * d):
+        C = cs[i] + cs[j]  # (pairs, d, d)
+        S = np.linalg.inv(eye + C)  # d x d blur precisions, not kernel matrices
+        r = ms[i] - ms[j]
+        z = (S @ r[..., None])[..., 0]
+        _, logdet = np.linalg.slogdet(eye + C)
+        k = signal_variance * np.exp(-0.5 * (logdet + (r * z).sum(axis=-1)))
+        wk = weights[i, j] * k
+        both = np.where(i != j, 2.0 * wk, wk)  # (i, j) and (j, i) alike
+        diag_S = np.diagonal(S, axis1=-2, axis2=-1)
+        grad_l += both @ (1.0 - diag_S + z * z)
+        dg = (-0.5 * np.einsum("pkl,plk->p", S, C)
+              + 0.5 * ((C @ z[..., None])[..., 0] * z).sum(axis=-1))
+        grad_g += float(both @ dg)
+        # each pair's terms summed into its bases: sparse (bases x pairs) incidences
+        to_both, to_i_minus_j = _incidence(i, j, n_bases)
+        term_a = -2.0 * wk[:, None] * z  # zero on the diagonal (z_ii = 0)
+        grad_a += to_i_minus_j @ term_a
+        term_c = (wk[:, None, None] * (z[:, :, None] * z[:, None, :] - S)).reshape(-1, d * d)
+        grad_c += (to_both @ term_c).reshape(n_bases, d, d)
+    return KernelGradient(grad_l, grad_g,
+                          *_to_original(grad_a, grad_c if with_covs else None, lengthscale))
+
+
+def _incidence(i, j, n_bases):
+    """Sparse (n_bases x pairs) matrices that sum each pair's term into its bases:
+    into i and j (j only off the diagonal), and into i with its negative into j."""
+    pairs = np.arange(i.size)
+    off = i != j
+    ones = np.ones(i.size)
+    first = sparse.csr_matrix((ones, (i, pairs)), shape=(n_bases, i.size))
+    second = sparse.csr_matrix((ones[off], (j[off], pairs[off])), shape=(n_bases, i.size))
+    return first + second, first - second
+
+
+def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=True):
+    """:func:`basis_covariance_gradient`'s sums when every blur is diagonal: S and
+    C~ are then diagonal, so the same formulas need no d x d inverse; the blur
+    gradient keeps its off-diagonal entries (sum_j w_ij k_ij z_k z_l), which a full
+    blur that happens to be diagonal needs."""
+    n_bases, d = ms.shape
+    grad_l, grad_g = np.zeros(d), 0.0
+    grad_a = np.empty((n_bases, d))
+    # the blur gradient (M^2 d^2 work) only when the blurs are learnt
+    grad_c = np.empty((n_bases, d, d)) if with_covs else None
+    idx = np.arange(d)
+    for rows in _row_blocks(n_bases, d):
+        S, r, log_k = _diagonal_pairs(ms, cd, rows)
+        C = cd[rows, None] + cd[None]
+        z = S * r
+        wk = weights[rows] * (signal_variance * np.exp(log_k))  # (b, M)
+        grad_l += np.einsum("bj,bjk->k", wk, 1.0 - S + z * z)
+        dg = 0.5 * (C * (z * z - S)).sum(axis=-1)
+        grad_g += float((wk * dg).sum())
+        grad_a[rows] = -2.0 * np.einsum("bj,bjk->bk", wk, z)
+        if with_covs:
+            wz = wk[..., None] * z
+            grad_c[rows] = np.einsum("bjk,bjl->bkl", wz, z)
+            grad_c[rows, idx, idx] -= np.einsum("bj,bjk->bk", wk, S)
+    return grad_l, grad_g, grad_a, grad_c
