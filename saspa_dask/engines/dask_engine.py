@@ -12,9 +12,12 @@ mathematics.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import dask
 import dask.array as da
@@ -31,19 +34,34 @@ from .chunks import chunk_bounds, persist_balanced, row_chunked, tree_reduce
 __all__ = ["DaskEngine", "WorkDir"]
 
 
-def _open_sites(path):
-    """The (tau, nu) zarr arrays; a chunk task opens them once and reads and writes
-    through these handles."""
-    group = zarr.open_group(str(path), mode="r+")
-    return group["tau"], group["nu"]
+class SiteStore(NamedTuple):
+    """A site store as chunk tasks name it: its directory, and a token that is new
+    for every engine (so an opened handle is never taken for a later store that
+    happens to reuse a removed directory's name)."""
+
+    path: str
+    token: str
+
+
+@functools.lru_cache(maxsize=16)
+def _site_arrays(store):
+    """The store's zarr arrays (tau, nu, and the Anderson ring or None), opened once
+    per process: on small chunks a sweep's tasks spent most of their time reading the
+    same metadata again (17.8 ms a task against 0.4 ms of arithmetic, 500 rows)."""
+    group = zarr.open_group(store.path, mode="r+")
+    return group["tau"], group["nu"], group["anderson"] if "anderson" in group else None
+
+
+def _open_sites(store):
+    """The (tau, nu) zarr arrays a chunk task reads and writes through."""
+    return _site_arrays(store)[:2]
 
 
 def _parallel_task(block, path, slot, start, stop, posterior, likelihood, damping, s2,
                    ring_slot):
-    tau, nu = _open_sites(path)
-    ring = ring_array = None
+    tau, nu, ring_array = _site_arrays(path)
+    ring = None
     if ring_slot is not None:
-        ring_array = zarr.open_group(str(path), mode="r+")["anderson"]
         ring = ring_array[:, :, start:stop]
     tau_new, nu_new, summary = parallel_chunk(block, tau[slot, start:stop],
                                               nu[slot, start:stop], posterior, likelihood,
@@ -58,9 +76,8 @@ def _parallel_task(block, path, slot, start, stop, posterior, likelihood, dampin
 
 
 def _mix_task(path, slot, start, stop, weights):
-    group = zarr.open_group(str(path), mode="r+")
-    tau, nu = group["tau"], group["nu"]
-    ring = group["anderson"][:, :, start:stop]
+    tau, nu, ring_array = _site_arrays(path)
+    ring = ring_array[:, :, start:stop]
     tau[1 - slot, start:stop], nu[1 - slot, start:stop] = mix_steps(ring, weights)
 
 
@@ -146,14 +163,15 @@ class DaskEngine:
         self.X, self.y = row_chunked(X, y)
         self.bounds = chunk_bounds(self.X)
         self.path = str(sites_path)
+        self._store = SiteStore(self.path, uuid.uuid4().hex)
         self.slot = 0
         self.n_bases = bases.n_bases
         N = self.X.shape[0]
         chunk_rows = self.X.chunks[0][0]
         group = zarr.open_group(self.path, mode="w")
-        for name in ("tau", "nu"):
+        for name in ("tau", "nu"):  # scratch: written every sweep, never compressed
             group.create_array(name, shape=(2, N), chunks=(1, chunk_rows), dtype="f8",
-                               fill_value=0.0)
+                               fill_value=0.0, compressors=None)
         self.anderson_memory = int(anderson_memory)
         if self.anderson_memory > 0:
             # one chunk per row chunk: a task reads and writes only its own
@@ -214,14 +232,15 @@ class DaskEngine:
         return [delayed(relabel_block)(blk, self.label) for blk in self._blocks]
 
     def _per_chunk(self, func, *args):
-        return [delayed(func)(blk, self.path, self.slot, start, stop, *args)
+        return [delayed(func)(blk, self._store, self.slot, start, stop, *args)
                 for blk, (start, stop) in zip(self._task_blocks(), self.bounds)]
 
     def reduce_chunks(self, func, *args):
         """``func(X_chunk, block, tau, nu, *args)`` at the current sites of every chunk,
         merged (``.merge``) as a tree; e.g. the evidence gradient's per-chunk sums."""
         shared = delayed(args)
-        parts = [delayed(_chunk_task)(func, x, blk, self.path, self.slot, start, stop, shared)
+        parts = [delayed(_chunk_task)(func, x, blk, self._store, self.slot, start, stop,
+                                      shared)
                  for x, blk, (start, stop) in zip(self._x_parts, self._task_blocks(),
                                                   self.bounds)]
         return tree_reduce(parts, _merge_two).compute()
@@ -241,11 +260,11 @@ class DaskEngine:
 
     def mix_pending(self, weights):
         """Pending sites := the Anderson combination of the ring slots."""
-        dask.compute(*[delayed(_mix_task)(self.path, self.slot, a, b, weights)
+        dask.compute(*[delayed(_mix_task)(self._store, self.slot, a, b, weights)
                        for a, b in self.bounds])
 
     def halve_pending(self):
-        dask.compute(*[delayed(_halve_task)(self.path, self.slot, a, b)
+        dask.compute(*[delayed(_halve_task)(self._store, self.slot, a, b)
                        for a, b in self.bounds])
 
     def sequential_pass(self, posterior, likelihood, damping, signal_variance):
@@ -253,7 +272,7 @@ class DaskEngine:
         lik = delayed(likelihood)
         summaries = []
         for blk, (start, stop) in zip(self._task_blocks(), self.bounds):
-            result = delayed(_sequential_task)(blk, self.path, self.slot, start, stop, state,
+            result = delayed(_sequential_task)(blk, self._store, self.slot, start, stop, state,
                                                lik, damping, signal_variance)
             state = result[0]
             summaries.append(delayed(_second)(result))
