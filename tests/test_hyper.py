@@ -8,6 +8,7 @@ from scipy.optimize import minimize
 from saspa_dask import Basis, SASPARegressor, SASPAClassifier
 from saspa_dask import kmeans_bases
 from saspa_dask.ep import EPSchedule
+from saspa_dask.ep.approximation import DTC, FITC
 from saspa_dask.fitting.hyperparameters import Hyperparameters, LearntBoundWarning
 from saspa_dask.core.kernels import blur_covariances
 from saspa_dask.core.likelihoods import Gaussian, NoisyProbit, Probit, Step, StudentT
@@ -51,7 +52,7 @@ def test_gradient_matches_finite_differences(likelihood_name, blur, dtc):
     X, y, lik, means, covs = _problem(likelihood_name, blur)
     damping = 0.5 if likelihood_name in ("step", "student_t", "noisy_probit") else 1.0
     trainer = Trainer(X, y, None, means, covs, EPSchedule("parallel", damping, 3000, 1e-12, anderson_memory=0, coarse_start=False),
-                      jitter=1e-8, block_rows=100, projected_only=dtc)
+                      jitter=1e-8, block_rows=100, approximation=DTC if dtc else FITC)
     h0 = Hyperparameters(np.array([1.3, 0.9, 1.7]), 1.4, lik.hyperparameters(), 0.7,
                          learn_blur_scale=True)
     grad, sites = converged_gradient(trainer, h0, lik)

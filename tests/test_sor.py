@@ -80,3 +80,39 @@ def test_sor_survives_saving_and_classifies(tmp_path):
     np.testing.assert_allclose(latent["sor"][0], latent["dtc"][0], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(latent["sor"][1][:, 0], latent["dtc"][1][:, 0] - residual,
                                rtol=1e-7, atol=1e-9)
+
+
+def test_every_approximation_survives_a_store_and_old_stores_read_as_they_predicted(tmp_path):
+    """A model store records its approximation by name; a store written before that
+    (only ``projected_prediction``) reads as what it predicted: SoR when set, else
+    FITC, whose predictions DTC shares.  A wrong name is refused, naming the
+    attribute."""
+    import zarr
+
+    from saspa_dask.files.errors import StoreError
+    from saspa_dask.parameters import APPROXIMATIONS
+
+    X, y, Z, Xs = _problem()
+    for approximation in APPROXIMATIONS:
+        model = _fit(X, y, Z, approximation)
+        path = tmp_path / f"{approximation}.zarr"
+        model.save(path)
+        loaded = load_model(path)
+        assert loaded.fitted_posterior_.approximation.name == approximation
+        np.testing.assert_array_equal(loaded.predict(Xs, return_std=True),
+                                      model.predict(Xs, return_std=True))
+        group = zarr.open_group(str(path), mode="r+")
+        # as an older version wrote it (one from before checksums: an edited store with
+        # a checksum is refused, tests/test_bombs.py)
+        for key in ("approximation", "checksum"):
+            del group.attrs[key]
+        old = load_model(path)
+        assert old.fitted_posterior_.approximation.name == (
+            "sor" if approximation == "sor" else "fitc")
+        np.testing.assert_array_equal(old.predict(Xs, return_std=True),
+                                      model.predict(Xs, return_std=True))
+        assert old.fitted_posterior_.fingerprint() == model.fitted_posterior_.fingerprint()
+    group.attrs["approximation"] = "nystrom"
+    with pytest.raises(StoreError, match="attribute 'approximation' must be one of "
+                                         "fitc, dtc, sor, not 'nystrom'"):
+        load_model(path)

@@ -25,6 +25,7 @@ import numpy as np
 import zarr
 from dask import delayed
 
+from ..ep.approximation import FITC
 from ..ep.acceleration import mix_steps
 from ..ep.sites import (PassSummary, block_statistics, evaluate_chunk, parallel_chunk,
                         sequential_chunk)
@@ -151,12 +152,12 @@ class DaskEngine:
         If given, the targets ``y`` hold class codes and this engine fits the binary
         problem "code == label" (+1) against the rest (-1); the relabelling happens
         inside each chunk task, so the blocks stay shared.
-    projected_only : bool
-        DTC-EP blocks (no residual variances).
+    approximation : Approximation, default=FITC
+        Where the rows' residual variance is kept (:mod:`saspa_dask.ep.approximation`).
     """
 
     def __init__(self, X, y, bases, lengthscale, signal_variance, L, sites_path, *,
-                 cache="memory", sites=None, blocks=None, label=None, projected_only=False,
+                 cache="memory", sites=None, blocks=None, label=None, approximation=FITC,
                  anderson_memory=0):
         if cache not in ("memory", "none"):
             raise ValueError(f"cache must be 'memory' or 'none', got {cache!r}")
@@ -200,7 +201,7 @@ class DaskEngine:
 
         def build(i):
             return delayed(make_block)(self._x_parts[i], y_parts[i], *args, signal_variance,
-                                       L_d, projected_only, *fourier)
+                                       L_d, approximation, *fourier)
 
         if cache == "memory":
             self._blocks = persist_balanced(build, len(self._x_parts))

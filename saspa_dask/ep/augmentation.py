@@ -82,7 +82,7 @@ def test_features(phi_star, prior_variance, jitter):
 
 
 def chunk_statistics(phi, lam, y, k_cross, phi_star, delta, noise_variance,
-                     projected_only):
+                     approximation):
     """The sums of :class:`AugmentedStatistics` over one chunk of training rows.
 
     Parameters
@@ -98,11 +98,12 @@ def chunk_statistics(phi, lam, y, k_cross, phi_star, delta, noise_variance,
     phi_star, delta : ndarray of shape (B, M) and (B,)
         The test rows' features (:func:`test_features`).
     noise_variance : float
-    projected_only : bool
-        DTC: the rows see their projection only (no residual variance).
+    approximation : Approximation
+        Where the rows' residual variance is kept (:mod:`saspa_dask.ep.approximation`):
+        for DTC and SoR they see their projection only.
     """
     psi = (k_cross - phi @ phi_star.T) / delta
-    if projected_only:
+    if not approximation.residual_in_training:
         w = np.full(psi.shape, 1.0 / noise_variance)
         gram = (phi.T @ phi) / noise_variance
         h = phi.T @ y / noise_variance

@@ -11,6 +11,7 @@ from functools import cached_property
 
 import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky, lapack
+from .approximation import FITC
 
 __all__ = ["Posterior", "predict_latent"]
 
@@ -85,16 +86,14 @@ class Posterior:
         return 2.0 * np.log(np.diag(self.chol)).sum()
 
 
-def predict_latent(phi, posterior, signal_variance, projected=False):
+def predict_latent(phi, posterior, signal_variance, approximation=FITC):
     """Latent predictive mean and variance at rows with whitened features phi.
 
-    variance = s2 - |phi|^2 + phi^T Sigma_v phi, clipped at 0 against round-off; with
-    ``projected`` (subset of regressors) the prior's residual s2 - |phi|^2 is left
-    out, so the variance is phi^T Sigma_v phi.
+    variance = s2 - |phi|^2 + phi^T Sigma_v phi, the residual clipped at 0 against
+    round-off; for the subset of regressors (``approximation`` SOR) the residual is
+    left out, so the variance is phi^T Sigma_v phi
+    (:meth:`~saspa_dask.ep.approximation.Approximation.predictive_variance`).
     """
     mean, var_v = posterior.marginals(phi)
-    if projected:
-        return mean, var_v
-    prior_part = signal_variance - np.einsum("ij,ij->i", phi, phi)
-    return mean, np.maximum(prior_part, 0.0) + var_v
+    return mean, approximation.predictive_variance(phi, var_v, signal_variance)
 

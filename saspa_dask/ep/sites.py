@@ -284,7 +284,7 @@ def _sub_blocks(block, *arrays):
     n = block.y.shape[0]
     for start in range(0, max(n, 1), SUB_ROWS):
         rows = slice(start, min(start + SUB_ROWS, n))
-        sub = Block(block.phi[rows], block.lam[rows], block.y[rows], block.projected_only)
+        sub = Block(block.phi[rows], block.lam[rows], block.y[rows], block.approximation)
         yield sub, rows, [a[rows] for a in arrays]
 
 def parallel_chunk(block, tau, nu, posterior, likelihood, damping, signal_variance,

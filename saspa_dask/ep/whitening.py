@@ -14,6 +14,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, blas, cholesky
 
 from ..core.kernels import blurred_cross_covariance
+from .approximation import FITC, Approximation
 
 __all__ = ["Block", "make_block", "relabel_block", "whiten"]
 
@@ -68,15 +69,16 @@ class Block:
         Residual (FITC) variances s2 - |phi_i|^2, clipped at 0.
     y : ndarray of shape (n,)
         Targets (regression) or labels in {-1, +1}.
-    projected_only : bool
-        DTC: the likelihood sees phi_i^T v only; ``lam`` is zero and does not vary
-        with the hyperparameters.
+    approximation : Approximation
+        Where the rows' residual variance is kept (:mod:`saspa_dask.ep.approximation`):
+        for DTC and SoR the likelihood sees phi_i^T v only, and ``lam`` is zero and
+        does not vary with the hyperparameters.
     """
 
     phi: np.ndarray
     lam: np.ndarray
     y: np.ndarray
-    projected_only: bool = False
+    approximation: Approximation = FITC
 
     def __sizeof__(self):
         # Dask sizes task results with sys.getsizeof: without this a block would count
@@ -91,15 +93,15 @@ def relabel_block(block, label):
     phi and lam are shared, not copied: one-vs-rest classes reuse one kernel block.
     """
     return Block(block.phi, block.lam, np.where(block.y == label, 1.0, -1.0),
-                 block.projected_only)
+                 block.approximation)
 
 
-def make_block(X, y, means, covs, lengthscale, signal_variance, L, projected_only=False,
+def make_block(X, y, means, covs, lengthscale, signal_variance, L, approximation=FITC,
                frequencies=None, phases=None):
     """Whitened block for rows X: Kt (n x M), then phi = (L^{-1} Kt^T)^T and lam.
 
-    With ``projected_only`` (DTC) the residual variances are checked, then set to 0:
-    the likelihood sees the projection phi^T v only.  ``frequencies`` and ``phases``
+    The residual variances are checked, then kept as ``approximation`` says (DTC and
+    SoR: 0, the likelihood sees the projection phi^T v only).  ``frequencies`` and ``phases``
     make the bases frequency inducing features (:mod:`saspa_dask.core.fourier`).
 
     Raises
@@ -121,6 +123,6 @@ def make_block(X, y, means, covs, lengthscale, signal_variance, L, projected_onl
             f"residual variance {worst:.3g} < 0 beyond round-off "
             f"(signal variance {signal_variance:.3g}): bases or kernel are inconsistent"
         )
-    lam = np.zeros_like(lam) if projected_only else np.maximum(lam, 0.0)
-    return Block(phi, lam, np.asarray(y, float), projected_only)
+    return Block(phi, approximation.training_residuals(lam), np.asarray(y, float),
+                 approximation)
 

@@ -20,6 +20,7 @@ from sklearn.utils import check_random_state
 
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
+from ..ep.approximation import approximation_named
 from ..ep.driver import EPConvergenceWarning
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
@@ -254,7 +255,7 @@ class FitRun:
                            jitter=plan.jitter, block_rows=execution.block_rows,
                            cache=execution.cache, work_dir=work_dir,
                            callback=self._timing_sweeps(callback, X.shape[0]),
-                           projected_only=plan.approximation != "fitc")
+                           approximation=approximation_named(plan.approximation))
         return trainer_for
 
     def _timing_sweeps(self, callback, rows):

@@ -106,9 +106,10 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
         alpha = likelihood.alpha
         mc, sc, valid = cavities(m, s, t, n, alpha)
         log_z, a, c = likelihood.tilted(y, mc, sc + lam)
-        # d log Z_i / d lam_i (heat equation), over alpha for the power-EP energy; DTC's
-        # lam is fixed at 0, so it drops
-        g = 0.5 * (a * a - c) / alpha if not block.projected_only else np.zeros_like(a)
+        # d log Z_i / d lam_i (heat equation), over alpha for the power-EP energy; where
+        # the rows see their projection only, lam is fixed at 0, so it drops
+        g = (0.5 * (a * a - c) / alpha if block.approximation.residual_in_training
+             else np.zeros_like(a))
         sigma_phi = W @ inv_rt.T  # rows Sigma_v phi_i = R^{-T} R^{-1} phi_i
         G = np.outer(n - t * m, mu) - t[:, None] * sigma_phi - 2.0 * g[:, None] * phi
         Bt = solve_triangular(L, G.T, lower=True, trans="T", check_finite=False).T

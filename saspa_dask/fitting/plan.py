@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ..core.bases import Basis
 from ..core.likelihoods import powered
+from ..ep.approximation import approximation_named
 from ..ep.schedule import EPSchedule
 from .fit_run import FitRun
 from .held_out import HeldOutWatch
@@ -181,7 +182,7 @@ class FitPlan:
             outcome.jitter, outcome.L, [r.posterior for r in outcome.results], fitted.name,
             fitted.params(), offset=offset, classes=classes, feature_names=feature_names,
             frequencies=outcome.basis.frequencies, phases=outcome.basis.phases,
-            projected_prediction=self.approximation == "sor")
+            approximation=approximation_named(self.approximation))
 
     def _report(self, outcome, n_samples, rows):
         """The learning and EP report of a fit (attribute name -> value)."""

@@ -24,6 +24,7 @@ from scipy.linalg import solve_triangular
 from ..core.bases import Basis
 from ..core.likelihoods import make_likelihood
 from ..engines.chunks import as_dask, is_lazy
+from ..ep.approximation import FITC, Approximation
 from ..ep.posterior import Posterior, predict_latent
 from ..ep.whitening import make_block
 
@@ -63,9 +64,11 @@ class FittedPosterior:
         Names of the input columns, when they were known at fit time.
     frequencies, phases : ndarray of shape (M, d) and (M,), optional
         The bases are frequency inducing features (:mod:`saspa_dask.core.fourier`).
-    projected_prediction : bool, default=False
-        Subset of regressors: predictions come from the degenerate (projected) prior,
-        without the residual variance s2 - |phi|^2.
+    approximation : Approximation, default=FITC
+        The sparse approximation it was fitted with
+        (:mod:`saspa_dask.ep.approximation`); for the subset of regressors
+        predictions come from the degenerate (projected) prior, without the
+        residual variance s2 - |phi|^2.
     """
 
     means: np.ndarray
@@ -82,7 +85,7 @@ class FittedPosterior:
     feature_names: np.ndarray | None = None
     frequencies: np.ndarray | None = None
     phases: np.ndarray | None = None
-    projected_prediction: bool = False
+    approximation: Approximation = FITC
 
     def __post_init__(self):
         # one memory layout (C order, float64) for a fitted model and its saved copy:
@@ -133,12 +136,12 @@ class FittedPosterior:
     def is_classifier(self):
         return self.classes is not None
 
-    def block(self, X, y=None, projected_only=False):
+    def block(self, X, y=None, approximation=FITC):
         """The whitened block (phi, lam, y) of rows X under these bases and kernel
         (:func:`~saspa_dask.ep.whitening.make_block`); ``y`` defaults to zeros."""
         y = np.zeros(len(X)) if y is None else y
         return make_block(X, y, self.means, self.covs, self.lengthscale,
-                          self.signal_variance, self.whitening, projected_only,
+                          self.signal_variance, self.whitening, approximation,
                           self.frequencies, self.phases)
 
     @cached_property
@@ -194,7 +197,8 @@ class FittedPosterior:
                 "name": self.likelihood,
                 "classes": [] if self.classes is None else [str(c) for c in self.classes],
                 "y_mean": offset_value(self.offset)}
-        if self.projected_prediction:  # absent otherwise: older fingerprints stay valid
+        if not self.approximation.residual_in_prediction:
+            # absent otherwise: older fingerprints stay valid
             meta["projected_prediction"] = True
         h.update(json.dumps(meta, sort_keys=True).encode())
         return h.hexdigest()
@@ -227,7 +231,7 @@ class FittedPosterior:
             # one kernel block serves every problem (one-vs-rest classes)
             for k, post in enumerate(self.posteriors):
                 mean[part, k], var[part, k] = predict_latent(
-                    block.phi, post, self.signal_variance, self.projected_prediction)
+                    block.phi, post, self.signal_variance, self.approximation)
         return mean, var
 
     def class_probabilities(self, mean, var):

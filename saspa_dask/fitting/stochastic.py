@@ -340,7 +340,7 @@ class _Learner:
         hyper, basis, L, N, b = self.hyper, self.basis, self.L, self.N, X_B.shape[0]
         lik = hyper.bind(self.likelihood)
         block = make_block(X_B, y_B, basis.means, basis.covs, hyper.lengthscale,
-                           hyper.signal_variance, L, self.trainer.projected_only,
+                           hyper.signal_variance, L, self.trainer.approximation,
                            basis.frequencies, basis.phases)
         total, energy = None, 0.0
         full = self.trainer.full_moments(hyper)

@@ -24,6 +24,7 @@ from ..core.kernels import basis_covariance
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import DaskEngine
 from ..engines.memory import InMemoryEngine
+from ..ep.approximation import FITC
 from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep
 from ..ep.posterior import Posterior
 from ..ep.whitening import make_block, relabel_block, whiten
@@ -70,15 +71,15 @@ class Trainer:
         Dask inputs only (see :class:`saspa_dask.engines.dask_engine.DaskEngine`).
     callback : callable, optional
         Called with every EP sweep record (plus ``problem`` and ``n_problems``).
-    projected_only : bool
-        DTC-EP: the likelihood sees the projection only (no residual variance).
+    approximation : Approximation, default=FITC
+        Where the rows' residual variance is kept (:mod:`saspa_dask.ep.approximation`).
     frequencies, phases : ndarray, optional
         Frequency inducing features (fixed ones; learnt ones are in the
         hyperparameters' ``bases``).
     """
 
     def __init__(self, X, y, labels, means, base_covs, settings, *, jitter, block_rows,
-                 cache="memory", work_dir=None, callback=None, projected_only=False,
+                 cache="memory", work_dir=None, callback=None, approximation=FITC,
                  frequencies=None, phases=None):
         self.X, self.y, self.labels = X, y, labels
         self.means, self.base_covs = means, base_covs
@@ -86,7 +87,7 @@ class Trainer:
         self.settings, self.jitter = settings, jitter
         self.block_rows, self.cache, self.work_dir = block_rows, cache, work_dir
         self.callback = callback
-        self.projected_only = bool(projected_only)
+        self.approximation = approximation
         self.is_lazy = is_lazy(X)
         self.full_blur = bool(np.any(base_covs * (1.0 - np.eye(base_covs.shape[-1]))))
         self.n_problems = 1 if labels is None else len(labels)
@@ -131,7 +132,7 @@ class Trainer:
                                          hyper.signal_variance, self.L,
                                          self.work_dir / f"problem-{k}", cache=self.cache,
                                          sites=warm, blocks=blocks, label=label,
-                                         projected_only=self.projected_only,
+                                         approximation=self.approximation,
                                          anderson_memory=self.settings.anderson_memory)
                 blocks = engine.blocks
                 engines.append(engine)
@@ -142,7 +143,7 @@ class Trainer:
             stop = start + self.block_rows
             yield make_block(self.X[start:stop], self.y[start:stop], self.basis.means,
                              self.basis.covs, hyper.lengthscale, hyper.signal_variance, self.L,
-                             self.projected_only, self.basis.frequencies, self.basis.phases)
+                             self.approximation, self.basis.frequencies, self.basis.phases)
 
     # -- EP and the gradient ---------------------------------------------------------
 

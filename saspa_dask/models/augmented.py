@@ -36,7 +36,7 @@ _GRAM_BYTES = 256 * 2**20
 _DTC_BATCH = 2048
 
 
-def augmented_latent(fitted, X, training_rows, noise_variance, projected_only, block_rows):
+def augmented_latent(fitted, X, training_rows, noise_variance, approximation, block_rows):
     """Latent mean (offset not added) and variance at rows X, each with its own augmented
     support set.
 
@@ -49,8 +49,9 @@ def augmented_latent(fitted, X, training_rows, noise_variance, projected_only, b
     training_rows : list of (X_train, y_train) pairs
         The training rows, NumPy, dask or zarr, with targets centred by the offset.
     noise_variance : float
-    projected_only : bool
-        The model is DTC (no residual variances).
+    approximation : Approximation
+        The model's (:mod:`saspa_dask.ep.approximation`): DTC and SoR rows have no
+        residual variances.
     block_rows : int
         Rows per kernel block within a chunk.
 
@@ -59,7 +60,8 @@ def augmented_latent(fitted, X, training_rows, noise_variance, projected_only, b
     mean, variance : ndarray of shape (n,)
     """
     M = fitted.n_bases
-    batch = _DTC_BATCH if projected_only else max(1, _GRAM_BYTES // (8 * M * M))
+    batch = (max(1, _GRAM_BYTES // (8 * M * M)) if approximation.residual_in_training
+             else _DTC_BATCH)
     means, variances = [], []
     for start in range(0, X.shape[0], batch):
         part = X[start:start + batch]
@@ -67,7 +69,7 @@ def augmented_latent(fitted, X, training_rows, noise_variance, projected_only, b
         phi_star = fitted.block(part).phi
         delta, t_extra = test_features(phi_star, fitted.signal_variance, fitted.jitter)
         parts = [_chunk_task(Xc, yc, fitted, part, phi_star, delta, noise_variance,
-                             projected_only, block_rows, chunk_is_lazy)
+                             approximation, block_rows, chunk_is_lazy)
                  for Xt, yt in training_rows
                  for Xc, yc, chunk_is_lazy in _chunks(Xt, yt, block_rows)]
         lazy = any(is_lazy(Xt) for Xt, _ in training_rows)
@@ -94,17 +96,17 @@ def _chunks(X, y, block_rows):
     return [(X[a:b], y[a:b], False) for a, b in bounds]
 
 
-def _chunk_task(Xc, yc, fitted, X_test, phi_star, delta, noise_variance, projected_only,
+def _chunk_task(Xc, yc, fitted, X_test, phi_star, delta, noise_variance, approximation,
                 block_rows, lazy):
     if lazy:
         return dask.delayed(_chunk_sums, pure=True)(
-            Xc, yc, fitted, X_test, phi_star, delta, noise_variance, projected_only,
+            Xc, yc, fitted, X_test, phi_star, delta, noise_variance, approximation,
             block_rows)
     return _chunk_sums(Xc, yc, fitted, X_test, phi_star, delta, noise_variance,
-                       projected_only, block_rows)
+                       approximation, block_rows)
 
 
-def _chunk_sums(Xc, yc, fitted, X_test, phi_star, delta, noise_variance, projected_only,
+def _chunk_sums(Xc, yc, fitted, X_test, phi_star, delta, noise_variance, approximation,
                 block_rows):
     """The statistics of one chunk, kernel block by kernel block."""
     Xc, yc = np.asarray(Xc, float), np.asarray(yc, float)
@@ -112,10 +114,10 @@ def _chunk_sums(Xc, yc, fitted, X_test, phi_star, delta, noise_variance, project
     # an empty chunk still gives (zero) statistics of the right shapes
     for a in range(0, max(Xc.shape[0], 1), block_rows):
         rows = slice(a, a + block_rows)
-        block = fitted.block(Xc[rows], yc[rows], projected_only)
+        block = fitted.block(Xc[rows], yc[rows], approximation)
         k_cross = se_kernel(Xc[rows], X_test, fitted.lengthscale, fitted.signal_variance)
         part = chunk_statistics(block.phi, block.lam, block.y, k_cross, phi_star, delta,
-                                noise_variance, projected_only)
+                                noise_variance, approximation)
         total = part if total is None else add_statistics(total, part)
     return total
 

@@ -9,11 +9,13 @@ from pathlib import Path
 import numpy as np
 
 from ..core.kernels import basis_covariance
+from ..ep.approximation import approximation_named
 from ..ep.posterior import Posterior
 from ..files.codecs import check_codecs
 from ..files.errors import StoreError
 from ..files.groups import chunk_counts, open_group
 from ..fitting.posterior import FittedPosterior, unstacked
+from ..parameters import APPROXIMATIONS
 
 from .model_store import (FLOAT_REPORT, FOURIER_SCALING, MODEL_FORMAT, READABLE_VERSIONS,
                           content_checksum, decode_params)
@@ -92,6 +94,9 @@ def _check_attrs(attrs, path):
         if not isinstance(attrs.get(flag, False), bool):
             raise StoreError(f"{path}: attribute {flag!r} has the wrong type "
                              f"({type(attrs[flag]).__name__})")
+    if attrs.get("approximation", "fitc") not in APPROXIMATIONS:
+        raise StoreError(f"{path}: attribute 'approximation' must be one of "
+                         f"{', '.join(APPROXIMATIONS)}, not {attrs['approximation']!r}")
     if attrs.get("fourier_features") and attrs.get("fourier_scaling") != FOURIER_SCALING:
         raise StoreError(f"{path}: its frequency features were saved unscaled (before "
                          "saspa_dask scaled them to variance s2); their predictions would "
@@ -205,6 +210,16 @@ class _ArrayReader:
                              "since); refusing to load it: save or train the model again")
 
 
+def _approximation(attrs):
+    """The store's sparse approximation; stores written before it was recorded say
+    only whether predictions leave the residual out (the subset of regressors), and
+    DTC predicts as FITC does."""
+    name = attrs.get("approximation")
+    if name is None:
+        name = "sor" if attrs.get("projected_prediction") else "fitc"
+    return approximation_named(name)
+
+
 def _offset(value):
     if isinstance(value, list):
         return np.array(value, dtype=np.float64)
@@ -245,7 +260,7 @@ def _read_posterior(read, attrs, path):
             offset=_offset(attrs.get("y_mean")), classes=classes,
             feature_names=None if names is None else np.array(names, dtype=object),
             frequencies=arrays.get("bases_frequencies"), phases=arrays.get("bases_phases"),
-            projected_prediction=bool(attrs.get("projected_prediction", False)))
+            approximation=_approximation(attrs))
         fitted.basis  # noqa: B018 - checks the features (one shared diagonal window)
         fitted.likelihood_object  # noqa: B018 - checks the likelihood parameters now
     except (KeyError, TypeError, ValueError) as err:

@@ -171,7 +171,9 @@ def _posterior_attrs(fitted):
         "feature_names": (None if fitted.feature_names is None
                           else [str(c) for c in fitted.feature_names]),
         "fourier_features": fitted.frequencies is not None,
-        "projected_prediction": bool(fitted.projected_prediction),
+        "approximation": fitted.approximation.name,
+        # what readers before the approximation attribute look at
+        "projected_prediction": not fitted.approximation.residual_in_prediction,
         **({"fourier_scaling": FOURIER_SCALING} if fitted.frequencies is not None else {}),
     }
 

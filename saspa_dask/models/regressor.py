@@ -9,6 +9,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..core.likelihoods import make_likelihood
+from ..ep.approximation import approximation_named
 from ..parameters import REGRESSION_LIKELIHOODS
 from .augmented import as_numpy, augmented_ep_latent, augmented_latent, check_augment
 from .base import SASPABase
@@ -287,5 +288,5 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         X_train, targets, _ = self._new_rows(*augment)
         # the rows go in with their EP targets (y centred by y_mean_)
         return augmented_latent(fitted, self._checked_rows(X), [(X_train, targets)],
-                                self.noise_variance_, self.approximation != "fitc",
+                                self.noise_variance_, approximation_named(self.approximation),
                                 self._execution.block_rows)
