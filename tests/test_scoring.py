@@ -17,6 +17,7 @@ from saspa_dask.datasets import synthetic_two_class
 from saspa_dask.storage.scores import evaluate, score
 from saspa_dask.storage import StoreError, ingest
 
+import in_process
 from conftest import scoring_problem, wait_for_done_flags
 
 BIN = Path(sys.executable).parent
@@ -145,9 +146,8 @@ def test_killed_scorer_resumes_and_marks_only_written_chunks(tmp_path):
         rows = slice(2_000 * i, 2_000 * (i + 1))
         np.testing.assert_allclose(g["mean"][rows], mean[rows], rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(g["proba"][rows], proba[rows], rtol=1e-12)
-    res = subprocess.run([str(BIN / "saspa"), "score", str(model_path), str(data_path),
-                          "--out", str(out), "--workers", "1"],
-                         capture_output=True, text=True, timeout=300)
+    # the rerun in this process (on an embedded cluster again): only the kill needed one
+    res = in_process.saspa("score", model_path, data_path, "--out", out, "--workers", 1)
     assert res.returncode == 0, res.stderr
     assert f"{24 - int(done.sum())} of 24 chunks written this run" in res.stdout
     g, attrs = _read(out)
