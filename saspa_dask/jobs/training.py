@@ -88,7 +88,7 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     >>> X, y = synthetic_two_class(2000, 3, seed=0)
     >>> np.save(d / "data.npy", np.column_stack([X, y]))
     >>> _ = jobs.ingest(d / "data.npy", d / "data.zarr", chunk_rows=500)
-    >>> result = jobs.train(d / "data.zarr", d / "model.zarr", n_bases=8, workers=1)
+    >>> result = jobs.train(d / "data.zarr", d / "model.zarr", n_bases=8)  # small: in process
     >>> result["converged"], jobs.describe(d / "model.zarr")["n_training_rows"]
     (True, 2000)
     """
