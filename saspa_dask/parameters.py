@@ -389,6 +389,18 @@ PREDICT_PARAMETERS = (
 
 EVALUATE_PARAMETERS = (_MODEL, _DATA)
 
+REPORT_PARAMETERS = (
+    _MODEL,
+    _path("data", "A data store with targets (say a held-out store from saspa split): "
+          "metrics, calibration and residuals on a sample of its rows.", "dir",
+          positional=True, metavar="[DATA]"),
+    _path("out", "The HTML file to write.", "file", required=True),
+    Parameter("max_rows", int, 20_000, "At most this many of DATA's rows (a seeded "
+              "sample) are used.", low=1),
+    Parameter("seed", int, 0, "Seed of the row sample."),
+    _flag("overwrite", "Replace an existing --out file."),
+)
+
 # where a job runs: every command that uses a cluster takes these (a job file's
 # [cluster] table)
 CLUSTER_PARAMETERS = (
@@ -416,5 +428,5 @@ CLUSTER_PARAMETERS = (
 COMMANDS = {"ingest": INGEST_PARAMETERS, "split": SPLIT_PARAMETERS,
             "train": TRAIN_JOB_PARAMETERS, "retrain": RETRAIN_JOB_PARAMETERS,
             "score": SCORE_PARAMETERS, "predict": PREDICT_PARAMETERS,
-            "evaluate": EVALUATE_PARAMETERS}
+            "evaluate": EVALUATE_PARAMETERS, "report": REPORT_PARAMETERS}
 CLUSTER_COMMANDS = ("train", "retrain", "score", "predict", "evaluate")

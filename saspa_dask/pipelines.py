@@ -270,6 +270,8 @@ def _run_step(kind, settings, cluster, echo, out):
         result = jobs.score(**options, **where)
         out(f"scores: {result['rows']} rows, {result['chunks_written']} of "
             f"{result['chunks_total']} chunks written, {result['columns']}")
+    elif kind == "report":
+        out(f"report: {jobs.report(**options)['out']}")
     else:
         out(jobs.metrics_line(jobs.evaluate(**options, **where)))
 

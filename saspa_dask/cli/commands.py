@@ -339,6 +339,24 @@ def evaluate_command(as_json, cluster, **options):
         click.echo(jobs.metrics_line(metrics))
 
 
+@main.command("report")
+@command_options(COMMANDS["report"])
+@job_errors
+def report_command(**options):
+    """An HTML page on MODEL, with plots: calibration (reliability or interval
+    coverage), learning, input relevances, residuals, EP diagnostics, drift.
+
+    With DATA (a store with targets, its columns matched to the model's by name) the
+    held-out sections use a sample of its rows; without it the page shows the model,
+    its learning, relevances and EP.  The page loads nothing from anywhere.
+    """
+    from .. import jobs
+
+    result = jobs.report(**options)
+    rows = f" ({result['rows']} rows of {options['data']})" if options["data"] else ""
+    click.echo(f"report: {result['out']}{rows}")
+
+
 @main.command("run")
 @click.argument("job", type=click.Path())
 @click.option("--force", is_flag=True, help="Run even if the job already completed "

@@ -38,7 +38,8 @@ def command_options(parameters):
 def _declared(p):
     """One parameter's click declaration."""
     if p.positional:
-        return click.argument(p.name, metavar=p.metavar, type=_click_type(p))
+        return click.argument(p.name, metavar=p.metavar, type=_click_type(p),
+                              required=p.required)
     default = p.default_in_jobs
     if p.kind is bool:
         if not p.negatable:

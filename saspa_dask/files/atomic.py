@@ -20,7 +20,7 @@ from .safe import write_new_text
 
 __all__ = ["aside", "aside_directory", "check_destination", "check_not_an_input", "move_into_place",
            "partial_copies", "reading", "recover_swap", "resolve_model_path", "tidy",
-           "write_latest"]
+           "write_latest", "write_text_file"]
 
 
 def aside_directory(path):
@@ -57,6 +57,24 @@ def move_into_place(tmp, path, overwrite):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_text_file(path, text, *, overwrite=False, what="a file"):
+    """Write a text file whole or not at all: a new hidden file beside ``path`` (never
+    through a link), renamed over it.  An existing file is replaced only if asked."""
+    path = Path(path)
+    if path.is_dir():
+        raise StoreError(f"{path}: a folder is in the way of {what}")
+    if path.exists() and not overwrite:
+        raise StoreError(f"{path} exists; pass overwrite to replace it")
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.partial")
+    try:
+        write_new_text(tmp, text, what)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def recover_swap(path):

@@ -20,7 +20,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..engines.chunks import is_lazy
+from ..files.atomic import write_text_file
 from .model_store import save_model
+from .report import model_report
 from .settings import execution_of
 from .validation import dense_rows
 
@@ -179,6 +181,44 @@ class PosteriorModel(BaseEstimator):
         Path
         """
         return save_model(self, path, overwrite=overwrite)
+
+
+    def report(self, X=None, y=None, *, path=None, overwrite=False, title=None):
+        """The model's report: one self-contained HTML page with pictures.
+
+        Calibration on ``X, y`` (a reliability diagram, or the coverage of
+        predictive intervals and the residuals), the held-out metrics with the base
+        rate, how learning went (energy and held-out metric against time), ARD
+        relevances by input name, residuals or probabilities against the most
+        relevant inputs, and EP's diagnostics (:mod:`saspa_dask.models.report`).
+
+        Parameters
+        ----------
+        X, y : array-like, optional
+            Held-out rows and targets (NumPy, or a sample of larger data); without
+            them the page has the model, learning, relevance and EP sections only.
+        path : str or Path, optional
+            Write the page there (whole or not at all).
+        overwrite : bool, default=False
+            Replace an existing file at ``path``.
+        title : str, optional
+
+        Returns
+        -------
+        str
+            The HTML document.
+        """
+        self._posterior()  # not fitted: sklearn's NotFittedError
+        if X is not None:
+            X = self._checked_rows(X)
+            X = np.asarray(X.compute() if hasattr(X, "compute") else X, dtype=np.float64)
+            y = np.asarray(y.compute() if hasattr(y, "compute") else y)
+            if y.shape != (X.shape[0],):
+                raise ValueError(f"y has shape {y.shape}; X has {X.shape[0]} rows")
+        page = model_report(self, X, y, title=title)
+        if path is not None:
+            write_text_file(path, page, overwrite=overwrite, what="the report")
+        return page
 
 
 def _latent_columns(fitted, Xb, rows):

@@ -1,0 +1,173 @@
+"""A model's report page (``model.report``, ``saspa report``): its numbers against the
+model's own predictions computed here, every image a PNG that decodes, nothing loaded
+from anywhere, and the job's refusals."""
+
+import base64
+import io
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+import in_process
+from saspa_dask import SASPAClassifier, SASPARegressor, jobs
+from saspa_dask.datasets import synthetic_two_class
+
+
+class _Page(HTMLParser):
+    """The page's table cells (header -> text), image sources and every URL-valued
+    attribute."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.cells, self.images, self.urls, self.headings = {}, [], [], []
+        self._tag, self._header = None, None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self._tag = tag
+        for name, value in attrs:
+            if name in ("src", "href", "action", "data"):
+                self.urls.append(value)
+        if tag == "img":
+            self.images.append(dict(attrs))
+
+    def handle_data(self, data):
+        if self._tag == "th":
+            self._header = data
+        elif self._tag == "td" and self._header is not None:
+            self.cells[self._header] = data
+            self._header = None
+        elif self._tag == "h2":
+            self.headings.append(data)
+
+
+def _check_images(page):
+    """Every image a PNG data URI that decodes to a picture; no other URL at all."""
+    from matplotlib.image import imread
+
+    assert page.images and all(img.get("alt") for img in page.images)
+    assert all(url.startswith("data:image/png;base64,") for url in page.urls)
+    for img in page.images:
+        picture = imread(io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1])),
+                         format="png")
+        assert picture.shape[0] > 100 and picture.shape[1] > 100
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    X, y = synthetic_two_class(3000, 4, seed=0)
+    model = SASPAClassifier(n_bases=16, random_state=0, max_hyper_iter=8).fit(
+        X[:2000], y[:2000], X_val=X[2000:], y_val=y[2000:])
+    return model, X[2000:], y[2000:]
+
+
+def test_a_classifiers_report_says_its_metrics_and_calibration(classifier, tmp_path):
+    model, X, y = classifier
+    text = model.report(X, y, path=tmp_path / "r.html")
+    assert (tmp_path / "r.html").read_text() == text
+    page = _Page(text)
+    _check_images(page)
+    assert page.headings == ["Model", "Held-out metrics", "Calibration", "Learning",
+                             "Input relevance",
+                             "Probabilities against the most relevant inputs", "EP"]
+    proba = model.predict_proba(X)
+    codes = (y == model.classes_[1]).astype(int)
+    assert float(page.cells["error"]) == pytest.approx(np.mean(model.predict(X) != y),
+                                                       rel=1e-5)
+    brier = np.mean((proba[:, 1] - codes) ** 2 + (proba[:, 0] - (1 - codes)) ** 2)
+    assert float(page.cells["Brier score"]) == pytest.approx(brier, rel=1e-5)
+    assert float(page.cells["error of always the commonest class"]) == pytest.approx(
+        min(codes.mean(), 1 - codes.mean()), rel=1e-5)
+    # the reliability table: each bin's rows, mean confidence and accuracy, here
+    confidence, right = proba.max(axis=1), proba.argmax(axis=1) == codes
+    edges = np.linspace(0.5, 1.0, 11)
+    total = 0
+    for a, b in zip(edges[:-1], edges[1:]):
+        inside = (confidence >= a) & ((confidence < b) if b < 1 else (confidence <= b))
+        key = f"{a:.2f}-{b:.2f}"
+        if not inside.any():
+            assert key not in page.cells
+            continue
+        total += inside.sum()
+        assert page.cells[key] == (f"{inside.sum()} rows, confidence "
+                                   f"{confidence[inside].mean():.3f}, accuracy "
+                                   f"{right[inside].mean():.3f}")
+    assert total == len(y)
+    assert page.cells["n sweeps"] == str(model.n_sweeps_)
+
+
+def test_a_regressors_report_says_its_interval_coverage(tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-3, 3, size=(1500, 2))
+    y = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.2 * rng.normal(size=1500)
+    model = SASPARegressor(n_bases=12, random_state=0, max_hyper_iter=10).fit(X[:1000],
+                                                                             y[:1000])
+    page = _Page(model.report(X[1000:], y[1000:]))
+    _check_images(page)
+    mean, std = model.predict(X[1000:], return_std=True)
+    z = np.abs(y[1000:] - mean) / std
+    for level in (0.5, 0.9, 0.95, 0.99):
+        share = np.mean(z <= norm.ppf(0.5 + level / 2))
+        assert page.cells[f"{level:.0%} interval"] == f"{share:.3f} of rows"
+    rmse = np.sqrt(np.mean((y[1000:] - mean) ** 2))
+    assert float(page.cells["rmse"]) == pytest.approx(rmse, rel=1e-5)
+
+
+def test_a_report_without_rows_shows_the_model_alone(classifier):
+    model, _, _ = classifier
+    page = _Page(model.report())
+    _check_images(page)
+    assert page.headings == ["Model", "Learning", "Input relevance", "EP"]
+    # relevances in the inputs' own units: 1 / lengthscale, most relevant first
+    order = np.argsort(model.lengthscale_)
+    for j in order:
+        assert page.cells[f"x{j}"].startswith(f"lengthscale {model.lengthscale_[j]:.4g}")
+
+
+def test_saspa_report_on_stores_and_its_refusals(tmp_path, threads_client):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(1200, 3))
+    y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
+    rows = ["income,age,score,label"] + [f"{a:.4f},{b:.4f},{c:.4f},{t}"
+                                         for (a, b, c), t in zip(X, y)]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", target="label")
+    jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=8, max_hyper_iter=5,
+               client=threads_client)
+    out = tmp_path / "report.html"
+    res = in_process.saspa("report", tmp_path / "m.zarr", tmp_path / "t.zarr", "--out", out,
+                           "--max-rows", 500)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == f"report: {out} (500 rows of {tmp_path / 't.zarr'})"
+    page = _Page(out.read_text())
+    _check_images(page)
+    assert page.cells["rows"] == "500"
+    assert {"income", "age", "score"} <= set(page.cells)  # relevances by column name
+    again = in_process.saspa("report", tmp_path / "m.zarr", "--out", out)
+    assert again.returncode == 1 and "exists; pass --overwrite" in again.stderr
+    assert _Page(out.read_text()).cells["rows"] == "500"  # the old page untouched
+    # rows to score: the training encoding, no target column
+    (tmp_path / "x.csv").write_text("\n".join(r.rsplit(",", 1)[0] for r in rows) + "\n")
+    jobs.ingest(tmp_path / "x.csv", tmp_path / "x.zarr", like=tmp_path / "t.zarr")
+    no_y = in_process.saspa("report", tmp_path / "m.zarr", tmp_path / "x.zarr", "--out",
+                            tmp_path / "n.html")
+    assert no_y.returncode == 1 and "no target column y" in no_y.stderr
+    assert not (tmp_path / "n.html").exists()
+
+
+def test_a_job_files_report_step_writes_the_page_once(tmp_path, classifier):
+    model, X, y = classifier
+    model.save(tmp_path / "m.zarr")
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    jobs.ingest(tmp_path / "d.npy", tmp_path / "d.zarr")
+    job = tmp_path / "job.toml"
+    job.write_text('[[steps]]\nkind = "report"\nmodel = "m.zarr"\ndata = "d.zarr"\n'
+                   'out = "page.html"\nmax_rows = 300\n')
+    first = in_process.saspa("run", job)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == f"report: {tmp_path / 'page.html'}"
+    assert _Page((tmp_path / "page.html").read_text()).cells["rows"] == "300"
+    again = in_process.saspa("run", job)
+    assert again.returncode == 0 and "nothing to do" in again.stderr
