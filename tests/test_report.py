@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+import browser
 import in_process
 from saspa_dask import SASPAClassifier, SASPARegressor, jobs
 from saspa_dask.datasets import synthetic_two_class
@@ -171,3 +172,25 @@ def test_a_job_files_report_step_writes_the_page_once(tmp_path, classifier):
     assert _Page((tmp_path / "page.html").read_text()).cells["rows"] == "300"
     again = in_process.saspa("run", job)
     assert again.returncode == 0 and "nothing to do" in again.stderr
+
+
+_IMAGES = "Array.from(document.images).map(i => [i.complete, i.naturalWidth])"
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="no chromium on this machine "
+                    "(Debian: apt-get install chromium)")
+def test_the_page_renders_in_a_headless_browser(classifier, tmp_path):
+    """In Chromium: no console or log error or warning (the page's policy refuses any
+    load from elsewhere: a refusal would be logged), and every image decoded.  The same
+    check fails a copy of the page with one image broken."""
+    model, X, y = classifier
+    good = tmp_path / "good.html"
+    model.report(X, y, path=good)
+    problems, images = browser.load(good.as_uri(), _IMAGES)
+    assert problems == []
+    assert len(images) == 5 and all(done and width > 100 for done, width in images)
+    broken = tmp_path / "broken.html"
+    broken.write_text(good.read_text().replace("base64,iVBOR", "base64,XXXX", 1)
+                      .replace("</body>", "<img src=\"https://example.org/x.png\"></body>"))
+    problems, images = browser.load(broken.as_uri(), _IMAGES)
+    assert problems and sum(width == 0 for _, width in images) == 2

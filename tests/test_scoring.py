@@ -72,6 +72,12 @@ def test_evaluate_matches_metrics_from_predictions(classification):
     assert metrics["rows"] == 12_000
     assert metrics["error"] == pytest.approx(np.mean(model.predict(X) != y), abs=1e-12)
     assert metrics["nlp"] == pytest.approx(-np.mean(np.log(p_true)), rel=1e-9)
+    # the error's context: always the commonest class; the Brier score of two classes
+    positive = np.mean(y == model.classes_[1])
+    assert metrics["base_error"] == pytest.approx(min(positive, 1 - positive), abs=1e-12)
+    is_positive = (y == model.classes_[1]).astype(float)
+    assert metrics["brier"] == pytest.approx(2 * np.mean((proba[:, 1] - is_positive) ** 2),
+                                             rel=1e-9)
 
 
 def test_regression_scores_and_metrics(tmp_path):

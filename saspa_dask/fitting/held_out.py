@@ -59,6 +59,19 @@ def metric_sums(posterior, X, y):
                       float(np.abs(resid).sum())]), None, None)
 
 
+def class_metrics(proba, codes):
+    """What a classifier's probabilities say beyond the error: the Brier score (the
+    mean over rows of the squared distance between the class probabilities and the
+    one-hot truth) and ``base_error``, the error of always predicting the commonest
+    class of these rows (the error's context)."""
+    proba = np.asarray(proba, dtype=np.float64)
+    codes = np.asarray(codes)
+    n_rows, n_classes = proba.shape
+    counts = np.bincount(codes, minlength=n_classes)
+    squared = (proba * proba).sum(axis=1) - 2.0 * proba[np.arange(n_rows), codes] + 1.0
+    return {"brier": float(squared.mean()), "base_error": 1.0 - counts.max() / n_rows}
+
+
 def metrics_from_sums(sums, is_classifier):
     """The metrics from summed :func:`metric_sums` terms: ``rows`` and ``error``,
     ``nlp`` (classifier) or ``rmse``, ``mae``, ``nlpd`` (regressor)."""

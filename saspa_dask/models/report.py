@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 import numpy as np
 from scipy.special import ndtri
 
-from ..fitting.held_out import metric_sums, metrics_from_sums
+from ..fitting.held_out import class_metrics, metric_sums, metrics_from_sums
 
 __all__ = ["model_report"]
 
@@ -163,10 +163,9 @@ def _metrics(fitted, X, y, source):
     metrics = metrics_from_sums(sums, fitted.is_classifier)
     rows = [(k, v) for k, v in metrics.items()]
     if fitted.is_classifier:
-        counts = np.bincount(codes, minlength=len(fitted.classes))
-        rows.append(("error of always the commonest class", 1.0 - counts.max() / len(codes)))
-        onehot = np.eye(len(fitted.classes))[codes]
-        rows.append(("Brier score", float(((proba - onehot) ** 2).sum(axis=1).mean())))
+        more = class_metrics(proba, codes)
+        rows += [("error of always the commonest class", more["base_error"]),
+                 ("Brier score", more["brier"])]
     where = f"on {source}, " if source else ""
     return _section("Held-out metrics",
                     _note(f"{where}{len(y)} rows"), _table(rows))

@@ -36,7 +36,7 @@ import zarr
 from dask import delayed
 
 from ..engines.chunks import chunk_bounds, spread_rows
-from ..fitting.held_out import metric_sums, metrics_from_sums
+from ..fitting.held_out import class_metrics, metric_sums, metrics_from_sums
 from ..fitting.posterior import label_text
 from .data_store import (check_identity, input_arrays, row_identity, store_identity,
                          unreadable_chunk)
@@ -363,7 +363,8 @@ def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
     dict
         Classification: ``error`` (rate), ``nlp`` (mean negative log probability of
         the true label), ``auc`` (:func:`area_under_roc`; None when the rows hold one
-        class).  Regression: ``rmse``, ``mae``, ``nlpd`` (mean negative log
+        class), ``brier`` and ``base_error`` (the error of always predicting the
+        commonest class: :func:`~saspa_dask.fitting.held_out.class_metrics`).  Regression: ``rmse``, ``mae``, ``nlpd`` (mean negative log
         predictive density of y, noise included).  Always ``rows`` and ``columns``
         (how the store's columns were matched to the model's, by name when both
         record them; ``columns=`` and ``inputs=`` as for :func:`score`).
@@ -389,6 +390,8 @@ def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
     metrics = metrics_from_sums(np.sum([r[0] for r in results], axis=0),
                                 fitted.is_classifier)
     if fitted.is_classifier:
-        metrics["auc"] = area_under_roc(np.concatenate([r[1] for r in results]),
-                                        np.concatenate([r[2] for r in results]))
+        proba = np.concatenate([r[1] for r in results])
+        codes = np.concatenate([r[2] for r in results])
+        metrics["auc"] = area_under_roc(proba, codes)
+        metrics.update(class_metrics(proba, codes))
     return {**metrics, "columns": match.describe()}
