@@ -39,7 +39,7 @@ _PUBLIC = {
     "StochasticLearning": ".models",
     "StoreError": ".files.errors",
     "greedy_bases": ".engines.greedy",
-    "greedy_fit": ".models.greedy_fit",
+    "greedy_fit": ".models.greedy_alternation",
     "ivm_bases": ".engines.ivm",
     "kmeans_bases": ".engines.kmeans",
     "load_model": ".models",

@@ -458,7 +458,7 @@ def test_greedy_selection_alternating_with_learning():
     fits on random rows learning the same kernel."""
     from saspa_dask import SASPARegressor
     from saspa_dask.engines.greedy import greedy_select
-    from saspa_dask.models.greedy_fit import greedy_fit
+    from saspa_dask import greedy_fit
 
     f, X, y, Xt = _one_bump(1000)
 

@@ -110,3 +110,17 @@ def test_both_engines_implement_the_protocol_the_driver_names():
     assert {"parallel_pass", "sequential_pass", "commit", "statistics"} <= members
     for name in members - {"is_cold", "n_rows", "blocks", "n_bases"}:
         assert callable(getattr(DaskEngine, name)), name
+
+
+def test_no_module_shadows_a_lazily_exported_name():
+    """A package that exports names on first use (PEP 562, ``_PUBLIC``) must have no
+    submodule of the same name: importing that submodule (a doctest run, a worker
+    unpickling a task) sets the package's attribute to the module, and the export
+    then calls a module (it did: ``jobs.report`` beside ``jobs/report.py``)."""
+    import importlib
+    import pkgutil
+
+    for name in ("saspa_dask", "saspa_dask.jobs", "saspa_dask.models", "saspa_dask.storage"):
+        package = importlib.import_module(name)
+        submodules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+        assert not submodules & set(package._PUBLIC), name

@@ -146,6 +146,13 @@ def test_saspa_report_on_stores_and_its_refusals(tmp_path, threads_client):
     _check_images(page)
     assert page.cells["rows"] == "500"
     assert {"income", "age", "score"} <= set(page.cells)  # relevances by column name
+    # saspa info says the lengthscales by column name too
+    from saspa_dask import load_model
+
+    lengthscale = load_model(tmp_path / "m.zarr").lengthscale_
+    shown = in_process.saspa("info", tmp_path / "m.zarr").stdout
+    assert ("lengthscales: " + ", ".join(f"{c} {v:.4g}" for c, v in zip(
+        ("income", "age", "score"), lengthscale))) in shown
     again = in_process.saspa("report", tmp_path / "m.zarr", "--out", out)
     assert again.returncode == 1 and "exists; pass --overwrite" in again.stderr
     assert _Page(out.read_text()).cells["rows"] == "500"  # the old page untouched

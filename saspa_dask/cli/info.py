@@ -23,8 +23,13 @@ def print_summary(summary, metrics_line):
                 "data_fingerprint"):
         click.echo(f"{key:>17}: {summary[key]}")
     if summary["lengthscale"] is not None:
-        click.echo(f"{'lengthscales':>17}: "
-                   + ", ".join(f"{v:.4g}" for v in summary["lengthscale"]))
+        values, columns = summary["lengthscale"], summary["columns"]
+        values = values if isinstance(values, list) else [values]
+        if columns is not None and len(columns) == len(values):  # said by column name
+            shown = ", ".join(f"{c} {v:.4g}" for c, v in zip(columns, values))
+        else:
+            shown = ", ".join(f"{v:.4g}" for v in values)
+        click.echo(f"{'lengthscales':>17}: {shown}")
     seconds = summary["train_seconds"]
     click.echo(f"{'training time':>17}: "
                + ("not recorded" if seconds is None else f"{seconds:.1f}s"))

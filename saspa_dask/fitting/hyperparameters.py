@@ -11,7 +11,7 @@ from ..core.likelihoods import Shifted
 from .basis_parameters import LearntBases, LearntFeatures
 
 __all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearntBoundWarning", "OFFSET_SPAN",
-           "OFFSET_UNIT", "bound_advice", "default_lengthscale", "resolve_lengthscale"]
+           "OFFSET_UNIT", "bound_advice", "by_input_name", "default_lengthscale", "resolve_lengthscale"]
 
 # natural ranges of likelihood parameters (label noise below one half)
 LIKELIHOOD_BOUNDS = {"label_noise": (1e-6, 0.45), "dof": (0.5, 1e3)}
@@ -226,6 +226,27 @@ _ADVICE = {
         f"the constant prior mean ran {OFFSET_SPAN:g} target standard deviations from the "
         "targets' mean: the targets may hold outliers or a sentinel value"),
 }
+
+
+def by_input_name(names, feature_names):
+    """Hyperparameter names with ``lengthscale[k]`` said as the lengthscale of input
+    ``k``'s column name, where the inputs have names.
+
+    Examples
+    --------
+    >>> by_input_name(["lengthscale[1]", "signal_variance"], ["age", "income"])
+    ["lengthscale of 'income'", 'signal_variance']
+    """
+    if feature_names is None:
+        return list(names)
+    named = []
+    for name in names:
+        if name.startswith("lengthscale[") and name.endswith("]"):
+            k = int(name[len("lengthscale["):-1])
+            if k < len(feature_names):
+                name = f"lengthscale of {str(feature_names[k])!r}"
+        named.append(name)
+    return named
 
 
 def bound_advice(names):

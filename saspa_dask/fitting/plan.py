@@ -24,7 +24,7 @@ from ..ep.approximation import approximation_named
 from ..ep.schedule import EPSchedule
 from .fit_run import FitRun
 from .held_out import HeldOutWatch
-from .hyperparameters import LearntBoundWarning, bound_advice
+from .hyperparameters import LearntBoundWarning, bound_advice, by_input_name
 from .posterior import FittedPosterior, stacked
 from .settings import Execution, StochasticLearning
 from .stages import check_init_sites
@@ -156,7 +156,8 @@ class FitPlan:
                                 start, sites)
         self._check_jitter(outcome)
         result = FitResult(posterior_of(outcome))
-        result.report = {**run.report, **self._report(outcome, X.shape[0], rows)}
+        result.report = {**run.report, **self._report(outcome, X.shape[0], rows,
+                                                      feature_names)}
         if run.watch is not None:  # the rows whose sites make the final model
             run.watch.measure(result.posterior,
                               rows=rows.size if run.sample_model else X.shape[0])
@@ -184,14 +185,16 @@ class FitPlan:
             frequencies=outcome.basis.frequencies, phases=outcome.basis.phases,
             approximation=approximation_named(self.approximation))
 
-    def _report(self, outcome, n_samples, rows):
-        """The learning and EP report of a fit (attribute name -> value)."""
+    def _report(self, outcome, n_samples, rows, feature_names=None):
+        """The learning and EP report of a fit (attribute name -> value); a warning
+        names the values learnt onto a bound (a lengthscale by its input's name)."""
         info = dict(outcome.info or {})
         if self.optimize_hyperparameters:
             info.update(learn_bases=self.learnt_bases,
                         n_rows_learnt=int(n_samples if rows is None else rows.size))
         if info.get("at_bounds"):
-            warnings.warn(bound_advice(info["at_bounds"]), LearntBoundWarning, stacklevel=6)
+            warnings.warn(bound_advice(by_input_name(info["at_bounds"], feature_names)),
+                          LearntBoundWarning, stacklevel=6)
         results = outcome.results
         one = len(results) == 1
         report = {

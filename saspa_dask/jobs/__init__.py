@@ -14,7 +14,7 @@ files are thin layers over them.
 - :mod:`~saspa_dask.jobs.scratch`: a job's scratch folder for its site stores;
 - :mod:`~saspa_dask.jobs.in_memory_demo`: the in-memory demonstration;
 - :mod:`~saspa_dask.jobs.scoring`: score, predict (a file, directly), evaluate;
-- :mod:`~saspa_dask.jobs.report`: report (a model's HTML page with plots);
+- :mod:`~saspa_dask.jobs.reporting`: report (a model's HTML page with plots);
 - :mod:`~saspa_dask.jobs.cluster`: Dask clients, TLS;
 - :mod:`~saspa_dask.jobs.task`: which task a target calls for;
 - :mod:`~saspa_dask.jobs.errors`: :class:`JobError`, interrupts.
@@ -28,7 +28,7 @@ _PUBLIC = {
     "JobError": ".errors", "dask_client": ".cluster", "demo": ".in_memory_demo",
     "describe": ".summary", "evaluate": ".scoring", "ingest": ".stores",
     "metrics_line": ".scoring", "not_converged_advice": ".training", "predict": ".scoring",
-    "report": ".report", "retrain": ".retraining",
+    "report": ".reporting", "retrain": ".retraining",
     "score": ".scoring", "split": ".stores", "tls_security": ".cluster", "train": ".training",
 }
 

@@ -12,7 +12,7 @@ The fit itself and the fitted posterior are the fitting layer's
   public SASPA estimators; :mod:`~saspa_dask.models.full_gp`: the dense full-GP EP;
 - :mod:`~saspa_dask.models.online`: Csató & Opper's sparse online GP estimators;
 - :mod:`~saspa_dask.models.ivm`: the informative vector machine (a baseline);
-- :mod:`~saspa_dask.models.greedy_fit`: greedy basis selection alternating with
+- :mod:`~saspa_dask.models.greedy_alternation`: greedy basis selection alternating with
   kernel learning;
 - :mod:`~saspa_dask.models.augmented`: augmented prediction over the training rows;
 - :mod:`~saspa_dask.models.validation`: input checks (lazy input in one pass);
@@ -33,7 +33,7 @@ _PUBLIC = {
     "FullGPClassifier": ".full_gp", "FullGPRegressor": ".full_gp", "IVMClassifier": ".ivm",
     "SASPAClassifier": ".classifier", "SASPARegressor": ".regressor",
     "SparseOnlineGPClassifier": ".online", "SparseOnlineGPRegressor": ".online",
-    "StochasticLearning": ".settings", "greedy_fit": ".greedy_fit", "load_model": ".loading", "save_model": ".model_store",
+    "StochasticLearning": ".settings", "greedy_fit": ".greedy_alternation", "load_model": ".loading", "save_model": ".model_store",
 }
 
 __all__ = sorted(_PUBLIC)

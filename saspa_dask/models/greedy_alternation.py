@@ -71,7 +71,7 @@ def greedy_fit(X, y, n_bases, *, rounds=3, criterion="evidence", n_candidates=59
     Examples
     --------
     >>> import numpy as np
-    >>> from saspa_dask.models.greedy_fit import greedy_fit
+    >>> from saspa_dask import greedy_fit
     >>> X = np.random.default_rng(0).uniform(-3, 3, size=(200, 1))
     >>> y = np.sin(2 * X[:, 0]) + 0.1 * np.random.default_rng(1).normal(size=200)
     >>> model, history = greedy_fit(X, y, 8, rounds=2, random_state=0)
