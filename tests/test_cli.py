@@ -259,3 +259,26 @@ def test_train_logs_the_sweeps_of_ep_on_all_rows_and_learnings_only_when_verbose
     assert len(sweep_lines(quiet)) == load_model(tmp_path / "q.zarr").n_sweeps_
     assert "iteration   1" in quiet.stderr  # learning is said by its iterations
     assert len(sweep_lines(loud)) > load_model(tmp_path / "v.zarr").n_sweeps_ + 3
+
+
+def test_info_describes_a_data_store(tmp_path):
+    """saspa info on a data store: rows, inputs, chunks, columns, target and classes,
+    where it came from, as ingest and split wrote them (counted here from the file)."""
+    rng = np.random.default_rng(4)
+    lines = ["key,height,weight,kind"] + [
+        f"k{i},{h:.3f},{w:.3f},{'cat' if h > w else 'dog'}"
+        for i, (h, w) in enumerate(rng.normal(size=(500, 2)))]
+    (tmp_path / "pets.csv").write_text("\n".join(lines) + "\n")
+    jobs.ingest(tmp_path / "pets.csv", tmp_path / "pets.zarr", id_column="key",
+                chunk_rows=128)
+    shown = _saspa("info", tmp_path / "pets.zarr")
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert "rows: 500 x 2 inputs in 4 chunk(s) of up to 128 rows, ids kept" in text
+    assert "columns: height, weight" in text and "target: kind (classes cat, dog)" in text
+    assert f"source: {tmp_path / 'pets.csv'}" in text
+    summary = json.loads(_saspa("info", tmp_path / "pets.zarr", "--json").stdout)
+    assert summary["kind"] == "data store" and summary["complete"] is True
+    assert summary["rows"] == 500 and summary["columns"] == ["height", "weight"]
+    missing = _saspa("info", tmp_path / "nowhere.zarr")
+    assert missing.returncode == 1 and "nowhere.zarr" in missing.stderr

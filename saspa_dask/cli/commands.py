@@ -24,7 +24,7 @@ import click
 
 from .._version import __version__
 from ..parameters import BLUR_CHOICES, COMMANDS
-from .info import print_summary
+from .info import print_data_summary, print_summary
 from .options import (SweepReporter, cluster_options, command_options, echo, job_errors,
                       take_old_flags)
 
@@ -370,15 +370,17 @@ def run_command(job, force):
 
 
 @main.command("info")
-@click.argument("model", type=click.Path())
+@click.argument("store", type=click.Path(), metavar="STORE")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
 @job_errors
-def info(model, as_json):
-    """Describe a model store."""
+def info(store, as_json):
+    """Describe a model store (or a latest pointer), or a data store."""
     from .. import jobs
 
-    summary = jobs.describe(model)
+    summary = jobs.describe(store)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
-        return
-    print_summary(summary, jobs.metrics_line)
+    elif summary.get("kind") == "data store":
+        print_data_summary(summary)
+    else:
+        print_summary(summary, jobs.metrics_line)

@@ -1,11 +1,11 @@
-"""``saspa info``'s text: a model store's summary (:func:`saspa_dask.jobs.describe`),
-one line a topic."""
+"""``saspa info``'s text: a model store's or a data store's summary
+(:func:`saspa_dask.jobs.describe`), one line a topic."""
 
 from __future__ import annotations
 
 import click
 
-__all__ = ["print_summary"]
+__all__ = ["print_data_summary", "print_summary"]
 
 # what learn_bases moved, for frequency features (saspa info)
 _LEARNT_PARTS = {
@@ -14,6 +14,28 @@ _LEARNT_PARTS = {
     ("fourier-global", "means"): "means (frequencies, phases)",
     ("fourier-global", "means+blur"): "means+blur (frequencies, phases, window)",
 }
+
+
+def print_data_summary(summary):
+    """Print a data store's summary (``kind`` "data store") line by line."""
+    def line(key, value):
+        click.echo(f"{key:>17}: {value}")
+
+    line("data store", summary["path"] + ("" if summary["complete"] else
+                                          "  (INCOMPLETE: its ingest did not finish)"))
+    rows, chunk = summary["rows"], summary["chunk_rows"]
+    chunks = -(-rows // chunk) if rows and chunk else 0
+    line("rows", f"{rows} x {summary['inputs']} inputs in {chunks} chunk(s) of up to "
+                 f"{chunk} rows" + (", ids kept" if summary["ids"] else ""))
+    line("columns", ", ".join(summary["columns"] or []) or "not recorded")
+    target = summary["target"]
+    classes = summary["target_classes"]
+    line("target", "none (rows to score)" if target is None else
+         str(target) + (f" (classes {', '.join(map(str, classes))})" if classes else ""))
+    for key in ("source", "split", "preprocessing", "drift", "notes", "fingerprint"):
+        if summary[key]:
+            line(key, summary[key] if not isinstance(summary[key], dict) else
+                 ", ".join(f"{k} {v}" for k, v in summary[key].items()))
 
 
 def print_summary(summary, metrics_line):

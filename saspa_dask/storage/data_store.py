@@ -17,8 +17,8 @@ from ..files.groups import chunk_counts, open_group
 from .columns import match_columns
 
 __all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_data_complete",
-           "check_identity", "input_arrays", "open_data_store", "row_identity",
-           "store_identity", "unreadable_chunk"]
+           "check_identity", "describe_data", "input_arrays", "is_data_store",
+           "open_data_store", "row_identity", "store_identity", "unreadable_chunk"]
 
 DATA_FORMAT = "saspa-data"
 FORMAT_VERSION = 3  # 3: row numbers, ids, imputation and column stats
@@ -172,3 +172,34 @@ def input_arrays(path, columns=None):
         check_chunks(path, group["y"], "y")
         y = da.from_zarr(str(path), component="y").rechunk({0: rows})
     return match.apply(X), y, match
+
+
+def is_data_store(path):
+    """Whether ``path`` is a folder holding a data store ingest wrote (by its format
+    attribute; a model store or anything else is not)."""
+    path = Path(path)
+    if not (path / "zarr.json").is_file():
+        return False
+    try:
+        return zarr.open_group(str(path), mode="r").attrs.get("format") == DATA_FORMAT
+    except Exception:  # not a zarr group: not a data store
+        return False
+
+
+def describe_data(path):
+    """A JSON-able summary of a data store (``saspa info DATA``): its rows, inputs and
+    columns, target and classes, chunking, where it came from (source file, split),
+    preprocessing, drift, notes and fingerprint, and whether it is complete."""
+    group = open_group(path, "data store")
+    attrs = dict(group.attrs)
+    keys = set(group.array_keys())
+    X = group["X"] if "X" in keys else None
+    return {
+        "kind": "data store", "path": str(path), "complete": attrs.get("complete") is True,
+        "rows": attrs.get("n_rows", None if X is None else int(X.shape[0])),
+        "inputs": None if X is None else int(X.shape[1]),
+        "columns": attrs.get("columns"), "target": attrs.get("target") if "y" in keys else None,
+        "target_classes": attrs.get("target_classes"),
+        "ids": "id" in keys, "chunk_rows": None if X is None else int(X.chunks[0]),
+        **{key: attrs.get(key) for key in ("source", "split", "preprocessing", "drift",
+                                           "notes", "fingerprint")}}
