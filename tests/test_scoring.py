@@ -97,6 +97,9 @@ def test_regression_scores_and_metrics(tmp_path):
     assert metrics["mae"] == pytest.approx(np.mean(np.abs(y - mean)), rel=1e-10)
     nlpd = -np.mean(-0.5 * np.log(2 * np.pi * std**2) - 0.5 * ((y - mean) / std) ** 2)
     assert metrics["nlpd"] == pytest.approx(nlpd, rel=1e-10)
+    # the RMSE's context: the best constant's (these rows' standard deviation), and R^2
+    assert metrics["base_rmse"] == pytest.approx(np.std(y), rel=1e-10)
+    assert metrics["r2"] == pytest.approx(1 - np.mean((y - mean) ** 2) / np.var(y), rel=1e-10)
 
 
 def test_bad_input_writes_nothing(classification, tmp_path):

@@ -43,8 +43,10 @@ class HeldOutError(ValueError):
 def metric_sums(posterior, X, y):
     """The additive terms of the held-out metrics on rows ``X`` (NumPy) with targets
     ``y``: ``(sums, proba, codes)``, ``sums`` = [rows, errors (classifier) or squared
-    residuals, sum of -log p(y), sum of |residual|]; ``proba`` and ``codes`` (class
-    probabilities and each row's class index, for the AUC) for a classifier, else None.
+    residuals, sum of -log p(y), sum of |residual|, and for a regressor the sums of
+    y - c and (y - c)^2, c the model's offset (their spread: the best constant's
+    error)]; ``proba`` and ``codes`` (class probabilities and each row's class index,
+    for the AUC) for a classifier, else None.
     """
     y = np.asarray(y)
     mean, var = posterior.latent(X)  # once: the kernel block is the cost
@@ -53,10 +55,14 @@ def metric_sums(posterior, X, y):
         proba = posterior.class_probabilities(mean, var)
         codes = posterior.class_codes(y)
         errors = float((proba.argmax(axis=1) != codes).sum())
-        return np.array([len(y), errors, -log_p.sum(), 0.0]), proba, codes
+        return np.array([len(y), errors, -log_p.sum(), 0.0, 0.0, 0.0]), proba, codes
     resid = y - posterior.point_prediction(mean, var)[:, 0]
+    # shifted by the offset (the training mean): no cancellation in the spread of
+    # targets far from zero
+    centred = y - float(np.mean(posterior.offset))
     return (np.array([len(y), float((resid ** 2).sum()), -log_p.sum(),
-                      float(np.abs(resid).sum())]), None, None)
+                      float(np.abs(resid).sum()), float(centred.sum()),
+                      float((centred ** 2).sum())]), None, None)
 
 
 def class_metrics(proba, codes):
@@ -72,13 +78,20 @@ def class_metrics(proba, codes):
     return {"brier": float(squared.mean()), "base_error": 1.0 - counts.max() / n_rows}
 
 
-def metrics_from_sums(sums, is_classifier):
+def metrics_from_sums(sums, is_classifier, context=False):
     """The metrics from summed :func:`metric_sums` terms: ``rows`` and ``error``,
-    ``nlp`` (classifier) or ``rmse``, ``mae``, ``nlpd`` (regressor)."""
-    n, a, nlp, c = (float(v) for v in sums)
+    ``nlp`` (classifier) or ``rmse``, ``mae``, ``nlpd`` (regressor); with ``context``
+    a regressor's ``base_rmse`` too (the RMSE of always predicting these rows' mean)
+    and ``r2`` (1 - MSE / their variance; None when they do not vary)."""
+    n, a, nlp, c, sy, syy = (float(v) for v in sums)
     if is_classifier:
         return {"rows": int(n), "error": a / n, "nlp": nlp / n}
-    return {"rows": int(n), "rmse": float(np.sqrt(a / n)), "mae": c / n, "nlpd": nlp / n}
+    metrics = {"rows": int(n), "rmse": float(np.sqrt(a / n)), "mae": c / n, "nlpd": nlp / n}
+    if context:
+        spread = max(syy / n - (sy / n) ** 2, 0.0)
+        metrics.update(base_rmse=float(np.sqrt(spread)),
+                       r2=1.0 - (a / n) / spread if spread > 0 else None)
+    return metrics
 
 
 def _sums(posterior, X, y):

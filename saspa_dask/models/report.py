@@ -160,7 +160,7 @@ def _training_rows(model):
 
 def _metrics(fitted, X, y, source):
     sums, proba, codes = metric_sums(fitted, X, y)
-    metrics = metrics_from_sums(sums, fitted.is_classifier)
+    metrics = metrics_from_sums(sums, fitted.is_classifier, context=True)
     rows = [(k, v) for k, v in metrics.items()]
     if fitted.is_classifier:
         more = class_metrics(proba, codes)

@@ -365,7 +365,8 @@ def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
         the true label), ``auc`` (:func:`area_under_roc`; None when the rows hold one
         class), ``brier`` and ``base_error`` (the error of always predicting the
         commonest class: :func:`~saspa_dask.fitting.held_out.class_metrics`).  Regression: ``rmse``, ``mae``, ``nlpd`` (mean negative log
-        predictive density of y, noise included).  Always ``rows`` and ``columns``
+        predictive density of y, noise included), ``base_rmse`` (of always predicting
+        these rows' mean) and ``r2``.  Always ``rows`` and ``columns``
         (how the store's columns were matched to the model's, by name when both
         record them; ``columns=`` and ``inputs=`` as for :func:`score`).
     """
@@ -388,7 +389,7 @@ def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
     if problems:
         raise StoreError(f"{data}: " + "; ".join(problems[:3]))
     metrics = metrics_from_sums(np.sum([r[0] for r in results], axis=0),
-                                fitted.is_classifier)
+                                fitted.is_classifier, context=True)
     if fitted.is_classifier:
         proba = np.concatenate([r[1] for r in results])
         codes = np.concatenate([r[2] for r in results])
