@@ -8,8 +8,10 @@ counts, sums and squared errors: over all rows up to ``lloyd_rows`` (default
 :data:`LLOYD_ROWS`), and beyond that over a seeded uniform sample of that many rows
 (each pass over 10^6 rows cost more than the sample's whole polish, for centres that
 a fit then moves anyway: ``benchmarks/RESULTS.md``, "K-means on a sample").  Empty
-clusters are relocated deterministically; one more pass gives the cluster scatter for the blur covariances
-(:func:`saspa_dask.core.bases.shrunk_covariances`), always over all rows.
+clusters are relocated deterministically; one more pass over the same rows gives the
+cluster means and scatter for the blur covariances
+(:func:`saspa_dask.core.bases.shrunk_covariances`).  Beyond ``lloyd_rows`` the data
+is read once, for the sample, and the start's rows are drawn from it.
 
 Why not dask-ml's KMeans: LESSONS.md lists its breakages with current scikit-learn
 (k-means++ start fails, k-means|| pads with random rows, empty clusters collapse to the
@@ -153,7 +155,7 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
     info : dict
         ``n_iter``, ``inertia`` (sum of squared distances), ``converged``,
         ``n_relocated`` (empty clusters moved), ``n_empty_dropped``, ``sample_size``,
-        ``lloyd_rows``.
+        ``lloyd_rows`` (the rows the Lloyd passes, the means and the scatter are of).
     """
     from sklearn.cluster import kmeans_plusplus
 
@@ -163,7 +165,10 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
         raise ValueError(f"n_bases={n_clusters} exceeds n_samples={N}")
     rng = np.random.default_rng(seed_from(random_state))
     n_sample = min(N, sample_size or max(10_000, 20 * n_clusters))
-    sample = rows.sample(n_sample, rng)
+    cap = max(LLOYD_ROWS, 100 * n_clusters) if lloyd_rows is None else int(lloyd_rows)
+    lloyd = rows if N <= cap else _Rows(rows.sample(cap, rng))  # one read of the data
+    n_sample = min(n_sample, lloyd.X.shape[0])
+    sample = lloyd.sample(n_sample, rng)
     offset = sample.mean(axis=0)
     sample = sample - offset
     scale = max(float(sample.var(axis=0).mean()), 1e-300)
@@ -171,11 +176,10 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
     k_start = min(n_clusters, len(unique))
     centres, _ = kmeans_plusplus(unique, k_start, random_state=int(rng.integers(2**31 - 1)))
     centres = _lloyd_on_sample(unique, centres)
-    cap = max(LLOYD_ROWS, 100 * n_clusters) if lloyd_rows is None else int(lloyd_rows)
-    lloyd = rows if N <= cap else _Rows(rows.sample(cap, rng))
     centres, n_iter, inertia, converged, n_relocated = _lloyd_passes(
         lloyd, centres, offset, sample, max_iter, tol * scale)
-    counts, sums, scatter, total, total_sq = rows.total(_scatter_chunk, centres, offset)
+    counts, sums, scatter, total, total_sq = lloyd.total(_scatter_chunk, centres, offset)
+    N = lloyd.X.shape[0]  # the rows the means and scatter are of
     keep = counts > 0
     counts, sums, scatter, centres = counts[keep], sums[keep], scatter[keep], centres[keep]
     means = sums / counts[:, None]
