@@ -68,10 +68,11 @@ def model_report(model, X=None, y=None, *, title=None, drift=None, source=None):
     if X is not None:
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y)
-        sections += [_metrics(fitted, X, y, source), _calibration(fitted, X, y)]
+        moments = fitted.latent(X)  # once: the kernel block is the cost
+        sections += [_metrics(fitted, X, y, source), _calibration(fitted, moments, y)]
     sections += [_learning(model), _relevance(fitted, names, X)]
     if X is not None:
-        sections.append(_against_inputs(fitted, X, y, names))
+        sections.append(_against_inputs(fitted, moments, X, y, names))
     sections += [_ep_diagnostics(model), _drift(drift)]
     title = title or f"{type(model).__name__} report"
     return _page(title, [s for s in sections if s])
@@ -96,8 +97,8 @@ def _section(heading, *parts):
 
 def _table(rows):
     cells = "".join(
-        f"<tr><th>{html.escape(str(k))}</th><td class=\"n\">{html.escape(_text(v))}</td></tr>"
-        for k, v in rows)
+        f"<tr><th>{html.escape(str(k))}</th>"
+        f"<td class=\"n\">{html.escape(_text(v))}</td></tr>" for k, v in rows)
     return f"<table>{cells}</table>"
 
 
@@ -171,8 +172,8 @@ def _metrics(fitted, X, y, source):
                     _note(f"{where}{len(y)} rows"), _table(rows))
 
 
-def _calibration(fitted, X, y):
-    mean, var = fitted.latent(X)
+def _calibration(fitted, moments, y):
+    mean, var = moments
     if fitted.is_classifier:
         return _reliability(fitted.class_probabilities(mean, var), fitted.class_codes(y))
     return _coverage(fitted, mean, var, np.asarray(y, dtype=np.float64))
@@ -260,7 +261,8 @@ def _relevance(fitted, names, X):
     lengthscale = np.broadcast_to(np.asarray(fitted.lengthscale, float),
                                   (fitted.means.shape[1],))
     if X is not None:
-        relevance, what = X.std(axis=0) / lengthscale, "input standard deviation / lengthscale"
+        relevance = X.std(axis=0) / lengthscale
+        what = "input standard deviation / lengthscale"
     else:
         relevance, what = 1.0 / lengthscale, "1 / lengthscale (in each input's own units)"
     order = np.argsort(-relevance)[:MAX_INPUTS_SHOWN]
@@ -270,27 +272,28 @@ def _relevance(fitted, names, X):
     ax.set(xlabel=what, title="Which inputs matter")
     rows = [(names[j], f"lengthscale {lengthscale[j]:.4g}, relevance {relevance[j]:.4g}")
             for j in order]
-    shown = "" if len(order) == len(names) else f" (the {len(order)} most relevant of {len(names)})"
+    shown = ("" if len(order) == len(names)
+             else f" (the {len(order)} most relevant of {len(names)})")
     return _section("Input relevance", _image(fig, "input relevances"),
                     _note(f"relevance: {what}{shown}"), _table(rows))
 
 
-def _against_inputs(fitted, X, y, names):
+def _against_inputs(fitted, moments, X, y, names):
     lengthscale = np.broadcast_to(np.asarray(fitted.lengthscale, float), (X.shape[1],))
     top = np.argsort(-(X.std(axis=0) / lengthscale))[:SCATTER_INPUTS]
-    mean, var = fitted.latent(X)
+    mean, var = moments
+    if fitted.is_classifier:
+        codes = fitted.class_codes(y)
+        shown = fitted.class_probabilities(mean, var)[np.arange(len(codes)), codes]
+        label = "probability of the true class"
+    else:
+        shown, label = y - fitted.point_prediction(mean, var)[:, 0], "residual"
     fig, axes = _figure(columns=len(top))
     for ax, j in zip(axes, top):
-        if fitted.is_classifier:
-            proba = fitted.class_probabilities(mean, var)
-            codes = fitted.class_codes(y)
-            ax.scatter(X[:, j], proba[np.arange(len(codes)), codes], s=4, alpha=0.4)
-            ax.set(ylabel="probability of the true class")
-        else:
-            ax.scatter(X[:, j], y - fitted.point_prediction(mean, var)[:, 0], s=4, alpha=0.4)
+        ax.scatter(X[:, j], shown, s=4, alpha=0.4)
+        if not fitted.is_classifier:
             ax.axhline(0.0, color="0.6", lw=1)
-            ax.set(ylabel="residual")
-        ax.set(xlabel=names[j])
+        ax.set(xlabel=names[j], ylabel=label)
     heading = "Probabilities" if fitted.is_classifier else "Residuals"
     return _section(f"{heading} against the most relevant inputs",
                     _image(fig, f"{heading.lower()} against inputs"))
