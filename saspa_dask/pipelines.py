@@ -39,6 +39,7 @@ import os
 import re
 import string
 import tomllib
+import time
 import uuid
 from pathlib import Path
 
@@ -311,6 +312,10 @@ def _previous_state(state_path):
     return state if isinstance(state, dict) else {}
 
 
+# a step's settings that name what it writes (the job's outputs)
+_OUTPUT_KEYS = ("out", "train_out", "test_out", "latest")
+
+
 def run_job(path, *, force=False, echo=print, out=print):
     """Run a job file's steps in order (see the module docstring).
 
@@ -344,23 +349,41 @@ def run_job(path, *, force=False, echo=print, out=print):
              "running it again")
     _check_state_writable(state_path)
     options = _cluster_options(cluster)
+    done = []
     for i, (step, template) in enumerate(zip(steps, templates), start=1):
         kind = step["kind"]
         settings = _resolve(template, base, now)
         echo(f"job {job['name']}: step {i}/{len(steps)}: saspa {_command_line(kind, settings)}")
+        began = time.perf_counter()
         try:
             _run_step(kind, settings, options, echo, out)
         except (ValueError, OSError) as err:  # JobError, StoreError, a file system error
             raise JobError(f"job {path} failed: step {i} ({kind}): {err}") from None
+        done.append({"step": i, "kind": kind, "seconds": time.perf_counter() - began,
+                     "output": next((str(settings[k]) for k in _OUTPUT_KEYS
+                                     if settings.get(k)), None)})
+    for line in step_table(job["name"], done):
+        echo(line)
     # Inputs as the job left them (it may move `latest` or rewrite a store it reads):
     # the next run is a no-op while they stay so.
     signatures = [_signature(s["kind"], _resolve(t, base, now), t)
                   for s, t in zip(steps, templates)]
     outputs = [settings[k] for settings in (_resolve(t, base, now) for t in templates)
-               for k in ("out", "train_out", "test_out", "latest") if k in settings]
+               for k in _OUTPUT_KEYS if k in settings]
     state = {"completed": True, "signatures": signatures, "outputs": outputs,
              "finished": now.isoformat()}
     tmp = state_path.with_name(f"{state_path.name}.{uuid.uuid4().hex[:8]}")
     write_new_text(tmp, json.dumps(state, indent=2), "the job's state file")
     os.replace(tmp, state_path)
-    return {"ran": [s["kind"] for s in steps], "skipped": False}
+    return {"ran": [s["kind"] for s in steps], "skipped": False, "steps": done}
+
+
+def step_table(name, done):
+    """The lines said at the end of a job: each step's kind, seconds and output."""
+    total = sum(d["seconds"] for d in done)
+    width = max([len(d["kind"]) for d in done] + [4])
+    lines = [f"job {name}: {len(done)} step(s) done in {total:.1f}s",
+             f"  step  {'kind':<{width}}  seconds  output"]
+    lines += [f"  {d['step']:>4}  {d['kind']:<{width}}  {d['seconds']:7.1f}  "
+              f"{d['output'] or '-'}" for d in done]
+    return lines

@@ -177,6 +177,12 @@ def test_a_job_files_report_step_writes_the_page_once(tmp_path, classifier):
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == f"report: {tmp_path / 'page.html'}"
     assert _Page((tmp_path / "page.html").read_text()).cells["rows"] == "300"
+    # the job's step table: its one step, what it wrote
+    table = first.stderr.strip().splitlines()[-3:]
+    assert table[0].startswith("job job: 1 step(s) done in ")
+    assert table[1].split() == ["step", "kind", "seconds", "output"]
+    assert table[2].split()[:2] == ["1", "report"]
+    assert table[2].split()[-1] == str(tmp_path / "page.html")
     again = in_process.saspa("run", job)
     assert again.returncode == 0 and "nothing to do" in again.stderr
 
