@@ -282,3 +282,26 @@ def test_info_describes_a_data_store(tmp_path):
     assert summary["rows"] == 500 and summary["columns"] == ["height", "weight"]
     missing = _saspa("info", tmp_path / "nowhere.zarr")
     assert missing.returncode == 1 and "nowhere.zarr" in missing.stderr
+
+
+def test_train_and_run_print_json_when_asked(tmp_path):
+    """--json: one JSON object on stdout, whose numbers are the saved model's."""
+    from saspa_dask import load_model
+
+    X, y = synthetic_two_class(600, 2, seed=5)
+    data = _ingested(tmp_path, X, y)
+    res = _saspa("train", str(data), "--out", str(tmp_path / "m.zarr"), "--n-bases", "8",
+                 "--max-hyper-iter", "3", "--json")
+    assert res.returncode == 0, res.stderr
+    result = json.loads(res.stdout)
+    model = load_model(tmp_path / "m.zarr")
+    assert result["out"] == str(tmp_path / "m.zarr") and result["converged"] is True
+    assert result["n_sweeps"] == model.n_sweeps_
+    assert result["log_evidence"] == model.log_evidence_
+    job = tmp_path / "job.toml"
+    job.write_text(f'[[steps]]\nkind = "evaluate"\nmodel = "m.zarr"\ndata = "{data.name}"\n')
+    ran = _saspa("run", str(job), "--json")
+    assert ran.returncode == 0, ran.stderr
+    summary = json.loads(ran.stdout)
+    assert summary["skipped"] is False and [s["kind"] for s in summary["steps"]] == ["evaluate"]
+    assert "on " in ran.stderr  # the step's own line moved to stderr

@@ -233,7 +233,7 @@ def test_one_table_drives_every_command_its_job_function_and_its_toml_step():
     from saspa_dask.pipelines import STEP_OPTIONS
 
     cluster = {p.name for p in CLUSTER_PARAMETERS}
-    cli_only = {"evaluate": {"as_json"}}
+    cli_only = {"evaluate": {"as_json"}, "train": {"as_json"}, "retrain": {"as_json"}}
     for kind, table in COMMANDS.items():
         names = {p.name for p in table}
         command = main.commands[kind]

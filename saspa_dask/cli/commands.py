@@ -214,11 +214,17 @@ def split_command(**options):
                f"(seed {options['seed']})")
 
 
+_JSON = click.option("--json", "as_json", is_flag=True,
+                     help="Print the result as one JSON object (the progress lines stay "
+                     "on stderr).")
+
+
 @main.command("train")
 @command_options(COMMANDS["train"])
+@_JSON
 @cluster_options
 @job_errors
-def train(cluster, **options):
+def train(cluster, as_json, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Classification with more than two classes is one-vs-rest on shared bases.
@@ -226,27 +232,36 @@ def train(cluster, **options):
     from .. import jobs
 
     options = take_old_flags(COMMANDS["train"], options)
-    _report_model(_with_sweeps(jobs.train, options["tol"], **cluster, **options))
+    _report_model(_with_sweeps(jobs.train, options["tol"], **cluster, **options), as_json)
 
 
-def _report_model(result):
+def _report_model(result, as_json=False):
     from ..jobs import metrics_line
 
     model = result["model"]
-    click.echo(f"model: {result['out']}  sweeps {model.n_sweeps_}  converged "
-               f"{model.converged_}  log evidence {model.log_evidence_:.6g}  invalid "
-               f"cavities {model.n_invalid_cavities_}  {result['seconds']:.1f}s")
-    if result.get("metrics"):
-        click.echo("held out: " + metrics_line(result["metrics"]))
+    if as_json:
+        click.echo(json.dumps({
+            "out": str(result["out"]), "seconds": result["seconds"],
+            "converged": bool(result["converged"]), "n_sweeps": int(model.n_sweeps_),
+            "log_evidence": float(model.log_evidence_),
+            "n_invalid_cavities": int(model.n_invalid_cavities_),
+            "metrics": result.get("metrics")}))
+    else:
+        click.echo(f"model: {result['out']}  sweeps {model.n_sweeps_}  converged "
+                   f"{model.converged_}  log evidence {model.log_evidence_:.6g}  invalid "
+                   f"cavities {model.n_invalid_cavities_}  {result['seconds']:.1f}s")
+        if result.get("metrics"):
+            click.echo("held out: " + metrics_line(result["metrics"]))
     if not result["converged"]:
         sys.exit(3)
 
 
 @main.command("retrain")
 @command_options(COMMANDS["retrain"])
+@_JSON
 @cluster_options
 @job_errors
-def retrain(cluster, **options):
+def retrain(cluster, as_json, **options):
     """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
 
     Starts from the old model's bases and hyperparameters (bases refitted with
@@ -260,7 +275,7 @@ def retrain(cluster, **options):
     from .. import jobs
 
     tol = options["tol"] if options["tol"] is not None else 1e-6
-    _report_model(_with_sweeps(jobs.retrain, tol, **options, **cluster))
+    _report_model(_with_sweeps(jobs.retrain, tol, **options, **cluster), as_json)
 
 
 def _with_sweeps(job, sweep_tol, /, **arguments):
@@ -361,12 +376,16 @@ def report_command(**options):
 @click.argument("job", type=click.Path())
 @click.option("--force", is_flag=True, help="Run even if the job already completed "
               "with the same inputs.")
+@_JSON
 @job_errors
-def run_command(job, force):
-    """Run a declarative job file (TOML): ingest / train / retrain / score / evaluate."""
+def run_command(job, force, as_json):
+    """Run a declarative job file (TOML): ingest, split, train, retrain, score,
+    predict, evaluate and report steps, then a table of the steps run."""
     from ..pipelines import run_job
 
-    run_job(job, force=force, echo=echo, out=click.echo)
+    result = run_job(job, force=force, echo=echo, out=echo if as_json else click.echo)
+    if as_json:
+        click.echo(json.dumps(result))
 
 
 @main.command("info")
