@@ -419,3 +419,48 @@ def test_like_a_model_encodes_a_grown_file_as_its_training_data(people_store, tm
     np.testing.assert_array_equal(new["X"][len(rows) - 1], [50.0, *[0.0] * cities, 0.5])
     assert new.attrs["drift"]["city"]["unseen_categories"] == 1
     assert new.attrs["like"] == str((d / "t-train.zarr").resolve())  # whose encoding
+
+
+def _days(text):
+    """Days since 1970-01-01 of an ISO date or date-time (with an offset: UTC), by
+    NumPy's datetime64, written apart from the package's parser."""
+    if text[-6] in "+-" and text[-3] == ":":  # an offset: back to UTC
+        sign = 1 if text[-6] == "+" else -1
+        shift = np.timedelta64(int(text[-5:-3]) * 60 + int(text[-2:]), "m") * sign
+        moment = np.datetime64(text[:-6]) - shift
+    else:
+        moment = np.datetime64(text)
+    return (moment - np.datetime64("1970-01-01T00:00")) / np.timedelta64(1, "D")
+
+
+def test_date_columns_become_days_and_new_dates_count_as_drift(tmp_path):
+    """An ISO date column is one number (days since 1970-01-01), not one-hot columns
+    of dates; the encoding is reapplied by --like, where later dates are drift above
+    the training range and a value that is not a date is an error naming the column.
+    A text column with one value that is not a date stays text."""
+    dates = ["2024-01-05", "2024-02-10 12:00:00", "2023-12-31", "", "2024-03-05T14:30+02:00"]
+    rows = [["when", "size", "note", "price"]] + [
+        [d, f"{k + 1.5}", "2024-01-01" if k else "soon", f"{100 + k}"]
+        for k, d in enumerate(dates)]
+    write_table(tmp_path / "t.csv", rows)
+    saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "t.zarr", "--missing", "impute",
+          "--text", "onehot")
+    group = zarr.open_group(str(tmp_path / "t.zarr"), mode="r")
+    assert group.attrs["columns"] == ["when", "size", "note=2024-01-01", "note=soon"]
+    known = [_days(d) for d in dates if d]
+    when = group["X"][:, 0]
+    np.testing.assert_allclose(when[[0, 1, 2, 4]], known, rtol=0, atol=1e-9)
+    assert when[3] == float(np.median(known))  # imputed: the dates' median
+    assert group.attrs["preprocessing"]["date_columns"] == ["when"]
+    new = [["when", "size", "note", "price"], ["2024-06-01", "2", "soon", "1"]]
+    write_table(tmp_path / "new.csv", new)
+    res = saspa("ingest", tmp_path / "new.csv", "--out", tmp_path / "new.zarr", "--like",
+                tmp_path / "t.zarr")
+    again = zarr.open_group(str(tmp_path / "new.zarr"), mode="r")
+    assert again["X"][0, 0] == _days("2024-06-01")
+    assert again.attrs["drift"]["when"]["above_range"] == 1
+    assert "drift: column 'when'" in res.stderr
+    write_table(tmp_path / "bad.csv", new + [["next week", "2", "soon", "1"]])
+    bad = saspa("ingest", tmp_path / "bad.csv", "--out", tmp_path / "bad.zarr", "--like",
+                tmp_path / "t.zarr", check=False)
+    assert bad.returncode == 1 and "column 'when' holds dates" in bad.stderr

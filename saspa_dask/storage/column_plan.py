@@ -11,7 +11,7 @@ training rows had no missing value there: all zeros, counted as drift).
 from __future__ import annotations
 
 from ..files.errors import StoreError
-from .survey import MAX_CATEGORIES, MISSING, parse_token
+from .survey import MAX_CATEGORIES, MISSING, parse_date, parse_token
 
 __all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "ZEROS", "encode_row", "feature_names",
            "named_columns", "plan_columns", "target_index"]
@@ -51,6 +51,8 @@ def _plan_one(survey, j, missing, text):
         return None, (f"column {name!r} has {n_missing} missing values in "
                       f"{survey.n_rows} rows; use missing='drop-rows' or 'impute' "
                       "(--missing drop-rows / impute)")
+    if cats and survey.is_date(j):  # days since 1970-01-01, whatever the text policy
+        return (j, "date", None, survey.median(j) if missing == "impute" else None), None
     if not cats:
         if missing == "impute" and survey.median(j) is None:
             return None, (f"column {name!r} has no values to impute from (all "
@@ -78,7 +80,7 @@ def _plan_one(survey, j, missing, text):
 def feature_names(header, plan):
     names = []
     for j, kind, cats, _ in plan:
-        if kind == "numeric":
+        if kind in ("numeric", "date"):
             names.append(header[j])
         else:
             names.extend(f"{header[j]}={c}" for c in cats)
@@ -102,6 +104,9 @@ def encode_row(row, plan, target_index, target_codes):
             return None
         if kind == "numeric":
             out.append(fill if what is MISSING else value)
+            continue
+        if kind == "date":
+            out.append(fill if what is MISSING else parse_date(value))
             continue
         hot = [0.0] * len(cats)
         position = fill if what is MISSING else cats.get(row[j].strip(), ZEROS)

@@ -1,7 +1,8 @@
 """A data store's encoding, reapplied to new data (``saspa ingest NEW --like STORE``).
 
 A store written by ingest records how its file was encoded: its input columns (numeric
-ones by name, one-hot ones as ``name=category``), the target column and its text labels
+ones by name, one-hot ones as ``name=category``, date columns by name in
+``date_columns``), the target column and its text labels
 (``target_classes``), the id and excluded columns, the missing-value rule with its
 imputation values, and each column's range and missing count (``column_stats``, the
 reference for drift counts).  :func:`plan_like` turns that record
@@ -33,6 +34,7 @@ def like_encoding(group_attrs, like):
     return {"columns": list(group_attrs["columns"]), "target": group_attrs.get("target"),
             "target_classes": group_attrs.get("target_classes"),
             "missing": pre.get("missing", "error"), "onehot": pre.get("onehot") or {},
+            "dates": list(pre.get("date_columns") or []),
             "dropped": list(pre.get("dropped_text_columns") or []),
             "id_column": pre.get("id_column"), "excluded": list(pre.get("excluded") or []),
             "impute": pre.get("impute") or {}, "column_stats": pre.get("column_stats") or {},
@@ -62,6 +64,8 @@ def _origins(encoding):
         seen.add(source)
         if source in encoding["onehot"]:
             plan.append((source, "onehot", list(encoding["onehot"][source])))
+        elif source in encoding["dates"]:
+            plan.append((source, "date", None))
         else:
             plan.append((source, "numeric", None))
     return plan
@@ -103,6 +107,9 @@ def plan_like(encoding, survey, path, unknown="error"):
         if kind == "numeric" and seen:
             problems.append(f"column {name!r} is numeric in {encoding['like']} but holds "
                             f"text here (e.g. {next(iter(seen))!r})")
+        elif kind == "date" and (survey.n_numbers[j] or not survey.all_dates[j]):
+            problems.append(f"column {name!r} holds dates in {encoding['like']} but here "
+                            "also other text or numbers (dates are ISO 8601: 2024-03-05)")
         elif kind == "onehot":
             new = sorted(set(seen) - set(cats))
             if new and unknown == "error":
@@ -124,7 +131,7 @@ def _fill(encoding, name, kind, cats):
     :mod:`~saspa_dask.storage.column_plan`)."""
     if encoding["missing"] != "impute":
         return None
-    if kind == "numeric":
+    if kind in ("numeric", "date"):
         return encoding["impute"][name]
     return cats.index(MISSING_CATEGORY) if MISSING_CATEGORY in cats else ZEROS
 

@@ -265,6 +265,7 @@ def _preprocessing(survey, plan, encoding, options, missing, text, dropped, id_a
     header = survey.header
     if encoding is not None:
         keep = {k: encoding[k] for k in ("onehot", "impute", "column_stats", "excluded")}
+        keep["date_columns"] = encoding["dates"]
         return {**keep, "missing": missing, "rows_dropped_for_missing": dropped,
                 "text": text, "dropped_text_columns": encoding["dropped"],
                 "id_column": encoding["id_column"] if id_at is not None else None,
@@ -273,8 +274,9 @@ def _preprocessing(survey, plan, encoding, options, missing, text, dropped, id_a
     return {
         "missing": missing, "rows_dropped_for_missing": dropped, "text": text,
         "onehot": {header[j]: cats for j, kind, cats, _ in plan if kind == "onehot"},
-        "impute": ({header[j]: fill for j, kind, _, fill in plan if kind == "numeric"}
-                   if missing == "impute" else {}),
+        "date_columns": [header[j] for j, kind, _, _ in plan if kind == "date"],
+        "impute": ({header[j]: fill for j, kind, _, fill in plan
+                    if kind in ("numeric", "date")} if missing == "impute" else {}),
         "values_imputed": ({header[j]: survey.missing[j] for j in used
                             if survey.missing[j]} if missing == "impute" else {}),
         "dropped_text_columns": [header[j] for j in survey.text_columns()

@@ -10,6 +10,7 @@ range (drift, :func:`drift_report`).
 
 from __future__ import annotations
 
+import datetime
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from ..files.errors import StoreError
 
 __all__ = ["MAX_CATEGORIES", "MISSING_TOKENS", "SAMPLE_SIZE", "TableSurvey", "drift_report",
-           "parse_token"]
+           "parse_date", "parse_token"]
 
 MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "?"})
 MAX_CATEGORIES = 1000
@@ -25,6 +26,24 @@ SAMPLE_SIZE = 100_000  # values kept per numeric column for its median
 _BLOCK = 65536  # rows between vectorised merges of the numeric values
 
 MISSING, NUMBER, TEXT = "missing", "number", "text"
+
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def parse_date(text):
+    """An ISO 8601 date or date-time (``2024-03-05``, ``2024-03-05 14:30:00``,
+    ``2024-03-05T14:30+02:00``) as days since 1970-01-01 (UTC; fractions of a day for
+    the time), or None for anything else."""
+    if len(text) < 10 or text[4] != "-" or text[7] != "-":
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return (moment - _EPOCH).total_seconds() / 86400.0
 
 
 def parse_token(token):
@@ -69,6 +88,10 @@ class TableSurvey:
         self.missing = [0] * len(header)
         self.categories = [dict() for _ in header]  # value -> rows holding it
         self.target_numbers = set()
+        # per column: whether every text value so far is a date, and how many plain
+        # numbers it holds (a date column has text, all of it dates, and no numbers)
+        self.all_dates = [True] * len(header)
+        self.n_numbers = [0] * len(header)
         self.low = [math.inf] * len(header)
         self.high = [-math.inf] * len(header)
         self._numbers = [[] for _ in header]  # this block's numbers, per column
@@ -91,12 +114,33 @@ class TableSurvey:
                     cats[value] += 1
                 elif len(cats) <= MAX_CATEGORIES:
                     cats[value] = 1
+                if self.all_dates[j]:
+                    days = parse_date(value)
+                    if days is None:
+                        self._not_dates(j)
+                    elif not self.n_numbers[j]:  # its range and median, as a number's
+                        self._numbers[j].append(days)
             else:
+                if self.all_dates[j] and self.categories[j]:
+                    self._not_dates(j)
+                self.n_numbers[j] += 1
                 self._numbers[j].append(value)
                 if j == self.target and len(self.target_numbers) <= MAX_CATEGORIES:
                     self.target_numbers.add(token.strip())
         if self.n_rows % _BLOCK == 0:
             self._merge()
+
+    def _not_dates(self, j):
+        """Column ``j`` holds something besides dates: the date values its number
+        record took so far are dropped (it then holds what it would have held)."""
+        self.all_dates[j] = False
+        if self.n_numbers[j]:
+            return  # its dates never entered the record
+        self._numbers[j] = []
+        self._samples[j] = (np.empty(0), np.empty(0))
+        self.low[j], self.high[j] = math.inf, -math.inf
+        if j in self.range_counts:
+            self.range_counts[j] = [0, 0]
 
     def finish(self):
         """Merge the last block; returns the survey."""
@@ -147,6 +191,11 @@ class TableSurvey:
                              "one EP problem each; give a numeric target, or group the "
                              "labels first")
         return sorted(self.target_tokens())
+
+    def is_date(self, j):
+        """Whether column ``j`` is a date column: text, all of it ISO dates (encoded
+        as days since 1970-01-01), no plain numbers."""
+        return bool(self.categories[j]) and self.all_dates[j] and not self.n_numbers[j]
 
     def text_columns(self):
         return [j for j, cats in enumerate(self.categories) if cats]
