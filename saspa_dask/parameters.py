@@ -306,6 +306,9 @@ INGEST_PARAMETERS = (
               choices=("error", "drop-rows", "impute")),
     Parameter("text", str, "error", "Text input columns: an error naming them, one-hot "
               "encode, or drop.", choices=("error", "onehot", "drop")),
+    Parameter("max_categories", int, None, "One-hot: keep each text column's N commonest "
+              "categories (of its first 1,000 distinct values) and put the rest in one "
+              "'(other)' category, said at ingest. Default: every category.", low=1),
     Parameter("id_column", str, None, "A column of row ids: kept out of the inputs, stored "
               "with each row and carried by split, score, predict and export."),
     Parameter("exclude", list, (), "A column to leave out (repeat for several).",

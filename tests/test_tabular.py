@@ -464,3 +464,34 @@ def test_date_columns_become_days_and_new_dates_count_as_drift(tmp_path):
     bad = saspa("ingest", tmp_path / "bad.csv", "--out", tmp_path / "bad.zarr", "--like",
                 tmp_path / "t.zarr", check=False)
     assert bad.returncode == 1 and "column 'when' holds dates" in bad.stderr
+
+
+def test_max_categories_keeps_the_commonest_and_groups_the_rest(tmp_path):
+    """--max-categories N: a text column's N commonest categories (ties by name) are
+    one-hot columns and the rest one '(other)' column; --like puts an unseen category
+    there too, without --unknown ignore."""
+    from collections import Counter
+
+    rng = np.random.default_rng(8)
+    suburbs = [f"s{k:02d}" for k in range(30)]
+    picks = rng.choice(suburbs, size=400, p=np.arange(30, 0, -1) / np.arange(30, 0, -1).sum())
+    rows = [["suburb", "area", "price"]] + [[s, f"{a:.2f}", f"{100 + a:.1f}"]
+                                             for s, a in zip(picks, rng.uniform(1, 9, 400))]
+    write_table(tmp_path / "t.csv", rows)
+    res = saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "t.zarr", "--text", "onehot",
+                "--max-categories", 5)
+    counts = Counter(picks)
+    top = sorted(sorted(counts, key=lambda c: (-counts[c], c))[:5])
+    group = zarr.open_group(str(tmp_path / "t.zarr"), mode="r")
+    assert group.attrs["columns"] == [f"suburb={c}" for c in top] + ["suburb=(other)", "area"]
+    expected = np.array([[float(s == c) for c in top] + [float(s not in top)] for s in picks])
+    np.testing.assert_array_equal(group["X"][:, :6], expected)
+    rare = len(counts) - 5
+    assert (f"column 'suburb': 5 commonest of {len(counts)} categories kept; {rare} rarer "
+            f"ones ({int(expected[:, 5].sum())} rows) are '(other)'") in res.stderr
+    write_table(tmp_path / "new.csv", [["suburb", "area", "price"], ["s99", "2.0", "1"],
+                                       [top[0], "3.0", "1"]])
+    saspa("ingest", tmp_path / "new.csv", "--out", tmp_path / "new.zarr", "--like",
+          tmp_path / "t.zarr")
+    new = zarr.open_group(str(tmp_path / "new.zarr"), mode="r")["X"][:, :6]
+    np.testing.assert_array_equal(new, [[0, 0, 0, 0, 0, 1], [1, 0, 0, 0, 0, 0]])

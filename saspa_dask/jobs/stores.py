@@ -21,7 +21,7 @@ __all__ = ["ingest", "split"]
 
 def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
            overwrite=False, like=None, unknown="error", id_column=None, exclude=(),
-           delimiter=None):
+           delimiter=None, max_categories=None):
     """Stream a CSV, Parquet or ``.npy`` file into a chunked zarr data store.
 
     ``like=TRAIN_STORE`` encodes the file as TRAIN_STORE was encoded (same columns,
@@ -37,9 +37,10 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     attributes (columns, target, rows, preprocessing, drift, fingerprint, notes).
     """
     if like is not None and (target is not None or missing != "error" or text != "error"
-                             or id_column is not None or tuple(exclude)):
-        raise JobError("like takes the target, missing, text, id_column and exclude from "
-                       "the like store; do not give them too")
+                             or id_column is not None or tuple(exclude)
+                             or max_categories is not None):
+        raise JobError("like takes the target, missing, text, id_column, exclude and "
+                       "max_categories from the like store; do not give them too")
     source, out, like = absolute(source), absolute(out), absolute(like)
     with reported():
         model = None if like is None else _model_store(like)
@@ -53,7 +54,7 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
         return ingest_file(source, out, target=target, chunk_rows=chunk_rows,
                            missing=missing, text=text, overwrite=overwrite, like=like,
                            unknown=unknown, id_column=id_column, exclude=tuple(exclude),
-                           delimiter=delimiter)
+                           delimiter=delimiter, max_categories=max_categories)
 
 
 def _model_store(like):

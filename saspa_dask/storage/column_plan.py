@@ -18,18 +18,22 @@ __all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "ZEROS", "encode_row", "featu
 
 MISSING_POLICIES = ("error", "drop-rows", "impute")
 MISSING_CATEGORY = "(missing)"
+# the category of a capped text column's rarer values (max_categories)
+OTHER_CATEGORY = "(other)"
 ZEROS = -1
 
 
-def plan_columns(survey, target, missing, text, path):
+def plan_columns(survey, target, missing, text, path, max_categories=None, notes=None):
     """Decide what happens to each surveyed column, or raise naming the offending
-    ones.  Columns in ``survey.skip`` (id, excluded) and the target are not inputs."""
+    ones.  Columns in ``survey.skip`` (id, excluded) and the target are not inputs.
+    With ``max_categories`` a one-hot column keeps its commonest categories and puts
+    the rest in :data:`OTHER_CATEGORY` (each such column said in ``notes``)."""
     header = survey.header
     plan, problems = [], []
     for j, name in enumerate(header):
         if j == target or j in survey.skip:
             continue
-        entry, problem = _plan_one(survey, j, missing, text)
+        entry, problem = _plan_one(survey, j, missing, text, max_categories, notes)
         if problem:
             problems.append(problem)
         elif entry:
@@ -44,7 +48,7 @@ def plan_columns(survey, target, missing, text, path):
     return plan
 
 
-def _plan_one(survey, j, missing, text):
+def _plan_one(survey, j, missing, text, max_categories=None, notes=None):
     """(plan entry or None for a dropped column, problem or None) of column ``j``."""
     name, cats, n_missing = survey.header[j], survey.categories[j], survey.missing[j]
     if n_missing and missing == "error":
@@ -58,23 +62,37 @@ def _plan_one(survey, j, missing, text):
             return None, (f"column {name!r} has no values to impute from (all "
                           f"{survey.n_rows} missing); --exclude it")
         return (j, "numeric", None, survey.median(j) if missing == "impute" else None), None
-    if len(cats) > MAX_CATEGORIES:
+    capped = max_categories is not None and len(cats) > max_categories
+    if len(cats) > MAX_CATEGORIES and not capped:
         return None, (f"column {name!r} is text with over {MAX_CATEGORIES} distinct "
-                      "values; it cannot be one-hot encoded (--exclude it, or give it "
-                      "as --id-column)")
+                      "values; it cannot be one-hot encoded (--max-categories N keeps "
+                      "the commonest; or --exclude it, or give it as --id-column)")
     if text == "error":
         return None, (f"column {name!r} is text ({len(cats)} distinct values, e.g. "
                       f"{next(iter(cats))!r}); use text='onehot' (--text onehot) or "
                       "text='drop'")
     if text == "drop":
         return None, None
-    values = sorted(cats)
+    values = _capped(cats, max_categories, name, notes) if capped else sorted(cats)
     fill = None
     if missing == "impute":
         if n_missing and MISSING_CATEGORY not in values:
             values.append(MISSING_CATEGORY)
         fill = values.index(MISSING_CATEGORY) if MISSING_CATEGORY in values else ZEROS
     return (j, "onehot", values, fill), None
+
+
+def _capped(cats, max_categories, name, notes):
+    """The ``max_categories`` commonest categories (ties by name), sorted, then
+    :data:`OTHER_CATEGORY` for the rest."""
+    ranked = sorted(cats, key=lambda c: (-cats[c], c))
+    kept, rest = ranked[:max_categories], ranked[max_categories:]
+    rows = sum(cats[c] for c in rest)
+    if notes is not None:
+        notes.append(f"column {name!r}: {len(kept)} commonest of {len(cats)}"
+                     f"{'+' if len(cats) > MAX_CATEGORIES else ''} categories kept; "
+                     f"{len(rest)} rarer ones ({rows} rows) are {OTHER_CATEGORY!r}")
+    return sorted(kept) + [OTHER_CATEGORY]
 
 
 def feature_names(header, plan):
@@ -109,7 +127,8 @@ def encode_row(row, plan, target_index, target_codes):
             out.append(fill if what is MISSING else parse_date(value))
             continue
         hot = [0.0] * len(cats)
-        position = fill if what is MISSING else cats.get(row[j].strip(), ZEROS)
+        position = fill if what is MISSING else cats.get(
+            row[j].strip(), cats.get(OTHER_CATEGORY, ZEROS))
         if position != ZEROS:
             hot[position] = 1.0
         out.extend(hot)

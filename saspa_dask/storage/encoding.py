@@ -17,7 +17,7 @@ before.
 from __future__ import annotations
 
 from ..files.errors import StoreError
-from .column_plan import MISSING_CATEGORY, ZEROS
+from .column_plan import MISSING_CATEGORY, OTHER_CATEGORY, ZEROS
 from .data_store import DATA_FORMAT
 
 __all__ = ["UNKNOWN_POLICIES", "like_encoding", "plan_like", "recorded_ranges"]
@@ -110,7 +110,7 @@ def plan_like(encoding, survey, path, unknown="error"):
         elif kind == "date" and (survey.n_numbers[j] or not survey.all_dates[j]):
             problems.append(f"column {name!r} holds dates in {encoding['like']} but here "
                             "also other text or numbers (dates are ISO 8601: 2024-03-05)")
-        elif kind == "onehot":
+        elif kind == "onehot" and OTHER_CATEGORY not in cats:  # else: "(other)"
             new = sorted(set(seen) - set(cats))
             if new and unknown == "error":
                 problems.append(f"column {name!r} has categories not seen in "

@@ -37,7 +37,7 @@ MAX_CHUNK_BYTES = 1 << 30  # one chunk of X: what a task holds in memory at once
 
 def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
            overwrite=False, like=None, unknown="error", id_column=None, exclude=(),
-           delimiter=None, encoding=None):
+           delimiter=None, encoding=None, max_categories=None):
     """Stream a CSV, Parquet or ``.npy`` file into a zarr data store.
 
     Parameters
@@ -103,7 +103,7 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     check_destination(out, overwrite)
     options = {"target": target, "missing": missing, "text": text, "id_column": id_column,
                "exclude": list(exclude), "delimiter": delimiter, "unknown": unknown,
-               "chunk_rows": int(chunk_rows)}
+               "chunk_rows": int(chunk_rows), "max_categories": max_categories}
     return _write_store(source, out, options, encoding, like, overwrite)
 
 
@@ -190,7 +190,8 @@ def _fresh_plan(path, options, notes):
         raise StoreError(f"{path}: the target column {header[t]!r} cannot be the id "
                          "column or excluded")
     survey = _survey(path, options["delimiter"], t, {*ids, *excluded})
-    plan = plan_columns(survey, t, options["missing"], options["text"], path)
+    plan = plan_columns(survey, t, options["missing"], options["text"], path,
+                        options["max_categories"], notes)
     return survey, plan, (ids[0] if ids else None), survey.labels()
 
 
@@ -283,7 +284,7 @@ def _preprocessing(survey, plan, encoding, options, missing, text, dropped, id_a
                                  if j != survey.target and j not in used
                                  and j not in survey.skip],
         "id_column": options["id_column"], "excluded": options["exclude"],
-        "delimiter": options["delimiter"],
+        "delimiter": options["delimiter"], "max_categories": options["max_categories"],
         "column_stats": {header[j]: survey.stats(j) for j in used},
     }
 
