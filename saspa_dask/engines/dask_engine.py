@@ -58,9 +58,9 @@ def _open_sites(store):
     return _site_arrays(store)[:2]
 
 
-def _parallel_task(block, path, slot, start, stop, posterior, likelihood, damping, s2,
+def _parallel_task(block, store, slot, start, stop, posterior, likelihood, damping, s2,
                    ring_slot):
-    tau, nu, ring_array = _site_arrays(path)
+    tau, nu, ring_array = _site_arrays(store)
     ring = None
     if ring_slot is not None:
         ring = ring_array[:, :, start:stop]
@@ -76,15 +76,15 @@ def _parallel_task(block, path, slot, start, stop, posterior, likelihood, dampin
     return summary
 
 
-def _mix_task(path, slot, start, stop, weights):
-    tau, nu, ring_array = _site_arrays(path)
+def _mix_task(store, slot, start, stop, weights):
+    tau, nu, ring_array = _site_arrays(store)
     ring = ring_array[:, :, start:stop]
     tau[1 - slot, start:stop], nu[1 - slot, start:stop] = mix_steps(ring, weights)
 
 
-def _sequential_task(block, path, slot, start, stop, state, likelihood, damping, s2):
+def _sequential_task(block, store, slot, start, stop, state, likelihood, damping, s2):
     sigma, mean = state
-    tau, nu = _open_sites(path)
+    tau, nu = _open_sites(store)
     t, n, sigma, mean, summary = sequential_chunk(block, tau[slot, start:stop],
                                                   nu[slot, start:stop], sigma, mean,
                                                   likelihood, damping, s2)
@@ -93,27 +93,27 @@ def _sequential_task(block, path, slot, start, stop, state, likelihood, damping,
     return (sigma, mean), summary
 
 
-def _halve_task(path, slot, start, stop):
-    tau, nu = _open_sites(path)
+def _halve_task(store, slot, start, stop):
+    tau, nu = _open_sites(store)
     for arr in (tau, nu):
         arr[1 - slot, start:stop] = 0.5 * (arr[1 - slot, start:stop] + arr[slot, start:stop])
 
 
-def _statistics_task(block, path, slot, start, stop):
-    tau, nu = _open_sites(path)
+def _statistics_task(block, store, slot, start, stop):
+    tau, nu = _open_sites(store)
     A, b = block_statistics(block.phi, tau[slot, start:stop], nu[slot, start:stop])
     return PassSummary(A, b)
 
 
-def _evaluate_task(block, path, slot, start, stop, posterior, likelihood):
-    tau, nu = _open_sites(path)
+def _evaluate_task(block, store, slot, start, stop, posterior, likelihood):
+    tau, nu = _open_sites(store)
     return evaluate_chunk(block, tau[slot, start:stop], nu[slot, start:stop], posterior,
                           likelihood)
 
 
 
-def _chunk_task(func, Xb, block, path, slot, start, stop, args):
-    tau, nu = _open_sites(path)
+def _chunk_task(func, Xb, block, store, slot, start, stop, args):
+    tau, nu = _open_sites(store)
     return func(Xb, block, tau[slot, start:stop], nu[slot, start:stop], *args)
 
 
