@@ -196,6 +196,9 @@ TRAIN_PARAMETERS = (
     Parameter("min_noise_variance", float, None, "Regression (gaussian): a floor under "
               "the learnt noise variance, in the target's squared units (q**2/12 for "
               "targets quantised in steps q)."),
+    Parameter("log_target", bool, False, "Regression: fit log(y) (positive targets spread over decades, "
+          "such as prices) and predict y itself (the log-normal mean; std, scores and "
+          "metrics of y)."),
     Parameter("dof", float, 4.0, "Student-t degrees of freedom."),
     Parameter("scale", float, None, "Student-t scale (default from the targets)."),
     Parameter("lengthscale", float, None, "One starting lengthscale for every input "

@@ -139,3 +139,65 @@ def test_waveform_one_vs_rest_against_sklearn(monkeypatch):
     print(f"waveform accuracy: SASPA one-vs-rest M=32 {ours:.3f}, fixed {clf.score(Xs[test], y[test]):.3f}, "
           f"sklearn GPC (Laplace, full GP, isotropic RBF) {theirs:.3f}")
     assert ours > 0.8 and ours >= theirs - 0.03
+
+
+def test_log_target_predicts_the_log_normal_of_the_fit_on_log_y(tmp_path):
+    """log_target=True is the fit on log(y), its predictions those of y: the log-normal
+    mean exp(m + s^2 / 2) and standard deviation sqrt(exp(s^2) - 1) E[y] (s^2 the
+    latent variance plus the noise), and y's own density (scipy's lognorm), written
+    here from the plain fit on log(y); saved and loaded alike; y <= 0 refused."""
+    from scipy.stats import lognorm
+
+    from saspa_dask import Basis, load_model
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2, 2, size=(300, 2))
+    y = np.exp(2.0 + np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.2 * rng.normal(size=300))
+    fixed = dict(bases=Basis(X[:12]), blur="delta", lengthscale=[1.0, 1.5],
+                 signal_variance=0.8, noise_variance=0.05, optimize_hyperparameters=False)
+    model = SASPARegressor(log_target=True, **fixed).fit(X[:200], y[:200])
+    plain = SASPARegressor(**fixed).fit(X[:200], np.log(y[:200]))
+    Xt, yt = X[200:], y[200:]
+    m, v = plain.predict_latent(Xt)
+    np.testing.assert_allclose(model.predict_latent(Xt)[0], m, rtol=1e-12)
+    mu, s2 = m, v + 0.05  # predict_latent has the offset (the mean of log y) added
+    point, std = model.predict(Xt, return_std=True)
+    np.testing.assert_allclose(point, np.exp(mu + s2 / 2), rtol=1e-12)
+    np.testing.assert_allclose(std, np.sqrt(np.expm1(s2)) * np.exp(mu + s2 / 2), rtol=1e-12)
+    np.testing.assert_allclose(model.fitted_posterior_.log_predictive(Xt, yt),
+                               lognorm.logpdf(yt, s=np.sqrt(s2), scale=np.exp(mu)),
+                               rtol=1e-10)
+    model.save(tmp_path / "m.zarr")
+    loaded = load_model(tmp_path / "m.zarr")
+    np.testing.assert_array_equal(loaded.predict(Xt), point)
+    assert loaded.model_fingerprint() == model.model_fingerprint() != plain.model_fingerprint()
+    with pytest.raises(ValueError, match=r"log_target=True needs every y > 0; y has "
+                                         r"minimum 0 \(1 values <= 0\)"):
+        SASPARegressor(log_target=True, **fixed).fit(X[:200], np.r_[0.0, y[1:200]])
+
+
+def test_saspa_train_log_target_scores_and_evaluates_y_itself(tmp_path, threads_client):
+    """The job: --log-target trains on log(y); the score store's value column is the
+    model's prediction of y, and evaluate's RMSE is of y."""
+    import zarr
+
+    from saspa_dask import jobs, load_model
+    from saspa_dask.storage import ingest
+
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-2, 2, size=(800, 2))
+    y = np.exp(3.0 + np.cos(X[:, 0]) + 0.2 * rng.normal(size=800))
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    ingest(tmp_path / "d.npy", tmp_path / "d.zarr")
+    jobs.train(tmp_path / "d.zarr", tmp_path / "m.zarr", task="regression", n_bases=10,
+               max_hyper_iter=5, log_target=True, client=threads_client)
+    model = load_model(tmp_path / "m.zarr")
+    assert model.log_target is True
+    jobs.score(tmp_path / "m.zarr", tmp_path / "d.zarr", tmp_path / "s.zarr",
+               client=threads_client)
+    scores = zarr.open_group(str(tmp_path / "s.zarr"), mode="r")
+    point, std = model.predict(X, return_std=True)
+    np.testing.assert_allclose(scores["value"][...], point, rtol=1e-12)
+    np.testing.assert_allclose(scores["std"][...], std, rtol=1e-12)
+    metrics = jobs.evaluate(tmp_path / "m.zarr", tmp_path / "d.zarr", client=threads_client)
+    assert metrics["rmse"] == pytest.approx(np.sqrt(np.mean((y - point) ** 2)), rel=1e-10)

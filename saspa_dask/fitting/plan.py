@@ -80,6 +80,7 @@ class FitPlan:
     learn_bases: object = "auto"
     learn_blur_scale: bool = False
     learn_offset: bool = False
+    log_target: bool = False
     min_noise_variance: float | None = None
     n_restarts_optimizer: int = 0
     hyper_subsample: object = None
@@ -183,7 +184,8 @@ class FitPlan:
             outcome.jitter, outcome.L, [r.posterior for r in outcome.results], fitted.name,
             fitted.params(), offset=offset, classes=classes, feature_names=feature_names,
             frequencies=outcome.basis.frequencies, phases=outcome.basis.phases,
-            approximation=approximation_named(self.approximation))
+            approximation=approximation_named(self.approximation),
+            log_target=bool(self.log_target))
 
     def _report(self, outcome, n_samples, rows, feature_names=None):
         """The learning and EP report of a fit (attribute name -> value); a warning

@@ -69,6 +69,10 @@ class FittedPosterior:
         (:mod:`saspa_dask.ep.approximation`); for the subset of regressors
         predictions come from the degenerate (projected) prior, without the
         residual variance s2 - |phi|^2.
+    log_target : bool, default=False
+        A regressor fitted to log(y): its point prediction, predictive standard
+        deviation and predictive density are y's own (log-normal when the likelihood
+        is Gaussian: E[y] = exp(m + s^2 / 2), s^2 the latent variance plus the noise).
     """
 
     means: np.ndarray
@@ -86,6 +90,7 @@ class FittedPosterior:
     frequencies: np.ndarray | None = None
     phases: np.ndarray | None = None
     approximation: Approximation = FITC
+    log_target: bool = False
 
     def __post_init__(self):
         # one memory layout (C order, float64) for a fitted model and its saved copy:
@@ -200,6 +205,8 @@ class FittedPosterior:
         if not self.approximation.residual_in_prediction:
             # absent otherwise: older fingerprints stay valid
             meta["projected_prediction"] = True
+        if self.log_target:
+            meta["log_target"] = True
         h.update(json.dumps(meta, sort_keys=True).encode())
         return h.hexdigest()
 
@@ -249,6 +256,8 @@ class FittedPosterior:
         with the offset in the mean."""
         if self.likelihood == "poisson":
             return np.exp(mean + self.offset + 0.5 * var)
+        if self.log_target:  # the log-normal mean: y = exp(f + noise)
+            return np.exp(mean + self.offset + 0.5 * self._fitted_scale_variance(var)[:, None])
         return mean + self.offset
 
     def predictive_std(self, mean, var):
@@ -259,6 +268,14 @@ class FittedPosterior:
         if self.likelihood == "poisson":
             point, var = self.point_prediction(mean, var)[:, 0], var[:, 0]
             return np.sqrt(point + (np.exp(var) - 1.0) * point * point)
+        if self.log_target:  # the log-normal's: sqrt(exp(s^2) - 1) E[y]
+            spread = self._fitted_scale_variance(var)
+            return np.sqrt(np.expm1(spread)) * self.point_prediction(mean, var)[:, 0]
+        return np.sqrt(self._fitted_scale_variance(var))
+
+    def _fitted_scale_variance(self, var):
+        """The variance of a new observation on the fitted scale (log y for a
+        ``log_target`` model): the latent variance plus the noise's."""
         var, params = var[:, 0], self.likelihood_params
         if self.likelihood == "gaussian":
             noise = params["noise_variance"]
@@ -266,15 +283,16 @@ class FittedPosterior:
             noise = np.inf
         else:
             noise = params["scale"] ** 2 * params["dof"] / (params["dof"] - 2.0)
-        return np.sqrt(var + noise)
+        return var + noise
 
     def outputs(self, X, names):
         """The named outputs at rows X: ``mean`` (offset added) and ``variance`` of
         the latent function, ``proba`` (classification; P(classes_[1]) for two
         classes, one normalised column per class otherwise), ``label`` (the most
         probable class, :meth:`predicted_labels`), ``rate`` (Poisson:
-        exp(mean + variance / 2)), ``std`` (a regressor's: the standard deviation of
-        a new observation, :meth:`predictive_std`).  One column per problem, squeezed
+        exp(mean + variance / 2)), ``value`` (a ``log_target`` regressor's prediction
+        of y itself), ``std`` (a regressor's: the standard deviation of a new
+        observation, :meth:`predictive_std`).  One column per problem, squeezed
         for one."""
         return self.outputs_at(*self.latent(X), names)
 
@@ -289,8 +307,8 @@ class FittedPosterior:
         p = self.class_probabilities(mean, var) if {"proba", "label"} & set(names) else None
         if "proba" in names:
             values["proba"] = p[:, 1:] if p.shape[1] == 2 and self.n_problems == 1 else p
-        if "rate" in names:
-            values["rate"] = self.point_prediction(mean, var)
+        if "rate" in names or "value" in names:  # poisson's rate, a log target's value
+            values["rate" if "rate" in names else "value"] = self.point_prediction(mean, var)
         if "std" in names:
             values["std"] = self.predictive_std(mean, var)[:, None]
         if self.n_problems == 1:
@@ -327,6 +345,12 @@ class FittedPosterior:
         y = np.asarray(y, dtype=np.float64)
         if self.likelihood == "poisson":  # the offset is inside the likelihood
             return self.likelihood_object.log_predictive(y, mean[:, 0], var[:, 0])
+        if self.log_target:  # the density of y: of log y, over y (the change of variable)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_y = np.log(y)
+            fitted = self.likelihood_object.log_predictive(log_y - self.offset, mean[:, 0],
+                                                           var[:, 0])
+            return np.where(y > 0, fitted - log_y, -np.inf)
         return self.likelihood_object.log_predictive(y - self.offset, mean[:, 0], var[:, 0])
 
     def class_codes(self, y):

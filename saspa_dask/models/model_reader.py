@@ -90,7 +90,7 @@ def _check_attrs(attrs, path):
     if names is not None and (not isinstance(names, list)
                               or not all(isinstance(n, str) for n in names)):
         raise StoreError(f"{path}: attribute 'feature_names' must be a list of strings")
-    for flag in ("fourier_features", "projected_prediction"):
+    for flag in ("fourier_features", "projected_prediction", "log_target"):
         if not isinstance(attrs.get(flag, False), bool):
             raise StoreError(f"{path}: attribute {flag!r} has the wrong type "
                              f"({type(attrs[flag]).__name__})")
@@ -260,7 +260,7 @@ def _read_posterior(read, attrs, path):
             offset=_offset(attrs.get("y_mean")), classes=classes,
             feature_names=None if names is None else np.array(names, dtype=object),
             frequencies=arrays.get("bases_frequencies"), phases=arrays.get("bases_phases"),
-            approximation=_approximation(attrs))
+            approximation=_approximation(attrs), log_target=bool(attrs.get("log_target")))
         fitted.basis  # noqa: B018 - checks the features (one shared diagonal window)
         fitted.likelihood_object  # noqa: B018 - checks the likelihood parameters now
     except (KeyError, TypeError, ValueError) as err:

@@ -172,6 +172,7 @@ def _posterior_attrs(fitted):
                           else [str(c) for c in fitted.feature_names]),
         "fourier_features": fitted.frequencies is not None,
         "approximation": fitted.approximation.name,
+        "log_target": bool(fitted.log_target),
         # what readers before the approximation attribute look at
         "projected_prediction": not fitted.approximation.residual_in_prediction,
         **({"fourier_scaling": FOURIER_SCALING} if fitted.frequencies is not None else {}),

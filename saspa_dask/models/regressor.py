@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from numbers import Real
 
+import dask
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..core.likelihoods import make_likelihood
+from ..engines.chunks import is_lazy
 from ..ep.approximation import approximation_named
 from ..parameters import REGRESSION_LIKELIHOODS
 from .augmented import as_numpy, augmented_ep_latent, augmented_latent, check_augment
@@ -63,6 +65,12 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         units (learning starts at or above it; a noise on it is not warned about).  The
         IDGP paper's protocol for targets quantised in steps q is q**2 / 12 (Pole
         Telecomm: 10**2 / 12); ``None``: the learning box's own floor.
+    log_target : bool, default=False
+        Fit log(y) (positive targets spread over decades: prices, incomes, counts of
+        money) and predict y itself: ``predict`` gives the log-normal mean exp(m +
+        s^2 / 2) (s^2 the latent variance plus the noise), ``return_std`` its standard
+        deviation, scores and metrics are of y; ``predict_latent`` stays on the log
+        scale.  Gaussian and student_t likelihoods; every y must be positive.
 
     Attributes
     ----------
@@ -95,11 +103,13 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         "center_y": ["boolean"],
         "learn_offset": ["boolean"],
         "min_noise_variance": [Interval(Real, 0, None, closed="neither"), None],
+        "log_target": ["boolean"],
     }
 
     def __init__(self, n_bases=64, *, blur="auto", approximation="fitc", alpha=1.0,
                  likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
-                 center_y=True, learn_offset=True, min_noise_variance=None, lengthscale=None, signal_variance=None, bases=None,
+                 center_y=True, learn_offset=True, min_noise_variance=None, log_target=False,
+                 lengthscale=None, signal_variance=None, bases=None,
                  jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=500,
                  hyper_tol=1e-4, max_fit_time=None,
                  n_restarts_optimizer=0, learn_blur_scale=False, learn_bases="auto",
@@ -117,6 +127,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         self.center_y = center_y
         self.learn_offset = learn_offset
         self.min_noise_variance = min_noise_variance
+        self.log_target = log_target
         self.lengthscale = lengthscale
         self.signal_variance = signal_variance
         self.bases = bases
@@ -177,6 +188,8 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         X, y, stats = validate_training_input(self, X, y, classification=False, reset=True)
         column_std, mean, spread = stats["std"], float(stats["mean"]), float(stats["var"])
         y_min, non_integer = float(stats["min"]), int(stats["non_integer"])
+        if self.log_target:
+            y, mean, spread = self._log_of(y, y_min)
         damping = self._ep.with_damping(self.likelihood).damping
         held_out = self._held_out(X_val, y_val)
         if self.likelihood == "poisson":
@@ -212,7 +225,8 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
 
     def _task_plan_parameters(self):
         return {"learn_offset": self.learn_offset,
-                "min_noise_variance": self.min_noise_variance}
+                "min_noise_variance": self.min_noise_variance,
+                "log_target": self.log_target}
 
     def partial_fit(self, X, y):
         """Add rows by one assumed-density-filtering pass, without revisiting old rows.
@@ -237,10 +251,25 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
 
     def _new_rows(self, X, y):
         """Checked new rows and their EP targets: (X, targets, None)."""
-        X, y, _ = validate_training_input(self, X, y, classification=False, reset=False)
+        X, y, stats = validate_training_input(self, X, y, classification=False, reset=False)
         if self.likelihood == "poisson":
             return X, y, None
+        if self.log_target:
+            y = self._log_of(y, float(stats["min"]))[0]
         return X, y - self.y_mean_, None
+
+    def _log_of(self, y, y_min):
+        """``log_target``: log(y) (NumPy or dask, as y), and its mean and variance."""
+        if self.likelihood == "poisson":
+            raise ValueError("log_target=True fits log(y) with a gaussian or student_t "
+                             "likelihood; poisson already has a log link")
+        if not y_min > 0:
+            raise ValueError(f"log_target=True needs every y > 0; y has minimum {y_min:g} "
+                             f"({int((y <= 0).sum())} values <= 0)")
+        log_y = np.log(y)
+        mean, var = (dask.compute(log_y.mean(), log_y.var()) if is_lazy(log_y)
+                     else (log_y.mean(), log_y.var()))
+        return log_y, float(mean), float(var)
 
     def predict(self, X, return_std=False, *, augment=False):
         """Predictive mean of y, and optionally its standard deviation.

@@ -105,6 +105,8 @@ def _outputs(fitted):
         return names + ["proba", "label"]
     if fitted.likelihood == "poisson":
         names.append("rate")
+    elif fitted.log_target:
+        names.append("value")  # y itself, where mean and variance are of log y
     return names + ["std"]  # of a new observation: the latent variance plus the noise's
 
 
