@@ -365,3 +365,15 @@ def test_bench_race_quick(tmp_path):
     for run in (report["fixed"], learnt, *report["svgp"]):
         assert run["rmse"] > 0.5 * report["noise_sd"]
     assert (tmp_path / "figures" / "race.png").stat().st_size > 0
+
+
+def test_bench_log_target_quick(tmp_path):
+    """Both fits run on both price tables; the scores are of y (RMSE in dollars: far
+    above 1) and the coverages are shares."""
+    out = tmp_path / "log_target.json"
+    _run("bench_log_target.py", "--quick", "--out", str(out))
+    runs = json.loads(out.read_text())["runs"]
+    assert [(r["set"], r["log_target"]) for r in runs] == [
+        ("house_16h", False), ("house_16h", True),
+        ("california_housing", False), ("california_housing", True)]
+    assert all(r["rmse"] > 1000 and 0 <= r["coverage_90"] <= 1 for r in runs)
