@@ -35,7 +35,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 import re
 import string
 import tomllib
@@ -45,6 +44,7 @@ from pathlib import Path
 
 from . import jobs
 from .files.errors import StoreError
+from .files.atomic import write_text_file
 from .files.safe import write_new_text
 from .jobs import JobError
 from .parameters import CLUSTER_PARAMETERS, COMMANDS, old_names
@@ -372,9 +372,8 @@ def run_job(path, *, force=False, echo=print, out=print):
                for k in _OUTPUT_KEYS if k in settings]
     state = {"completed": True, "signatures": signatures, "outputs": outputs,
              "finished": now.isoformat()}
-    tmp = state_path.with_name(f"{state_path.name}.{uuid.uuid4().hex[:8]}")
-    write_new_text(tmp, json.dumps(state, indent=2), "the job's state file")
-    os.replace(tmp, state_path)
+    write_text_file(state_path, json.dumps(state, indent=2), overwrite=True,
+                    what="the job's state file")
     return {"ran": [s["kind"] for s in steps], "skipped": False, "steps": done}
 
 

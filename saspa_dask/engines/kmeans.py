@@ -179,18 +179,18 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
     centres, n_iter, inertia, converged, n_relocated = _lloyd_passes(
         lloyd, centres, offset, sample, max_iter, tol * scale)
     counts, sums, scatter, total, total_sq = lloyd.total(_scatter_chunk, centres, offset)
-    N = lloyd.X.shape[0]  # the rows the means and scatter are of
+    n_used = lloyd.X.shape[0]  # the rows the Lloyd passes, means and scatter are of
     keep = counts > 0
     counts, sums, scatter, centres = counts[keep], sums[keep], scatter[keep], centres[keep]
     means = sums / counts[:, None]
     # scatter about the final means = scatter about the centres - n (m - c)(m - c)^T
     delta = means - centres
     scatter = scatter - counts[:, None, None] * delta[:, :, None] * delta[:, None, :]
-    total_var = np.maximum(total_sq / N - (total / N) ** 2, 0.0)
+    total_var = np.maximum(total_sq / n_used - (total / n_used) ** 2, 0.0)
     covs = shrunk_covariances(counts, scatter, total_var)
     info = {"n_iter": n_iter, "inertia": float(inertia), "converged": converged,
             "n_relocated": int(n_relocated), "n_empty_dropped": int((~keep).sum()),
-            "sample_size": int(n_sample), "lloyd_rows": int(min(N, cap))}
+            "sample_size": int(n_sample), "lloyd_rows": int(n_used)}
     return Basis(means + offset, covs), info
 
 

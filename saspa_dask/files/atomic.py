@@ -67,14 +67,20 @@ def write_text_file(path, text, *, overwrite=False, what="a file"):
         raise StoreError(f"{path}: a folder is in the way of {what}")
     if path.exists() and not overwrite:
         raise StoreError(f"{path} exists; pass overwrite to replace it")
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.partial")
+    _replace_with_text(path, text, what)
+    return path
+
+
+def _replace_with_text(path, text, what):
+    """``text`` written to a new file ``.NAME.XXXXXXXX`` beside ``path`` (never through
+    a link), then renamed over ``path``: a reader sees the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
     try:
         write_new_text(tmp, text, what)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return path
 
 
 def recover_swap(path):
@@ -144,13 +150,7 @@ def write_latest(pointer, model_path):
     except ValueError:
         target = model_path
     _remove_dead_pointer_copies(pointer)
-    tmp = pointer.with_name(f".{pointer.name}.{uuid.uuid4().hex[:8]}")
-    try:
-        write_new_text(tmp, f"{target}\n", "the latest pointer's copy")
-        os.replace(tmp, pointer)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    _replace_with_text(pointer, f"{target}\n", "the latest pointer's copy")
 
 
 # a pointer's copy lives for the milliseconds between its write and its rename: one

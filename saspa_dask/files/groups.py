@@ -10,7 +10,7 @@ from .atomic import tidy
 from .codecs import check_codecs
 from .errors import StoreError
 
-__all__ = ["chunk_counts", "open_group"]
+__all__ = ["chunk_counts", "open_group", "store_format"]
 
 
 def open_group(path, what, mode="r"):
@@ -51,3 +51,14 @@ def chunk_counts(array):
         if stored > declared:
             break
     return stored, declared
+
+
+def store_format(path):
+    """The ``format`` attribute of the zarr group at ``path`` (``saspa-data``,
+    ``saspa-model``), or None where there is no such group."""
+    if not (Path(path) / "zarr.json").is_file():
+        return None
+    try:
+        return zarr.open_group(str(path), mode="r").attrs.get("format")
+    except Exception:  # zarr raises several types for what is not a group
+        return None

@@ -24,7 +24,7 @@ from dask import delayed
 from ..engines.chunks import as_dask, is_lazy, row_chunked
 
 __all__ = ["COST_SHARE", "GAP_SHARE", "HeldOut", "HeldOutError", "HeldOutWatch",
-           "metric_sums", "metrics_from_sums"]
+           "class_metrics", "metric_sums", "metric_sums_at", "metrics_from_sums"]
 
 # measurements are at least this share of the fit's time so far apart (a geometric
 # schedule: a metric-against-time curve with points at every scale of time) ...
@@ -48,8 +48,13 @@ def metric_sums(posterior, X, y):
     error)]; ``proba`` and ``codes`` (class probabilities and each row's class index,
     for the AUC) for a classifier, else None.
     """
+    return metric_sums_at(posterior, *posterior.latent(X), y)
+
+
+def metric_sums_at(posterior, mean, var, y):
+    """:func:`metric_sums` from the rows' latent moments (offset not added), already
+    computed: the kernel block is the cost."""
     y = np.asarray(y)
-    mean, var = posterior.latent(X)  # once: the kernel block is the cost
     log_p = posterior.log_predictive_at(mean, var, y)
     if posterior.is_classifier:
         proba = posterior.class_probabilities(mean, var)

@@ -11,7 +11,8 @@ from ..core.likelihoods import Shifted
 from .basis_parameters import LearntBases, LearntFeatures
 
 __all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearntBoundWarning", "OFFSET_SPAN",
-           "OFFSET_UNIT", "bound_advice", "by_input_name", "default_lengthscale", "resolve_lengthscale"]
+           "OFFSET_UNIT", "bound_advice", "by_input_name", "default_lengthscale",
+           "resolve_lengthscale"]
 
 # natural ranges of likelihood parameters (label noise below one half)
 LIKELIHOOD_BOUNDS = {"label_noise": (1e-6, 0.45), "dof": (0.5, 1e3)}

@@ -6,10 +6,9 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-import zarr
-
 from ..storage.ingestion import ingest as ingest_file
 from ..files.atomic import reading, resolve_model_path
+from ..files.groups import store_format
 from ..models.model_reader import read_model_attrs, training_encoding
 from ..models.model_store import MODEL_FORMAT
 from ..storage.split import split_store
@@ -61,11 +60,7 @@ def _model_store(like):
     """The model store ``like`` names (itself, or through a ``latest`` pointer), or None
     when it is not a model store (then it is taken for a data store)."""
     path = resolve_model_path(like)
-    try:
-        format_ = zarr.open_group(str(path), mode="r").attrs.get("format")
-    except Exception:  # not a zarr group: the data store reader says what it is
-        return None
-    return path if format_ == MODEL_FORMAT else None
+    return path if store_format(path) == MODEL_FORMAT else None
 
 
 def split(store, train_out=None, test_out=None, *, test_fraction=0.2, seed=0,

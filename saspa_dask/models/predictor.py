@@ -182,7 +182,6 @@ class PosteriorModel(BaseEstimator):
         """
         return save_model(self, path, overwrite=overwrite)
 
-
     def report(self, X=None, y=None, *, path=None, overwrite=False, title=None):
         """The model's report: one self-contained HTML page with pictures.
 

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 import numpy as np
 from scipy.special import ndtri
 
-from ..fitting.held_out import class_metrics, metric_sums, metrics_from_sums
+from ..fitting.held_out import class_metrics, metric_sums_at, metrics_from_sums
 
 __all__ = ["model_report"]
 
@@ -64,15 +64,17 @@ def model_report(model, X=None, y=None, *, title=None, drift=None, source=None):
     """
     fitted = model.fitted_posterior_
     names = _input_names(model, fitted)
-    sections = [_summary(model, fitted)]
     if X is not None:
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y)
-        moments = fitted.latent(X)  # once: the kernel block is the cost
-        sections += [_metrics(fitted, X, y, source), _calibration(fitted, moments, y)]
-    sections += [_learning(model), _relevance(fitted, names, X)]
+    relevance, what = _relevances(fitted, X)
+    sections = [_summary(model, fitted)]
     if X is not None:
-        sections.append(_against_inputs(fitted, moments, X, y, names))
+        held = _HeldOutRows(fitted, X, y)
+        sections += [_metrics(held, source), _calibration(held)]
+    sections += [_learning(model), _relevance(fitted, names, relevance, what)]
+    if X is not None:
+        sections.append(_against_inputs(held, names, np.argsort(-relevance)))
     sections += [_ep_diagnostics(model), _drift(drift)]
     title = title or f"{type(model).__name__} report"
     return _page(title, [s for s in sections if s])
@@ -159,12 +161,23 @@ def _training_rows(model):
     return "unknown" if tau is None else np.shape(tau)[-1]
 
 
-def _metrics(fitted, X, y, source):
-    sums, proba, codes = metric_sums(fitted, X, y)
-    metrics = metrics_from_sums(sums, fitted.is_classifier, context=True)
+class _HeldOutRows:
+    """The held-out rows and what every section needs of them, computed once: the
+    latent moments (the kernel block is the cost), the metric sums, and a
+    classifier's class probabilities and codes."""
+
+    def __init__(self, fitted, X, y):
+        self.fitted, self.X, self.y = fitted, X, y
+        self.mean, self.var = fitted.latent(X)
+        self.sums, self.proba, self.codes = metric_sums_at(fitted, self.mean, self.var, y)
+
+
+def _metrics(held, source):
+    fitted, y = held.fitted, held.y
+    metrics = metrics_from_sums(held.sums, fitted.is_classifier, context=True)
     rows = [(k, v) for k, v in metrics.items()]
     if fitted.is_classifier:
-        more = class_metrics(proba, codes)
+        more = class_metrics(held.proba, held.codes)
         rows += [("error of always the commonest class", more["base_error"]),
                  ("Brier score", more["brier"])]
     where = f"on {source}, " if source else ""
@@ -172,11 +185,10 @@ def _metrics(fitted, X, y, source):
                     _note(f"{where}{len(y)} rows"), _table(rows))
 
 
-def _calibration(fitted, moments, y):
-    mean, var = moments
-    if fitted.is_classifier:
-        return _reliability(fitted.class_probabilities(mean, var), fitted.class_codes(y))
-    return _coverage(fitted, mean, var, np.asarray(y, dtype=np.float64))
+def _calibration(held):
+    if held.fitted.is_classifier:
+        return _reliability(held.proba, held.codes)
+    return _coverage(held.fitted, held.mean, held.var, np.asarray(held.y, dtype=np.float64))
 
 
 def _reliability(proba, codes):
@@ -255,16 +267,21 @@ def _learning(model):
     return _section("Learning", _image(fig, "learning curve"), _table(rows))
 
 
-def _relevance(fitted, names, X):
-    """ARD relevances: each input's spread over its lengthscale (with rows), else the
-    inverse lengthscale in the input's own units."""
-    lengthscale = np.broadcast_to(np.asarray(fitted.lengthscale, float),
-                                  (fitted.means.shape[1],))
+def _lengthscales(fitted):
+    return np.broadcast_to(np.asarray(fitted.lengthscale, float), (fitted.means.shape[1],))
+
+
+def _relevances(fitted, X):
+    """ARD relevances and what they are: each input's spread over its lengthscale
+    (with rows), else the inverse lengthscale in the input's own units."""
+    lengthscale = _lengthscales(fitted)
     if X is not None:
-        relevance = X.std(axis=0) / lengthscale
-        what = "input standard deviation / lengthscale"
-    else:
-        relevance, what = 1.0 / lengthscale, "1 / lengthscale (in each input's own units)"
+        return X.std(axis=0) / lengthscale, "input standard deviation / lengthscale"
+    return 1.0 / lengthscale, "1 / lengthscale (in each input's own units)"
+
+
+def _relevance(fitted, names, relevance, what):
+    lengthscale = _lengthscales(fitted)
     order = np.argsort(-relevance)[:MAX_INPUTS_SHOWN]
     fig, (ax,) = _figure(height=0.8 + 0.25 * len(order))
     ax.barh(np.arange(len(order))[::-1], relevance[order])
@@ -278,19 +295,19 @@ def _relevance(fitted, names, X):
                     _note(f"relevance: {what}{shown}"), _table(rows))
 
 
-def _against_inputs(fitted, moments, X, y, names):
-    lengthscale = np.broadcast_to(np.asarray(fitted.lengthscale, float), (X.shape[1],))
-    top = np.argsort(-(X.std(axis=0) / lengthscale))[:SCATTER_INPUTS]
-    mean, var = moments
+def _against_inputs(held, names, order):
+    """Probabilities of the true class, or residuals, against the inputs first in
+    ``order`` (the most relevant)."""
+    fitted, top = held.fitted, order[:SCATTER_INPUTS]
     if fitted.is_classifier:
-        codes = fitted.class_codes(y)
-        shown = fitted.class_probabilities(mean, var)[np.arange(len(codes)), codes]
+        shown = held.proba[np.arange(len(held.codes)), held.codes]
         label = "probability of the true class"
     else:
-        shown, label = y - fitted.point_prediction(mean, var)[:, 0], "residual"
+        shown = held.y - fitted.point_prediction(held.mean, held.var)[:, 0]
+        label = "residual"
     fig, axes = _figure(columns=len(top))
     for ax, j in zip(axes, top):
-        ax.scatter(X[:, j], shown, s=4, alpha=0.4)
+        ax.scatter(held.X[:, j], shown, s=4, alpha=0.4)
         if not fitted.is_classifier:
             ax.axhline(0.0, color="0.6", lw=1)
         ax.set(xlabel=names[j], ylabel=label)

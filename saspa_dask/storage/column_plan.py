@@ -55,7 +55,7 @@ def _plan_one(survey, j, missing, text, max_categories=None, notes=None):
         return None, (f"column {name!r} has {n_missing} missing values in "
                       f"{survey.n_rows} rows; use missing='drop-rows' or 'impute' "
                       "(--missing drop-rows / impute)")
-    if cats and survey.is_date(j):  # days since 1970-01-01, whatever the text policy
+    if survey.is_date(j):  # days since 1970-01-01, whatever the text policy
         return (j, "date", None, survey.median(j) if missing == "impute" else None), None
     if not cats:
         if missing == "impute" and survey.median(j) is None:

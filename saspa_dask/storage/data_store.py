@@ -10,10 +10,9 @@ from pathlib import Path
 
 import dask.array as da
 import numpy as np
-import zarr
 
 from ..files.errors import StoreError
-from ..files.groups import chunk_counts, open_group
+from ..files.groups import chunk_counts, open_group, store_format
 from .columns import match_columns
 
 __all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_data_complete",
@@ -177,13 +176,7 @@ def input_arrays(path, columns=None):
 def is_data_store(path):
     """Whether ``path`` is a folder holding a data store ingest wrote (by its format
     attribute; a model store or anything else is not)."""
-    path = Path(path)
-    if not (path / "zarr.json").is_file():
-        return False
-    try:
-        return zarr.open_group(str(path), mode="r").attrs.get("format") == DATA_FORMAT
-    except Exception:  # not a zarr group: not a data store
-        return False
+    return store_format(path) == DATA_FORMAT
 
 
 def describe_data(path):
