@@ -121,6 +121,10 @@ _EP_FIELDS = (
               "this.", "ep", "tol"),
     Parameter("anderson_memory", int, 3, "Sweeps remembered by Anderson acceleration of "
               "parallel EP (0: off).", "ep", "anderson_memory"),
+    Parameter("prediction_tol", float, 1e-4, "EP on all rows after learning on a row "
+              "sample also stops when its predictions have settled: the mean KL "
+              "divergence between two sweeps' latent predictions on 4,096 sample rows "
+              "below this (0: the site change alone decides).", "ep", "prediction_tol"),
     Parameter("coarse_start", bool, True, "Start parallel EP from EP on every 10th chunk "
               "(recursively), scaled to all rows; the fixed point is the same.", "ep",
               "coarse_start", off_flags=("--cold-start",)),

@@ -309,8 +309,9 @@ def test_ep_on_all_rows_after_a_subsample_starts_from_its_scaled_posterior():
     from saspa_dask.datasets import synthetic_two_class
 
     X, y = synthetic_two_class(40_000, 3, seed=5)
-    common = dict(n_bases=16, blur="delta", random_state=0, ep={"tol": 1e-9},
-                  execution={"block_rows": 2048})
+    # (the fixed point itself, not the earlier stop on settled predictions)
+    common = dict(n_bases=16, blur="delta", random_state=0,
+                  ep={"tol": 1e-9, "prediction_tol": 0.0}, execution={"block_rows": 2048})
     staged = SASPAClassifier(**common, hyper_subsample=3000, max_hyper_iter=4).fit(X, y)
     assert staged.hyperparameter_info_["n_rows_learnt"] == 3000
     assert staged.coarse_start_ == [] and staged.converged_
@@ -323,3 +324,93 @@ def test_ep_on_all_rows_after_a_subsample_starts_from_its_scaled_posterior():
     np.testing.assert_allclose(staged.sites_tau_, cold.sites_tau_, rtol=1e-5, atol=1e-9)
     np.testing.assert_allclose(staged.alpha_, cold.alpha_, rtol=1e-6,
                                atol=1e-6 * np.abs(cold.alpha_).max())
+
+
+def _latent_predictions(phi, posterior, s2):
+    """Latent means and variances at whitened rows phi, from the posterior covariance
+    (written here apart from Posterior.marginals)."""
+    cov = posterior.covariance()
+    return phi @ posterior.mean, s2 - (phi**2).sum(1) + np.einsum("ij,jk,ik->i", phi, cov, phi)
+
+
+def _mean_kl(new, old):
+    (m1, v1), (m0, v0) = new, old
+    return float(np.mean(0.5 * (v1 / v0 - 1 - np.log(v1 / v0) + (m1 - m0) ** 2 / v0)))
+
+
+@pytest.mark.parametrize("damping", [1.0, 0.5])
+def test_a_run_converges_where_its_predictions_settle(damping):
+    """With a probe, parallel EP stops at the first sweep k whose step (here plain:
+    no Anderson mixing) moves the probe rows' predictions by a mean KL divergence,
+    over damping^2, below prediction_tol: computed here from runs capped at k and
+    k - 1 sweeps.  The result is then the posterior sweep k started from (the capped
+    run at k - 1 sweeps), evidence included, converged on its predictions.  Without
+    a probe, or with prediction_tol 0, the site change alone decides."""
+    blocks = _blocks(seed=4, n=300, sizes=(100, 100, 100))
+    rng = np.random.default_rng(9)
+    probe_phi = blocks[1].phi[rng.choice(100, 40, replace=False)]
+    s2, tol = 1.5, 1e-4
+
+    def probe(posterior):
+        return _latent_predictions(probe_phi, posterior, s2)
+
+    def schedule(max_sweeps, prediction_tol):
+        return EPSchedule("parallel", damping, max_sweeps, 1e-12, anderson_memory=0,
+                          coarse_start=False, prediction_tol=prediction_tol)
+
+    def capped(k):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EPConvergenceWarning)
+            return run_ep(InMemoryEngine(blocks), Probit(), s2, schedule(k, 0.0))
+
+    settled = run_ep(InMemoryEngine(blocks), Probit(), s2, schedule(100, tol), probe=probe)
+    before = capped(1)
+    for k in range(2, 101):
+        after = capped(k)
+        change = _mean_kl(probe(after.posterior), probe(before.posterior)) / damping**2
+        if change < tol:
+            break
+        before = after
+    assert 3 < k < 100
+    assert all(r["damping"] == damping for r in settled.history)  # no cycle rule here
+    assert settled.converged and settled.converged_on == "predictions"
+    assert settled.n_sweeps == k and not settled.stopped_by_time
+    assert settled.history[-1]["prediction_change"] == pytest.approx(change, rel=1e-6)
+    assert all(r["prediction_change"] >= tol for r in settled.history[1:-1])
+    np.testing.assert_allclose(settled.posterior.mean, before.posterior.mean, rtol=1e-12,
+                               atol=1e-14)
+    np.testing.assert_allclose(np.concatenate(settled.tau), np.concatenate(before.tau),
+                               rtol=1e-12, atol=1e-14)
+    assert settled.log_evidence == pytest.approx(before.log_evidence, rel=1e-12)
+    # the site change alone: more sweeps, to tol
+    for sites_only in (run_ep(InMemoryEngine(blocks), Probit(), s2, schedule(300, tol)),
+                       run_ep(InMemoryEngine(blocks), Probit(), s2, schedule(300, 0.0),
+                              probe=probe)):
+        assert sites_only.converged and sites_only.converged_on == "sites"
+        assert sites_only.n_sweeps > k
+        assert "prediction_change" not in sites_only.history[-1]
+
+
+def test_ep_on_all_rows_after_a_subsample_stops_when_its_predictions_settle():
+    """The fit's EP on all rows after learning on a subsample: converged on its
+    predictions on the sample's rows (fewer sweeps than to tol), every sweep before
+    the last above prediction_tol; at the same learnt values, its predictions at new
+    rows are within a mean divergence of prediction_tol of EP run to tol (on this
+    problem: the rule bounds the last step, not the distance left)."""
+    from saspa_dask import SASPAClassifier
+    from saspa_dask.datasets import synthetic_two_class
+
+    X, y = synthetic_two_class(40_000, 3, seed=5)
+    common = dict(n_bases=16, random_state=0, hyper_subsample=3000, max_hyper_iter=4,
+                  execution={"block_rows": 4096})
+    settled = SASPAClassifier(**common).fit(X, y)
+    to_tol = SASPAClassifier(**common, ep={"prediction_tol": 0.0}).fit(X, y)
+    assert settled.ep_stop_reason_ == "predictions" and settled.converged_
+    assert to_tol.ep_stop_reason_ == "converged"
+    assert settled.n_sweeps_ < to_tol.n_sweeps_
+    changes = [r["prediction_change"] for r in settled.history_]
+    assert changes[-1] < 1e-4 <= min(changes[:-1])
+    assert len(changes) == settled.n_sweeps_
+    np.testing.assert_array_equal(settled.lengthscale_, to_tol.lengthscale_)
+    Xn = synthetic_two_class(2_000, 3, seed=6)[0]
+    assert _mean_kl(settled.predict_latent(Xn), to_tol.predict_latent(Xn)) < 1e-4

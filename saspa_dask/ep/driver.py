@@ -20,10 +20,11 @@ from .acceleration import Anderson, CycleGuard
 from .engine import EPEngine
 from .posterior import Posterior
 
-__all__ = ["EPConvergenceWarning", "EPResult", "coarse_start", "ep_evidence",
-           "run_ep"]
+__all__ = ["EPConvergenceWarning", "EPResult", "PredictionWatch", "coarse_start",
+           "ep_evidence", "run_ep"]
 
 _MAX_DAMPING_HALVINGS = 20
+_TINY = np.finfo(float).tiny
 # Coarse start (parallel EP, cold, likelihoods whose sites depend on the cavity): EP on
 # every k-th block (k = min(_COARSE_STRIDE, blocks // 2), only with at least
 # _COARSE_MIN_BLOCKS blocks), itself started the same way, run to _COARSE_TOL; its
@@ -51,7 +52,9 @@ class EPResult:
     ``n_anderson_steps`` counts sweeps whose sites were an Anderson combination and
     ``n_anderson_restarts`` the times its history was dropped.
     ``stopped_by_time``: a deadline ended the run before convergence (it is then
-    not ``converged``).
+    not ``converged``).  ``converged_on``: "sites" (the site change fell below
+    ``tol``) or "predictions" (the probe rows' predictions settled:
+    ``prediction_tol``).
     """
 
     posterior: Posterior
@@ -70,6 +73,7 @@ class EPResult:
     n_anderson_steps: int = 0
     n_anderson_restarts: int = 0
     stopped_by_time: bool = False
+    converged_on: str = "sites"
 
 
 def ep_evidence(posterior, site_sum):
@@ -154,7 +158,7 @@ def coarse_start(engine, likelihood, signal_variance, settings, callback=None):
 
 
 def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=None, start=None,
-           deadline=None):
+           deadline=None, probe=None):
     """Run EP to convergence; the engine holds the data blocks and the sites.
 
     Parameters
@@ -183,6 +187,13 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         it.  The posterior is then the one of the last sweep's sites.
         Not for the Gaussian likelihood (its first sweep's sites are the fixed point;
         the second confirms it).
+    probe : callable, optional
+        ``probe(posterior)`` gives the latent predictive means and variances of some
+        rows; with ``settings.prediction_tol`` > 0 a parallel run is also converged at
+        the posterior a sweep started from when that sweep's plain step would move the
+        predictions there by a mean KL divergence (over the damping squared) below it
+        (:class:`PredictionWatch`).  The result is then that posterior with its sites
+        and the evidence the sweep computed, as when the site change decides.
 
     Returns
     -------
@@ -193,7 +204,10 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         raise ValueError(f"ep_mode must be 'parallel' or 'sequential', got {settings.mode!r}")
     posterior, A, b, levels = _starting_point(engine, likelihood, signal_variance, settings,
                                               start)
-    sweeps = _Sweeps(engine, likelihood, signal_variance, settings, posterior, A, b)
+    watch = (PredictionWatch(probe, settings.prediction_tol)
+             if probe is not None and settings.prediction_tol > 0
+             and settings.mode == "parallel" else None)
+    sweeps = _Sweeps(engine, likelihood, signal_variance, settings, posterior, A, b, watch)
     if _sites_exact_in_one_sweep(likelihood):
         deadline = None  # one more sweep only confirms them: no time saved by stopping
     for sweep in range(1, settings.max_sweeps + 1):
@@ -208,6 +222,34 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
             sweeps.stopped_by_time = sweep < settings.max_sweeps
             break
     return sweeps.result(levels)
+
+
+class PredictionWatch:
+    """How far one EP update moves the predictions at some probe rows.
+
+    ``residual(summary, posterior, damping)``: the mean over the probe rows of
+    KL(step || posterior) between the latent predictive Gaussians of the posterior
+    a parallel sweep started from and of the plain (damped, not Anderson-mixed) step
+    the sweep proposes, over ``damping**2`` (a damped step moves the means d times less,
+    and the divergence goes as the square of the move): EP's fixed-point residual,
+    measured where it matters for predictions.  Infinite when the step's posterior is
+    not positive definite.
+    """
+
+    def __init__(self, probe, tol):
+        self.probe, self.tol = probe, float(tol)
+
+    def residual(self, summary, posterior, damping):
+        try:
+            step = Posterior.from_statistics(summary.A, summary.b)
+        except LinAlgError:
+            return float("inf")
+        mean, var = self.probe(step)
+        mean0, var0 = self.probe(posterior)
+        var, var0 = np.maximum(var, _TINY), np.maximum(var0, _TINY)
+        ratio = var / var0
+        divergence = 0.5 * (ratio - 1.0 - np.log(ratio) + (mean - mean0) ** 2 / var0)
+        return float(np.mean(divergence)) / float(damping) ** 2
 
 
 def _sites_exact_in_one_sweep(likelihood):
@@ -233,8 +275,10 @@ class _Sweeps:
     """The state of one EP run between sweeps: posterior, its site sums, damping (and
     the cycle rule), Anderson's driver side, the per-sweep history."""
 
-    def __init__(self, engine, likelihood, signal_variance, settings, posterior, A, b):
+    def __init__(self, engine, likelihood, signal_variance, settings, posterior, A, b,
+                 watch=None):
         self.engine, self.likelihood, self.s2 = engine, likelihood, signal_variance
+        self.watch, self.converged_on, self.residual = watch, "sites", None
         self.settings = settings
         self.posterior, self.A, self.b = posterior, A, b
         self.guard = CycleGuard(settings.step)
@@ -259,6 +303,8 @@ class _Sweeps:
         if evidence is not None:
             # the evidence of the posterior this sweep started from (free in this mode)
             record["log_evidence_start"] = evidence
+        if self.residual is not None:
+            record["prediction_change"], self.residual = self.residual, None
         self.history.append(record)
         if not self.converged and not mixed:
             # Anderson's own steps need not shrink the change monotonically; its
@@ -276,6 +322,12 @@ class _Sweeps:
         if self.history:
             self.history[-1]["log_evidence"] = evidence
         self.converged = summary.change < self.settings.tol
+        if self.watch is not None and not self.converged:
+            self.residual = self.watch.residual(summary, self.posterior, self.damping)
+            if self.residual < self.watch.tol:
+                # the posterior this sweep started from is EP's fixed point to the
+                # tolerance, where predictions are concerned: it is the result
+                self.converged, self.converged_on = True, "predictions"
         if self.converged:
             self.final = evidence
             return summary, 0, False, evidence
@@ -326,4 +378,4 @@ class _Sweeps:
             damping=self.damping, coarse_start=levels,
             n_anderson_steps=0 if anderson is None else anderson.steps,
             n_anderson_restarts=0 if anderson is None else anderson.restarts,
-            stopped_by_time=self.stopped_by_time)
+            stopped_by_time=self.stopped_by_time, converged_on=self.converged_on)

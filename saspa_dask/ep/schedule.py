@@ -44,6 +44,16 @@ class EPSchedule:
         up slow linear convergence and cycles and keeps the fixed point.  Costs
         4 (memory + 1) floats a row (in worker memory, or in the Dask site store).
         0 turns it off.
+    prediction_tol : float, default=1e-4
+        EP on all rows after learning on a row sample (``hyper_subsample``) also stops
+        when its predictions have settled: when the mean Kullback-Leibler divergence
+        between the latent predictive distributions of two successive sweeps (each
+        sweep's change scaled by its damping), over up to 4,096 rows of the learning
+        sample, is below ``prediction_tol``.  On many rows the posterior settles
+        sweeps before every row's site does (each site is one of N); the fit is then
+        converged with ``ep_stop_reason_ == "predictions"``.  0 leaves the decision
+        to ``tol`` alone.  EP inside learning (where the gradient needs the sites'
+        fixed point) is never stopped this way.
     coarse_start : bool, default=True
         Start a cold parallel EP run from EP on every 10th row block (recursively
         started the same way), its site sums scaled to all rows.  This skips most of
@@ -65,6 +75,7 @@ class EPSchedule:
     tol: float = 1e-6
     anderson_memory: int = 3
     coarse_start: bool = True
+    prediction_tol: float = 1e-4
 
     def __post_init__(self):
         name = type(self).__name__
@@ -82,6 +93,10 @@ class EPSchedule:
                     "an integer >= 0", self.anderson_memory)
         check_field(isinstance(self.coarse_start, bool), name, "coarse_start", "a bool",
                self.coarse_start)
+        check_field(isinstance(self.prediction_tol, Real)
+                    and not isinstance(self.prediction_tol, bool)
+                    and self.prediction_tol >= 0, name, "prediction_tol", "a float >= 0",
+                    self.prediction_tol)
 
     def with_damping(self, likelihood):
         """This schedule with ``damping`` resolved for ``likelihood`` (a name) when

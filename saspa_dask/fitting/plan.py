@@ -222,4 +222,6 @@ def _ep_stop_reason(results):
     for result in results:
         if not result.converged:
             return "time" if result.stopped_by_time else "max_sweeps"
+    if any(result.converged_on == "predictions" for result in results):
+        return "predictions"
     return "converged"

@@ -15,8 +15,14 @@ LOUD_ROWS = 50_000
 def print_sweep(record):
     problem = f"problem {record['problem'] + 1}  " if "problem" in record else ""
     print(f"[saspa] {problem}sweep {record['sweep']:3d}  change {record['change']:.3e}  "
-          f"invalid {record['n_invalid']}  {record['seconds']:.3f}s", file=sys.stderr,
-          flush=True)
+          f"{_prediction_change(record)}invalid {record['n_invalid']}  "
+          f"{record['seconds']:.3f}s", file=sys.stderr, flush=True)
+
+
+def _prediction_change(record):
+    """The sweep's prediction change (``EPSchedule.prediction_tol``), if measured."""
+    change = record.get("prediction_change")
+    return "" if change is None else f"predictions {change:.2e}  "
 
 
 def print_hyper(record):

@@ -26,7 +26,7 @@ from ..engines.dask_engine import DaskEngine
 from ..engines.memory import InMemoryEngine
 from ..ep.approximation import FITC
 from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep
-from ..ep.posterior import Posterior
+from ..ep.posterior import Posterior, predict_latent
 from ..ep.whitening import make_block, relabel_block, whiten
 from .gradient import assemble_gradient, gradient_chunk
 from .hyperparameters import Hyperparameters
@@ -147,17 +147,19 @@ class Trainer:
 
     # -- EP and the gradient ---------------------------------------------------------
 
-    def run(self, likelihood, starts=None, deadline=None):
+    def run(self, likelihood, starts=None, deadline=None, probe_rows=None):
         """EP for every problem; returns the EPResults with sites as numpy arrays.
         ``starts``: per problem, the posterior a cold run's first sweep takes its
-        cavities from; ``deadline``: when the runs stop unconverged (see
+        cavities from; ``deadline``: when the runs stop unconverged; ``probe_rows``:
+        input rows on whose predictions the runs may also converge (see
         :func:`saspa_dask.ep.driver.run_ep`)."""
         results = []
         starts = starts or [None] * len(self._engines)
+        probe = None if probe_rows is None else self.predictions_at(probe_rows)
         for k, (engine, start) in enumerate(zip(self._engines, starts)):
             callback = None if self.callback is None else partial(self._tell, k)
             result = run_ep(engine, likelihood, self.hyper.signal_variance, self.settings,
-                            callback=callback, start=start, deadline=deadline)
+                            callback=callback, start=start, deadline=deadline, probe=probe)
             if self.is_lazy:
                 result.tau, result.nu = (np.asarray(s) for s in dask.compute(result.tau,
                                                                                result.nu))
@@ -165,6 +167,16 @@ class Trainer:
                 result.tau, result.nu = np.concatenate(result.tau), np.concatenate(result.nu)
             results.append(result)
         return results
+
+    def predictions_at(self, X):
+        """``predictions(posterior)``: the latent predictive means and variances of the
+        rows ``X`` (in memory) under a posterior of the built bases and kernel."""
+        basis, hyper = self.basis, self.hyper
+        block = make_block(X, np.zeros(X.shape[0]), basis.means, basis.covs,
+                           hyper.lengthscale, hyper.signal_variance, self.L,
+                           self.approximation, basis.frequencies, basis.phases)
+        return partial(predict_latent, block.phi, signal_variance=hyper.signal_variance,
+                       approximation=self.approximation)
 
     def _tell(self, problem, record):
         self.callback({**record, "problem": problem, "n_problems": self.n_problems})
@@ -238,7 +250,7 @@ def restart_points(start, n_restarts, positions=None):
 
 def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         init_sites=None, callback=None, n_restarts=0, positions=None, start_posteriors=None,
-        ep_deadline=None, watch=None):
+        ep_deadline=None, watch=None, probe_rows=None):
     """Fit at ``start`` or maximise the summed EP evidence from it (and, with
     ``n_restarts``, from the further starts of :func:`restart_points`, keeping the
     highest evidence).
@@ -272,13 +284,17 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
     ep_deadline : float, optional
         At fixed hyperparameters: the ``time.perf_counter()`` value by which EP
         stops, converged or not (:func:`saspa_dask.ep.driver.run_ep`).
+    probe_rows : ndarray, optional
+        At fixed hyperparameters: input rows on whose predictions EP may converge
+        (``EPSchedule.prediction_tol``; e.g. some of a learning sample's rows).
 
     Returns
     -------
     FitOutcome
     """
     if not optimize_hyperparameters:
-        return _fit_at(trainer, likelihood, start, init_sites, start_posteriors, ep_deadline)
+        return _fit_at(trainer, likelihood, start, init_sites, start_posteriors, ep_deadline,
+                       probe_rows)
     rule = replace(rule or StopRule(), scale_rows=trainer.X.shape[0] * trainer.n_problems)
     chosen = _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts,
                          None if positions is None else (lambda k: positions(k, trainer.X)),
@@ -319,9 +335,10 @@ def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restar
     return chosen
 
 
-def _fit_at(trainer, likelihood, hyper, init_sites, starts=None, deadline=None):
+def _fit_at(trainer, likelihood, hyper, init_sites, starts=None, deadline=None,
+            probe_rows=None):
     trainer.build(hyper, init_sites)
-    results = trainer.run(hyper.bind(likelihood), starts, deadline)
+    results = trainer.run(hyper.bind(likelihood), starts, deadline, probe_rows)
     return FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results,
                       float(sum(r.log_evidence for r in results)))
 

@@ -158,9 +158,11 @@ _SHARED_ATTRS_DOC = """
     n_sweeps_ : int
         Sweeps made, including the one that found the sites converged.
     converged_ : bool
-    ep_stop_reason_ : {"converged", "max_sweeps", "time"}
-        Why EP on all rows stopped: at ``tol``, at ``max_sweeps``, or at the
-        ``max_fit_time`` budget (then ``converged_`` is False too).
+    ep_stop_reason_ : {"converged", "predictions", "max_sweeps", "time"}
+        Why EP on all rows stopped: at ``tol``, when its predictions had settled after
+        learning on a row sample (``EPSchedule.prediction_tol``; converged too), at
+        ``max_sweeps``, or at the ``max_fit_time`` budget (then ``converged_`` is False
+        too).
     log_evidence_ : float
         EP approximation of log p(y) (NaN if a cavity is invalid at the end); for
         one-vs-rest, the sum over the classes' binary problems.
