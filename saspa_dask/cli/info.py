@@ -75,8 +75,10 @@ def print_summary(summary, metrics_line):
                  f"power EP, alpha {summary['alpha']:g}")
         click.echo(f"{'approximation':>17}: {summary['approximation']}, {power}")
     ep = summary["ep"]
+    settled = " (predictions settled)" if ep.get("stop_reason") == "predictions" else ""
     click.echo(f"{'ep':>17}: {ep['mode']}, damping {ep['damping']}, {ep['n_sweeps']} sweeps, "
-               f"converged {ep['converged']}, invalid cavities {ep['n_invalid_cavities']}")
+               f"converged {ep['converged']}{settled}, invalid cavities "
+               f"{ep['n_invalid_cavities']}")
     click.echo(f"{'kernel':>17}: signal variance {summary['kernel']['signal_variance']:.4g}, "
                f"jitter {summary['kernel']['jitter']:.3g}")
     hyper = summary["hyperparameters"]

@@ -58,6 +58,7 @@ def describe_model(path):
     summary["ep"] = {"mode": _ep_mode(attrs),
                      "damping": report.get("damping_"), "n_sweeps": report.get("n_sweeps_"),
                      "converged": report.get("converged_"),
+                     "stop_reason": report.get("ep_stop_reason_"),
                      "n_invalid_cavities": report.get("n_invalid_cavities_"),
                      "n_anderson_steps": report.get("n_anderson_steps_", 0)}
     summary["log_evidence"] = report.get("log_evidence_")
