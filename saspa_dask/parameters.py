@@ -375,6 +375,10 @@ RETRAIN_JOB_PARAMETERS = (
     _LATEST, _TEST,
 )
 
+_INTERVAL = Parameter("interval_level", float, 0.95, "A gaussian regressor's lower and "
+                      "upper: the central interval holding a new observation with this "
+                      "probability (the noise included).")
+
 SCORE_PARAMETERS = (
     _MODEL, _DATA,
     _path("out", "Score store to write (zarr), or the CSV / Parquet file with --format.",
@@ -382,7 +386,7 @@ SCORE_PARAMETERS = (
     Parameter("format", str, "zarr", "zarr: a resumable score store; csv or parquet: one "
               "file (Parquet needs pyarrow).", choices=("zarr", "csv", "parquet")),
     _flag("overwrite", "Replace a complete or foreign store."),
-    _ESCAPE,
+    _ESCAPE, _INTERVAL,
 )
 
 PREDICT_PARAMETERS = (
@@ -394,7 +398,7 @@ PREDICT_PARAMETERS = (
               choices=("csv", "parquet")),
     _UNKNOWN, _DELIMITER, _CHUNK_ROWS,
     _flag("overwrite", "Replace an existing --out file."),
-    _ESCAPE,
+    _ESCAPE, _INTERVAL,
 )
 
 EVALUATE_PARAMETERS = (_MODEL, _DATA)

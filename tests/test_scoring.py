@@ -102,6 +102,64 @@ def test_regression_scores_and_metrics(tmp_path):
     assert metrics["r2"] == pytest.approx(1 - np.mean((y - mean) ** 2) / np.var(y), rel=1e-10)
 
 
+def test_gaussian_regression_writes_its_predictive_interval(tmp_path):
+    """lower / upper: mean -+ the normal quantile times the new observation's standard
+    deviation (computed here from predict's), at the store's recorded level; with
+    log_target the exponential of log y's interval; held-out rows fall inside about
+    as often as the level says (binomial: 4 standard deviations); an incomplete store
+    of another level is not resumed; a Student-t regressor writes no interval."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-2, 2, size=(6_000, 2))
+    f = np.sin(X[:, 0]) * X[:, 1]
+    y = 5.0 + f + 0.2 * rng.normal(size=6_000)
+    np.save(tmp_path / "r.npy", np.column_stack([X, y]))
+    ingest(tmp_path / "r.npy", tmp_path / "r.zarr", chunk_rows=1_500)
+    model = SASPARegressor(n_bases=20, random_state=0, max_hyper_iter=30).fit(X[:3_000],
+                                                                              y[:3_000])
+    score(model, tmp_path / "r.zarr", tmp_path / "s.zarr", interval_level=0.8)
+    g, attrs = _read(tmp_path / "s.zarr")
+    assert attrs["interval_level"] == 0.8 and {"lower", "upper"} <= set(attrs["outputs"])
+    mean, std = model.predict(X, return_std=True)
+    z = norm.ppf(0.9)
+    np.testing.assert_allclose(g["lower"][...], mean - z * std, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g["upper"][...], mean + z * std, rtol=1e-12, atol=1e-12)
+    lower, upper = model.predict_interval(X, level=0.8)
+    np.testing.assert_allclose(lower, mean - z * std, rtol=1e-12, atol=1e-12)
+    held = slice(3_000, None)
+    inside = np.mean((y[held] >= lower[held]) & (y[held] <= upper[held]))
+    assert abs(inside - 0.8) < 4 * np.sqrt(0.8 * 0.2 / 3_000), inside
+    # the job, to CSV: the same bounds under their names
+    from saspa_dask import jobs
+
+    model.save(tmp_path / "m.zarr")
+    jobs.score(tmp_path / "m.zarr", tmp_path / "r.zarr", tmp_path / "s.csv", format="csv",
+               interval_level=0.8)
+    table = np.genfromtxt(tmp_path / "s.csv", delimiter=",", names=True)
+    assert {"lower", "upper"} <= set(table.dtype.names)
+    np.testing.assert_allclose(table["lower"], mean - z * std, rtol=1e-12, atol=1e-12)
+    zarr.open_group(str(tmp_path / "s.zarr"), mode="r+").attrs["complete"] = False
+    with pytest.raises(StoreError, match="different interval_level"):
+        score(model, tmp_path / "r.zarr", tmp_path / "s.zarr", interval_level=0.9)
+    with pytest.raises(ValueError, match="interval_level must be in"):
+        score(model, tmp_path / "r.zarr", tmp_path / "t.zarr", interval_level=1.0)
+    # log_target: y = exp(log y), the interval of y* is exp of log y*'s
+    positive = np.exp(0.3 * y)
+    logged = SASPARegressor(n_bases=20, random_state=0, max_hyper_iter=30,
+                            log_target=True).fit(X[:3_000], positive[:3_000])
+    latent, latent_var = logged.predict_latent(X[:500])
+    sd = np.sqrt(latent_var + logged.noise_variance_)
+    lower, upper = logged.predict_interval(X[:500], level=0.8)
+    np.testing.assert_allclose(lower, np.exp(latent - z * sd), rtol=1e-10)
+    np.testing.assert_allclose(upper, np.exp(latent + z * sd), rtol=1e-10)
+    heavy = SASPARegressor(n_bases=8, random_state=0, optimize_hyperparameters=False,
+                           likelihood="student_t").fit(X[:1_000], y[:1_000])
+    score(heavy, tmp_path / "r.zarr", tmp_path / "h.zarr")
+    g, attrs = _read(tmp_path / "h.zarr")
+    assert "lower" not in set(g.array_keys()) and "interval_level" not in attrs
+    with pytest.raises(ValueError, match="needs the gaussian likelihood"):
+        heavy.predict_interval(X[:10])
+
+
 def test_bad_input_writes_nothing(classification, tmp_path):
     tmp, X, y, model = classification
     np.save(tmp_path / "w.npy", np.column_stack([X[:, :3], y]))

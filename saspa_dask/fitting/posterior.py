@@ -20,6 +20,7 @@ from functools import cached_property
 import numpy as np
 from dask import delayed
 from scipy.linalg import solve_triangular
+from scipy.special import ndtri
 
 from ..core.bases import Basis
 from ..core.likelihoods import make_likelihood
@@ -273,6 +274,31 @@ class FittedPosterior:
             return np.sqrt(np.expm1(spread)) * self.point_prediction(mean, var)[:, 0]
         return np.sqrt(self._fitted_scale_variance(var))
 
+    @property
+    def has_intervals(self):
+        """Whether :meth:`predictive_interval` is exact for this model: a regressor with
+        the gaussian likelihood (its new observations are Gaussian, or log-normal with
+        ``log_target``)."""
+        return not self.is_classifier and self.likelihood == "gaussian"
+
+    def predictive_interval(self, mean, var, level):
+        """The central interval holding a new observation y* with probability
+        ``level``, from latent moments (n, 1) (offset not added): the mean plus or minus
+        the normal quantile times the standard deviation with the noise, and for a
+        ``log_target`` model the exponential of those bounds (the log-normal's own
+        quantiles).  Returns ``(lower, upper)``, each of shape (n,)."""
+        if not self.has_intervals:
+            raise ValueError("predictive intervals are exact for the gaussian likelihood "
+                             f"only; this model's is {self.likelihood}")
+        if not 0.0 < float(level) < 1.0:
+            raise ValueError(f"interval_level must be in (0, 1), got {level!r}")
+        centre = (mean + self.offset)[:, 0]
+        half = ndtri(0.5 + 0.5 * float(level)) * np.sqrt(self._fitted_scale_variance(var))
+        lower, upper = centre - half, centre + half
+        if self.log_target:
+            return np.exp(lower), np.exp(upper)
+        return lower, upper
+
     def _fitted_scale_variance(self, var):
         """The variance of a new observation on the fitted scale (log y for a
         ``log_target`` model): the latent variance plus the noise's."""
@@ -285,18 +311,19 @@ class FittedPosterior:
             noise = params["scale"] ** 2 * params["dof"] / (params["dof"] - 2.0)
         return var + noise
 
-    def outputs(self, X, names):
+    def outputs(self, X, names, interval_level=0.95):
         """The named outputs at rows X: ``mean`` (offset added) and ``variance`` of
         the latent function, ``proba`` (classification; P(classes_[1]) for two
         classes, one normalised column per class otherwise), ``label`` (the most
         probable class, :meth:`predicted_labels`), ``rate`` (Poisson:
         exp(mean + variance / 2)), ``value`` (a ``log_target`` regressor's prediction
         of y itself), ``std`` (a regressor's: the standard deviation of a new
-        observation, :meth:`predictive_std`).  One column per problem, squeezed
-        for one."""
-        return self.outputs_at(*self.latent(X), names)
+        observation, :meth:`predictive_std`), ``lower`` and ``upper`` (a gaussian
+        regressor's central interval of a new observation at ``interval_level``,
+        :meth:`predictive_interval`).  One column per problem, squeezed for one."""
+        return self.outputs_at(*self.latent(X), names, interval_level)
 
-    def outputs_at(self, mean, var, names):
+    def outputs_at(self, mean, var, names, interval_level=0.95):
         """:meth:`outputs` from latent moments (offset not added) already computed."""
         values = {}
         if "mean" in names:
@@ -311,6 +338,9 @@ class FittedPosterior:
             values["rate" if "rate" in names else "value"] = self.point_prediction(mean, var)
         if "std" in names:
             values["std"] = self.predictive_std(mean, var)[:, None]
+        if "lower" in names or "upper" in names:
+            lower, upper = self.predictive_interval(mean, var, interval_level)
+            values["lower"], values["upper"] = lower[:, None], upper[:, None]
         if self.n_problems == 1:
             values = {k: v[:, 0] for k, v in values.items()}
         if "label" in names:  # one column whatever the number of problems

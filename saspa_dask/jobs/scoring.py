@@ -36,12 +36,14 @@ def _load(model):
 
 
 def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=True,
-          client=None, scheduler=None, workers=None, timeout=10, security=None, echo=None,
-          dashboard=False):
+          interval_level=0.95, client=None, scheduler=None, workers=None, timeout=10,
+          security=None, echo=None, dashboard=False):
     """Score a data store's X with a model into a zarr score store, resumably.
 
-    Writes ``mean`` and ``variance`` of the latent function, ``proba`` for a
-    classifier and ``rate`` for a Poisson model, chunk-aligned with the input; a rerun
+    Writes ``mean`` and ``variance`` of the latent function, ``proba`` and ``label``
+    for a classifier, ``std`` (a new observation's) for a regressor, ``rate`` for a
+    Poisson model and ``lower`` / ``upper`` (a new observation's central interval at
+    ``interval_level``) for a gaussian one, chunk-aligned with the input; a rerun
     after an interruption writes only the missing chunks.
 
     Parameters
@@ -61,6 +63,8 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
     escape_formulas : bool
         CSV: text cells a spreadsheet would run as formulas are written with a
         leading ``'`` (:mod:`~saspa_dask.storage.export`).
+    interval_level : float in (0, 1)
+        The probability of a gaussian regressor's ``lower`` / ``upper`` interval.
     client, scheduler, workers, timeout, security, echo, dashboard
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
 
@@ -72,6 +76,7 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
     """
     if format not in ("zarr", *EXPORT_FORMATS):
         raise JobError(f"format must be zarr, csv or parquet, got {format!r}")
+    _check_level(interval_level)
     model, data, out = absolute(model), absolute(data), absolute(out)
     loaded = _load(model)
     with reported():
@@ -83,16 +88,24 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
         return _score_locked(loaded, data, out, overwrite, format, escape_formulas,
                              dict(client=client, scheduler=scheduler, workers=workers,
                                   timeout=timeout, security=security, echo=echo,
-                                  dashboard=dashboard))
+                                  dashboard=dashboard), interval_level)
 
 
-def _score_locked(loaded, data, out, overwrite, format, escape_formulas, cluster):
+def _check_level(interval_level):
+    """A level the interval can have: a probability strictly between 0 and 1."""
+    if not (isinstance(interval_level, (int, float)) and 0.0 < interval_level < 1.0):
+        raise JobError(f"--interval-level must be in (0, 1), got {interval_level!r}")
+
+
+def _score_locked(loaded, data, out, overwrite, format, escape_formulas, cluster,
+                  interval_level):
     private = format != "zarr"
     store = out if not private else Path(out).with_name(f".{Path(out).name}.scores.zarr")
     if private:
         with reported():
             _check_private(store)
-    result = _score_store(loaded, data, store, overwrite and not private, private, cluster)
+    result = _score_store(loaded, data, store, overwrite and not private, private, cluster,
+                          interval_level)
     if private:
         with reported():
             export_scores(store, out, format, escape_formulas)
@@ -100,7 +113,7 @@ def _score_locked(loaded, data, out, overwrite, format, escape_formulas, cluster
     return result
 
 
-def _score_store(loaded, data, store, overwrite, private, cluster):
+def _score_store(loaded, data, store, overwrite, private, cluster, interval_level):
     """Score ``data`` into the zarr score ``store`` on a cluster, holding a reader's
     lock on the data store."""
     fitted, columns, class_labels, _ = loaded
@@ -109,7 +122,8 @@ def _score_store(loaded, data, store, overwrite, private, cluster):
         with dask_client(**cluster, values=input_values(inputs[0])) as running:
             return scores.score(fitted, data, store, overwrite=overwrite,
                                 class_labels=class_labels, n_workers=n_workers(running),
-                                inputs=inputs, private=private)
+                                inputs=inputs, private=private,
+                                interval_level=interval_level)
 
 
 def _check_private(path):
@@ -120,9 +134,9 @@ def _check_private(path):
 
 
 def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
-            overwrite=False, chunk_rows=65536, escape_formulas=True, client=None,
-            scheduler=None, workers=None, timeout=10, security=None, echo=None,
-            dashboard=False):
+            overwrite=False, chunk_rows=65536, escape_formulas=True, interval_level=0.95,
+            client=None, scheduler=None, workers=None, timeout=10, security=None,
+            echo=None, dashboard=False):
     """Score a CSV or Parquet file directly: encode it as the model's training store
     was encoded, score it, and write ids, row numbers and scores to one file.
 
@@ -155,6 +169,8 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
     escape_formulas : bool
         CSV: text cells a spreadsheet would run as formulas are written with a
         leading ``'`` (:mod:`~saspa_dask.storage.export`).
+    interval_level : float in (0, 1)
+        The probability of a gaussian regressor's ``lower`` / ``upper`` interval.
     client, scheduler, workers, timeout, security, echo, dashboard
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
 
@@ -166,6 +182,7 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
         interrupted run's work was not reused, or None), ``chunks_written``.
     """
     model, source, out = absolute(model), absolute(source), absolute(out)
+    _check_level(interval_level)
     fmt = format or _format_of(out)
     loaded = _load(model)  # the whole model: its fingerprint names the work
     with reported():
@@ -181,7 +198,8 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
     recipe = {"model_fingerprint": loaded[0].fingerprint(), "source": str(source),
               "source_size": stat.st_size, "source_mtime_ns": stat.st_mtime_ns,
               "unknown": unknown, "delimiter": delimiter, "chunk_rows": int(chunk_rows),
-              "format": fmt, "escape_formulas": bool(escape_formulas)}
+              "format": fmt, "escape_formulas": bool(escape_formulas),
+              "interval_level": float(interval_level)}
     with locked(out, "prediction output"):
         return _predict_locked(loaded, source, out, recipe, encoding,
                                dict(client=client, scheduler=scheduler, workers=workers,
@@ -205,7 +223,8 @@ def _predict_locked(loaded, source, out, recipe, encoding, cluster):
                         delimiter=recipe["delimiter"], chunk_rows=recipe["chunk_rows"])
             write_new_text(work / _RECIPE, json.dumps(recipe))
     encoded = dict(zarr.open_group(str(data), mode="r").attrs)
-    result = _score_store(loaded, data, work / "scores.zarr", False, True, cluster)
+    result = _score_store(loaded, data, work / "scores.zarr", False, True, cluster,
+                          recipe["interval_level"])
     with reported():
         export_scores(work / "scores.zarr", out, recipe["format"],
                       recipe["escape_formulas"])

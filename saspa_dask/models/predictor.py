@@ -15,6 +15,8 @@ model store, by composition rather than by subclassing one another.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -330,6 +332,11 @@ def _mean_and_std(fitted, Xb, rows):
     return mean_and_std_at(fitted, *fitted.latent(Xb, rows))
 
 
+def _interval(fitted, Xb, rows, level):
+    """Lower and upper bounds of a new observation's central interval at ``level``."""
+    return np.column_stack(fitted.predictive_interval(*fitted.latent(Xb, rows), level))
+
+
 def mean_and_std_at(fitted, mean, var):
     """:func:`_mean_and_std` from latent moments (n, 1), offset not added."""
     return np.column_stack([fitted.point_prediction(mean, var)[:, 0],
@@ -371,4 +378,37 @@ class PosteriorRegressorMixin(RegressorMixin):
         if not return_std:
             return self._predict(X, _mean)
         both = self._predict(X, _mean_and_std, columns=2)
+        return both[:, 0], both[:, 1]
+
+    def predict_interval(self, X, level=0.95):
+        """The central interval holding a new observation y* with probability ``level``.
+
+        Exact for the gaussian likelihood: the mean plus or minus the normal quantile
+        times :meth:`predict`'s standard deviation (the noise included), and with
+        ``log_target`` the exponential of the interval of log y* (the log-normal's own
+        quantiles).  ``saspa score`` and ``predict`` write the same bounds as ``lower``
+        and ``upper`` (``--interval-level``).
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features)
+        level : float in (0, 1), default=0.95
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_samples,)
+
+        Raises
+        ------
+        ValueError
+            For another likelihood (student_t, poisson: their intervals are not
+            Gaussian ones), or a level outside (0, 1).
+        """
+        fitted = self._posterior()
+        if not fitted.has_intervals:
+            raise ValueError("predict_interval needs the gaussian likelihood; this model's "
+                             f"is {fitted.likelihood}")
+        if not (isinstance(level, (int, float)) and 0.0 < level < 1.0):
+            raise ValueError(f"level must be in (0, 1), got {level!r}")
+        both = self._predict(X, partial(_interval, level=float(level)), columns=2)
         return both[:, 0], both[:, 1]

@@ -8,7 +8,9 @@ row; plus ``done`` (one flag per chunk).  A one-vs-rest multi-class model writes
 (N, n_classes) arrays (one column per class; ``proba`` normalised over the classes); a
 Poisson model also writes ``rate``, the expected count exp(mean + variance / 2), and
 every regressor ``std``, the standard deviation of a new observation (the noise's
-variance added: ``predict(X, return_std=True)``'s).  A
+variance added: ``predict(X, return_std=True)``'s), and a gaussian regressor ``lower``
+and ``upper``, the central interval of a new observation at the store's
+``interval_level`` (``predict_interval``'s).  A
 chunk task writes its rows, then its flag; the group's ``complete`` attribute is set
 only after every flag is.  zarr 3 does not store chunks equal to the fill value
 (``write_empty_chunks=False``), so "the chunk exists" would prove nothing: the flags
@@ -107,14 +109,18 @@ def _outputs(fitted):
         names.append("rate")
     elif fitted.log_target:
         names.append("value")  # y itself, where mean and variance are of log y
-    return names + ["std"]  # of a new observation: the latent variance plus the noise's
+    names.append("std")  # of a new observation: the latent variance plus the noise's
+    if fitted.has_intervals:  # exact for gaussian noise: y* (or log y*) is Gaussian
+        names += ["lower", "upper"]
+    return names
 
 
-def _score_chunk(Xb, path, data, index, start, stop, fitted, names, owner, pin):
+def _score_chunk(Xb, path, data, index, start, stop, fitted, names, owner, pin,
+                 interval_level):
     """Score one chunk, write its rows and their row numbers and ids, then its done
     flag (in that order); nothing when the store is no longer this run's (-1) or the
     data store was replaced since the run checked it (-2)."""
-    values = fitted.outputs(Xb, names)
+    values = fitted.outputs(Xb, names, interval_level)
     numbers, ids = row_identity(zarr.open_group(str(data), mode="r"))
     numbers = numbers(start, stop)
     ids = None if ids is None else np.asarray(ids[start:stop])
@@ -231,7 +237,7 @@ def _opened(data, fitted, columns, inputs):
 
 
 def score(model, data, out, *, overwrite=False, progress=None, columns=None,
-          class_labels=None, n_workers=1, inputs=None, private=False):
+          class_labels=None, n_workers=1, inputs=None, private=False, interval_level=0.95):
     """Score a data store's X into a zarr score store, resumably.
 
     Parameters
@@ -260,6 +266,10 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     private : bool
         ``out`` is the caller's own hidden store (``score --format csv``): reused when
         it is of this model and input, started anew when not.
+    interval_level : float in (0, 1)
+        The probability of a gaussian regressor's ``lower`` / ``upper`` interval of a
+        new observation (recorded in the store; a rerun at another level does not
+        resume the store).
 
     Returns
     -------
@@ -268,6 +278,8 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
         the columns were matched).
     """
     fitted = getattr(model, "fitted_posterior_", model)
+    if not 0.0 < float(interval_level) < 1.0:
+        raise ValueError(f"interval_level must be in (0, 1), got {interval_level!r}")
     X, y, match = _opened(data, fitted, columns, inputs)
     pin = store_identity(data)
     input_fingerprint = verify_fingerprint(data, fitted, X, y, match)  # the one check pass
@@ -276,6 +288,8 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
                 "input_fingerprint": input_fingerprint, "chunk_rows": int(X.chunks[0][0]),
                 "n_rows": int(X.shape[0]), "outputs": _outputs(fitted)}
+    if fitted.has_intervals:
+        expected["interval_level"] = float(interval_level)
     group = _open_existing(out, expected, overwrite, private)
     if group is None:
         has_ids = row_identity(zarr.open_group(str(data), mode="r"))[1] is not None
@@ -291,7 +305,7 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     todo = [i for i in range(len(blocks)) if not done[i]]
     bounds = chunk_bounds(X)
     tasks = [delayed(_score_chunk)(blocks[i], str(out), str(data), i, *bounds[i], shared,
-                                   _outputs(fitted), owner, pin)
+                                   _outputs(fitted), owner, pin, float(interval_level))
              for i in todo]
     results = dask.compute(*tasks)
     if -2 in results:
