@@ -593,7 +593,9 @@ def test_parquet_export_equals_the_score_store(trained, tmp_path):
     assert res.returncode == 0, res.stderr
     table = pq.read_table(tmp_path / "s.parquet")
     store = zarr.open_group(str(tmp_path / "s.zarr"), mode="r")
-    assert table.column_names == ["row", "mean", "variance", "std"]
+    assert table.column_names == ["row", "mean", "variance", "std", "lower", "upper"]
+    for name in ("std", "lower", "upper"):
+        np.testing.assert_array_equal(table.column(name).to_numpy(), store[name][...])
     np.testing.assert_array_equal(table.column("row").to_numpy(), store["row"][...])
     np.testing.assert_array_equal(store["row"][...], np.arange(store["row"].shape[0]))
     np.testing.assert_array_equal(table.column("mean").to_numpy(), store["mean"][...])

@@ -116,7 +116,7 @@ def _outputs(fitted):
 
 
 def _score_chunk(Xb, path, data, index, start, stop, fitted, names, owner, pin,
-                 interval_level):
+                 interval_level=0.95):
     """Score one chunk, write its rows and their row numbers and ids, then its done
     flag (in that order); nothing when the store is no longer this run's (-1) or the
     data store was replaced since the run checked it (-2)."""
@@ -285,11 +285,7 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     input_fingerprint = verify_fingerprint(data, fitted, X, y, match)  # the one check pass
     check_identity(data, pin)
     (X,) = spread_rows(n_workers, X)
-    expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
-                "input_fingerprint": input_fingerprint, "chunk_rows": int(X.chunks[0][0]),
-                "n_rows": int(X.shape[0]), "outputs": _outputs(fitted)}
-    if fitted.has_intervals:
-        expected["interval_level"] = float(interval_level)
+    expected = _identity(fitted, X, input_fingerprint, interval_level)
     group = _open_existing(out, expected, overwrite, private)
     if group is None:
         has_ids = row_identity(zarr.open_group(str(data), mode="r"))[1] is not None
@@ -319,6 +315,17 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     group.attrs["complete"] = True
     return {"chunks_total": len(blocks), "chunks_written": len(todo), "rows": int(X.shape[0]),
             "columns": match.describe()}
+
+
+def _identity(fitted, X, input_fingerprint, interval_level):
+    """What a score store records of its run, and a resumed run must match: the
+    model, the input and its chunking, the outputs and (with intervals) their level."""
+    expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
+                "input_fingerprint": input_fingerprint, "chunk_rows": int(X.chunks[0][0]),
+                "n_rows": int(X.shape[0]), "outputs": _outputs(fitted)}
+    if fitted.has_intervals:
+        expected["interval_level"] = float(interval_level)
+    return expected
 
 
 def _owner(path):
