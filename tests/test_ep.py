@@ -414,3 +414,26 @@ def test_ep_on_all_rows_after_a_subsample_stops_when_its_predictions_settle():
     np.testing.assert_array_equal(settled.lengthscale_, to_tol.lengthscale_)
     Xn = synthetic_two_class(2_000, 3, seed=6)[0]
     assert _mean_kl(settled.predict_latent(Xn), to_tol.predict_latent(Xn)) < 1e-4
+
+
+def test_a_run_from_a_given_posterior_settles_on_its_own_sites():
+    """A cold run started from a given posterior (here the fixed point itself) never
+    stops on its first sweep by the prediction rule, whose starting posterior is not
+    that of the engine's (zero) sites: it stops at the second, and what it returns is
+    the posterior of the sites it returns."""
+    blocks = _blocks(seed=4, n=300, sizes=(100, 100, 100))
+    probe_phi = blocks[0].phi[:30]
+
+    def probe(posterior):
+        return _latent_predictions(probe_phi, posterior, 1.5)
+
+    fixed = run_ep(InMemoryEngine(blocks), Probit(), 1.5,
+                   EPSchedule(tol=1e-10, anderson_memory=0, coarse_start=False,
+                              prediction_tol=0.0))
+    loose = EPSchedule(tol=1e-10, anderson_memory=0, coarse_start=False, prediction_tol=1.0)
+    result = run_ep(InMemoryEngine(blocks), Probit(), 1.5, loose, start=fixed.posterior,
+                    probe=probe)
+    assert result.converged_on == "predictions" and result.n_sweeps == 2
+    own = _site_posterior(blocks, np.concatenate(result.tau), np.concatenate(result.nu))
+    np.testing.assert_allclose(result.posterior.mean, own.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(result.posterior.chol, own.chol, rtol=1e-10, atol=1e-12)

@@ -324,7 +324,9 @@ class _Sweeps:
         self.converged = summary.change < self.settings.tol
         if self.watch is not None and not self.converged:
             self.residual = self.watch.residual(summary, self.posterior, self.damping)
-            if self.residual < self.watch.tol:
+            # from the second sweep on: the first may start from a given posterior
+            # (a sample's, scaled) that is not the posterior of the engine's sites
+            if self.residual < self.watch.tol and self.history:
                 # the posterior this sweep started from is EP's fixed point to the
                 # tolerance, where predictions are concerned: it is the result
                 self.converged, self.converged_on = True, "predictions"

@@ -45,15 +45,17 @@ class EPSchedule:
         4 (memory + 1) floats a row (in worker memory, or in the Dask site store).
         0 turns it off.
     prediction_tol : float, default=1e-4
-        EP on all rows after learning on a row sample (``hyper_subsample``) also stops
-        when its predictions have settled: when the mean Kullback-Leibler divergence
-        between the latent predictive distributions of two successive sweeps (each
-        sweep's change scaled by its damping), over up to 4,096 rows of the learning
-        sample, is below ``prediction_tol``.  On many rows the posterior settles
-        sweeps before every row's site does (each site is one of N); the fit is then
-        converged with ``ep_stop_reason_ == "predictions"``.  0 leaves the decision
-        to ``tol`` alone.  EP inside learning (where the gradient needs the sites'
-        fixed point) is never stopped this way.
+        Parallel EP on all rows after learning on a row sample (``hyper_subsample``)
+        also stops when its predictions have settled: when a sweep's plain step
+        (damped, not Anderson-mixed) would move the latent predictive distributions
+        of up to 4,096 rows of the learning sample by a mean Kullback-Leibler
+        divergence, over the damping squared, below ``prediction_tol``, from the
+        second sweep on.  The result is the posterior that sweep started from, with
+        its sites and evidence.  On many rows the posterior settles sweeps before
+        every row's site does (each site is one of N); the fit is then converged with
+        ``ep_stop_reason_ == "predictions"``.  0 leaves the decision to ``tol``
+        alone.  EP inside learning (where the gradient needs the sites' fixed point)
+        is never stopped this way.
     coarse_start : bool, default=True
         Start a cold parallel EP run from EP on every 10th row block (recursively
         started the same way), its site sums scaled to all rows.  This skips most of
