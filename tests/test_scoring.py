@@ -156,8 +156,10 @@ def test_gaussian_regression_writes_its_predictive_interval(tmp_path):
     score(heavy, tmp_path / "r.zarr", tmp_path / "h.zarr")
     g, attrs = _read(tmp_path / "h.zarr")
     assert "lower" not in set(g.array_keys()) and "interval_level" not in attrs
-    with pytest.raises(ValueError, match="needs the gaussian likelihood"):
+    with pytest.raises(ValueError, match="need the gaussian likelihood"):
         heavy.predict_interval(X[:10])
+    with pytest.raises(ValueError, match="level must be in"):
+        model.predict_interval(X[:10], level=0.0)
 
 
 def test_bad_input_writes_nothing(classification, tmp_path):

@@ -29,10 +29,19 @@ from ..ep.approximation import FITC, Approximation
 from ..ep.posterior import Posterior, predict_latent
 from ..ep.whitening import make_block
 
-__all__ = ["FittedPosterior", "label_text", "offset_value", "stacked", "unstacked"]
+__all__ = ["FittedPosterior", "check_interval_level", "label_text", "offset_value",
+           "stacked", "unstacked"]
 
 # rows predicted at a time: the n x M whitened block of a whole chunk is never formed
 _PREDICT_ROWS = 16384
+
+
+def check_interval_level(level, name="interval_level"):
+    """Raise a ValueError naming ``name`` unless ``level`` is a probability strictly
+    between 0 and 1 (a central interval's)."""
+    if isinstance(level, bool) or not isinstance(level, (int, float)) \
+            or not 0.0 < level < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {level!r}")
 
 
 @dataclass(eq=False)
@@ -281,19 +290,24 @@ class FittedPosterior:
         ``log_target``)."""
         return not self.is_classifier and self.likelihood == "gaussian"
 
+    def interval_quantile(self, level, name="interval_level"):
+        """The standard normal quantile of a central interval at ``level``; a
+        ValueError for a model without exact intervals (:attr:`has_intervals`) or a
+        level outside (0, 1), naming ``name``."""
+        if not self.has_intervals:
+            raise ValueError("predictive intervals need the gaussian likelihood (they are "
+                             f"exact for it only); this model's is {self.likelihood}")
+        check_interval_level(level, name)
+        return float(ndtri(0.5 + 0.5 * float(level)))
+
     def predictive_interval(self, mean, var, level):
         """The central interval holding a new observation y* with probability
         ``level``, from latent moments (n, 1) (offset not added): the mean plus or minus
         the normal quantile times the standard deviation with the noise, and for a
         ``log_target`` model the exponential of those bounds (the log-normal's own
         quantiles).  Returns ``(lower, upper)``, each of shape (n,)."""
-        if not self.has_intervals:
-            raise ValueError("predictive intervals are exact for the gaussian likelihood "
-                             f"only; this model's is {self.likelihood}")
-        if not 0.0 < float(level) < 1.0:
-            raise ValueError(f"interval_level must be in (0, 1), got {level!r}")
         centre = (mean + self.offset)[:, 0]
-        half = ndtri(0.5 + 0.5 * float(level)) * np.sqrt(self._fitted_scale_variance(var))
+        half = self.interval_quantile(level) * np.sqrt(self._fitted_scale_variance(var))
         lower, upper = centre - half, centre + half
         if self.log_target:
             return np.exp(lower), np.exp(upper)

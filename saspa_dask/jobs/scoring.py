@@ -16,6 +16,7 @@ from ..files.safe import own_directory, write_new_text
 from ..storage.export import EXPORT_FORMATS, export_scores
 from ..models.model_reader import (read_fitted_posterior, read_model_attrs,
                                    training_encoding)
+from ..fitting.posterior import check_interval_level
 from ..storage.data_store import input_arrays
 from .cluster import dask_client, input_values, n_workers
 from .errors import JobError, locked, reported
@@ -92,9 +93,11 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
 
 
 def _check_level(interval_level):
-    """A level the interval can have: a probability strictly between 0 and 1."""
-    if not (isinstance(interval_level, (int, float)) and 0.0 < interval_level < 1.0):
-        raise JobError(f"--interval-level must be in (0, 1), got {interval_level!r}")
+    """A level the interval can have, checked before any cluster starts."""
+    try:
+        check_interval_level(interval_level, "--interval-level")
+    except ValueError as err:
+        raise JobError(str(err)) from None
 
 
 def _score_locked(loaded, data, out, overwrite, format, escape_formulas, cluster,

@@ -404,11 +404,6 @@ class PosteriorRegressorMixin(RegressorMixin):
             For another likelihood (student_t, poisson: their intervals are not
             Gaussian ones), or a level outside (0, 1).
         """
-        fitted = self._posterior()
-        if not fitted.has_intervals:
-            raise ValueError("predict_interval needs the gaussian likelihood; this model's "
-                             f"is {fitted.likelihood}")
-        if not (isinstance(level, (int, float)) and 0.0 < level < 1.0):
-            raise ValueError(f"level must be in (0, 1), got {level!r}")
+        self._posterior().interval_quantile(level, "level")  # before any row is predicted
         both = self._predict(X, partial(_interval, level=float(level)), columns=2)
         return both[:, 0], both[:, 1]

@@ -39,7 +39,7 @@ from dask import delayed
 
 from ..engines.chunks import chunk_bounds, spread_rows
 from ..fitting.held_out import class_metrics, metric_sums, metrics_from_sums
-from ..fitting.posterior import label_text
+from ..fitting.posterior import check_interval_level, label_text
 from .data_store import (check_identity, input_arrays, row_identity, store_identity,
                          unreadable_chunk)
 from ..files.errors import StoreError
@@ -278,8 +278,7 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
         the columns were matched).
     """
     fitted = getattr(model, "fitted_posterior_", model)
-    if not 0.0 < float(interval_level) < 1.0:
-        raise ValueError(f"interval_level must be in (0, 1), got {interval_level!r}")
+    check_interval_level(interval_level)
     X, y, match = _opened(data, fitted, columns, inputs)
     pin = store_identity(data)
     input_fingerprint = verify_fingerprint(data, fitted, X, y, match)  # the one check pass
