@@ -100,6 +100,9 @@ def test_regression_scores_and_metrics(tmp_path):
     # the RMSE's context: the best constant's (these rows' standard deviation), and R^2
     assert metrics["base_rmse"] == pytest.approx(np.std(y), rel=1e-10)
     assert metrics["r2"] == pytest.approx(1 - np.mean((y - mean) ** 2) / np.var(y), rel=1e-10)
+    # and the intervals' calibration: the share inside mean -+ 1.96 std
+    z = norm.ppf(0.975)
+    assert metrics["coverage_95"] == np.mean(np.abs(y - mean) <= z * std)
 
 
 def test_gaussian_regression_writes_its_predictive_interval(tmp_path):

@@ -40,13 +40,18 @@ class HeldOutError(ValueError):
     not know): a job names the store they came from."""
 
 
+# the level of the predictive interval whose coverage evaluate reports
+COVERAGE_LEVEL = 0.95
+
+
 def metric_sums(posterior, X, y):
     """The additive terms of the held-out metrics on rows ``X`` (NumPy) with targets
     ``y``: ``(sums, proba, codes)``, ``sums`` = [rows, errors (classifier) or squared
     residuals, sum of -log p(y), sum of |residual|, and for a regressor the sums of
     y - c and (y - c)^2, c the model's offset (their spread: the best constant's
-    error)]; ``proba`` and ``codes`` (class probabilities and each row's class index,
-    for the AUC) for a classifier, else None.
+    error), and the rows inside their central 95% predictive interval (a gaussian
+    regressor's; NaN for the others)]; ``proba`` and ``codes`` (class probabilities
+    and each row's class index, for the AUC) for a classifier, else None.
     """
     return metric_sums_at(posterior, *posterior.latent(X), y)
 
@@ -60,14 +65,19 @@ def metric_sums_at(posterior, mean, var, y):
         proba = posterior.class_probabilities(mean, var)
         codes = posterior.class_codes(y)
         errors = float((proba.argmax(axis=1) != codes).sum())
-        return np.array([len(y), errors, -log_p.sum(), 0.0, 0.0, 0.0]), proba, codes
+        return (np.array([len(y), errors, -log_p.sum(), 0.0, 0.0, 0.0, np.nan]), proba,
+                codes)
     resid = y - posterior.point_prediction(mean, var)[:, 0]
     # shifted by the offset (the training mean): no cancellation in the spread of
     # targets far from zero
     centred = y - float(np.mean(posterior.offset))
+    inside = np.nan
+    if posterior.has_intervals:
+        lower, upper = posterior.predictive_interval(mean, var, COVERAGE_LEVEL)
+        inside = float(((y >= lower) & (y <= upper)).sum())
     return (np.array([len(y), float((resid ** 2).sum()), -log_p.sum(),
                       float(np.abs(resid).sum()), float(centred.sum()),
-                      float((centred ** 2).sum())]), None, None)
+                      float((centred ** 2).sum()), inside]), None, None)
 
 
 def class_metrics(proba, codes):
@@ -86,9 +96,11 @@ def class_metrics(proba, codes):
 def metrics_from_sums(sums, is_classifier, context=False):
     """The metrics from summed :func:`metric_sums` terms: ``rows`` and ``error``,
     ``nlp`` (classifier) or ``rmse``, ``mae``, ``nlpd`` (regressor); with ``context``
-    a regressor's ``base_rmse`` too (the RMSE of always predicting these rows' mean)
-    and ``r2`` (1 - MSE / their variance; None when they do not vary)."""
-    n, a, nlp, c, sy, syy = (float(v) for v in sums)
+    a regressor's ``base_rmse`` too (the RMSE of always predicting these rows' mean),
+    ``r2`` (1 - MSE / their variance; None when they do not vary) and, for a gaussian
+    regressor, ``coverage_95`` (the share of rows inside their central 95% predictive
+    interval, the noise included: calibrated intervals give about 0.95)."""
+    n, a, nlp, c, sy, syy, inside = (float(v) for v in sums)
     if is_classifier:
         return {"rows": int(n), "error": a / n, "nlp": nlp / n}
     metrics = {"rows": int(n), "rmse": float(np.sqrt(a / n)), "mae": c / n, "nlpd": nlp / n}
@@ -96,6 +108,8 @@ def metrics_from_sums(sums, is_classifier, context=False):
         spread = max(syy / n - (sy / n) ** 2, 0.0)
         metrics.update(base_rmse=float(np.sqrt(spread)),
                        r2=1.0 - (a / n) / spread if spread > 0 else None)
+        if np.isfinite(inside):
+            metrics["coverage_95"] = inside / n
     return metrics
 
 

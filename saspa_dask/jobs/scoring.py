@@ -276,7 +276,9 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=None, timeout=
     -------
     dict
         Classification: ``error``, ``nlp`` (mean negative log probability of the true
-        label); regression: ``rmse``, ``mae``, ``nlpd``; always ``rows``, ``data``
+        label), ``auc``, ``brier``, ``base_error``; regression: ``rmse``, ``mae``,
+        ``nlpd``, ``base_rmse``, ``r2`` and (gaussian) ``coverage_95``
+        (:func:`saspa_dask.storage.scores.evaluate`); always ``rows``, ``data``
         (the store evaluated on) and ``columns`` (how its columns were matched).
     """
     shown, data = data, absolute(data)

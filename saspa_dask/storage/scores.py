@@ -388,7 +388,9 @@ def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
         class), ``brier`` and ``base_error`` (the error of always predicting the
         commonest class: :func:`~saspa_dask.fitting.held_out.class_metrics`).  Regression: ``rmse``, ``mae``, ``nlpd`` (mean negative log
         predictive density of y, noise included), ``base_rmse`` (of always predicting
-        these rows' mean) and ``r2``.  Always ``rows`` and ``columns``
+        these rows' mean), ``r2`` and, for the gaussian likelihood, ``coverage_95``
+        (the share of rows inside their central 95% predictive interval).  Always
+        ``rows`` and ``columns``
         (how the store's columns were matched to the model's, by name when both
         record them; ``columns=`` and ``inputs=`` as for :func:`score`).
     """
