@@ -204,10 +204,11 @@ class SweepReporter:
             self.bar.set_postfix(change=f"{record['change']:.2e}", tol=f"{self.tol:.0e}",
                                  invalid=record["n_invalid"])
         else:
-            settle = record.get("prediction_change")
-            settle = "" if settle is None else f"predictions {settle:.2e}  "
+            from ..fitting.progress import prediction_change_text
+
             click.echo(f"{where}sweep {record['sweep']:4d}  change {record['change']:.3e} "
-                       f"(tol {self.tol:.0e})  {settle}invalid {record['n_invalid']}  "
+                       f"(tol {self.tol:.0e})  {prediction_change_text(record)}invalid "
+                       f"{record['n_invalid']}  "
                        f"{record['seconds']:.2f}s", file=self.stream)
 
     def close(self):

@@ -278,7 +278,7 @@ class _Sweeps:
     def __init__(self, engine, likelihood, signal_variance, settings, posterior, A, b,
                  watch=None):
         self.engine, self.likelihood, self.s2 = engine, likelihood, signal_variance
-        self.watch, self.converged_on, self.residual = watch, "sites", None
+        self.watch, self.converged_on = watch, "sites"
         self.settings = settings
         self.posterior, self.A, self.b = posterior, A, b
         self.guard = CycleGuard(settings.step)
@@ -292,8 +292,9 @@ class _Sweeps:
     def sweep(self, number):
         """One sweep; returns its record (also appended to the history)."""
         start = time.perf_counter()
+        residual = None  # the prediction rule's measure (parallel runs with a probe)
         if self.settings.mode == "parallel":
-            summary, halvings, mixed, evidence = self._parallel()
+            summary, halvings, mixed, evidence, residual = self._parallel()
         else:
             summary, halvings, mixed, evidence = self._sequential()
         record = {"sweep": number, "change": summary.change, "n_invalid": summary.n_invalid,
@@ -303,8 +304,8 @@ class _Sweeps:
         if evidence is not None:
             # the evidence of the posterior this sweep started from (free in this mode)
             record["log_evidence_start"] = evidence
-        if self.residual is not None:
-            record["prediction_change"], self.residual = self.residual, None
+        if residual is not None:
+            record["prediction_change"] = residual
         self.history.append(record)
         if not self.converged and not mixed:
             # Anderson's own steps need not shrink the change monotonically; its
@@ -322,21 +323,22 @@ class _Sweeps:
         if self.history:
             self.history[-1]["log_evidence"] = evidence
         self.converged = summary.change < self.settings.tol
+        residual = None
         if self.watch is not None and not self.converged:
-            self.residual = self.watch.residual(summary, self.posterior, self.damping)
+            residual = self.watch.residual(summary, self.posterior, self.damping)
             # from the second sweep on: the first may start from a given posterior
             # (a sample's, scaled) that is not the posterior of the engine's sites
-            if self.residual < self.watch.tol and self.history:
+            if residual < self.watch.tol and self.history:
                 # the posterior this sweep started from is EP's fixed point to the
                 # tolerance, where predictions are concerned: it is the result
                 self.converged, self.converged_on = True, "predictions"
         if self.converged:
             self.final = evidence
-            return summary, 0, False, evidence
+            return summary, 0, False, evidence, residual
         self.posterior, self.A, self.b, halvings, mixed = _next_posterior(
             self.engine, summary, self.anderson, self.damping, self.A, self.b)
         self.engine.commit()
-        return summary, halvings, mixed, evidence
+        return summary, halvings, mixed, evidence, residual
 
     def _sequential(self):
         summary = self.engine.sequential_pass(self.posterior, self.likelihood, self.damping,

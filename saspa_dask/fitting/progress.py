@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["LOUD_ROWS", "phase_printer", "print_hyper", "print_sweep"]
+__all__ = ["LOUD_ROWS", "phase_printer", "prediction_change_text", "print_hyper",
+           "print_sweep"]
 
 # fits of at least this many rows say what they are doing (phase lines on stderr) even
 # at verbose=0; verbose=False silences them
@@ -15,11 +16,11 @@ LOUD_ROWS = 50_000
 def print_sweep(record):
     problem = f"problem {record['problem'] + 1}  " if "problem" in record else ""
     print(f"[saspa] {problem}sweep {record['sweep']:3d}  change {record['change']:.3e}  "
-          f"{_prediction_change(record)}invalid {record['n_invalid']}  "
+          f"{prediction_change_text(record)}invalid {record['n_invalid']}  "
           f"{record['seconds']:.3f}s", file=sys.stderr, flush=True)
 
 
-def _prediction_change(record):
+def prediction_change_text(record):
     """The sweep's prediction change (``EPSchedule.prediction_tol``), if measured."""
     change = record.get("prediction_change")
     return "" if change is None else f"predictions {change:.2e}  "
