@@ -17,13 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 __all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS", "CLUSTER_PARAMETERS",
-           "COMMANDS", "LEARN_BASES_CHOICES", "Parameter", "REGRESSION_LIKELIHOODS",
+           "COMMANDS", "KERNEL_CHOICES", "LEARN_BASES_CHOICES", "Parameter",
+           "REGRESSION_LIKELIHOODS",
            "RETRAIN_PARAMETERS", "TRAIN_PARAMETERS", "by_name", "old_names", "parse_stages"]
 
 # the blur families: delta, spherical, diagonal and full blurs; frequency features
 BLUR_CHOICES = ("auto", "delta", "spherical", "diagonal", "full", "fourier",
                 "fourier-global")
 APPROXIMATIONS = ("fitc", "dtc", "sor")
+# the kernel shapes (saspa_dask.core.kernel_profiles)
+KERNEL_CHOICES = ("se", "matern12", "matern32", "matern52")
 CLASSIFICATION_LIKELIHOODS = ("probit", "logistic", "step", "noisy_probit")
 REGRESSION_LIKELIHOODS = ("gaussian", "student_t", "poisson")
 LEARN_BASES_CHOICES = ("auto", "none", "means", "means+blur")
@@ -181,6 +184,10 @@ TRAIN_PARAMETERS = (
               "diagonal or full (SASPA-full, the K-means cluster covariances); or frequency "
               "inducing features: fourier (TFIFGP, a centre per feature) or fourier-global "
               "(FIFGP, one centre).", choices=BLUR_CHOICES),
+    Parameter("kernel", str, "se", "Kernel shape with ARD lengthscales: se (squared "
+              "exponential) or Matern with nu 1/2, 3/2, 5/2 (exact for delta blur, a "
+              "6-12 term mixture of SE kernels for the other blurs).",
+              choices=KERNEL_CHOICES),
     Parameter("approximation", str, "fitc", "The sparse prior: fitc (the paper's SASPA, "
               "per-row residual variances), dtc (projected process) or sor (subset of "
               "regressors: dtc whose predictions also drop the residual, a comparison "

@@ -149,8 +149,12 @@ def _diagonal_cross_gradient(m0, m1, m2, a, c, with_covs=True):
 
 
 def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance,
-                              with_covs=True):
+                              with_covs=True, kernel=None):
     """sum_ab W_ab dKh_ab / d theta for a symmetric weight matrix W.
+
+    ``kernel``: a :class:`~saspa_dask.core.kernel_profiles.KernelProfile` at delta
+    blur, whose weight -2 dk/du takes k's place in the formulas at zero blur (None:
+    SE; a blurred profile is a sum of SE terms, summed by the caller).
 
     Returns
     -------
@@ -169,9 +173,13 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     n_bases, d = ms.shape
+    if kernel is not None and not kernel.is_se:
+        if np.any(cs) or with_covs:
+            raise ValueError(f"the {kernel.name} kernel's exact form is for delta blur, "
+                             "which is not learnt")
     if is_diagonal(cs):
         grads = _diagonal_covariance_gradient(weights, ms, np.diagonal(cs, axis1=1, axis2=2),
-                                              signal_variance, with_covs)
+                                              signal_variance, with_covs, kernel)
         return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
     eye = np.eye(d)
     grad_l = np.zeros(d)
@@ -213,7 +221,8 @@ def _incidence(i, j, n_bases):
     return first + second, first - second
 
 
-def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=True):
+def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=True,
+                                  kernel=None):
     """:func:`basis_covariance_gradient`'s sums when every blur is diagonal: S and
     C~ are then diagonal, so the same formulas need no d x d inverse; the blur
     gradient keeps its off-diagonal entries (sum_j w_ij k_ij z_k z_l), which a full
@@ -228,7 +237,9 @@ def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=Tr
         S, r, log_k = _diagonal_pairs(ms, cd, rows)
         C = cd[rows, None] + cd[None]
         z = S * r
-        wk = weights[rows] * (signal_variance * np.exp(log_k))  # (b, M)
+        # k, or a delta-blur profile's weight at u = -2 log k (SE's log k at zero blur)
+        shape = np.exp(log_k) if kernel is None else kernel.weight(-2.0 * log_k)
+        wk = weights[rows] * (signal_variance * shape)  # (b, M)
         grad_l += np.einsum("bj,bjk->k", wk, 1.0 - S + z * z)
         dg = 0.5 * (C * (z * z - S)).sum(axis=-1)
         grad_g += float((wk * dg).sum())

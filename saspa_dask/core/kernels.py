@@ -1,4 +1,4 @@
-"""Squared-exponential ARD kernel and its blurred (Gaussian-smoothed) forms.
+"""ARD kernels and their blurred (Gaussian-smoothed) forms: SE, and Matérn through it.
 
 A basis point j is a Gaussian N(a_j, C_j).  Convolving the SE kernel with it gives
 (DESIGN.md section 2)::
@@ -11,6 +11,10 @@ where ``~`` means "divided by the lengthscales": x~ = x / l, C~ = diag(1/l) C di
 This is the printed formula with |Lam| / |Lam + C| = 1 / |I + C~| (the paper's eq. 9
 prints the power as M/2; it is d/2).  Working in scaled coordinates keeps every matrix
 that is factorised well conditioned (its eigenvalues are >= 1).
+
+Other kernel shapes (Matérn 1/2, 3/2, 5/2: :mod:`saspa_dask.core.kernel_profiles`)
+are exact at delta blur (Kt and Kh are the kernel at the bases' points) and, for the
+other blurs, the blurred forms above averaged over the profile's SE scale mixture.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 
 from .bases import is_diagonal
 from .fourier import fourier_cross_covariance, fourier_feature_covariance
+from .kernel_profiles import kernel_named
 
 __all__ = [
     "BASIS_FAMILIES",
@@ -141,7 +146,7 @@ def _row_features(Xs, diagonal):
 
 
 def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequencies=None,
-                             phases=None):
+                             phases=None, kernel=None):
     """Kt(X, B): covariance between f(x) and each blurred basis.
 
     Parameters
@@ -154,6 +159,8 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
     signal_variance : float
     frequencies, phases : ndarray of shape (M, d) and (M,), optional
         Frequency inducing features instead (as :func:`basis_covariance`).
+    kernel : str or KernelProfile, optional
+        The kernel's shape (:mod:`saspa_dask.core.kernel_profiles`); None is SE.
 
     Returns
     -------
@@ -161,13 +168,71 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
 
     Notes
     -----
-    Costs ``n M d^2`` flops as one matrix product per row block.  The quadratic form is
-    expanded, so the inputs are first centred on the bases' centroid: the round-off of
-    the expansion is then relative to the spread of the data, not to its offset.
+    Costs ``n M d^2`` flops as one matrix product per row block (``n M d`` for
+    diagonal blurs), times the mixture's nodes for a Matérn kernel with a blur.  The
+    quadratic form is expanded, so the inputs are first centred on the bases'
+    centroid: the round-off of the expansion is then relative to the spread of the
+    data, not to its offset.
     """
+    profile = _profile(kernel, frequencies)
     if frequencies is not None:
         return fourier_cross_covariance(X, means, frequencies, phases, np.diagonal(covs[0]),
                                         lengthscale, signal_variance)
+    if profile.is_se:
+        return _se_cross_covariance(X, means, covs, lengthscale, signal_variance)
+    if not np.any(covs):  # delta blur: the kernel itself, exactly
+        return _delta_cross_covariance(X, means, lengthscale, signal_variance, profile)
+    scales, weights = profile.mixture
+    out = 0.0
+    for scale, weight in zip(scales, weights):
+        out = out + _se_cross_covariance(X, means, covs, lengthscale * scale,
+                                         signal_variance * weight)
+    return out
+
+
+def _profile(kernel, frequencies):
+    profile = kernel_named(kernel)
+    if frequencies is not None and not profile.is_se:
+        raise ValueError(f"frequency features are built on the SE kernel, not "
+                         f"{profile.name!r}")
+    return profile
+
+
+def _delta_cross_covariance(X, means, lengthscale, signal_variance, profile):
+    """s2 k(u) at the bases' points (delta blur), row block by row block."""
+    X = np.asarray(X, dtype=np.float64)
+    centre = means.mean(axis=0)
+    Xs = (X - centre) / lengthscale
+    ms = (means - centre) / lengthscale
+    coef = _diagonal_quadratic_coefficients(ms, np.ones_like(ms))
+    out = np.empty((X.shape[0], means.shape[0]))
+    for start in range(0, X.shape[0], _ROW_BLOCK):
+        stop = min(start + _ROW_BLOCK, X.shape[0])
+        quad = out[start:stop]
+        np.matmul(_row_features(Xs[start:stop], True), coef, out=quad)
+        quad[...] = signal_variance * profile.value(quad)
+    return out
+
+
+def scaled_sq_distances(X, means, lengthscale):
+    """u = |(x - a) / l|^2 for rows X and points ``means`` (the delta blur's, for the
+    gradient's weights), expanded as :func:`blurred_cross_covariance` expands it."""
+    return _delta_cross_covariance(X, means, lengthscale, 1.0, _IDENTITY)
+
+
+class _Identity:
+    """A profile whose ``value`` is u itself (for :func:`scaled_sq_distances`)."""
+
+    @staticmethod
+    def value(u):
+        return np.maximum(u, 0.0)
+
+
+_IDENTITY = _Identity()
+
+
+def _se_cross_covariance(X, means, covs, lengthscale, signal_variance):
+    """:func:`blurred_cross_covariance` for the SE kernel."""
     X = np.asarray(X, dtype=np.float64)
     centre = means.mean(axis=0)
     Xs = (X - centre) / lengthscale
@@ -204,7 +269,7 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
 
 
 def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None,
-                     phases=None):
+                     phases=None, kernel=None):
     """Kh(B, B): covariance between blurred bases i and j.
 
     Parameters
@@ -217,6 +282,8 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
     frequencies, phases : ndarray of shape (M, d) and (M,), optional
         Frequency inducing features instead (:mod:`saspa_dask.core.fourier`; the
         window is ``covs[0]``'s diagonal).
+    kernel : str or KernelProfile, optional
+        The kernel's shape (as :func:`blurred_cross_covariance`); None is SE.
 
     Returns
     -------
@@ -229,9 +296,29 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
     about ``_PAIR_FLOATS`` floats of d x d matrices), batched through LAPACK rather
     than one basis at a time in Python.
     """
+    profile = _profile(kernel, frequencies)
     if frequencies is not None:
         return fourier_feature_covariance(means, frequencies, phases,
                                           np.diagonal(covs[0]), lengthscale, signal_variance)
+    if profile.is_se:
+        return _se_basis_covariance(means, covs, lengthscale, signal_variance)
+    if not np.any(covs):  # delta blur: the kernel itself, exactly
+        ms = np.asarray(means, dtype=np.float64) / lengthscale
+        out = np.empty((ms.shape[0], ms.shape[0]))
+        for rows in _row_blocks(ms.shape[0], ms.shape[1]):  # differences, not expanded
+            out[rows] = signal_variance * profile.value(
+                ((ms[rows, None] - ms[None]) ** 2).sum(axis=-1))
+        return 0.5 * (out + out.T)
+    scales, weights = profile.mixture
+    out = 0.0
+    for scale, weight in zip(scales, weights):
+        out = out + _se_basis_covariance(means, covs, lengthscale * scale,
+                                         signal_variance * weight)
+    return out
+
+
+def _se_basis_covariance(means, covs, lengthscale, signal_variance):
+    """:func:`basis_covariance` for the SE kernel."""
     ms = np.asarray(means, dtype=np.float64) / lengthscale
     cs = _scaled_blur(covs, lengthscale)
     n_bases, d = ms.shape

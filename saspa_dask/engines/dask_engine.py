@@ -154,11 +154,13 @@ class DaskEngine:
         inside each chunk task, so the blocks stay shared.
     approximation : Approximation, default=FITC
         Where the rows' residual variance is kept (:mod:`saspa_dask.ep.approximation`).
+    kernel : str, optional
+        The kernel's shape (:mod:`saspa_dask.core.kernel_profiles`; None: SE).
     """
 
     def __init__(self, X, y, bases, lengthscale, signal_variance, L, sites_path, *,
                  cache="memory", sites=None, blocks=None, label=None, approximation=FITC,
-                 anderson_memory=0):
+                 anderson_memory=0, kernel=None):
         if cache not in ("memory", "none"):
             raise ValueError(f"cache must be 'memory' or 'none', got {cache!r}")
         self.X, self.y = row_chunked(X, y)
@@ -201,7 +203,7 @@ class DaskEngine:
 
         def build(i):
             return delayed(make_block)(self._x_parts[i], y_parts[i], *args, signal_variance,
-                                       L_d, approximation, *fourier)
+                                       L_d, approximation, *fourier, kernel)
 
         if cache == "memory":
             self._blocks = persist_balanced(build, len(self._x_parts))

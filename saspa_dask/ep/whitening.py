@@ -97,12 +97,13 @@ def relabel_block(block, label):
 
 
 def make_block(X, y, means, covs, lengthscale, signal_variance, L, approximation=FITC,
-               frequencies=None, phases=None):
+               frequencies=None, phases=None, kernel=None):
     """Whitened block for rows X: Kt (n x M), then phi = (L^{-1} Kt^T)^T and lam.
 
     The residual variances are checked, then kept as ``approximation`` says (DTC and
     SoR: 0, the likelihood sees the projection phi^T v only).  ``frequencies`` and ``phases``
-    make the bases frequency inducing features (:mod:`saspa_dask.core.fourier`).
+    make the bases frequency inducing features (:mod:`saspa_dask.core.fourier`);
+    ``kernel`` is the kernel's shape (:mod:`saspa_dask.core.kernel_profiles`, None: SE).
 
     Raises
     ------
@@ -111,7 +112,7 @@ def make_block(X, y, means, covs, lengthscale, signal_variance, L, approximation
         kernel are inconsistent (this cannot happen for valid blur covariances).
     """
     phi = blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequencies,
-                                   phases)
+                                   phases, kernel)
     if phi.size:
         # phi = (L^{-1} Kt^T)^T, solved in place on the F-ordered view Kt^T: no
         # M x n temporary and no copy (the rows stay C-ordered for the sweeps).

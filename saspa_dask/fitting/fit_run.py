@@ -18,6 +18,7 @@ from dataclasses import replace
 import dask
 from sklearn.utils import check_random_state
 
+from ..core.kernels import FOURIER_FAMILIES
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from ..ep.approximation import approximation_named
@@ -130,6 +131,13 @@ class FitRun:
         if learn == "means+blur" and plan.learn_blur_scale:
             raise ValueError("learn_blur_scale=True is redundant with "
                              "learn_bases='means+blur' (each basis learns its own blur)")
+        if plan.kernel != "se" and self.report["blur_"] in FOURIER_FAMILIES:
+            raise ValueError(f"kernel={plan.kernel!r}: frequency features "
+                             f"(blur={self.report['blur_']!r}) are built on the SE kernel")
+        if plan.kernel != "se" and self.report["blur_"] == "delta" \
+                and learn == "means+blur":
+            raise ValueError(f"kernel={plan.kernel!r} with blur='delta': its exact form has "
+                             "no blur to learn (learn_bases='means')")
         if plan.learn_offset and self.labels is not None:
             raise ValueError("learn_offset needs one EP problem (a regression or a "
                              "binary classification), not one per class")
@@ -153,7 +161,7 @@ class FitRun:
             mean_offset=0.0 if learn_offset else None, noise_floor=plan.min_noise_variance,
             offset_scale=math.sqrt(float(centre[0] if centre is not None
                                          else signal_variance)),
-            centre=middle)
+            centre=middle, kernel=plan.kernel)
 
     # -- learning and EP -----------------------------------------------------------
 

@@ -28,6 +28,7 @@ costs about three sweeps and the driver's share is O(M^2 d^2).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -36,14 +37,21 @@ from ..core.fourier import (fourier_covariance_gradient, fourier_cross_gradient,
                             fourier_moments, fourier_parts)
 from ..core.kernel_gradients import (basis_covariance_gradient, cross_covariance_gradient,
                                      cross_moments)
+from ..core.kernel_profiles import kernel_named
+from ..core.kernels import blurred_cross_covariance, scaled_sq_distances
 from ..ep.sites import SUB_ROWS, cavities, evidence_site_terms
 
-__all__ = ["GradientSummary", "assemble_gradient", "gradient_chunk"]
+__all__ = ["GradientSummary", "KernelTerms", "assemble_gradient", "gradient_chunk",
+           "kernel_terms"]
 
 
 @dataclass
 class GradientSummary:
-    """Per-chunk sums for the evidence gradient; ``merge`` makes a tree reduction."""
+    """Per-chunk sums for the evidence gradient; ``merge`` makes a tree reduction.
+
+    For blurred bases the moments have a leading axis of kernel terms
+    (:func:`_kernel_terms`: one for SE); ``kt_sum`` is sum E = <G L^{-1}, Kt>, the
+    signal variance's share (Kt is proportional to s2)."""
 
     m0: np.ndarray
     m1: np.ndarray
@@ -53,6 +61,7 @@ class GradientSummary:
     likelihood: dict
     evidence_terms: float
     n_invalid: int
+    kt_sum: float
     # frequency features: the sine-weighted moments (None for blurred bases)
     s0: np.ndarray | None = None
     s1: np.ndarray | None = None
@@ -63,12 +72,28 @@ class GradientSummary:
             self.g_sum + other.g_sum,
             {k: self.likelihood[k] + other.likelihood[k] for k in self.likelihood},
             self.evidence_terms + other.evidence_terms, self.n_invalid + other.n_invalid,
+            self.kt_sum + other.kt_sum,
             None if self.s0 is None else self.s0 + other.s0,
             None if self.s1 is None else self.s1 + other.s1)
 
 
+class KernelTerms(NamedTuple):
+    """What the chunks need of a kernel other than SE: its profile, and the blur
+    covariances and signal variance of the bases (to rebuild each mixture term's Kt)."""
+
+    profile: object
+    covs: np.ndarray
+    signal_variance: float
+
+
+def kernel_terms(basis, hyper):
+    """The ``kernel`` argument of :func:`gradient_chunk` at ``hyper``: None for SE."""
+    profile = kernel_named(hyper.kernel)
+    return None if profile.is_se else KernelTerms(profile, basis.covs, hyper.signal_variance)
+
+
 def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthscale, full,
-                   fourier=None):
+                   fourier=None, kernel=None):
     """Gradient sums of one row chunk at fixed sites (module docstring).
 
     Parameters
@@ -87,6 +112,8 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
         Blur covariances are full (not diagonal).
     fourier : tuple (frequencies, phases, window_variance, signal_variance), optional
         The bases are frequency inducing features: their moments instead.
+    kernel : KernelTerms, optional
+        A kernel other than SE (None: SE).
 
     Returns
     -------
@@ -119,13 +146,32 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = float(evidence_site_terms(log_z, m, s, t, n, alpha).sum())
         if fourier is None:
-            moments, sines = cross_moments(X[rows], E, means, lengthscale, full), ()
+            moments = [cross_moments(X[rows], weights, means, scale, full) for scale, weights
+                       in _kernel_terms(X[rows], Bt, E, means, lengthscale, kernel)]
+            moments, sines = [np.stack(m) for m in zip(*moments)], ()
         else:
             moments, sines = _fourier_moments(X[rows], Bt, E, means, lengthscale, fourier)
         part = GradientSummary(*moments, G.T @ phi, float(g.sum()), lik, terms,
-                               int((~valid).sum()), *sines)
+                               int((~valid).sum()), float(E.sum()), *sines)
         summary = part if summary is None else summary.merge(part)
     return summary
+
+
+def _kernel_terms(X, Bt, E, means, lengthscale, kernel):
+    """(lengthscale, weights) per term of the kernel: the SE formulas of
+    :mod:`saspa_dask.core.kernel_gradients` at that lengthscale, weighted so, give its
+    gradient.  SE: E itself.  A profile at delta blur: -2 dk/du in place of k
+    (:meth:`~saspa_dask.core.kernel_profiles.KernelProfile.weight`).  A blurred
+    profile: each SE term of its mixture with its own Kt."""
+    if kernel is None or kernel.profile.is_se:
+        return [(lengthscale, E)]
+    profile, covs, s2 = kernel
+    if not np.any(covs):
+        weight = profile.weight(scaled_sq_distances(X, means, lengthscale))
+        return [(lengthscale, Bt * (s2 * weight))]
+    return [(lengthscale * scale, Bt * blurred_cross_covariance(X, means, covs,
+                                                                lengthscale * scale, s2 * w))
+            for scale, w in zip(*profile.mixture)]
 
 
 def _fourier_moments(X, Bt, E, means, lengthscale, fourier):
@@ -174,7 +220,7 @@ def assemble_gradient(summary, basis, hyper, L):
     # the kernel and basis terms, then the ones every basis family shares
     terms = _fourier_terms if basis.is_fourier else _blurred_terms
     grad = terms(summary, basis, hyper, Ah)
-    grad["signal_variance"] = float(summary.m0.sum() + signal_variance * summary.g_sum
+    grad["signal_variance"] = float(summary.kt_sum + signal_variance * summary.g_sum
                                     - np.trace(S))
     grad.update(summary.likelihood)
     return grad
@@ -186,10 +232,14 @@ def _blurred_terms(summary, basis, hyper, Ah):
     # the blur covariances' gradient (M^2 d^2 work for the basis pairs) only when they
     # are learnt: learning the means alone (the default) does not use it
     with_covs = hyper.bases is not None and bool(hyper.bases.blur)
-    kt = cross_covariance_gradient((summary.m0, summary.m1, summary.m2), basis.means,
-                                   basis.covs, lengthscale, with_covs)
-    kh = basis_covariance_gradient(Ah, basis.means, basis.covs, lengthscale,
-                                   hyper.signal_variance, with_covs)
+    parts = []
+    for term, (scale, s2, profile) in enumerate(_assembly_terms(basis, hyper)):
+        moments = (summary.m0[term], summary.m1[term], summary.m2[term])
+        kt = cross_covariance_gradient(moments, basis.means, basis.covs, scale, with_covs)
+        kh = basis_covariance_gradient(Ah, basis.means, basis.covs, scale, s2, with_covs,
+                                       kernel=profile)
+        parts.append((kt, kh))
+    kt, kh = (_summed([part[k] for part in parts]) for k in (0, 1))
     grad = {"lengthscale": kt.lengthscale - kh.lengthscale}
     if hyper.learn_blur_scale:
         grad["blur_scale"] = kt.blur_scale - kh.blur_scale
@@ -197,6 +247,26 @@ def _blurred_terms(summary, basis, hyper, Ah):
         grad["means"] = kt.means - kh.means
         grad["covs"] = kt.covs - kh.covs if with_covs else None
     return grad
+
+
+def _assembly_terms(basis, hyper):
+    """(lengthscale, signal variance, profile for the exact delta weights) per kernel
+    term, in the order of :func:`_kernel_terms`."""
+    profile = kernel_named(hyper.kernel)
+    lengthscale, s2 = hyper.lengthscale, hyper.signal_variance
+    if profile.is_se:
+        return [(lengthscale, s2, None)]
+    if not np.any(basis.covs):
+        return [(lengthscale, s2, profile)]
+    return [(lengthscale * scale, s2 * w, None) for scale, w in zip(*profile.mixture)]
+
+
+def _summed(gradients):
+    """The sum of KernelGradients (None entries stay None)."""
+    if len(gradients) == 1:
+        return gradients[0]
+    return type(gradients[0])(*(None if values[0] is None else sum(values)
+                                for values in zip(*gradients)))
 
 
 def _fourier_terms(summary, basis, hyper, Ah):

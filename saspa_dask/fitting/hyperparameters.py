@@ -67,6 +67,9 @@ class Hyperparameters:
     noise_floor: float | None = None
     # the data-driven values the box of :meth:`bounds` is centred on (None: this point)
     centre: "Hyperparameters | None" = None
+    # the kernel's shape (:data:`saspa_dask.core.kernel_profiles.KERNELS`): fixed, not
+    # learnt; the lengthscales and s2 above are its
+    kernel: str = "se"
 
     def _bases_offset(self):
         """Where the bases' entries (or, without them, the likelihood's) start in

@@ -70,6 +70,7 @@ class FitPlan:
     owner: str = "SASPA"
     n_bases: int = 32
     blur: str = "auto"
+    kernel: str = "se"
     bases: Basis | None = None
     lengthscale: object = None
     jitter: float = 1e-6
@@ -185,7 +186,7 @@ class FitPlan:
             fitted.params(), offset=offset, classes=classes, feature_names=feature_names,
             frequencies=outcome.basis.frequencies, phases=outcome.basis.phases,
             approximation=approximation_named(self.approximation),
-            log_target=bool(self.log_target))
+            log_target=bool(self.log_target), kernel=hyper.kernel)
 
     def _report(self, outcome, n_samples, rows, feature_names=None):
         """The learning and EP report of a fit (attribute name -> value); a warning

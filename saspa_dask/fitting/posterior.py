@@ -83,6 +83,8 @@ class FittedPosterior:
         A regressor fitted to log(y): its point prediction, predictive standard
         deviation and predictive density are y's own (log-normal when the likelihood
         is Gaussian: E[y] = exp(m + s^2 / 2), s^2 the latent variance plus the noise).
+    kernel : str, default="se"
+        The kernel's shape (:data:`saspa_dask.core.kernel_profiles.KERNELS`).
     """
 
     means: np.ndarray
@@ -101,6 +103,7 @@ class FittedPosterior:
     phases: np.ndarray | None = None
     approximation: Approximation = FITC
     log_target: bool = False
+    kernel: str = "se"
 
     def __post_init__(self):
         # one memory layout (C order, float64) for a fitted model and its saved copy:
@@ -157,7 +160,7 @@ class FittedPosterior:
         y = np.zeros(len(X)) if y is None else y
         return make_block(X, y, self.means, self.covs, self.lengthscale,
                           self.signal_variance, self.whitening, approximation,
-                          self.frequencies, self.phases)
+                          self.frequencies, self.phases, self.kernel)
 
     @cached_property
     def basis(self):
@@ -217,6 +220,8 @@ class FittedPosterior:
             meta["projected_prediction"] = True
         if self.log_target:
             meta["log_target"] = True
+        if self.kernel != "se":  # absent for SE: older fingerprints stay valid
+            meta["kernel"] = self.kernel
         h.update(json.dumps(meta, sort_keys=True).encode())
         return h.hexdigest()
 

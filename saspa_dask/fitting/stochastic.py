@@ -48,7 +48,7 @@ from ..ep.driver import ep_evidence
 from ..ep.posterior import Posterior
 from ..ep.sites import site_proposals
 from ..ep.whitening import make_block, relabel_block
-from .gradient import assemble_gradient, gradient_chunk
+from .gradient import assemble_gradient, gradient_chunk, kernel_terms
 from .trainer import FitOutcome
 
 __all__ = ["MEAN_STEP", "StochasticLearning", "learn_stochastic"]
@@ -258,6 +258,7 @@ def _scaled(summary, factor):
                    g_sum=summary.g_sum * factor,
                    likelihood={k: v * factor for k, v in summary.likelihood.items()},
                    evidence_terms=summary.evidence_terms * factor,
+                   kt_sum=summary.kt_sum * factor,
                    s0=None if summary.s0 is None else summary.s0 * factor,
                    s1=None if summary.s1 is None else summary.s1 * factor)
 
@@ -341,7 +342,7 @@ class _Learner:
         lik = hyper.bind(self.likelihood)
         block = make_block(X_B, y_B, basis.means, basis.covs, hyper.lengthscale,
                            hyper.signal_variance, L, self.trainer.approximation,
-                           basis.frequencies, basis.phases)
+                           basis.frequencies, basis.phases, hyper.kernel)
         total, energy = None, 0.0
         full = self.trainer.full_moments(hyper)
         for site, label in zip(self.sites, self.labels):
@@ -351,7 +352,8 @@ class _Learner:
             self.n_invalid += outcome["invalid"]
             summary = _scaled(gradient_chunk(
                 X_B, problem, outcome["tau"], outcome["nu"], outcome["posterior"], lik, L,
-                basis.means, hyper.lengthscale, full, _fourier(basis, hyper)), N / b)
+                basis.means, hyper.lengthscale, full, _fourier(basis, hyper),
+                kernel_terms(basis, hyper)), N / b)
             energy += ep_evidence(outcome["posterior"], summary.evidence_terms)
             total = summary if total is None else total.merge(summary)
         self.progress.add(energy / N)

@@ -28,7 +28,7 @@ from ..ep.approximation import FITC
 from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep
 from ..ep.posterior import Posterior, predict_latent
 from ..ep.whitening import make_block, relabel_block, whiten
-from .gradient import assemble_gradient, gradient_chunk
+from .gradient import assemble_gradient, gradient_chunk, kernel_terms
 from .hyperparameters import Hyperparameters
 from .optimizer import StopRule, optimize
 
@@ -103,7 +103,8 @@ class Trainer:
             basis = Basis(self.means, hyper.blur_scale * self.base_covs, self.frequencies,
                           self.phases)
         Kh = basis_covariance(basis.means, basis.covs, hyper.lengthscale,
-                              hyper.signal_variance, basis.frequencies, basis.phases)
+                              hyper.signal_variance, basis.frequencies, basis.phases,
+                              hyper.kernel)
         L, jitter = whiten(Kh, hyper.signal_variance, self.jitter)
         return basis, L, jitter
 
@@ -133,7 +134,8 @@ class Trainer:
                                          self.work_dir / f"problem-{k}", cache=self.cache,
                                          sites=warm, blocks=blocks, label=label,
                                          approximation=self.approximation,
-                                         anderson_memory=self.settings.anderson_memory)
+                                         anderson_memory=self.settings.anderson_memory,
+                                         kernel=hyper.kernel)
                 blocks = engine.blocks
                 engines.append(engine)
         self._engines = engines
@@ -143,7 +145,8 @@ class Trainer:
             stop = start + self.block_rows
             yield make_block(self.X[start:stop], self.y[start:stop], self.basis.means,
                              self.basis.covs, hyper.lengthscale, hyper.signal_variance, self.L,
-                             self.approximation, self.basis.frequencies, self.basis.phases)
+                             self.approximation, self.basis.frequencies, self.basis.phases,
+                             hyper.kernel)
 
     # -- EP and the gradient ---------------------------------------------------------
 
@@ -174,7 +177,7 @@ class Trainer:
         basis, hyper = self.basis, self.hyper
         block = make_block(X, np.zeros(X.shape[0]), basis.means, basis.covs,
                            hyper.lengthscale, hyper.signal_variance, self.L,
-                           self.approximation, basis.frequencies, basis.phases)
+                           self.approximation, basis.frequencies, basis.phases, hyper.kernel)
         return partial(predict_latent, block.phi, signal_variance=hyper.signal_variance,
                        approximation=self.approximation)
 
@@ -197,7 +200,8 @@ class Trainer:
         for engine, result in zip(self._engines, results):
             summary = engine.reduce_chunks(gradient_chunk, result.posterior, likelihood, self.L,
                                            self.basis.means, self.hyper.lengthscale,
-                                           self.full_moments(self.hyper), self._fourier())
+                                           self.full_moments(self.hyper), self._fourier(),
+                                           kernel_terms(self.basis, self.hyper))
             total = summary if total is None else total.merge(summary)
         return assemble_gradient(total, self.basis, self.hyper, self.L)
 

@@ -59,6 +59,7 @@ def augmented_latent(fitted, X, training_rows, noise_variance, approximation, bl
     -------
     mean, variance : ndarray of shape (n,)
     """
+    _check_kernel(fitted)
     M = fitted.n_bases
     batch = (max(1, _GRAM_BYTES // (8 * M * M)) if approximation.residual_in_training
              else _DTC_BATCH)
@@ -122,6 +123,14 @@ def _chunk_sums(Xc, yc, fitted, X_test, phi_star, delta, noise_variance, approxi
     return total
 
 
+def _check_kernel(fitted):
+    """Augmented prediction mixes a delta basis at the test row with the model's; it is
+    built for the SE kernel, whose blurred and delta forms are one kernel."""
+    if fitted.kernel != "se":
+        raise ValueError(f"augmented prediction is built for the SE kernel, not the "
+                         f"model's {fitted.kernel!r}")
+
+
 def check_augment(augment):
     """``augment`` is a pair (X_train, y_train)."""
     if augment is True:
@@ -157,6 +166,7 @@ def augmented_ep_latent(model, X, X_train, y_train):
     mean, variance : ndarray of shape (n, n_problems)
     """
     fitted = model.fitted_posterior_
+    _check_kernel(fitted)
     if fitted.frequencies is not None:
         raise ValueError("augmented prediction adds a delta basis at the test row; "
                          "frequency features cannot be mixed with it")

@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import (Interval, InvalidParameterError, Op
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.bases import Basis
+from ..core.kernel_profiles import KERNELS
 from ..core.kernels import BASIS_FAMILIES
 from ..engines.chunks import is_lazy
 from ..fitting.basis_parameters import LEARN_BASES
@@ -37,7 +38,7 @@ __all__ = ["SASPABase"]
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 
 # the parameters a FitPlan takes under the same name
-_PLAN_PARAMETERS = ("n_bases", "blur", "bases", "lengthscale", "jitter", "alpha",
+_PLAN_PARAMETERS = ("n_bases", "blur", "kernel", "bases", "lengthscale", "jitter", "alpha",
                     "approximation", "random_state", "optimize_hyperparameters",
                     "learn_bases", "learn_blur_scale", "n_restarts_optimizer",
                     "hyper_subsample", "learning", "hyper_tol", "max_hyper_iter",
@@ -50,6 +51,7 @@ class SASPABase(LegacyNames, PosteriorModel):
     _parameter_constraints: dict = {
         "n_bases": [Interval(Integral, 1, None, closed="left")],
         "blur": [StrOptions(set(BASIS_FAMILIES) | {"auto"})],
+        "kernel": [StrOptions(set(KERNELS))],
         "approximation": [StrOptions(set(APPROXIMATIONS))],
         "alpha": [Interval(Real, 0, 1, closed="right")],
         "lengthscale": ["array-like", _POSITIVE, None],

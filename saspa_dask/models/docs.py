@@ -19,6 +19,13 @@ _SHARED_PARAMS_DOC = """
         centre); ``fourier-global`` is FIFGP (every feature centred on the inputs'
         mean, the window as wide as their spread).  Frequencies start drawn from the
         kernel's spectral density, phases uniform.
+    kernel : {"se", "matern12", "matern32", "matern52"}, default="se"
+        The kernel's shape, with ARD lengthscales: squared exponential, or Matérn
+        with nu = 1/2, 3/2, 5/2 (rougher functions; scikit-learn's ``Matern``
+        lengthscale convention).  Exact for ``blur="delta"``; for the other blurs the
+        blurred Matérn bases are a short scale mixture of blurred SE ones (at most
+        1.2e-3 of s2 from Matérn; 6-12 terms, each costing as much as the SE
+        kernel's; ``saspa_dask.core.kernel_profiles``).  Not for frequency features.
     approximation : {"fitc", "dtc", "sor"}, default="fitc"
         The sparse prior.  ``"fitc"`` keeps each row's residual variance
         s2 - k^T Kh^{-1} k (FITC-EP for delta blur, SASPA otherwise: the paper's

@@ -17,8 +17,8 @@ from ..files.groups import chunk_counts, open_group
 from ..fitting.posterior import FittedPosterior, unstacked
 from ..parameters import APPROXIMATIONS
 
-from .model_store import (FLOAT_REPORT, FOURIER_SCALING, MODEL_FORMAT, READABLE_VERSIONS,
-                          content_checksum, decode_params)
+from .model_store import (FLOAT_REPORT, FOURIER_SCALING, KERNEL_TYPES, MODEL_FORMAT,
+                          READABLE_VERSIONS, content_checksum, decode_params)
 
 __all__ = ["ESTIMATOR_NAMES", "read_fitted_posterior", "read_model", "read_model_attrs",
            "report_of"]
@@ -65,6 +65,9 @@ def _check_attrs(attrs, path):
         _number(need(key, (int, float)), key, path, positive=True, integer=True)
     _number(attrs.get("n_problems", 1), "n_problems", path, positive=True, integer=True)
     kernel = need("kernel", dict)
+    if kernel.get("type", KERNEL_TYPES["se"]) not in KERNEL_TYPES.values():
+        raise StoreError(f"{path}: attribute 'kernel.type' must be one of "
+                         f"{', '.join(KERNEL_TYPES.values())}, not {kernel['type']!r}")
     _number(need("signal_variance", (int, float), kernel, "kernel.signal_variance"),
             "kernel.signal_variance", path, positive=True)
     _number(need("jitter", (int, float), kernel, "kernel.jitter"), "kernel.jitter", path,
@@ -260,7 +263,8 @@ def _read_posterior(read, attrs, path):
             offset=_offset(attrs.get("y_mean")), classes=classes,
             feature_names=None if names is None else np.array(names, dtype=object),
             frequencies=arrays.get("bases_frequencies"), phases=arrays.get("bases_phases"),
-            approximation=_approximation(attrs), log_target=bool(attrs.get("log_target")))
+            approximation=_approximation(attrs), log_target=bool(attrs.get("log_target")),
+            kernel=_kernel_name(kernel))
         fitted.basis  # noqa: B018 - checks the features (one shared diagonal window)
         fitted.likelihood_object  # noqa: B018 - checks the likelihood parameters now
     except (KeyError, TypeError, ValueError) as err:
@@ -284,6 +288,12 @@ def _check_classes(name, fitted, path):
                          f"{K} EP problem(s) (got {n if n is not None else 'none'})")
 
 
+def _kernel_name(kernel):
+    """The kernel shape a store's checked ``kernel`` attribute names."""
+    kind = kernel.get("type", KERNEL_TYPES["se"])
+    return next(name for name, value in KERNEL_TYPES.items() if value == kind)
+
+
 def _check_whitening(arrays, kernel, path):
     """The stored factor L must be the Cholesky factor of the basis covariance that the
     stored bases, lengthscales, signal variance and jitter give: a store whose kernel
@@ -292,7 +302,7 @@ def _check_whitening(arrays, kernel, path):
     with np.errstate(all="ignore"):
         Kh = basis_covariance(arrays["bases_means"], arrays["bases_covs"],
                               arrays["lengthscale"], s2, arrays.get("bases_frequencies"),
-                              arrays.get("bases_phases"))
+                              arrays.get("bases_phases"), _kernel_name(kernel))
         L = arrays["whitening"]
         gap = np.abs(L @ L.T - Kh - jitter * np.eye(L.shape[0]))
     if not np.all(np.isfinite(Kh)) or not np.all(gap <= 1e-8 * s2):

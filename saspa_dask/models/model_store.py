@@ -154,13 +154,19 @@ def _posterior_arrays(fitted):
             "alpha": alpha, "beta": beta}
 
 
+# a model store's ``kernel.type`` for each kernel shape (``se``: what every store
+# before the Matérn kernels says)
+KERNEL_TYPES = {"se": "squared_exponential_ard", "matern12": "matern12_ard",
+                "matern32": "matern32_ard", "matern52": "matern52_ard"}
+
+
 def _posterior_attrs(fitted):
     classes = fitted.classes
     return {
         "task": "classification" if classes is not None else "regression",
         "n_features_in": int(fitted.n_features), "n_bases": int(fitted.n_bases),
         "n_problems": int(fitted.n_problems),
-        "kernel": {"type": "squared_exponential_ard",
+        "kernel": {"type": KERNEL_TYPES[fitted.kernel],
                    "lengthscale": _jsonable(fitted.lengthscale),
                    "signal_variance": float(fitted.signal_variance),
                    "jitter": float(fitted.jitter)},
