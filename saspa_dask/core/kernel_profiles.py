@@ -121,6 +121,11 @@ class KernelProfile:
         # exp(-r^2 / (4t)) with r^2 = 2 nu u is SE's exp(-u / (2 c^2)), c^2 = t / nu
         return np.sqrt(t / self.nu), weights / weights.sum()
 
+    def n_terms(self, blurred):
+        """SE terms the kernel costs: 1 for SE and for the exact (delta-blur) forms, the
+        mixture's length for a blurred Matérn."""
+        return len(self.mixture[0]) if blurred else 1
+
     def mixture_value(self, u):
         """The SE mixture's k(u) (for SE, exactly k)."""
         scales, weights = self.mixture

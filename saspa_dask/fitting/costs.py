@@ -13,6 +13,9 @@ point work, by term (n rows learnt on, M bases, d inputs):
   of bases, a d x d factorisation and inverse when the blurs are full
   (``M^2 d^3``), ``M^2 d`` otherwise.
 
+A Matérn kernel with a blur repeats the last two for each term of its SE mixture
+(:mod:`saspa_dask.core.kernel_profiles`: ``kernel_terms``, 6-12).
+
 The flops are turned into seconds with the machine's float64 matmul rate on one core
 (measured once per process, a few milliseconds) and :data:`EFFICIENCY`, the fraction
 of that rate these terms reach, measured by ``benchmarks/bench_costs.py``
@@ -42,11 +45,11 @@ FULL_BLUR_MAX_DIMS = 16
 SLOW_EVALUATION_SECONDS = 60.0
 
 
-def evaluation_flops(n, M, d, blur, learn_bases=False):
+def evaluation_flops(n, M, d, blur, learn_bases=False, kernel_terms=1):
     """Floating-point work of one optimiser evaluation (see the module docstring)."""
     full = blur == "full"
-    rows = n * M * (d * d if full else d)
-    pairs = M * M * (d ** 3 if full else d)
+    rows = n * M * (d * d if full else d) * kernel_terms
+    pairs = M * M * (d ** 3 if full else d) * kernel_terms
     extra = 2.0 if learn_bases == "means+blur" and full else 1.0
     return float(EP_PASSES * 2 * n * M * M + 6 * rows * extra + 8 * pairs * extra)
 
@@ -68,10 +71,10 @@ def matmul_rate():
     return 2 * 256 ** 3 / max(best, 1e-9)
 
 
-def evaluation_cost(n, M, d, blur, learn_bases=False):
+def evaluation_cost(n, M, d, blur, learn_bases=False, kernel_terms=1):
     """``flops_per_evaluation`` and the expected ``seconds_per_evaluation`` on one core
     of this machine."""
-    flops = evaluation_flops(n, M, d, blur, learn_bases)
+    flops = evaluation_flops(n, M, d, blur, learn_bases, kernel_terms)
     seconds = flops / (matmul_rate() * EFFICIENCY["full" if blur == "full" else "other"])
     return {"flops_per_evaluation": flops, "seconds_per_evaluation": seconds}
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 import dask
 from sklearn.utils import check_random_state
 
+from ..core.kernel_profiles import kernel_named
 from ..core.kernels import FOURIER_FAMILIES
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
@@ -356,7 +357,9 @@ class FitRun:
         plan, blur = self.plan, self.report["blur_"]
         M, d = basis.means.shape
         learn = plan.learnt_bases
-        cost = self.report["cost_estimate_"] = evaluation_cost(n_rows, M, d, blur, learn)
+        terms = kernel_named(plan.kernel).n_terms(blurred=blur != "delta")
+        cost = self.report["cost_estimate_"] = evaluation_cost(n_rows, M, d, blur, learn,
+                                                               terms)
         seconds = cost["seconds_per_evaluation"]
         what = (f"{M} bases x {d} inputs, blur {blur}"
                 + (" (auto)" if plan.blur == "auto" else "")
