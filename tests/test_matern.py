@@ -131,7 +131,8 @@ def _problem(likelihood, blur, seed=0, n=200, d=3, M=8):
 
 @pytest.mark.parametrize("name,likelihood,blur,learn", [
     ("matern12", "gaussian", "delta", None), ("matern32", "probit", "delta", "means"),
-    ("matern52", "gaussian", "full", "means+blur"), ("matern32", "probit", "diagonal", None),
+    ("matern52", "gaussian", "full", "means+blur"), ("matern32", "probit", "full", None),
+    ("matern32", "probit", "diagonal", None),
     ("matern12", "probit", "spherical", "means")])
 def test_matern_gradient_matches_finite_differences(name, likelihood, blur, learn):
     """Every entry (lengthscales, s2, blur scale, the bases' means and blurs, the

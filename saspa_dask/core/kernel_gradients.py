@@ -24,10 +24,10 @@ import numpy as np
 from scipy import sparse
 
 from .bases import is_diagonal
-from .kernels import _diagonal_pairs, _pair_blocks, _row_blocks, _scaled_blur
+from .kernels import _diagonal_pairs, _pair_blocks, _row_blocks, _scaled_blur, pair_eigen
 
 __all__ = ["KernelGradient", "basis_covariance_gradient", "cross_covariance_gradient",
-           "cross_moments"]
+           "cross_moments", "mixture_covariance_gradient", "summed"]
 
 
 class KernelGradient(NamedTuple):
@@ -208,6 +208,57 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
         grad_c += (to_both @ term_c).reshape(n_bases, d, d)
     return KernelGradient(grad_l, grad_g,
                           *_to_original(grad_a, grad_c if with_covs else None, lengthscale))
+
+
+def summed(gradients):
+    """The sum of KernelGradients (None entries stay None)."""
+    if len(gradients) == 1:
+        return gradients[0]
+    return KernelGradient(*(None if values[0] is None else sum(values)
+                            for values in zip(*gradients)))
+
+
+def mixture_covariance_gradient(weights, means, covs, lengthscale, signal_variance, scales,
+                                mix_weights, with_covs=True):
+    """:func:`basis_covariance_gradient` of a scale mixture of SE kernels (term q:
+    lengthscale l c_q, signal variance s2 w_q), summed over its terms.
+
+    For full blurs each pair's C~_i + C~_j = V diag(lam) V^T is decomposed once
+    (:func:`~saspa_dask.core.kernels.pair_eigen`) and serves every term: in term q's
+    coordinates S = V diag(c^2 / (c^2 + lam)) V^T, z = V (s p / c) with p = V^T r~,
+    C~ / c^2 has eigenvalues lam / c^2, and the a- and C-terms come back to the base
+    scaled coordinates divided by c and c^2."""
+    ms = np.asarray(means, dtype=np.float64) / lengthscale
+    cs = _scaled_blur(covs, lengthscale)
+    n_bases, d = ms.shape
+    if is_diagonal(cs):  # elementwise already: O(M^2 d) a term
+        return summed([basis_covariance_gradient(weights, means, covs, lengthscale * c,
+                                                 signal_variance * w, with_covs)
+                       for c, w in zip(scales, mix_weights)])
+    grad_l, grad_g = np.zeros(d), 0.0
+    grad_a = np.zeros((n_bases, d))
+    grad_c = np.zeros((n_bases, d, d)) if with_covs else None
+    for i, j in _pair_blocks(n_bases, d * d):
+        lam, p, vectors = pair_eigen(cs, ms, i, j)
+        to_both, to_i_minus_j = _incidence(i, j, n_bases)
+        for scale, weight in zip(scales, mix_weights):
+            c2 = scale * scale
+            shrink = c2 / (c2 + lam)  # S's eigenvalues
+            k = signal_variance * weight * np.exp(
+                -0.5 * (np.log1p(lam / c2).sum(axis=-1) + (p * p / (c2 + lam)).sum(axis=-1)))
+            wk = weights[i, j] * k
+            both = np.where(i != j, 2.0 * wk, wk)
+            z_hat = shrink * p / scale
+            z = np.einsum("pkm,pm->pk", vectors, z_hat)
+            diag_S = np.einsum("pkm,pm->pk", vectors * vectors, shrink)
+            grad_l += both @ (1.0 - diag_S + z * z)
+            grad_g += float(both @ (0.5 * (lam / c2 * (z_hat * z_hat - shrink)).sum(axis=-1)))
+            grad_a += to_i_minus_j @ (-2.0 * wk[:, None] * z / scale)
+            if with_covs:
+                S = np.einsum("pkm,pm,plm->pkl", vectors, shrink, vectors)
+                term_c = wk[:, None, None] * (z[:, :, None] * z[:, None, :] - S) / c2
+                grad_c += (to_both @ term_c.reshape(-1, d * d)).reshape(n_bases, d, d)
+    return KernelGradient(grad_l, grad_g, *_to_original(grad_a, grad_c, lengthscale))
 
 
 def _incidence(i, j, n_bases):

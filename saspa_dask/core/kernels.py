@@ -182,12 +182,47 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
         return _se_cross_covariance(X, means, covs, lengthscale, signal_variance)
     if not np.any(covs):  # delta blur: the kernel itself, exactly
         return _delta_cross_covariance(X, means, lengthscale, signal_variance, profile)
-    scales, weights = profile.mixture
-    out = 0.0
-    for scale, weight in zip(scales, weights):
-        out = out + _se_cross_covariance(X, means, covs, lengthscale * scale,
-                                         signal_variance * weight)
+    out = np.zeros((np.shape(X)[0], means.shape[0]))
+    for start in range(0, out.shape[0], _ROW_BLOCK):  # bounded temporaries, as for SE
+        block = out[start:start + _ROW_BLOCK]
+        for term in cross_covariance_terms(X[start:start + _ROW_BLOCK], means, covs,
+                                           lengthscale, signal_variance, *profile.mixture):
+            block += term
     return out
+
+
+def cross_covariance_terms(X, means, covs, lengthscale, signal_variance, scales, weights):
+    """Kt of each SE term of a scale mixture, term q with lengthscale ``l * scales[q]``
+    and signal variance ``s2 * weights[q]`` (a generator, one (n, M) array a term).
+
+    The terms share one factorisation per basis and the row features: in the base
+    scaled coordinates term q's precision is (c^2 I + C~)^{-1} and its log
+    determinant sum log(1 + lam / c^2), lam the eigenvalues of C~ (c = scales[q])."""
+    X = np.asarray(X, dtype=np.float64)
+    centre = means.mean(axis=0)
+    Xs = (X - centre) / lengthscale
+    ms = (means - centre) / lengthscale
+    cs = _scaled_blur(covs, lengthscale)
+    diagonal = is_diagonal(cs)
+    if diagonal:
+        lam = np.diagonal(cs, axis1=1, axis2=2)
+    else:
+        lam, vectors = np.linalg.eigh(0.5 * (cs + np.swapaxes(cs, 1, 2)))
+        lam = np.maximum(lam, 0.0)  # semi-definite blurs: round-off only below 0
+    features = _row_features(Xs, diagonal)
+    for scale, weight in zip(scales, weights):
+        c2 = scale * scale
+        if diagonal:
+            coef = _diagonal_quadratic_coefficients(ms, 1.0 / (c2 + lam))
+        else:
+            precisions = np.einsum("jkm,jm,jlm->jkl", vectors, 1.0 / (c2 + lam), vectors)
+            coef = _quadratic_coefficients(ms, precisions, False)
+        log_amp = np.log(signal_variance * weight) - 0.5 * np.log1p(lam / c2).sum(axis=1)
+        quad = features @ coef
+        np.maximum(quad, 0.0, out=quad)
+        quad *= -0.5
+        quad += log_amp[None, :]
+        yield np.exp(quad, out=quad)
 
 
 def _profile(kernel, frequencies):
@@ -309,12 +344,38 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
             out[rows] = signal_variance * profile.value(
                 ((ms[rows, None] - ms[None]) ** 2).sum(axis=-1))
         return 0.5 * (out + out.T)
-    scales, weights = profile.mixture
-    out = 0.0
-    for scale, weight in zip(scales, weights):
-        out = out + _se_basis_covariance(means, covs, lengthscale * scale,
-                                         signal_variance * weight)
+    return _mixture_basis_covariance(means, covs, lengthscale, signal_variance,
+                                     *profile.mixture)
+
+
+def _mixture_basis_covariance(means, covs, lengthscale, signal_variance, scales, weights):
+    """Kh of a scale mixture of SE kernels (as :func:`cross_covariance_terms`): for
+    full blurs one eigendecomposition per pair of bases serves every term."""
+    ms = np.asarray(means, dtype=np.float64) / lengthscale
+    cs = _scaled_blur(covs, lengthscale)
+    if is_diagonal(cs):  # elementwise already: O(M^2 d) a term
+        return sum(_se_basis_covariance(means, covs, lengthscale * c, signal_variance * w)
+                   for c, w in zip(scales, weights))
+    n_bases, d = ms.shape
+    out = np.empty((n_bases, n_bases))
+    for i, j in _pair_blocks(n_bases, d * d):
+        lam, p = pair_eigen(cs, ms, i, j)[:2]
+        total = 0.0
+        for scale, weight in zip(scales, weights):
+            c2 = scale * scale
+            total = total + signal_variance * weight * np.exp(
+                -0.5 * (np.log1p(lam / c2).sum(axis=-1) + (p * p / (c2 + lam)).sum(axis=-1)))
+        out[i, j] = out[j, i] = total
     return out
+
+
+def pair_eigen(cs, ms, i, j):
+    """For pairs (i, j) of bases in scaled coordinates: the eigenvalues lam (>= 0) and
+    vectors V of C~_i + C~_j, and the difference a~_i - a~_j in that eigenbasis, as
+    (lam, p, V)."""
+    lam, vectors = np.linalg.eigh(cs[i] + cs[j])
+    p = np.einsum("pkm,pk->pm", vectors, ms[i] - ms[j])
+    return np.maximum(lam, 0.0), p, vectors
 
 
 def _se_basis_covariance(means, covs, lengthscale, signal_variance):

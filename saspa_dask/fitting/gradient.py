@@ -36,9 +36,9 @@ from scipy.linalg import solve_triangular
 from ..core.fourier import (fourier_covariance_gradient, fourier_cross_gradient,
                             fourier_moments, fourier_parts)
 from ..core.kernel_gradients import (basis_covariance_gradient, cross_covariance_gradient,
-                                     cross_moments)
+                                     cross_moments, mixture_covariance_gradient, summed)
 from ..core.kernel_profiles import kernel_named
-from ..core.kernels import blurred_cross_covariance, scaled_sq_distances
+from ..core.kernels import cross_covariance_terms, scaled_sq_distances
 from ..ep.sites import SUB_ROWS, cavities, evidence_site_terms
 
 __all__ = ["GradientSummary", "KernelTerms", "assemble_gradient", "gradient_chunk",
@@ -169,9 +169,10 @@ def _kernel_terms(X, Bt, E, means, lengthscale, kernel):
     if not np.any(covs):
         weight = profile.weight(scaled_sq_distances(X, means, lengthscale))
         return [(lengthscale, Bt * (s2 * weight))]
-    return [(lengthscale * scale, Bt * blurred_cross_covariance(X, means, covs,
-                                                                lengthscale * scale, s2 * w))
-            for scale, w in zip(*profile.mixture)]
+    scales, weights = profile.mixture
+    return [(lengthscale * scale, np.multiply(Bt, kt, out=kt)) for scale, kt in
+            zip(scales, cross_covariance_terms(X, means, covs, lengthscale, s2, scales,
+                                               weights))]
 
 
 def _fourier_moments(X, Bt, E, means, lengthscale, fourier):
@@ -228,18 +229,14 @@ def assemble_gradient(summary, basis, hyper, L):
 
 def _blurred_terms(summary, basis, hyper, Ah):
     """Lengthscale, blur-scale and basis entries for blurred bases: d Kt - d Kh."""
-    lengthscale = hyper.lengthscale
     # the blur covariances' gradient (M^2 d^2 work for the basis pairs) only when they
     # are learnt: learning the means alone (the default) does not use it
     with_covs = hyper.bases is not None and bool(hyper.bases.blur)
-    parts = []
-    for term, (scale, s2, profile) in enumerate(_assembly_terms(basis, hyper)):
-        moments = (summary.m0[term], summary.m1[term], summary.m2[term])
-        kt = cross_covariance_gradient(moments, basis.means, basis.covs, scale, with_covs)
-        kh = basis_covariance_gradient(Ah, basis.means, basis.covs, scale, s2, with_covs,
-                                       kernel=profile)
-        parts.append((kt, kh))
-    kt, kh = (_summed([part[k] for part in parts]) for k in (0, 1))
+    scales = _term_lengthscales(basis, hyper)
+    kt = summed([cross_covariance_gradient((summary.m0[t], summary.m1[t], summary.m2[t]),
+                                           basis.means, basis.covs, scale, with_covs)
+                 for t, scale in enumerate(scales)])
+    kh = _basis_gradient(Ah, basis, hyper, with_covs)
     grad = {"lengthscale": kt.lengthscale - kh.lengthscale}
     if hyper.learn_blur_scale:
         grad["blur_scale"] = kt.blur_scale - kh.blur_scale
@@ -249,24 +246,24 @@ def _blurred_terms(summary, basis, hyper, Ah):
     return grad
 
 
-def _assembly_terms(basis, hyper):
-    """(lengthscale, signal variance, profile for the exact delta weights) per kernel
-    term, in the order of :func:`_kernel_terms`."""
+def _term_lengthscales(basis, hyper):
+    """The lengthscale of each kernel term, in the order of :func:`_kernel_terms`."""
     profile = kernel_named(hyper.kernel)
-    lengthscale, s2 = hyper.lengthscale, hyper.signal_variance
+    if profile.is_se or not np.any(basis.covs):
+        return [hyper.lengthscale]
+    return [hyper.lengthscale * scale for scale in profile.mixture[0]]
+
+
+def _basis_gradient(Ah, basis, hyper, with_covs):
+    """sum Ah dKh for the kernel: SE's, a profile's exact delta-blur form, or a
+    blurred profile's mixture."""
+    profile = kernel_named(hyper.kernel)
+    args = (Ah, basis.means, basis.covs, hyper.lengthscale, hyper.signal_variance)
     if profile.is_se:
-        return [(lengthscale, s2, None)]
+        return basis_covariance_gradient(*args, with_covs)
     if not np.any(basis.covs):
-        return [(lengthscale, s2, profile)]
-    return [(lengthscale * scale, s2 * w, None) for scale, w in zip(*profile.mixture)]
-
-
-def _summed(gradients):
-    """The sum of KernelGradients (None entries stay None)."""
-    if len(gradients) == 1:
-        return gradients[0]
-    return type(gradients[0])(*(None if values[0] is None else sum(values)
-                                for values in zip(*gradients)))
+        return basis_covariance_gradient(*args, with_covs, kernel=profile)
+    return mixture_covariance_gradient(*args, *profile.mixture, with_covs)
 
 
 def _fourier_terms(summary, basis, hyper, Ah):
