@@ -188,6 +188,10 @@ TRAIN_PARAMETERS = (
               "exponential) or Matern with nu 1/2, 3/2, 5/2 (exact for delta blur, a "
               "6-12 term mixture of SE kernels for the other blurs).",
               choices=KERNEL_CHOICES),
+    Parameter("feature_groups", str, None, "one-hot: the one-hot columns of each text "
+              "column (column=category) share one learnt lengthscale, an exchangeable "
+              "kernel over its categories (default: a lengthscale per input).",
+              choices=("one-hot",)),
     Parameter("approximation", str, "fitc", "The sparse prior: fitc (the paper's SASPA, "
               "per-row residual variances), dtc (projected process) or sor (subset of "
               "regressors: dtc whose predictions also drop the residual, a comparison "

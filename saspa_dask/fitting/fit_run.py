@@ -27,7 +27,7 @@ from ..ep.driver import EPConvergenceWarning
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
 from .costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost
-from .hyperparameters import Hyperparameters, resolve_lengthscale
+from .hyperparameters import Hyperparameters, resolve_lengthscale, tied_lengthscale
 from .optimizer import StopRule
 from .progress import phase_printer, print_hyper, print_sweep
 from .stages import learning_stages, merge_stages, sites_at, sites_on_all, stages_end
@@ -98,8 +98,9 @@ class FitRun:
 
     # -- the starting point --------------------------------------------------------
 
-    def start(self, likelihood, signal_variance, column_std, centre):
-        """The starting bases and hyperparameters."""
+    def start(self, likelihood, signal_variance, column_std, centre, groups=None):
+        """The starting bases and hyperparameters (``groups``: inputs sharing a
+        lengthscale, :func:`~saspa_dask.fitting.hyperparameters.feature_groups_of`)."""
         plan, X, blur = self.plan, self.X, self.report["blur_"]
         self.say(f"{plan.owner}: {X.shape[0]} rows x {X.shape[1]} inputs"
                  + (f", one-vs-rest over {len(self.labels)} classes" if self.labels else "")
@@ -112,7 +113,7 @@ class FitRun:
         if kmeans_info is not None:
             self.report["kmeans_info_"] = kmeans_info
         hyper = self._start_hyperparameters(likelihood, signal_variance, column_std, basis,
-                                            centre)
+                                            centre, groups)
         self.report["timings_"] = {"bases": time.perf_counter() - self.began}
         self.say(f"bases ready ({self.report['timings_']['bases']:.1f}s"
                  + (f", K-means converged {kmeans_info.get('converged')}"
@@ -120,7 +121,7 @@ class FitRun:
         return basis, hyper
 
     def _start_hyperparameters(self, likelihood, signal_variance, column_std, basis,
-                               centre):
+                               centre, groups=None):
         """The optimiser's starting point; it says what is learnt.  With ``centre``,
         the box the values are learnt in is centred where the data alone would start
         them."""
@@ -146,11 +147,13 @@ class FitRun:
                 "noise_variance" not in likelihood.hyperparameters():
             raise ValueError("min_noise_variance is a floor of the gaussian likelihood's "
                              f"noise variance; the {likelihood.name} likelihood has none")
-        lengthscale = resolve_lengthscale(plan.lengthscale, d, column_std)
+        lengthscale = tied_lengthscale(resolve_lengthscale(plan.lengthscale, d, column_std),
+                                       groups)
         learn_offset = bool(plan.learn_offset and plan.optimize_hyperparameters)
         middle = None
         if centre is not None:
-            middle = Hyperparameters(resolve_lengthscale(None, d, column_std),
+            middle = Hyperparameters(tied_lengthscale(resolve_lengthscale(None, d, column_std),
+                                                      groups),
                                      float(centre[0]), centre[1].hyperparameters())
         learnt = likelihood.hyperparameters() if plan.optimize_hyperparameters else {}
         if plan.min_noise_variance is not None and learnt:  # start on or above the floor
@@ -162,7 +165,7 @@ class FitRun:
             mean_offset=0.0 if learn_offset else None, noise_floor=plan.min_noise_variance,
             offset_scale=math.sqrt(float(centre[0] if centre is not None
                                          else signal_variance)),
-            centre=middle, kernel=plan.kernel)
+            centre=middle, kernel=plan.kernel, groups=groups)
 
     # -- learning and EP -----------------------------------------------------------
 

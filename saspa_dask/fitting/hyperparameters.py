@@ -11,8 +11,9 @@ from ..core.likelihoods import Shifted
 from .basis_parameters import LearntBases, LearntFeatures
 
 __all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearntBoundWarning", "OFFSET_SPAN",
-           "OFFSET_UNIT", "bound_advice", "by_input_name", "default_lengthscale",
-           "resolve_lengthscale"]
+           "OFFSET_UNIT", "FEATURE_GROUP_RULES", "bound_advice", "by_input_name",
+           "default_lengthscale", "feature_groups_of", "resolve_lengthscale",
+           "tied_lengthscale"]
 
 # natural ranges of likelihood parameters (label noise below one half)
 LIKELIHOOD_BOUNDS = {"label_noise": (1e-6, 0.45), "dof": (0.5, 1e3)}
@@ -70,15 +71,33 @@ class Hyperparameters:
     # the kernel's shape (:data:`saspa_dask.core.kernel_profiles.KERNELS`): fixed, not
     # learnt; the lengthscales and s2 above are its
     kernel: str = "se"
+    # inputs that share one learnt lengthscale: group index per input, 0..G-1 in order
+    # of first appearance (:func:`feature_groups_of`); None: one per input
+    groups: np.ndarray | None = None
+
+    @property
+    def n_lengthscales(self):
+        """How many lengthscales are learnt: one per input or per group."""
+        return self.lengthscale.size if self.groups is None else int(self.groups.max()) + 1
+
+    def _group_firsts(self):
+        """Each group's first input (its lengthscale stands for the group's)."""
+        return np.unique(self.groups, return_index=True)[1]
+
+    def _learnt_lengthscales(self, lengthscale):
+        return lengthscale if self.groups is None else lengthscale[self._group_firsts()]
 
     def _bases_offset(self):
         """Where the bases' entries (or, without them, the likelihood's) start in
         :meth:`to_log`."""
-        return self.lengthscale.size + 1 + int(self.learn_blur_scale)
+        return self.n_lengthscales + 1 + int(self.learn_blur_scale)
 
     def names(self):
-        """Names of the learnt values, in the order of :meth:`to_log`."""
-        names = [f"lengthscale[{k}]" for k in range(self.lengthscale.size)]
+        """Names of the learnt values, in the order of :meth:`to_log` (a group's
+        lengthscale by its first input)."""
+        firsts = (range(self.lengthscale.size) if self.groups is None
+                  else self._group_firsts())
+        names = [f"lengthscale[{k}]" for k in firsts]
         names.append("signal_variance")
         if self.learn_blur_scale:
             names.append("blur_scale")
@@ -90,7 +109,7 @@ class Hyperparameters:
 
     def to_log(self):
         """The learnt values as one log-space vector."""
-        values = [*self.lengthscale, self.signal_variance]
+        values = [*self._learnt_lengthscales(self.lengthscale), self.signal_variance]
         if self.learn_blur_scale:
             values.append(self.blur_scale)
         head = np.log(np.array(values, dtype=np.float64))
@@ -103,7 +122,8 @@ class Hyperparameters:
     def from_log(self, x):
         """A copy with the learnt values taken from a log-space vector."""
         x = np.asarray(x, dtype=np.float64)
-        d = self.lengthscale.size
+        d = self.n_lengthscales
+        lengthscale = np.exp(x[:d]) if self.groups is None else np.exp(x[:d])[self.groups]
         blur = math.exp(x[d + 1]) if self.learn_blur_scale else self.blur_scale
         pos = self._bases_offset()
         bases = self.bases
@@ -114,7 +134,7 @@ class Hyperparameters:
         if offset is not None:
             offset, pos = float(x[pos]) * self._offset_unit(), pos + 1
         lik = {k: math.exp(val) for k, val in zip(self.likelihood, x[pos:])}
-        return replace(self, lengthscale=np.exp(x[:d]), signal_variance=math.exp(x[d]),
+        return replace(self, lengthscale=lengthscale, signal_variance=math.exp(x[d]),
                        likelihood=lik, blur_scale=blur, bases=bases, mean_offset=offset)
 
     def gradient_vector(self, grad):
@@ -122,7 +142,10 @@ class Hyperparameters:
         taken at this point, as a vector in the order of :meth:`to_log`.  Call it on
         the point the gradient was taken at: learnt blurs' parameters are logs and
         Cholesky factors of this point's blur covariances."""
-        values = [*grad["lengthscale"], grad["signal_variance"]]
+        d_lengthscale = np.asarray(grad["lengthscale"])
+        if self.groups is not None:  # a shared log-lengthscale: its inputs' sum
+            d_lengthscale = np.bincount(self.groups, d_lengthscale, self.n_lengthscales)
+        values = [*d_lengthscale, grad["signal_variance"]]
         if self.learn_blur_scale:
             values.append(grad["blur_scale"])
         if self.bases is not None:
@@ -186,8 +209,8 @@ class Hyperparameters:
         """``x0`` with the lengthscales, signal variance and likelihood entries
         replaced by the centre's."""
         centre, out = self.centre, x0.copy()
-        d = self.lengthscale.size
-        out[:d] = np.log(centre.lengthscale)
+        d = self.n_lengthscales
+        out[:d] = np.log(self._learnt_lengthscales(centre.lengthscale))
         out[d] = math.log(centre.signal_variance)
         offset = x0.size - len(self.likelihood)
         for k, name in enumerate(self.likelihood):
@@ -281,6 +304,56 @@ def default_lengthscale(column_std):
     """
     std = np.asarray(column_std, dtype=np.float64)
     return np.where(std > 0, std, 1.0) * np.sqrt(std.size)
+
+
+FEATURE_GROUP_RULES = ("one-hot",)
+
+
+def feature_groups_of(feature_groups, feature_names, d):
+    """The inputs' lengthscale groups (:attr:`Hyperparameters.groups`) from the
+    ``feature_groups`` parameter, or None when every input has its own.
+
+    ``"one-hot"``: the inputs ``saspa ingest`` named ``column=category`` share one
+    lengthscale per source column (an exchangeable kernel over its categories: two
+    rows of different categories are 2 / l^2 apart in the scaled squared distance,
+    rows of the same category 0); other inputs keep their own.  A sequence of ``d``
+    labels: inputs with equal labels share one.
+
+    Examples
+    --------
+    >>> feature_groups_of("one-hot", ["age", "city=Oslo", "city=Rome", "kind=a"], 4)
+    array([0, 1, 1, 2])
+    >>> feature_groups_of(["a", "b", "a"], None, 3)
+    array([0, 1, 0])
+    """
+    if feature_groups is None:
+        return None
+    if isinstance(feature_groups, str):
+        if feature_groups not in FEATURE_GROUP_RULES:
+            raise ValueError(f"feature_groups must be one of {FEATURE_GROUP_RULES}, a "
+                             f"sequence of labels or None, got {feature_groups!r}")
+        if feature_names is None:
+            raise ValueError("feature_groups='one-hot' reads the inputs' names "
+                             "('column=category', as saspa ingest writes them): fit on a "
+                             "data store or a DataFrame, or pass one label per input")
+        labels = [str(name).split("=", 1)[0] if "=" in str(name) else f"\0{k}"
+                  for k, name in enumerate(feature_names)]
+    else:
+        labels = [str(label) for label in feature_groups]
+    if len(labels) != d:
+        raise ValueError(f"feature_groups has {len(labels)} labels for {d} inputs")
+    first = {}
+    groups = np.array([first.setdefault(label, len(first)) for label in labels])
+    return None if len(first) == d else groups
+
+
+def tied_lengthscale(lengthscale, groups):
+    """``lengthscale`` with each group's inputs at the group's geometric mean (a
+    start the tied learning can take)."""
+    if groups is None:
+        return lengthscale
+    logs = np.bincount(groups, np.log(lengthscale)) / np.bincount(groups)
+    return np.exp(logs)[groups]
 
 
 def resolve_lengthscale(lengthscale, d, column_std):

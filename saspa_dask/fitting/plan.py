@@ -24,7 +24,7 @@ from ..ep.approximation import approximation_named
 from ..ep.schedule import EPSchedule
 from .fit_run import FitRun
 from .held_out import HeldOutWatch
-from .hyperparameters import LearntBoundWarning, bound_advice, by_input_name
+from .hyperparameters import LearntBoundWarning, bound_advice, by_input_name, feature_groups_of
 from .posterior import FittedPosterior, stacked
 from .settings import Execution, StochasticLearning
 from .stages import check_init_sites
@@ -71,6 +71,7 @@ class FitPlan:
     n_bases: int = 32
     blur: str = "auto"
     kernel: str = "se"
+    feature_groups: object = None
     bases: Basis | None = None
     lengthscale: object = None
     jitter: float = 1e-6
@@ -152,7 +153,8 @@ class FitPlan:
             return self._posterior(outcome, likelihood, offset, classes, feature_names)
         if held_out is not None:
             run.watch = HeldOutWatch(held_out, run.began, posterior_of, run.say)
-        basis, start = run.start(likelihood, signal_variance, column_std, centre)
+        groups = feature_groups_of(self.feature_groups, feature_names, X.shape[1])
+        basis, start = run.start(likelihood, signal_variance, column_std, centre, groups)
         sites = check_init_sites(init_sites, X.shape[0], 1 if labels is None else len(labels))
         outcome, rows = run.fit(targets, powered(likelihood, float(self.alpha)), basis,
                                 start, sites)

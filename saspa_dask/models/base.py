@@ -25,6 +25,7 @@ from ..core.kernels import BASIS_FAMILIES
 from ..engines.chunks import is_lazy
 from ..fitting.basis_parameters import LEARN_BASES
 from ..fitting.held_out import HeldOut, HeldOutError
+from ..fitting.hyperparameters import FEATURE_GROUP_RULES
 from ..fitting.new_rows import adf_pass, update_pass
 from ..fitting.plan import REPORT_ARRAYS, REPORT_ATTRIBUTES, FitPlan
 from .legacy import LegacyNames
@@ -38,7 +39,7 @@ __all__ = ["SASPABase"]
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 
 # the parameters a FitPlan takes under the same name
-_PLAN_PARAMETERS = ("n_bases", "blur", "kernel", "bases", "lengthscale", "jitter", "alpha",
+_PLAN_PARAMETERS = ("n_bases", "blur", "kernel", "feature_groups", "bases", "lengthscale", "jitter", "alpha",
                     "approximation", "random_state", "optimize_hyperparameters",
                     "learn_bases", "learn_blur_scale", "n_restarts_optimizer",
                     "hyper_subsample", "learning", "hyper_tol", "max_hyper_iter",
@@ -52,6 +53,7 @@ class SASPABase(LegacyNames, PosteriorModel):
         "n_bases": [Interval(Integral, 1, None, closed="left")],
         "blur": [StrOptions(set(BASIS_FAMILIES) | {"auto"})],
         "kernel": [StrOptions(set(KERNELS))],
+        "feature_groups": [StrOptions(set(FEATURE_GROUP_RULES)), "array-like", None],
         "approximation": [StrOptions(set(APPROXIMATIONS))],
         "alpha": [Interval(Real, 0, 1, closed="right")],
         "lengthscale": ["array-like", _POSITIVE, None],

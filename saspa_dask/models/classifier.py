@@ -82,8 +82,8 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
         "label_noise": [Interval(Real, 0, 0.5, closed="left")],
     }
 
-    def __init__(self, n_bases=64, *, blur="auto", kernel="se", approximation="fitc",
-                 alpha=1.0,
+    def __init__(self, n_bases=64, *, blur="auto", kernel="se", feature_groups=None,
+                 approximation="fitc", alpha=1.0,
                  likelihood="probit", label_noise=0.01, lengthscale=None, signal_variance=None, bases=None,
                  jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=500,
                  hyper_tol=1e-4, max_fit_time=None,
@@ -94,6 +94,7 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
         self.n_bases = n_bases
         self.blur = blur
         self.kernel = kernel
+        self.feature_groups = feature_groups
         self.approximation = approximation
         self.alpha = alpha
         self.likelihood = likelihood

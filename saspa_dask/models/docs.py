@@ -26,6 +26,13 @@ _SHARED_PARAMS_DOC = """
         blurred Matérn bases are a short scale mixture of blurred SE ones (at most
         1.2e-3 of s2 from Matérn; 6-12 terms, each costing as much as the SE
         kernel's; ``saspa_dask.core.kernel_profiles``).  Not for frequency features.
+    feature_groups : {"one-hot"}, sequence of labels or None, default=None
+        Inputs that share one learnt lengthscale.  ``"one-hot"``: the one-hot columns
+        of each text column (named ``column=category``, as ``saspa ingest`` writes
+        them; a DataFrame's columns named so likewise) share one, which makes the kernel over
+        that column exchangeable (any two different categories equally similar,
+        learnt per column); a sequence of one label per input groups by label.
+        None: a lengthscale per input.  Fewer learnt values on wide one-hot tables.
     approximation : {"fitc", "dtc", "sor"}, default="fitc"
         The sparse prior.  ``"fitc"`` keeps each row's residual variance
         s2 - k^T Kh^{-1} k (FITC-EP for delta blur, SASPA otherwise: the paper's

@@ -106,8 +106,8 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         "log_target": ["boolean"],
     }
 
-    def __init__(self, n_bases=64, *, blur="auto", kernel="se", approximation="fitc",
-                 alpha=1.0,
+    def __init__(self, n_bases=64, *, blur="auto", kernel="se", feature_groups=None,
+                 approximation="fitc", alpha=1.0,
                  likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, learn_offset=True, min_noise_variance=None, log_target=False,
                  lengthscale=None, signal_variance=None, bases=None,
@@ -120,6 +120,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         self.n_bases = n_bases
         self.blur = blur
         self.kernel = kernel
+        self.feature_groups = feature_groups
         self.approximation = approximation
         self.alpha = alpha
         self.likelihood = likelihood
