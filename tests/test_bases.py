@@ -88,3 +88,28 @@ def test_lloyd_on_a_sample_of_the_rows():
         return ((X[:, None, :] - basis.means[None]) ** 2).sum(-1).min(1).sum()
 
     assert error(sampled) <= 1.01 * error(full)
+
+
+def test_diagonal_covariances_follow_the_rule_from_the_clusters_variances():
+    """K-means without the full scatter (delta, spherical, diagonal blurs: O(N d), not
+    O(N d^2)) gives the shrinkage rule on each cluster's per-input variances, computed
+    here from the clusters the means define, and zeros off the diagonal."""
+    from saspa_dask.engines.kmeans import kmeans
+
+    rng = np.random.default_rng(4)
+    X = np.vstack([c + rng.normal(size=(400, 4)) * s
+                   for c, s in ((0.0, 0.5), (8.0, 1.5), (-8.0, 1.0))])
+    basis, _ = kmeans(X, 3, random_state=0, full_covariances=False)
+    labels = np.argmin(((X[:, None, :] - basis.means[None]) ** 2).sum(-1), axis=1)
+    counts = np.bincount(labels, minlength=3).astype(float)
+    scatter = np.stack([((X[labels == j] - basis.means[j]) ** 2).sum(0) for j in range(3)])
+    n0 = 4 + 2
+    pooled = scatter.sum(0) / counts.sum()
+    expected = (scatter + n0 * pooled) / (counts[:, None] + n0)
+    np.testing.assert_allclose(np.diagonal(basis.covs, axis1=1, axis2=2), expected,
+                               rtol=1e-10)
+    off = basis.covs * (1 - np.eye(4))
+    assert not off.any()
+    full, _ = kmeans(X, 3, random_state=0)
+    np.testing.assert_array_equal(full.means, basis.means)
+    assert np.abs(full.covs * (1 - np.eye(4))).max() > 1e-3  # the full scatter has them

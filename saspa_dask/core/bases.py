@@ -154,8 +154,9 @@ def shrunk_covariances(counts, scatter, total_variance):
     ----------
     counts : ndarray of shape (M,)
         Points per cluster (all > 0).
-    scatter : ndarray of shape (M, d, d)
-        Per-cluster centred scatter, sum over the cluster of (x - a_j)(x - a_j)^T.
+    scatter : ndarray of shape (M, d, d) or (M, d)
+        Per-cluster centred scatter, sum over the cluster of (x - a_j)(x - a_j)^T, or
+        only its diagonal (the result is then diagonal: O(M d) work, not O(M d^2)).
     total_variance : ndarray of shape (d,)
         Variance of each input over all rows.
 
@@ -163,6 +164,12 @@ def shrunk_covariances(counts, scatter, total_variance):
     -------
     ndarray of shape (M, d, d)
     """
+    if scatter.ndim == 2:
+        shrunk = _shrunk_diagonals(counts, scatter, total_variance)
+        out = np.zeros(shrunk.shape + shrunk.shape[-1:])
+        idx = np.arange(shrunk.shape[1])
+        out[:, idx, idx] = shrunk
+        return out
     n = counts[:, None, None]
     scatter = 0.5 * (scatter + np.swapaxes(scatter, 1, 2))
     pooled = np.diagonal(scatter, axis1=1, axis2=2).sum(axis=0) / counts.sum()
@@ -170,3 +177,11 @@ def shrunk_covariances(counts, scatter, total_variance):
     D = np.diag(np.maximum(pooled, floor))
     n0 = scatter.shape[1] + 2.0
     return (scatter + n0 * D[None]) / (n + n0)
+
+
+def _shrunk_diagonals(counts, scatter, total_variance):
+    """:func:`shrunk_covariances`' rule on the diagonals alone (M, d)."""
+    pooled = scatter.sum(axis=0) / counts.sum()
+    floor = np.where(total_variance > 0, _VARIANCE_FLOOR * total_variance, _ABSOLUTE_FLOOR)
+    n0 = scatter.shape[1] + 2.0
+    return (scatter + n0 * np.maximum(pooled, floor)[None]) / (counts[:, None] + n0)

@@ -23,8 +23,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import sparse
 
-from .bases import is_diagonal
-from .kernels import _diagonal_pairs, _pair_blocks, _row_blocks, _scaled_blur, pair_eigen
+from .kernels import (_diagonal_pairs, _pair_blocks, _row_blocks, _scaled_blur, pair_eigen,
+                      scaled_blurs)
 
 __all__ = ["KernelGradient", "basis_covariance_gradient", "cross_covariance_gradient",
            "cross_moments", "mixture_covariance_gradient", "summed"]
@@ -100,12 +100,13 @@ def cross_covariance_gradient(moments, means, covs, lengthscale, with_covs=True)
     d = means.shape[1]
     centre = means.mean(axis=0)
     a = (means - centre) / lengthscale
-    cs = _scaled_blur(covs, lengthscale)
+    cs, cd = scaled_blurs(covs, lengthscale)
     diagonal_moments = m2.ndim == 2
-    if diagonal_moments and is_diagonal(cs):
-        grads = _diagonal_cross_gradient(m0, m1, m2, a, np.diagonal(cs, axis1=1, axis2=2),
-                                         with_covs)
+    if diagonal_moments and cs is None:
+        grads = _diagonal_cross_gradient(m0, m1, m2, a, cd, with_covs)
         return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
+    if cs is None:  # diagonal blurs whose full blur gradient is asked for
+        cs = _scaled_blur(covs, lengthscale)
     S = np.linalg.inv(np.eye(d)[None] + cs)  # d x d blur precisions, not kernel matrices
     # second moments of r~ = x~ - a~ about each basis
     if diagonal_moments:
@@ -171,15 +172,15 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
     the same formulas once.
     """
     ms = np.asarray(means, dtype=np.float64) / lengthscale
-    cs = _scaled_blur(covs, lengthscale)
+    cs, cd = scaled_blurs(covs, lengthscale)
     n_bases, d = ms.shape
     if kernel is not None and not kernel.is_se:
-        if np.any(cs) or with_covs:
+        if np.any(cd) or cs is not None or with_covs:
             raise ValueError(f"the {kernel.name} kernel's exact form is for delta blur, "
                              "which is not learnt")
-    if is_diagonal(cs):
-        grads = _diagonal_covariance_gradient(weights, ms, np.diagonal(cs, axis1=1, axis2=2),
-                                              signal_variance, with_covs, kernel)
+    if cs is None:
+        grads = _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs,
+                                              kernel)
         return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
     eye = np.eye(d)
     grad_l = np.zeros(d)
@@ -229,9 +230,9 @@ def mixture_covariance_gradient(weights, means, covs, lengthscale, signal_varian
     C~ / c^2 has eigenvalues lam / c^2, and the a- and C-terms come back to the base
     scaled coordinates divided by c and c^2."""
     ms = np.asarray(means, dtype=np.float64) / lengthscale
-    cs = _scaled_blur(covs, lengthscale)
+    cs = scaled_blurs(covs, lengthscale)[0]
     n_bases, d = ms.shape
-    if is_diagonal(cs):  # elementwise already: O(M^2 d) a term
+    if cs is None:  # elementwise already: O(M^2 d) a term
         return summed([basis_covariance_gradient(weights, means, covs, lengthscale * c,
                                                  signal_variance * w, with_covs)
                        for c, w in zip(scales, mix_weights)])

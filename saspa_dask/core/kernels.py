@@ -89,6 +89,17 @@ def _scaled_blur(covs, lengthscale):
     return covs * np.outer(inv_l, inv_l)  # one pass over the M d x d (wide tables)
 
 
+def scaled_blurs(covs, lengthscale):
+    """(C~, diag C~ (M, d)) with C~ None when every blur is diagonal: the M d x d
+    scaled matrices are then never formed (on a wide one-hot table that product, not
+    the fit's arithmetic, dominated an evaluation)."""
+    inv_l = 1.0 / lengthscale
+    if is_diagonal(covs):
+        return None, np.diagonal(covs, axis1=1, axis2=2) * (inv_l * inv_l)
+    cs = covs * np.outer(inv_l, inv_l)
+    return cs, np.diagonal(cs, axis1=1, axis2=2)
+
+
 def se_kernel(X1, X2, lengthscale, signal_variance):
     """Plain SE-ARD kernel matrix k(X1, X2) (used for reference and tests).
 
@@ -202,11 +213,9 @@ def cross_covariance_terms(X, means, covs, lengthscale, signal_variance, scales,
     centre = means.mean(axis=0)
     Xs = (X - centre) / lengthscale
     ms = (means - centre) / lengthscale
-    cs = _scaled_blur(covs, lengthscale)
-    diagonal = is_diagonal(cs)
-    if diagonal:
-        lam = np.diagonal(cs, axis1=1, axis2=2)
-    else:
+    cs, lam = scaled_blurs(covs, lengthscale)
+    diagonal = cs is None
+    if not diagonal:
         lam, vectors = np.linalg.eigh(0.5 * (cs + np.swapaxes(cs, 1, 2)))
         lam = np.maximum(lam, 0.0)  # semi-definite blurs: round-off only below 0
     features = _row_features(Xs, diagonal)
@@ -272,13 +281,13 @@ def _se_cross_covariance(X, means, covs, lengthscale, signal_variance):
     centre = means.mean(axis=0)
     Xs = (X - centre) / lengthscale
     ms = (means - centre) / lengthscale
-    cs = _scaled_blur(covs, lengthscale)
+    cs, cd = scaled_blurs(covs, lengthscale)
     d = X.shape[1]
-    diagonal = is_diagonal(cs)
+    diagonal = cs is None
     if diagonal:
         # elementwise: M d x d factorisations and inverses cost M d^3, which on a wide
         # one-hot table (d in the hundreds) outweighed the whole EP sweep
-        spread = 1.0 + np.diagonal(cs, axis1=1, axis2=2)  # (M, d)
+        spread = 1.0 + cd  # (M, d)
         logdet = np.log(spread).sum(axis=1)
         coef = _diagonal_quadratic_coefficients(ms, 1.0 / spread)
     else:
@@ -352,9 +361,9 @@ def _mixture_basis_covariance(means, covs, lengthscale, signal_variance, scales,
     """Kh of a scale mixture of SE kernels (as :func:`cross_covariance_terms`): for
     full blurs one eigendecomposition per pair of bases serves every term."""
     ms = np.asarray(means, dtype=np.float64) / lengthscale
-    cs = _scaled_blur(covs, lengthscale)
-    if is_diagonal(cs):  # elementwise already: O(M^2 d) a term
-        return sum(_se_basis_covariance(means, covs, lengthscale * c, signal_variance * w)
+    cs, cd = scaled_blurs(covs, lengthscale)
+    if cs is None:  # elementwise already: O(M^2 d) a term
+        return sum(_diagonal_basis_covariance(ms / c, cd / (c * c), signal_variance * w)
                    for c, w in zip(scales, weights))
     n_bases, d = ms.shape
     out = np.empty((n_bases, n_bases))
@@ -381,11 +390,10 @@ def pair_eigen(cs, ms, i, j):
 def _se_basis_covariance(means, covs, lengthscale, signal_variance):
     """:func:`basis_covariance` for the SE kernel."""
     ms = np.asarray(means, dtype=np.float64) / lengthscale
-    cs = _scaled_blur(covs, lengthscale)
+    cs, cd = scaled_blurs(covs, lengthscale)
     n_bases, d = ms.shape
-    if is_diagonal(cs):
-        return _diagonal_basis_covariance(ms, np.diagonal(cs, axis1=1, axis2=2),
-                                          signal_variance)
+    if cs is None:
+        return _diagonal_basis_covariance(ms, cd, signal_variance)
     eye = np.eye(d)
     out = np.empty((n_bases, n_bases))
     for i, j in _pair_blocks(n_bases, d * d):

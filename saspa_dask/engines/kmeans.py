@@ -74,12 +74,17 @@ def _lloyd_chunk(Xb, centres, offset):
     return _cluster_sums(Xb, labels, M), counts, dist.sum(), dist.max(initial=0)
 
 
-def _scatter_chunk(Xb, centres, offset):
-    """Counts, sums and scatter about the centres; plus sums for the total variance."""
+def _scatter_chunk(Xb, centres, offset, full=True):
+    """Counts, sums and scatter about the centres (with ``full=False`` only its
+    diagonal, (M, d): O(n d) rather than O(n d^2)); plus sums for the total variance."""
     Xb = Xb - offset
     labels, _ = _nearest(Xb, centres)
     M, d = centres.shape
     counts = np.bincount(labels, minlength=M).astype(float)
+    if not full:
+        scatter = np.stack([np.bincount(labels, weights=(Xb[:, k] - centres[labels, k]) ** 2,
+                                        minlength=M) for k in range(d)], axis=1)
+        return counts, _cluster_sums(Xb, labels, M), scatter, Xb.sum(0), (Xb * Xb).sum(0)
     order = np.argsort(labels, kind="stable")
     bounds = np.searchsorted(labels[order], np.arange(M + 1))
     scatter = np.zeros((M, d, d))
@@ -127,7 +132,7 @@ class _Rows:
 
 
 def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_size=None,
-           lloyd_rows=None):
+           lloyd_rows=None, full_covariances=True):
     """K-means bases over all rows of X.
 
     Parameters
@@ -147,6 +152,11 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
     lloyd_rows : int, optional
         Rows the Lloyd passes run over (a seeded uniform sample when fewer than N);
         default ``max(LLOYD_ROWS, 100 M)``.  The cluster scatter is over all rows.
+    full_covariances : bool, default=True
+        False: only the covariances' diagonals are computed (the off-diagonal entries
+        are zero), which is all delta, spherical, diagonal blurs and frequency
+        features use: O(N d) where the full scatter costs O(N d^2) (wide one-hot
+        tables).
 
     Returns
     -------
@@ -178,14 +188,18 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
     centres = _lloyd_on_sample(unique, centres)
     centres, n_iter, inertia, converged, n_relocated = _lloyd_passes(
         lloyd, centres, offset, sample, max_iter, tol * scale)
-    counts, sums, scatter, total, total_sq = lloyd.total(_scatter_chunk, centres, offset)
+    counts, sums, scatter, total, total_sq = lloyd.total(_scatter_chunk, centres, offset,
+                                                         full_covariances)
     n_used = lloyd.X.shape[0]  # the rows the Lloyd passes, means and scatter are of
     keep = counts > 0
     counts, sums, scatter, centres = counts[keep], sums[keep], scatter[keep], centres[keep]
     means = sums / counts[:, None]
     # scatter about the final means = scatter about the centres - n (m - c)(m - c)^T
     delta = means - centres
-    scatter = scatter - counts[:, None, None] * delta[:, :, None] * delta[:, None, :]
+    if full_covariances:
+        scatter = scatter - counts[:, None, None] * delta[:, :, None] * delta[:, None, :]
+    else:  # the diagonal only (shrunk_covariances returns diagonal matrices)
+        scatter = scatter - counts[:, None] * delta * delta
     total_var = np.maximum(total_sq / n_used - (total / n_used) ** 2, 0.0)
     covs = shrunk_covariances(counts, scatter, total_var)
     info = {"n_iter": n_iter, "inertia": float(inertia), "converged": converged,

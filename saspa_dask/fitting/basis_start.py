@@ -47,7 +47,8 @@ def start_bases(X, *, n_bases, blur, bases, lengthscale, column_std, random_stat
         if n_bases > n_samples:
             raise ValueError(f"n_bases={n_bases} exceeds n_samples={n_samples}: use at "
                              "most one basis per training row")
-        basis, info = kmeans(X, n_bases, random_state=random_state)
+        basis, info = kmeans(X, n_bases, random_state=random_state,
+                             full_covariances=blur == "full")
         if basis.n_bases < n_bases:
             warnings.warn(f"K-means found {basis.n_bases} distinct clusters for "
                           f"n_bases={n_bases} (too few distinct points); using those",
@@ -121,7 +122,8 @@ def restart_positions(learnt, n_restarts, blur, random_state):
     seeds = check_random_state(random_state).randint(2**31 - 1, size=int(n_restarts))
 
     def positions(k, X):
-        found, _ = kmeans(X, learnt.means.shape[0], random_state=int(seeds[k - 1]))
+        found, _ = kmeans(X, learnt.means.shape[0], random_state=int(seeds[k - 1]),
+                          full_covariances=blur == "full")
         if found.n_bases != learnt.means.shape[0]:  # too few distinct points
             return learnt
         return replace(learnt, means=found.means, covs=blur_covariances(found.covs, blur))
