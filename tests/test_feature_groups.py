@@ -10,6 +10,7 @@ import pytest
 from scipy.optimize import minimize
 from scipy.stats import multivariate_normal
 
+import in_process
 from saspa_dask import Basis, SASPARegressor, jobs, kmeans_bases, load_model
 from saspa_dask.core.kernels import blur_covariances
 from saspa_dask.core.likelihoods import Probit
@@ -110,7 +111,7 @@ def test_the_job_path_ties_each_text_columns_one_hot_group(tmp_path, threads_cli
     with open(tmp_path / "t.csv", "w", newline="") as fh:
         csv.writer(fh).writerows(rows)
     jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", text="onehot")
-    jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=8,
+    jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=8, kernel="matern32",
                feature_groups="one-hot", max_hyper_iter=30, client=threads_client)
     model = load_model(tmp_path / "m.zarr")
     names = list(model.fitted_posterior_.feature_names)  # the store's columns
@@ -118,3 +119,6 @@ def test_the_job_path_ties_each_text_columns_one_hot_group(tmp_path, threads_cli
     assert model.feature_groups == "one-hot"
     assert ls["city=Oslo"] == ls["city=Rome"] == ls["city=Lima"]
     assert ls["kind=flat"] == ls["kind=house"] and ls["kind=flat"] != ls["city=Oslo"]
+    assert model.fitted_posterior_.kernel == "matern32"
+    shown = in_process.saspa("info", tmp_path / "m.zarr")
+    assert shown.returncode == 0 and "kernel_type: matern32_ard" in shown.stdout

@@ -41,7 +41,7 @@ def print_data_summary(summary):
 def print_summary(summary, metrics_line):
     """Print ``summary`` line by line; ``metrics_line`` formats held-out metrics."""
     for key in ("estimator", "task", "n_training_rows", "n_features_in", "n_bases", "blur",
-                "likelihood", "log_evidence", "columns", "target", "class_labels",
+                "kernel_type", "likelihood", "log_evidence", "columns", "target", "class_labels",
                 "data_fingerprint"):
         click.echo(f"{key:>17}: {summary[key]}")
     if summary["lengthscale"] is not None:

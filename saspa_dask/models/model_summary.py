@@ -75,6 +75,7 @@ def describe_model(path):
     summary["target"] = attrs.get("target")
     summary["class_labels"] = _class_labels(attrs)
     summary["lengthscale"] = attrs["kernel"].get("lengthscale")
+    summary["kernel_type"] = attrs["kernel"].get("type", "squared_exponential_ard")
     summary["train_seconds"] = attrs.get("train_seconds")
     summary["test_metrics"] = attrs.get("test_metrics")
     summary["held_out_trace"] = report.get("held_out_trace_")
