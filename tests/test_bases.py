@@ -113,3 +113,20 @@ def test_diagonal_covariances_follow_the_rule_from_the_clusters_variances():
     full, _ = kmeans(X, 3, random_state=0)
     np.testing.assert_array_equal(full.means, basis.means)
     assert np.abs(full.covs * (1 - np.eye(4))).max() > 1e-3  # the full scatter has them
+
+
+def test_scaled_bases_check_their_means_and_scale_without_copying():
+    """``Basis.scaled`` (a learnt point's bases in every optimiser evaluation): the
+    covariances of a checked Basis times a positive scale, the means checked."""
+    rng = np.random.default_rng(0)
+    checked = Basis(rng.normal(size=(3, 2)), np.stack([np.eye(2)] * 3))
+    same = Basis.scaled(checked.means + 1.0, checked.covs)
+    assert same.covs is checked.covs  # not copied
+    np.testing.assert_array_equal(Basis.scaled(checked.means, checked.covs, 2.5).covs,
+                                  2.5 * checked.covs)
+    with pytest.raises(ValueError, match="finite"):
+        Basis.scaled(np.full((3, 2), np.nan), checked.covs)
+    with pytest.raises(ValueError, match="shape"):
+        Basis.scaled(np.zeros((4, 2)), checked.covs)
+    with pytest.raises(ValueError, match="blur_scale"):
+        Basis.scaled(checked.means, checked.covs, 0.0)

@@ -79,7 +79,7 @@ class LearntBases:
 
     def basis(self, blur_scale=1.0):
         """The bases as a :class:`~saspa_dask.core.bases.Basis`."""
-        return Basis(self.means, blur_scale * self.covs)
+        return Basis.scaled(self.means, self.covs, blur_scale)
 
     @property
     def size(self):

@@ -100,8 +100,8 @@ class Trainer:
         if hyper.bases is not None:
             basis = hyper.bases.basis(hyper.blur_scale)
         else:
-            basis = Basis(self.means, hyper.blur_scale * self.base_covs, self.frequencies,
-                          self.phases)
+            basis = Basis.scaled(self.means, self.base_covs, hyper.blur_scale,
+                                 self.frequencies, self.phases)
         Kh = basis_covariance(basis.means, basis.covs, hyper.lengthscale,
                               hyper.signal_variance, basis.frequencies, basis.phases,
                               hyper.kernel)
