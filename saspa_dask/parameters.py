@@ -386,6 +386,10 @@ RETRAIN_JOB_PARAMETERS = (
     _LATEST, _TEST,
 )
 
+_ID_HEADER = Parameter("id_header", str, None, "CSV / Parquet: the ids' column header: "
+                       "id, or the source's own id column name (source).  Default: id, "
+                       "with a FutureWarning where the source named it otherwise (source "
+                       "becomes the default in the next release).", choices=("id", "source"))
 _INTERVAL = Parameter("interval_level", float, 0.95, "A gaussian regressor's lower and "
                       "upper: the central interval holding a new observation with this "
                       "probability (the noise included).")
@@ -397,7 +401,7 @@ SCORE_PARAMETERS = (
     Parameter("format", str, "zarr", "zarr: a resumable score store; csv or parquet: one "
               "file (Parquet needs pyarrow).", choices=("zarr", "csv", "parquet")),
     _flag("overwrite", "Replace a complete or foreign store."),
-    _ESCAPE, _INTERVAL,
+    _ESCAPE, _INTERVAL, _ID_HEADER,
 )
 
 PREDICT_PARAMETERS = (
@@ -409,7 +413,7 @@ PREDICT_PARAMETERS = (
               choices=("csv", "parquet")),
     _UNKNOWN, _DELIMITER, _CHUNK_ROWS,
     _flag("overwrite", "Replace an existing --out file."),
-    _ESCAPE, _INTERVAL,
+    _ESCAPE, _INTERVAL, _ID_HEADER,
 )
 
 EVALUATE_PARAMETERS = (_MODEL, _DATA)

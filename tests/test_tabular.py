@@ -495,3 +495,48 @@ def test_max_categories_keeps_the_commonest_and_groups_the_rest(tmp_path):
           tmp_path / "t.zarr")
     new = zarr.open_group(str(tmp_path / "new.zarr"), mode="r")["X"][:, :6]
     np.testing.assert_array_equal(new, [[0, 0, 0, 0, 0, 1], [1, 0, 0, 0, 0, 0]])
+
+
+def test_the_ids_header_is_the_sources_name_when_asked(tmp_path, threads_client):
+    """The id column keeps the source's name (``key``) with ``id_header="source"``,
+    in CSV and Parquet (as text); the default writes ``id`` and says, once, that the
+    next release writes the source's name; ``id_header="id"`` chooses ``id`` quietly."""
+    import warnings
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    rng = np.random.default_rng(5)
+    rows = [["key", "a", "label"]] + [[f"k{i:03d}", f"{v:.3f}", str(int(v > 0))]
+                                      for i, v in enumerate(rng.normal(size=60))]
+    write_table(tmp_path / "t.csv", rows)
+    jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", id_column="key")
+    jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=4,
+               optimize_hyperparameters=False, client=threads_client)
+    ids = [r[0] for r in rows[1:]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no FutureWarning when asked
+        jobs.score(tmp_path / "m.zarr", tmp_path / "t.zarr", tmp_path / "s.csv",
+                   format="csv", id_header="source", client=threads_client)
+        jobs.score(tmp_path / "m.zarr", tmp_path / "t.zarr", tmp_path / "s.parquet",
+                   format="parquet", id_header="source", client=threads_client)
+        jobs.score(tmp_path / "m.zarr", tmp_path / "t.zarr", tmp_path / "i.csv",
+                   format="csv", id_header="id", client=threads_client)
+    with open(tmp_path / "s.csv", newline="") as fh:
+        written = list(csv.DictReader(fh))
+    assert [r["key"] for r in written] == ids and "id" not in written[0]
+    table = pq.read_table(tmp_path / "s.parquet")
+    assert table.column_names[:2] == ["key", "row"]
+    assert str(table.schema.field("key").type) == "string"
+    assert table.column("key").to_pylist() == ids
+    with open(tmp_path / "i.csv", newline="") as fh:
+        assert [r["id"] for r in csv.DictReader(fh)] == ids
+    with pytest.warns(FutureWarning, match="'key', the source's name"):
+        jobs.score(tmp_path / "m.zarr", tmp_path / "t.zarr", tmp_path / "d.csv",
+                   format="csv", client=threads_client)
+    with open(tmp_path / "d.csv", newline="") as fh:
+        assert [r["id"] for r in csv.DictReader(fh)] == ids
+    shown = in_process.saspa("score", tmp_path / "m.zarr", tmp_path / "t.zarr",
+                             "--out", tmp_path / "c.csv", "--format", "csv",
+                             "--id-header", "source")
+    assert shown.returncode == 0, shown.stderr
+    with open(tmp_path / "c.csv", newline="") as fh:
+        assert [r["key"] for r in csv.DictReader(fh)] == ids

@@ -37,7 +37,7 @@ def _load(model):
 
 
 def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=True,
-          interval_level=0.95, client=None, scheduler=None, workers=None, timeout=10,
+          interval_level=0.95, id_header=None, client=None, scheduler=None, workers=None, timeout=10,
           security=None, echo=None, dashboard=False):
     """Score a data store's X with a model into a zarr score store, resumably.
 
@@ -66,6 +66,10 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
         leading ``'`` (:mod:`~saspa_dask.storage.export`).
     interval_level : float in (0, 1)
         The probability of a gaussian regressor's ``lower`` / ``upper`` interval.
+    id_header : {"id", "source"}, optional
+        CSV / Parquet: the ids' header, ``id`` or the source's own id column name
+        (:func:`~saspa_dask.storage.export.export_scores`; None: ``id``, with a
+        FutureWarning where the source named it otherwise).
     client, scheduler, workers, timeout, security, echo, dashboard
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
 
@@ -86,7 +90,8 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
     if format != "zarr" and Path(out).exists() and not overwrite:
         raise JobError(f"{out} exists; pass --overwrite to replace it")
     with locked(out, "score output"):
-        return _score_locked(loaded, data, out, overwrite, format, escape_formulas,
+        return _score_locked(loaded, data, out, overwrite, (format, escape_formulas,
+                                                            id_header),
                              dict(client=client, scheduler=scheduler, workers=workers,
                                   timeout=timeout, security=security, echo=echo,
                                   dashboard=dashboard), interval_level)
@@ -100,8 +105,9 @@ def _check_level(interval_level):
         raise JobError(str(err)) from None
 
 
-def _score_locked(loaded, data, out, overwrite, format, escape_formulas, cluster,
-                  interval_level):
+def _score_locked(loaded, data, out, overwrite, export, cluster, interval_level):
+    """``export``: (format, escape_formulas, id_header) of the output."""
+    format = export[0]
     private = format != "zarr"
     store = out if not private else Path(out).with_name(f".{Path(out).name}.scores.zarr")
     if private:
@@ -111,7 +117,7 @@ def _score_locked(loaded, data, out, overwrite, format, escape_formulas, cluster
                           interval_level)
     if private:
         with reported():
-            export_scores(store, out, format, escape_formulas)
+            export_scores(store, out, *export)
         shutil.rmtree(store, ignore_errors=True)
     return result
 
@@ -138,7 +144,7 @@ def _check_private(path):
 
 def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
             overwrite=False, chunk_rows=65536, escape_formulas=True, interval_level=0.95,
-            client=None, scheduler=None, workers=None, timeout=10, security=None,
+            id_header=None, client=None, scheduler=None, workers=None, timeout=10, security=None,
             echo=None, dashboard=False):
     """Score a CSV or Parquet file directly: encode it as the model's training store
     was encoded, score it, and write ids, row numbers and scores to one file.
@@ -174,6 +180,8 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
         leading ``'`` (:mod:`~saspa_dask.storage.export`).
     interval_level : float in (0, 1)
         The probability of a gaussian regressor's ``lower`` / ``upper`` interval.
+    id_header : {"id", "source"}, optional
+        The ids' header (as :func:`score`'s).
     client, scheduler, workers, timeout, security, echo, dashboard
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
 
@@ -204,7 +212,7 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
               "format": fmt, "escape_formulas": bool(escape_formulas),
               "interval_level": float(interval_level)}
     with locked(out, "prediction output"):
-        return _predict_locked(loaded, source, out, recipe, encoding,
+        return _predict_locked(loaded, source, out, recipe, encoding, id_header,
                                dict(client=client, scheduler=scheduler, workers=workers,
                                     timeout=timeout, security=security, echo=echo,
                                     dashboard=dashboard))
@@ -213,7 +221,7 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
 _RECIPE = "recipe.json"  # what a predict work directory was made from
 
 
-def _predict_locked(loaded, source, out, recipe, encoding, cluster):
+def _predict_locked(loaded, source, out, recipe, encoding, id_header, cluster):
     work = Path(out).with_name(f".{Path(out).name}.predict")
     data = work / "data.zarr"
     with reported():
@@ -230,7 +238,7 @@ def _predict_locked(loaded, source, out, recipe, encoding, cluster):
                           recipe["interval_level"])
     with reported():
         export_scores(work / "scores.zarr", out, recipe["format"],
-                      recipe["escape_formulas"])
+                      recipe["escape_formulas"], id_header)
     shutil.rmtree(work, ignore_errors=True)
     return {"rows": result["rows"], "out": Path(out), "drift": encoded.get("drift") or {},
             "notes": encoded.get("notes") or [], "reused": restarted is None,

@@ -1,7 +1,8 @@
 """Exporting a complete score store to CSV or Parquet, one row chunk at a time.
 
-Columns: ``id`` (when the scored data had an id column) and ``row`` (the row's number
-in the file the data came from) first, then ``mean`` and ``variance`` (one per class for
+Columns: ``id`` (when the scored data had an id column; with ``id_header="source"``
+named as the source file named it) and ``row`` (the row's number in the file the data
+came from) first, then ``mean`` and ``variance`` (one per class for
 a one-vs-rest model, named ``mean[LABEL]``), ``proba[LABEL]`` for each class whose probability the store holds,
 ``label`` (the predicted class's original label) and ``rate`` (Poisson).  The file is
 written aside and renamed into place when complete.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -75,9 +77,11 @@ def _label_text(attrs, values):
     return np.array([labels[int(v)] for v in values], dtype=object)
 
 
-def export_scores(store, path, fmt, escape_formulas=True):
+def export_scores(store, path, fmt, escape_formulas=True, id_header=None):
     """Write a complete score store's outputs to ``path`` as CSV or Parquet
-    (``escape_formulas``: see the module docstring).
+    (``escape_formulas``: see the module docstring; ``id_header``: ``"id"``, or
+    ``"source"`` for the source's own id column name; None is ``"id"``, with a
+    FutureWarning where the source named it otherwise).
 
     Returns the number of rows written.
 
@@ -93,11 +97,14 @@ def export_scores(store, path, fmt, escape_formulas=True):
     if not attrs.get("complete"):
         raise StoreError(f"{store}: scores are incomplete; nothing exported")
     names, sources = _columns(group, attrs)
+    if names and names[0] == "id":
+        names[0] = _id_name(attrs, names, id_header, store)
     n, step = int(attrs["n_rows"]), int(attrs["chunk_rows"])
     tmp = aside(path)
     try:
+        id_name = names[0] if sources and sources[0][0] == "id" else None
         writer = (_CsvWriter(tmp, names, escape_formulas) if fmt == "csv"
-                  else _ParquetWriter(tmp, names))
+                  else _ParquetWriter(tmp, names, id_name))
         with writer:
             for start in range(0, n, step):
                 writer.write(_block(group, sources, attrs, start, min(start + step, n)))
@@ -106,6 +113,26 @@ def export_scores(store, path, fmt, escape_formulas=True):
         Path(tmp).unlink(missing_ok=True)
         raise
     return n
+
+
+def _id_name(attrs, names, id_header, store):
+    """The ids' column header (:func:`export_scores`)."""
+    source = attrs.get("id_column") or "id"
+    if id_header is None:
+        if source != "id":
+            warnings.warn(f"the ids are written under the header 'id'; the next release "
+                          f"writes them as {source!r}, the source's name: pass "
+                          "id_header='source' (--id-header source) or 'id' to choose now",
+                          FutureWarning, stacklevel=5)  # the job function's caller
+        return "id"
+    if id_header not in ("id", "source"):
+        raise StoreError(f"id_header must be 'id' or 'source', got {id_header!r}")
+    if id_header == "id" or source == "id":
+        return "id"
+    if source in names:
+        raise StoreError(f"{store}: the source's id column {source!r} is also the name of "
+                         "an output column; use id_header='id' (--id-header id)")
+    return source
 
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -144,7 +171,7 @@ class _CsvWriter:
 
 
 class _ParquetWriter:
-    def __init__(self, path, names):
+    def __init__(self, path, names, id_name=None):
         try:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -152,7 +179,8 @@ class _ParquetWriter:
             raise StoreError("Parquet export needs pyarrow: pip install "
                              "'saspa-dask[parquet]'") from None
         self.pa = pa
-        kinds = {"id": pa.string(), "label": pa.string(), "row": pa.int64()}
+        kinds = {"label": pa.string(), "row": pa.int64(),
+                 **({id_name: pa.string()} if id_name else {})}
         self.schema = pa.schema([pa.field(n, kinds.get(n, pa.float64())) for n in names])
         self.sink = os.fdopen(create_file(path, "an export being written"), "wb")
         self.writer = pq.ParquetWriter(self.sink, self.schema)

@@ -287,9 +287,13 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     expected = _identity(fitted, X, input_fingerprint, interval_level)
     group = _open_existing(out, expected, overwrite, private)
     if group is None:
-        has_ids = row_identity(zarr.open_group(str(data), mode="r"))[1] is not None
+        source = zarr.open_group(str(data), mode="r")
+        has_ids = row_identity(source)[1] is not None
+        # the ids' column name in the source file, for the exports' header
+        named = {"id_column": (source.attrs.get("preprocessing") or {}).get("id_column")}
         group = _create(out, fitted, X, {**expected, "input": str(Path(data).resolve()),
-                                         **class_metadata(fitted, class_labels)}, has_ids)
+                                         **class_metadata(fitted, class_labels),
+                                         **(named if has_ids else {})}, has_ids)
     # the writer lock (jobs layer) keeps other jobs on this machine out; the owner token
     # makes a job elsewhere that took the store over visible to this one
     owner = uuid.uuid4().hex
