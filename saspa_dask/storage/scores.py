@@ -287,13 +287,7 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     expected = _identity(fitted, X, input_fingerprint, interval_level)
     group = _open_existing(out, expected, overwrite, private)
     if group is None:
-        source = zarr.open_group(str(data), mode="r")
-        has_ids = row_identity(source)[1] is not None
-        # the ids' column name in the source file, for the exports' header
-        named = {"id_column": (source.attrs.get("preprocessing") or {}).get("id_column")}
-        group = _create(out, fitted, X, {**expected, "input": str(Path(data).resolve()),
-                                         **class_metadata(fitted, class_labels),
-                                         **(named if has_ids else {})}, has_ids)
+        group = _new_store(out, fitted, X, data, expected, class_labels)
     # the writer lock (jobs layer) keeps other jobs on this machine out; the owner token
     # makes a job elsewhere that took the store over visible to this one
     owner = uuid.uuid4().hex
@@ -318,6 +312,17 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     group.attrs["complete"] = True
     return {"chunks_total": len(blocks), "chunks_written": len(todo), "rows": int(X.shape[0]),
             "columns": match.describe()}
+
+
+def _new_store(out, fitted, X, data, expected, class_labels):
+    """A new score store for ``data``'s rows, with ids when the data has them (and
+    their column's name in the source file, for the exports' header)."""
+    source = zarr.open_group(str(data), mode="r")
+    has_ids = row_identity(source)[1] is not None
+    named = {"id_column": (source.attrs.get("preprocessing") or {}).get("id_column")}
+    return _create(out, fitted, X, {**expected, "input": str(Path(data).resolve()),
+                                    **class_metadata(fitted, class_labels),
+                                    **(named if has_ids else {})}, has_ids)
 
 
 def _identity(fitted, X, input_fingerprint, interval_level):
