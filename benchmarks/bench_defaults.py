@@ -104,22 +104,36 @@ def one_split(name, seed, args):
     return run
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def split_parser(description, out):
+    """The arguments of a benchmark over the shared sets' splits (this one's and
+    ``bench_kernels``'); more can be added before :func:`run_splits` parses them."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--sets", nargs="+", default=[*SETS, *CLASSIFICATION])
     parser.add_argument("--bases", type=int, default=64)
     parser.add_argument("--splits", type=int, default=3)
+    parser.add_argument("--first-split", type=int, default=0)
     parser.add_argument("--train-rows", type=int, default=10_000)
-    parser.add_argument("--out", default="defaults.json", help="file under results/")
+    parser.add_argument("--out", default=out, help="file under results/")
     output.add_quick_option(parser, sets=["cpu_act", "ionosphere"], bases=8, splits=1,
                             train_rows=500)
+    return parser
+
+
+def run_splits(parser, one_split, *packages):
+    """Parse, then ``one_split(set, seed, args)`` for every set and split, the report
+    saved after each."""
     args = output.parse(parser)
-    report = machine.start_report(args, matmul_rate, "torch", "gpytorch", runs=[])
+    report = machine.start_report(args, matmul_rate, *packages, runs=[])
     for name in args.sets:
-        for seed in range(args.splits):
+        for seed in range(args.first_split, args.first_split + args.splits):
             report["runs"].append(one_split(name, seed, args))
             print(json.dumps(report["runs"][-1]), flush=True)
             save(report, args.out)
+
+
+def main():
+    run_splits(split_parser(__doc__.splitlines()[0], "defaults.json"), one_split,
+               "torch", "gpytorch")
 
 
 if __name__ == "__main__":

@@ -25,17 +25,12 @@ units) take ``--alpha`` as well (Pole's advice: 0.5).
 
 from __future__ import annotations
 
-import argparse
-import json
 
 import csv
 
 import numpy as np
-from bench_defaults import CLASSIFICATION, fit_hgb, fit_saspa, split_of
-from lib import machine, output
-from lib.data import DATASETS, PAPER_SETS, SETS, paper_split
-from lib.machine import matmul_rate
-from lib.output import save
+from bench_defaults import fit_hgb, fit_saspa, run_splits, split_of, split_parser
+from lib.data import DATASETS, PAPER_SETS, paper_split
 
 KERNELS = ("se", "matern52", "matern32", "matern12")
 
@@ -90,24 +85,10 @@ def one_split(name, seed, args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", nargs="+", default=[*SETS, *CLASSIFICATION])
+    parser = split_parser(__doc__.splitlines()[0], "kernels.json")
     parser.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=KERNELS)
-    parser.add_argument("--bases", type=int, default=64)
-    parser.add_argument("--splits", type=int, default=3)
-    parser.add_argument("--first-split", type=int, default=0)
     parser.add_argument("--alpha", type=float, default=1.0)
-    parser.add_argument("--train-rows", type=int, default=10_000)
-    parser.add_argument("--out", default="kernels.json", help="file under results/")
-    output.add_quick_option(parser, sets=["cpu_act", "ionosphere"], bases=8, splits=1,
-                            train_rows=500)
-    args = output.parse(parser)
-    report = machine.start_report(args, matmul_rate, runs=[])
-    for name in args.sets:
-        for seed in range(args.first_split, args.first_split + args.splits):
-            report["runs"].append(one_split(name, seed, args))
-            print(json.dumps(report["runs"][-1]), flush=True)
-            save(report, args.out)
+    run_splits(parser, one_split)
 
 
 if __name__ == "__main__":
