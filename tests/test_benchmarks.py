@@ -337,6 +337,17 @@ def test_bench_defaults_quick(tmp_path):
         assert all(r["cpu_seconds"] >= r["budget"] for r in run["svgp"])
 
 
+def test_bench_kernels_quick(tmp_path):
+    """A regression and a classification set, two kernels, HistGradientBoosting."""
+    report = _quick_results("bench_kernels.py", tmp_path, "kernels.json",
+                            "--kernels", "se", "matern52")
+    regression, classification = report["runs"]
+    assert (regression["set"], classification["set"]) == ("cpu_act", "ionosphere")
+    for run, key in ((regression, "rmse"), (classification, "error")):
+        assert all(run[part][key] >= 0 for part in ("se", "matern52", "hgb"))
+        assert run["se"][key] != run["matern52"][key]  # the kernel reached the fit
+
+
 def test_bench_learnt_scale_quick(tmp_path):
     """Generated stores, the fixed and the learnt `saspa train` timed end to end and
     evaluated on the test store, SVGP at the learnt fit's time and at its own budget."""
