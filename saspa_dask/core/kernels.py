@@ -29,9 +29,14 @@ __all__ = [
     "BASIS_FAMILIES",
     "BLUR_FAMILIES",
     "FOURIER_FAMILIES",
+    "basis_covariance",
     "blur_covariances",
     "blurred_cross_covariance",
-    "basis_covariance",
+    "cross_covariance_terms",
+    "kernel_form",
+    "pair_eigen",
+    "scaled_blurs",
+    "scaled_sq_distances",
     "se_kernel",
 ]
 
@@ -189,10 +194,12 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
     if frequencies is not None:
         return fourier_cross_covariance(X, means, frequencies, phases, np.diagonal(covs[0]),
                                         lengthscale, signal_variance)
-    if profile.is_se:
+    form = kernel_form(profile, covs)
+    if form == "se":
         return _se_cross_covariance(X, means, covs, lengthscale, signal_variance)
-    if not np.any(covs):  # delta blur: the kernel itself, exactly
-        return _delta_cross_covariance(X, means, lengthscale, signal_variance, profile)
+    if form == "exact":
+        return _delta_quadratic(X, means, lengthscale,
+                                lambda u: signal_variance * profile.value(u))
     out = np.zeros((np.shape(X)[0], means.shape[0]))
     for start in range(0, out.shape[0], _ROW_BLOCK):  # bounded temporaries, as for SE
         block = out[start:start + _ROW_BLOCK]
@@ -242,8 +249,21 @@ def _profile(kernel, frequencies):
     return profile
 
 
-def _delta_cross_covariance(X, means, lengthscale, signal_variance, profile):
-    """s2 k(u) at the bases' points (delta blur), row block by row block."""
+def kernel_form(kernel, covs):
+    """How a kernel meets these bases: ``"se"`` (the SE formulas), ``"exact"`` (a
+    Matérn profile at delta blur: the kernel itself at the bases' points) or
+    ``"mixture"`` (a Matérn profile with a blur: its SE scale mixture).  The one rule
+    the covariances, their gradients and the cost estimate follow."""
+    profile = kernel_named(kernel)
+    if profile.is_se:
+        return "se"
+    return "mixture" if np.any(covs) else "exact"
+
+
+def _delta_quadratic(X, means, lengthscale, finish):
+    """``finish(u)`` of the scaled squared distances u = |(x - a) / l|^2 of rows X to the
+    points ``means``, row block by row block in one (n, M) array (expanded as the SE
+    form expands its quadratic, about the bases' centroid)."""
     X = np.asarray(X, dtype=np.float64)
     centre = means.mean(axis=0)
     Xs = (X - centre) / lengthscale
@@ -254,25 +274,14 @@ def _delta_cross_covariance(X, means, lengthscale, signal_variance, profile):
         stop = min(start + _ROW_BLOCK, X.shape[0])
         quad = out[start:stop]
         np.matmul(_row_features(Xs[start:stop], True), coef, out=quad)
-        quad[...] = signal_variance * profile.value(quad)
+        quad[...] = finish(np.maximum(quad, 0.0))
     return out
 
 
 def scaled_sq_distances(X, means, lengthscale):
     """u = |(x - a) / l|^2 for rows X and points ``means`` (the delta blur's, for the
-    gradient's weights), expanded as :func:`blurred_cross_covariance` expands it."""
-    return _delta_cross_covariance(X, means, lengthscale, 1.0, _IDENTITY)
-
-
-class _Identity:
-    """A profile whose ``value`` is u itself (for :func:`scaled_sq_distances`)."""
-
-    @staticmethod
-    def value(u):
-        return np.maximum(u, 0.0)
-
-
-_IDENTITY = _Identity()
+    gradient's weights), as :func:`blurred_cross_covariance` forms them."""
+    return _delta_quadratic(X, means, lengthscale, lambda u: u)
 
 
 def _se_cross_covariance(X, means, covs, lengthscale, signal_variance):
@@ -344,9 +353,10 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
     if frequencies is not None:
         return fourier_feature_covariance(means, frequencies, phases,
                                           np.diagonal(covs[0]), lengthscale, signal_variance)
-    if profile.is_se:
+    form = kernel_form(profile, covs)
+    if form == "se":
         return _se_basis_covariance(means, covs, lengthscale, signal_variance)
-    if not np.any(covs):  # delta blur: the kernel itself, exactly
+    if form == "exact":
         ms = np.asarray(means, dtype=np.float64) / lengthscale
         out = np.empty((ms.shape[0], ms.shape[0]))
         for rows in _row_blocks(ms.shape[0], ms.shape[1]):  # differences, not expanded

@@ -38,7 +38,7 @@ from ..core.fourier import (fourier_covariance_gradient, fourier_cross_gradient,
 from ..core.kernel_gradients import (basis_covariance_gradient, cross_covariance_gradient,
                                      cross_moments, mixture_covariance_gradient, summed)
 from ..core.kernel_profiles import kernel_named
-from ..core.kernels import cross_covariance_terms, scaled_sq_distances
+from ..core.kernels import cross_covariance_terms, kernel_form, scaled_sq_distances
 from ..ep.sites import SUB_ROWS, cavities, evidence_site_terms
 
 __all__ = ["GradientSummary", "KernelTerms", "assemble_gradient", "gradient_chunk",
@@ -163,10 +163,11 @@ def _kernel_terms(X, Bt, E, means, lengthscale, kernel):
     gradient.  SE: E itself.  A profile at delta blur: -2 dk/du in place of k
     (:meth:`~saspa_dask.core.kernel_profiles.KernelProfile.weight`).  A blurred
     profile: each SE term of its mixture with its own Kt."""
-    if kernel is None or kernel.profile.is_se:
+    form = "se" if kernel is None else kernel_form(kernel.profile, kernel.covs)
+    if form == "se":
         return [(lengthscale, E)]
     profile, covs, s2 = kernel
-    if not np.any(covs):
+    if form == "exact":
         weight = profile.weight(scaled_sq_distances(X, means, lengthscale))
         return [(lengthscale, Bt * (s2 * weight))]
     scales, weights = profile.mixture
@@ -248,20 +249,19 @@ def _blurred_terms(summary, basis, hyper, Ah):
 
 def _term_lengthscales(basis, hyper):
     """The lengthscale of each kernel term, in the order of :func:`_kernel_terms`."""
-    profile = kernel_named(hyper.kernel)
-    if profile.is_se or not np.any(basis.covs):
+    if kernel_form(hyper.kernel, basis.covs) != "mixture":
         return [hyper.lengthscale]
-    return [hyper.lengthscale * scale for scale in profile.mixture[0]]
+    return [hyper.lengthscale * scale for scale in kernel_named(hyper.kernel).mixture[0]]
 
 
 def _basis_gradient(Ah, basis, hyper, with_covs):
     """sum Ah dKh for the kernel: SE's, a profile's exact delta-blur form, or a
     blurred profile's mixture."""
-    profile = kernel_named(hyper.kernel)
+    profile, form = kernel_named(hyper.kernel), kernel_form(hyper.kernel, basis.covs)
     args = (Ah, basis.means, basis.covs, hyper.lengthscale, hyper.signal_variance)
-    if profile.is_se:
+    if form == "se":
         return basis_covariance_gradient(*args, with_covs)
-    if not np.any(basis.covs):
+    if form == "exact":
         return basis_covariance_gradient(*args, with_covs, kernel=profile)
     return mixture_covariance_gradient(*args, *profile.mixture, with_covs)
 
