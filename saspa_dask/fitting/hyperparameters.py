@@ -336,6 +336,8 @@ def feature_groups_of(feature_groups, feature_names, d):
             raise ValueError("feature_groups='one-hot' reads the inputs' names "
                              "('column=category', as saspa ingest writes them): fit on a "
                              "data store or a DataFrame, or pass one label per input")
+        # an input that is not one-hot gets a label no column name can have (a NUL and
+        # its position): a group of its own
         labels = [str(name).split("=", 1)[0] if "=" in str(name) else f"\0{k}"
                   for k, name in enumerate(feature_names)]
     else:
