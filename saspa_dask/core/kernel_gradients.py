@@ -23,8 +23,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import sparse
 
-from .kernels import (_diagonal_pairs, _pair_blocks, _row_blocks, _scaled_blur, pair_eigen,
-                      scaled_blurs)
+from .kernels import (_diagonal_pairs, _pair_blocks, _row_blocks, _scaled_blur,
+                      mixture_pair_log_k, pair_eigen, scaled_blurs)
 
 __all__ = ["KernelGradient", "basis_covariance_gradient", "cross_covariance_gradient",
            "cross_moments", "mixture_covariance_gradient", "summed"]
@@ -245,8 +245,7 @@ def mixture_covariance_gradient(weights, means, covs, lengthscale, signal_varian
         for scale, weight in zip(scales, mix_weights):
             c2 = scale * scale
             shrink = c2 / (c2 + lam)  # S's eigenvalues
-            k = signal_variance * weight * np.exp(
-                -0.5 * (np.log1p(lam / c2).sum(axis=-1) + (p * p / (c2 + lam)).sum(axis=-1)))
+            k = signal_variance * weight * np.exp(mixture_pair_log_k(lam, p, c2))
             wk = weights[i, j] * k
             both = np.where(i != j, 2.0 * wk, wk)
             z_hat = shrink * p / scale

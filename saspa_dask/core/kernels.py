@@ -19,6 +19,8 @@ other blurs, the blurred forms above averaged over the profile's SE scale mixtur
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .bases import is_diagonal
@@ -34,6 +36,8 @@ __all__ = [
     "blurred_cross_covariance",
     "cross_covariance_terms",
     "kernel_form",
+    "mixture_factors",
+    "mixture_pair_log_k",
     "pair_eigen",
     "scaled_blurs",
     "scaled_sq_distances",
@@ -200,32 +204,40 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
     if form == "exact":
         return _delta_quadratic(X, means, lengthscale,
                                 lambda u: signal_variance * profile.value(u))
+    factors = mixture_factors(means, covs, lengthscale, signal_variance, *profile.mixture)
     out = np.zeros((np.shape(X)[0], means.shape[0]))
     for start in range(0, out.shape[0], _ROW_BLOCK):  # bounded temporaries, as for SE
         block = out[start:start + _ROW_BLOCK]
-        for term in cross_covariance_terms(X[start:start + _ROW_BLOCK], means, covs,
-                                           lengthscale, signal_variance, *profile.mixture):
+        for term in cross_covariance_terms(X[start:start + _ROW_BLOCK], factors):
             block += term
     return out
 
 
-def cross_covariance_terms(X, means, covs, lengthscale, signal_variance, scales, weights):
-    """Kt of each SE term of a scale mixture, term q with lengthscale ``l * scales[q]``
-    and signal variance ``s2 * weights[q]`` (a generator, one (n, M) array a term).
+class MixtureFactors(NamedTuple):
+    """What Kt of a scale mixture of SE kernels needs of the bases, computed once for
+    any number of rows (:func:`mixture_factors`): the centre and lengthscales the rows
+    are scaled by, whether the row features are diagonal ones, and per term the (F, M)
+    quadratic coefficients and the (M,) log amplitudes."""
 
-    The terms share one factorisation per basis and the row features: in the base
-    scaled coordinates term q's precision is (c^2 I + C~)^{-1} and its log
+    centre: np.ndarray
+    lengthscale: np.ndarray
+    diagonal: bool
+    terms: list
+
+
+def mixture_factors(means, covs, lengthscale, signal_variance, scales, weights):
+    """:class:`MixtureFactors` of the terms q (lengthscale ``l * scales[q]``, signal
+    variance ``s2 * weights[q]``).  The terms share one factorisation per basis: in the
+    base scaled coordinates term q's precision is (c^2 I + C~)^{-1} and its log
     determinant sum log(1 + lam / c^2), lam the eigenvalues of C~ (c = scales[q])."""
-    X = np.asarray(X, dtype=np.float64)
     centre = means.mean(axis=0)
-    Xs = (X - centre) / lengthscale
     ms = (means - centre) / lengthscale
     cs, lam = scaled_blurs(covs, lengthscale)
     diagonal = cs is None
     if not diagonal:
         lam, vectors = np.linalg.eigh(0.5 * (cs + np.swapaxes(cs, 1, 2)))
         lam = np.maximum(lam, 0.0)  # semi-definite blurs: round-off only below 0
-    features = _row_features(Xs, diagonal)
+    terms = []
     for scale, weight in zip(scales, weights):
         c2 = scale * scale
         if diagonal:
@@ -234,11 +246,27 @@ def cross_covariance_terms(X, means, covs, lengthscale, signal_variance, scales,
             precisions = np.einsum("jkm,jm,jlm->jkl", vectors, 1.0 / (c2 + lam), vectors)
             coef = _quadratic_coefficients(ms, precisions, False)
         log_amp = np.log(signal_variance * weight) - 0.5 * np.log1p(lam / c2).sum(axis=1)
+        terms.append((coef, log_amp))
+    return MixtureFactors(centre, lengthscale, diagonal, terms)
+
+
+def cross_covariance_terms(X, factors):
+    """Kt of rows X for each term of a scale mixture (a generator, one (n, M) array a
+    term), from its :func:`mixture_factors`; the terms share the row features."""
+    Xs = (np.asarray(X, dtype=np.float64) - factors.centre) / factors.lengthscale
+    features = _row_features(Xs, factors.diagonal)
+    for coef, log_amp in factors.terms:
         quad = features @ coef
         np.maximum(quad, 0.0, out=quad)
         quad *= -0.5
         quad += log_amp[None, :]
         yield np.exp(quad, out=quad)
+
+
+def mixture_pair_log_k(lam, p, c2):
+    """log(k / (s2 w)) of a mixture term (scale^2 ``c2``) for pairs of bases given by
+    :func:`pair_eigen`'s eigenvalues ``lam`` and projected differences ``p``."""
+    return -0.5 * (np.log1p(lam / c2).sum(axis=-1) + (p * p / (c2 + lam)).sum(axis=-1))
 
 
 def _profile(kernel, frequencies):
@@ -379,12 +407,9 @@ def _mixture_basis_covariance(means, covs, lengthscale, signal_variance, scales,
     out = np.empty((n_bases, n_bases))
     for i, j in _pair_blocks(n_bases, d * d):
         lam, p = pair_eigen(cs, ms, i, j)[:2]
-        total = 0.0
-        for scale, weight in zip(scales, weights):
-            c2 = scale * scale
-            total = total + signal_variance * weight * np.exp(
-                -0.5 * (np.log1p(lam / c2).sum(axis=-1) + (p * p / (c2 + lam)).sum(axis=-1)))
-        out[i, j] = out[j, i] = total
+        out[i, j] = out[j, i] = sum(
+            signal_variance * weight * np.exp(mixture_pair_log_k(lam, p, scale * scale))
+            for scale, weight in zip(scales, weights))
     return out
 
 

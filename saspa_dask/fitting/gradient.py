@@ -38,7 +38,8 @@ from ..core.fourier import (fourier_covariance_gradient, fourier_cross_gradient,
 from ..core.kernel_gradients import (basis_covariance_gradient, cross_covariance_gradient,
                                      cross_moments, mixture_covariance_gradient, summed)
 from ..core.kernel_profiles import kernel_named
-from ..core.kernels import cross_covariance_terms, kernel_form, scaled_sq_distances
+from ..core.kernels import (cross_covariance_terms, kernel_form, mixture_factors,
+                            scaled_sq_distances)
 from ..ep.sites import SUB_ROWS, cavities, evidence_site_terms
 
 __all__ = ["GradientSummary", "KernelTerms", "assemble_gradient", "gradient_chunk",
@@ -78,18 +79,28 @@ class GradientSummary:
 
 
 class KernelTerms(NamedTuple):
-    """What the chunks need of a kernel other than SE: its profile, and the blur
-    covariances and signal variance of the bases (to rebuild each mixture term's Kt)."""
+    """What the chunks need of a kernel other than SE, prepared once per gradient pass
+    on the driver: its profile, its form at these bases
+    (:func:`~saspa_dask.core.kernels.kernel_form`), the signal variance, and for a
+    mixture its :func:`~saspa_dask.core.kernels.mixture_factors` (each term's Kt
+    coefficients; None for the exact form)."""
 
     profile: object
-    covs: np.ndarray
+    form: str
     signal_variance: float
+    factors: object = None
 
 
 def kernel_terms(basis, hyper):
     """The ``kernel`` argument of :func:`gradient_chunk` at ``hyper``: None for SE."""
     profile = kernel_named(hyper.kernel)
-    return None if profile.is_se else KernelTerms(profile, basis.covs, hyper.signal_variance)
+    form = kernel_form(profile, basis.covs)
+    if form == "se":
+        return None
+    factors = (None if form == "exact" else
+               mixture_factors(basis.means, basis.covs, hyper.lengthscale,
+                               hyper.signal_variance, *profile.mixture))
+    return KernelTerms(profile, form, hyper.signal_variance, factors)
 
 
 def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthscale, full,
@@ -163,17 +174,13 @@ def _kernel_terms(X, Bt, E, means, lengthscale, kernel):
     gradient.  SE: E itself.  A profile at delta blur: -2 dk/du in place of k
     (:meth:`~saspa_dask.core.kernel_profiles.KernelProfile.weight`).  A blurred
     profile: each SE term of its mixture with its own Kt."""
-    form = "se" if kernel is None else kernel_form(kernel.profile, kernel.covs)
-    if form == "se":
+    if kernel is None:
         return [(lengthscale, E)]
-    profile, covs, s2 = kernel
-    if form == "exact":
-        weight = profile.weight(scaled_sq_distances(X, means, lengthscale))
-        return [(lengthscale, Bt * (s2 * weight))]
-    scales, weights = profile.mixture
+    if kernel.form == "exact":
+        weight = kernel.profile.weight(scaled_sq_distances(X, means, lengthscale))
+        return [(lengthscale, Bt * (kernel.signal_variance * weight))]
     return [(lengthscale * scale, np.multiply(Bt, kt, out=kt)) for scale, kt in
-            zip(scales, cross_covariance_terms(X, means, covs, lengthscale, s2, scales,
-                                               weights))]
+            zip(kernel.profile.mixture[0], cross_covariance_terms(X, kernel.factors))]
 
 
 def _fourier_moments(X, Bt, E, means, lengthscale, fourier):
