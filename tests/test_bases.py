@@ -120,13 +120,13 @@ def test_scaled_bases_check_their_means_and_scale_without_copying():
     covariances of a checked Basis times a positive scale, the means checked."""
     rng = np.random.default_rng(0)
     checked = Basis(rng.normal(size=(3, 2)), np.stack([np.eye(2)] * 3))
-    same = Basis.scaled(checked.means + 1.0, checked.covs)
-    assert same.covs is checked.covs  # not copied
-    np.testing.assert_array_equal(Basis.scaled(checked.means, checked.covs, 2.5).covs,
+    same = Basis.scaled(checked.means + 1.0, checked.blur)
+    assert same.blur is checked.blur  # not copied
+    np.testing.assert_array_equal(Basis.scaled(checked.means, checked.blur, 2.5).covs,
                                   2.5 * checked.covs)
     with pytest.raises(ValueError, match="finite"):
-        Basis.scaled(np.full((3, 2), np.nan), checked.covs)
+        Basis.scaled(np.full((3, 2), np.nan), checked.blur)
     with pytest.raises(ValueError, match="shape"):
-        Basis.scaled(np.zeros((4, 2)), checked.covs)
+        Basis.scaled(np.zeros((4, 2)), checked.blur)
     with pytest.raises(ValueError, match="blur_scale"):
         Basis.scaled(checked.means, checked.covs, 0.0)

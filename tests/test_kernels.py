@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from reference import se
+from saspa_dask.core.bases import dense_blur
 from saspa_dask.core.kernels import (
     BLUR_FAMILIES,
     basis_covariance,
@@ -40,9 +41,10 @@ def _mc_cross(rng, x, mean, cov, lengthscale, s2):
 def test_blurred_cross_covariance_matches_monte_carlo(family, d):
     rng = np.random.default_rng(100 + d)
     lengthscale, s2, means, covs, X = _problem(rng, d)
-    covs = blur_covariances(covs, family)
-    Kt = blurred_cross_covariance(X, means, covs, lengthscale, s2)
+    blur = blur_covariances(covs, family)  # (M, d) diagonals unless full
+    Kt = blurred_cross_covariance(X, means, blur, lengthscale, s2)
     assert Kt.shape == (len(X), len(means))
+    covs = dense_blur(blur)  # matrices for the sampler
     for i, x in enumerate(X):
         for j in range(len(means)):
             est, se_mc = _mc_cross(rng, x, means[j], covs[j], lengthscale, s2)
@@ -55,9 +57,10 @@ def test_basis_covariance_matches_monte_carlo(family):
     d = 4
     rng = np.random.default_rng(7)
     lengthscale, s2, means, covs, _ = _problem(rng, d)
-    covs = blur_covariances(covs, family)
-    Kh = basis_covariance(means, covs, lengthscale, s2)
+    blur = blur_covariances(covs, family)
+    Kh = basis_covariance(means, blur, lengthscale, s2)
     np.testing.assert_allclose(Kh, Kh.T, rtol=0, atol=1e-15)
+    covs = dense_blur(blur)
     for i in range(len(means)):
         for j in range(i, len(means)):
             if covs[i].any() or covs[j].any():
@@ -91,14 +94,15 @@ def test_delta_blur_is_the_plain_kernel():
 def test_blur_families_reduce_full_covariances():
     rng = np.random.default_rng(0)
     covs = np.stack([_random_spd(rng, 3, 1.0) for _ in range(4)])
-    sph = blur_covariances(covs, "spherical")
-    np.testing.assert_allclose(np.trace(sph, axis1=1, axis2=2), np.trace(covs, axis1=1, axis2=2))
-    np.testing.assert_allclose(sph, sph[:, :1, :1] * np.eye(3)[None])
+    sph = blur_covariances(covs, "spherical")  # diagonal families: (M, d) diagonals
+    assert sph.shape == (4, 3)
+    np.testing.assert_allclose(sph.sum(axis=1), np.trace(covs, axis1=1, axis2=2))
+    np.testing.assert_allclose(sph, sph[:, :1] * np.ones(3))
     diag = blur_covariances(covs, "diagonal")
-    np.testing.assert_allclose(np.diagonal(diag, axis1=1, axis2=2),
-                               np.diagonal(covs, axis1=1, axis2=2))
-    assert not (diag * (1 - np.eye(3))).any()
+    np.testing.assert_array_equal(diag, np.diagonal(covs, axis1=1, axis2=2))
     assert not blur_covariances(covs, "delta").any()
+    assert blur_covariances(covs, "delta").shape == (4, 3)
+    np.testing.assert_allclose(blur_covariances(covs, "full"), covs, rtol=1e-15)
     with pytest.raises(ValueError, match="blur must be one of"):
         blur_covariances(covs, "gaussian")
 

@@ -20,17 +20,43 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Basis", "shrunk_covariances"]
+__all__ = ["Basis", "blur_diagonals", "dense_blur", "saved_blur", "shrunk_covariances"]
 
 _VARIANCE_FLOOR = 1e-6
 _ABSOLUTE_FLOOR = 1e-12
+# diagonal blurs are saved (and fingerprinted) as (M, d, d) matrices, as every model
+# store before them was, up to this many floats (128 MiB); as (M, d) diagonals beyond
+SAVED_MATRIX_FLOATS = 2**24
 
 
 def is_diagonal(covs):
     """Whether a stack of matrices (..., d, d) has no nonzero entry off the diagonals
-    (counted without a temporary of its size: wide tables have M d^2 entries)."""
+    (counted without a temporary of its size: wide tables have M d^2 entries).  A
+    stack of diagonals (M, d), the compact form of diagonal blurs, is diagonal."""
+    if np.ndim(covs) == 2:
+        return True
     return (np.count_nonzero(covs)
             == np.count_nonzero(np.diagonal(covs, axis1=-2, axis2=-1)))
+
+
+def blur_diagonals(blur):
+    """The (M, d) diagonals of blur covariances given as (M, d) diagonals or (M, d, d)
+    matrices."""
+    return blur if np.ndim(blur) == 2 else np.diagonal(blur, axis1=1, axis2=2)
+
+
+def dense_blur(blur):
+    """Blur covariances as (M, d, d) matrices, from (M, d) diagonals or matrices (the
+    form users and the full blur family read; M d^2 floats, so never on a path a wide
+    table takes)."""
+    blur = np.asarray(blur, dtype=np.float64)
+    if blur.ndim == 3:
+        return blur
+    n_bases, d = blur.shape
+    out = np.zeros((n_bases, d, d))
+    idx = np.arange(d)
+    out[:, idx, idx] = blur
+    return out
 
 
 def _semi_definite(covs, tol):
@@ -45,6 +71,17 @@ def _semi_definite(covs, tol):
         return np.linalg.eigvalsh(covs).min() >= -tol
 
 
+def saved_blur(blur):
+    """The form a model store keeps (and a fingerprint hashes) of blur covariances:
+    matrices while at most :data:`SAVED_MATRIX_FLOATS` floats, so that stores and
+    fingerprints of models saved before diagonals were kept compact stay the same;
+    the (M, d) diagonals of diagonal blurs beyond (a wide table's 64 x 676 x 676
+    stack was 234 MB)."""
+    blur = np.asarray(blur, dtype=np.float64)
+    n_bases, d = blur.shape[:2]
+    return dense_blur(blur) if n_bases * d * d <= SAVED_MATRIX_FLOATS else blur
+
+
 class Basis:
     """M blurred basis points, each a Gaussian N(means[j], covs[j]).
 
@@ -56,9 +93,9 @@ class Basis:
     Parameters
     ----------
     means : array-like of shape (M, d)
-    covs : array-like of shape (M, d, d), optional
-        Symmetric positive semi-definite covariances.  ``None`` means zeros (delta
-        bases).  The estimator's ``blur`` maps them to the blur family in use.
+    covs : array-like of shape (M, d, d) or (M, d), optional
+        Symmetric positive semi-definite covariances, or the diagonals of diagonal
+        ones.  ``None`` means zeros (delta bases).  The estimator's ``blur`` maps them to the blur family in use.
     frequencies : array-like of shape (M, d), optional
     phases : array-like of shape (M,), optional
         Default zeros when ``frequencies`` is given.
@@ -79,41 +116,45 @@ class Basis:
         if not np.all(np.isfinite(means)):
             raise ValueError("Basis means contain NaN or inf")
         n_bases, d = means.shape
-        if covs is None:
-            covs = np.zeros((n_bases, d, d))
-        covs = np.array(covs, dtype=np.float64)
-        if covs.shape != (n_bases, d, d):
+        blur = np.zeros((n_bases, d)) if covs is None else np.array(covs, dtype=np.float64)
+        if blur.shape not in ((n_bases, d, d), (n_bases, d)):
             raise ValueError(
-                f"Basis covs must have shape {(n_bases, d, d)} to match means, got {covs.shape}"
-            )
-        if not np.all(np.isfinite(covs)):
+                f"Basis covs must have shape {(n_bases, d, d)} (or {(n_bases, d)}: "
+                f"diagonals) to match means, got {blur.shape}")
+        if not np.all(np.isfinite(blur)):
             raise ValueError("Basis covs contain NaN or inf")
-        if is_diagonal(covs):
-            # delta, spherical and diagonal blurs: symmetric, and positive semi-definite
-            # when the diagonal is; M d^3 eigenvalues would cost more than the fit on
-            # a wide one-hot table
-            diagonal = np.diagonal(covs, axis1=1, axis2=2)
-            scale = np.abs(diagonal).max() if diagonal.size else 0.0
-            if scale > 0 and diagonal.min() < -1e-10 * scale:
+        if is_diagonal(blur):
+            # delta, spherical and diagonal blurs: kept as (M, d) diagonals (an M d x d
+            # stack is what made wide tables unaffordable), symmetric, and positive
+            # semi-definite when the diagonal is
+            blur = np.ascontiguousarray(blur_diagonals(blur))
+            scale = np.abs(blur).max() if blur.size else 0.0
+            if scale > 0 and blur.min() < -1e-10 * scale:
                 raise ValueError("Basis covs must be positive semi-definite")
         else:
-            if not np.allclose(covs, np.swapaxes(covs, 1, 2), rtol=1e-10, atol=1e-12):
+            if not np.allclose(blur, np.swapaxes(blur, 1, 2), rtol=1e-10, atol=1e-12):
                 raise ValueError("Basis covs must be symmetric")
-            covs = 0.5 * (covs + np.swapaxes(covs, 1, 2))
-            scale = np.abs(covs).max() if covs.size else 0.0
-            if scale > 0 and not _semi_definite(covs, 1e-10 * scale):
+            blur = 0.5 * (blur + np.swapaxes(blur, 1, 2))
+            scale = np.abs(blur).max() if blur.size else 0.0
+            if scale > 0 and not _semi_definite(blur, 1e-10 * scale):
                 raise ValueError("Basis covs must be positive semi-definite")
         self.means = means
-        self.covs = covs
-        self.frequencies, self.phases = _fourier_parts(frequencies, phases, covs)
+        self.blur = blur
+        self.frequencies, self.phases = _fourier_parts(frequencies, phases, blur)
+
+    @property
+    def covs(self):
+        """The blur covariances as (M, d, d) matrices (formed on each access from the
+        diagonals when every blur is diagonal: read :attr:`blur` on wide tables)."""
+        return dense_blur(self.blur)
 
     @classmethod
     def scaled(cls, means, covs, blur_scale=1.0, frequencies=None, phases=None):
         """Bases whose covariances are ``blur_scale`` times covariances a Basis has
-        already checked (a learnt point's means, K-means' blurs): the means are
-        checked, the covariances (positive semi-definite times a positive number)
-        neither copied nor checked again.  On a wide table the copy and the checks
-        were M d^2 passes in every optimiser evaluation."""
+        already checked (a learnt point's means, K-means' blurs), in either form of
+        :attr:`blur`: the means are checked, the covariances (positive semi-definite
+        times a positive number) neither copied nor checked again.  On a wide table
+        the copy and the checks were M d^2 passes in every optimiser evaluation."""
         means = np.asarray(means, dtype=np.float64)
         if means.shape != covs.shape[:2] or not np.all(np.isfinite(means)):
             raise ValueError(f"Basis means must be finite and of shape {covs.shape[:2]}")
@@ -121,8 +162,8 @@ class Basis:
             raise ValueError(f"blur_scale must be > 0, got {blur_scale!r}")
         basis = cls.__new__(cls)
         basis.means = means
-        basis.covs = covs if blur_scale == 1.0 else blur_scale * covs
-        basis.frequencies, basis.phases = _fourier_parts(frequencies, phases, basis.covs)
+        basis.blur = covs if blur_scale == 1.0 else blur_scale * covs
+        basis.frequencies, basis.phases = _fourier_parts(frequencies, phases, basis.blur)
         return basis
 
     @property
@@ -137,7 +178,7 @@ class Basis:
     @property
     def window_variance(self):
         """The features' shared window variances c^2 (d,), or None."""
-        return None if self.frequencies is None else np.diagonal(self.covs[0]).copy()
+        return None if self.frequencies is None else blur_diagonals(self.blur)[0].copy()
 
     def __repr__(self):
         return f"Basis(n_bases={self.means.shape[0]}, n_features={self.means.shape[1]})"
@@ -157,9 +198,11 @@ def _fourier_parts(frequencies, phases, covs):
                          f"{(n_bases,)}, got {frequencies.shape} and {phases.shape}")
     if not (np.all(np.isfinite(frequencies)) and np.all(np.isfinite(phases))):
         raise ValueError("Basis frequencies or phases contain NaN or inf")
-    window = covs[0]
-    if (np.any(window != np.diag(np.diagonal(window))) or np.any(covs != window)
-            or np.any(np.diagonal(window) <= 0)):
+    if not is_diagonal(covs):
+        raise ValueError("frequency features need one shared diagonal window covariance "
+                         "with positive variances (the same covs[j] for every j)")
+    diagonals = blur_diagonals(covs)
+    if np.any(diagonals != diagonals[0]) or np.any(diagonals[0] <= 0):
         raise ValueError("frequency features need one shared diagonal window covariance "
                          "with positive variances (the same covs[j] for every j)")
     return frequencies, phases
@@ -180,14 +223,10 @@ def shrunk_covariances(counts, scatter, total_variance):
 
     Returns
     -------
-    ndarray of shape (M, d, d)
+    ndarray of shape (M, d, d), or (M, d) diagonals from diagonal scatter
     """
     if scatter.ndim == 2:
-        shrunk = _shrunk_diagonals(counts, scatter, total_variance)
-        out = np.zeros(shrunk.shape + shrunk.shape[-1:])
-        idx = np.arange(shrunk.shape[1])
-        out[:, idx, idx] = shrunk
-        return out
+        return _shrunk_diagonals(counts, scatter, total_variance)
     n = counts[:, None, None]
     scatter = 0.5 * (scatter + np.swapaxes(scatter, 1, 2))
     pooled = np.diagonal(scatter, axis1=1, axis2=2).sum(axis=0) / counts.sum()

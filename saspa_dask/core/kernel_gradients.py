@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import sparse
 
+from .bases import dense_blur
 from .kernels import (_diagonal_pairs, _pair_blocks, _row_blocks, _scaled_blur,
                       mixture_pair_log_k, pair_eigen, scaled_blurs)
 
@@ -36,7 +37,8 @@ class KernelGradient(NamedTuple):
     ``lengthscale`` (d,) and ``blur_scale`` are with respect to their logs;
     ``means`` (M, d) and ``covs`` (M, d, d) per basis, with respect to the means and
     the blur covariances themselves (``covs[j]`` is the symmetric matrix gradient: the
-    derivative along a symmetric change dC_j is <covs[j], dC_j>)."""
+    derivative along a symmetric change dC_j is <covs[j], dC_j>); for blurs given as
+    (M, d) diagonals, ``covs`` is (M, d): the gradient along the diagonals."""
 
     lengthscale: np.ndarray
     blur_scale: float
@@ -46,9 +48,12 @@ class KernelGradient(NamedTuple):
 
 def _to_original(grad_means_s, grad_covs_s, lengthscale):
     inv_l = 1.0 / lengthscale
+    if grad_covs_s is None:
+        return grad_means_s * inv_l[None, :], None
+    if grad_covs_s.ndim == 2:  # along diagonal blurs' diagonals
+        return grad_means_s * inv_l[None, :], grad_covs_s * (inv_l * inv_l)[None, :]
     return (grad_means_s * inv_l[None, :],
-            None if grad_covs_s is None
-            else grad_covs_s * inv_l[None, :, None] * inv_l[None, None, :])
+            grad_covs_s * inv_l[None, :, None] * inv_l[None, None, :])
 
 
 def cross_moments(X, weights, means, lengthscale, full):
@@ -94,16 +99,21 @@ def cross_covariance_gradient(moments, means, covs, lengthscale, with_covs=True)
     KernelGradient
         With diagonal second moments (``full=False`` in :func:`cross_moments`) the
         off-diagonal entries of ``covs`` are not available and are zero; without
-        ``with_covs`` (the blur covariances are not learnt) ``covs`` is None.
+        ``with_covs`` (the blur covariances are not learnt) ``covs`` is None; for
+        blurs given as (M, d) diagonals, ``covs`` is (M, d) (full moments are then
+        reduced to their diagonals: such a blur's Kt depends on no other).
     """
     m0, m1, m2 = moments
     d = means.shape[1]
     centre = means.mean(axis=0)
     a = (means - centre) / lengthscale
     cs, cd = scaled_blurs(covs, lengthscale)
+    compact = covs is not None and np.ndim(covs) == 2
+    if compact and m2.ndim == 3:
+        m2 = np.diagonal(m2, axis1=1, axis2=2)
     diagonal_moments = m2.ndim == 2
     if diagonal_moments and cs is None:
-        grads = _diagonal_cross_gradient(m0, m1, m2, a, cd, with_covs)
+        grads = _diagonal_cross_gradient(m0, m1, m2, a, cd, with_covs, dense=not compact)
         return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
     if cs is None:  # diagonal blurs whose full blur gradient is asked for
         cs = _scaled_blur(covs, lengthscale)
@@ -129,11 +139,12 @@ def cross_covariance_gradient(moments, means, covs, lengthscale, with_covs=True)
                           *_to_original(grad_a, grad_c if with_covs else None, lengthscale))
 
 
-def _diagonal_cross_gradient(m0, m1, m2, a, c, with_covs=True):
+def _diagonal_cross_gradient(m0, m1, m2, a, c, with_covs=True, dense=True):
     """:func:`cross_covariance_gradient` for diagonal blurs (``c``: (M, d) scaled blur
     variances) and diagonal moments, elementwise: the precisions are 1 / (1 + c), and
     every d x d product of the general formulas is a product of diagonals.  Returns
-    (lengthscale, blur scale, means, covs) gradients in the scaled inputs."""
+    (lengthscale, blur scale, means, covs) gradients in the scaled inputs, the blur's
+    as (M, d, d) diagonal matrices if ``dense`` else as (M, d) diagonals."""
     p = 1.0 / (1.0 + c)
     r2 = m2 - 2.0 * a * m1 + m0[:, None] * a * a  # diagonal second moments about a
     prp = p * p * r2
@@ -142,11 +153,8 @@ def _diagonal_cross_gradient(m0, m1, m2, a, c, with_covs=True):
     grad_a = p * (m1 - m0[:, None] * a)
     if not with_covs:
         return grad_l, grad_g, grad_a, None
-    n_bases, d = c.shape
-    grad_c = np.zeros((n_bases, d, d))
-    idx = np.arange(d)
-    grad_c[:, idx, idx] = -0.5 * m0[:, None] * p + 0.5 * prp
-    return grad_l, grad_g, grad_a, grad_c
+    diagonals = -0.5 * m0[:, None] * p + 0.5 * prp
+    return grad_l, grad_g, grad_a, dense_blur(diagonals) if dense else diagonals
 
 
 def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance,
@@ -180,7 +188,7 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
                              "which is not learnt")
     if cs is None:
         grads = _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs,
-                                              kernel)
+                                              kernel, dense=np.ndim(covs) == 3)
         return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
     eye = np.eye(d)
     grad_l = np.zeros(d)
@@ -273,16 +281,17 @@ def _incidence(i, j, n_bases):
 
 
 def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=True,
-                                  kernel=None):
+                                  kernel=None, dense=True):
     """:func:`basis_covariance_gradient`'s sums when every blur is diagonal: S and
-    C~ are then diagonal, so the same formulas need no d x d inverse; the blur
-    gradient keeps its off-diagonal entries (sum_j w_ij k_ij z_k z_l), which a full
-    blur that happens to be diagonal needs."""
+    C~ are then diagonal, so the same formulas need no d x d inverse.  With ``dense``
+    (blurs given as matrices) the blur gradient keeps its off-diagonal entries
+    (sum_j w_ij k_ij z_k z_l), which a full blur that happens to be diagonal needs;
+    otherwise it is the (M, d) gradient along the diagonals (O(M^2 d))."""
     n_bases, d = ms.shape
     grad_l, grad_g = np.zeros(d), 0.0
     grad_a = np.empty((n_bases, d))
-    # the blur gradient (M^2 d^2 work) only when the blurs are learnt
-    grad_c = np.empty((n_bases, d, d)) if with_covs else None
+    # the blur gradient (M^2 d^2 work if dense) only when the blurs are learnt
+    grad_c = None if not with_covs else np.empty((n_bases, d, d) if dense else (n_bases, d))
     idx = np.arange(d)
     for rows in _row_blocks(n_bases, d):
         S, r, log_k = _diagonal_pairs(ms, cd, rows)
@@ -295,8 +304,10 @@ def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=Tr
         dg = 0.5 * (C * (z * z - S)).sum(axis=-1)
         grad_g += float((wk * dg).sum())
         grad_a[rows] = -2.0 * np.einsum("bj,bjk->bk", wk, z)
-        if with_covs:
+        if with_covs and dense:
             wz = wk[..., None] * z
             grad_c[rows] = np.einsum("bjk,bjl->bkl", wz, z)
             grad_c[rows, idx, idx] -= np.einsum("bj,bjk->bk", wk, S)
+        elif with_covs:
+            grad_c[rows] = np.einsum("bj,bjk->bk", wk, z * z - S)
     return grad_l, grad_g, grad_a, grad_c

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .bases import is_diagonal
+from .bases import blur_diagonals, dense_blur, is_diagonal
 from .fourier import fourier_cross_covariance, fourier_feature_covariance
 from .kernel_profiles import kernel_named
 
@@ -57,12 +57,12 @@ _ROW_BLOCK = 8192
 
 
 def blur_covariances(covs, family):
-    """Map full cluster covariances to the blur covariances of a blur family.
+    """Map cluster covariances to the blur covariances of a blur family.
 
     Parameters
     ----------
-    covs : ndarray of shape (M, d, d)
-        Symmetric positive semi-definite covariances.
+    covs : ndarray of shape (M, d, d) or (M, d)
+        Symmetric positive semi-definite covariances, or diagonals.
     family : {"delta", "spherical", "diagonal", "full", "fourier", "fourier-global"}
         ``delta`` gives zeros (FITC / SPGP), ``spherical`` gives ``trace(C)/d * I``
         (multiscale GP), ``diagonal`` keeps the diagonal, ``full`` keeps ``C``;
@@ -71,40 +71,39 @@ def blur_covariances(covs, family):
 
     Returns
     -------
-    ndarray of shape (M, d, d)
+    ndarray of shape (M, d, d) for ``full`` given matrices, else (M, d) diagonals
+    (:class:`~saspa_dask.core.bases.Basis` keeps diagonal blurs so)
     """
     covs = np.asarray(covs, dtype=np.float64)
-    n_bases, d, _ = covs.shape
     if family == "full":
-        return 0.5 * (covs + np.swapaxes(covs, 1, 2))
+        return covs if covs.ndim == 2 else 0.5 * (covs + np.swapaxes(covs, 1, 2))
+    diag = blur_diagonals(covs)
+    n_bases, d = diag.shape
     if family == "delta":
-        return np.zeros_like(covs)
-    diag = np.diagonal(covs, axis1=1, axis2=2)
+        return np.zeros((n_bases, d))
     if family in FOURIER_FAMILIES:  # one window for every feature: the mean spread
-        diag = np.repeat(diag.mean(axis=0, keepdims=True), n_bases, axis=0)
-    elif family == "spherical":
-        diag = np.repeat(diag.mean(axis=1, keepdims=True), d, axis=1)
-    elif family != "diagonal":
+        return np.repeat(diag.mean(axis=0, keepdims=True), n_bases, axis=0)
+    if family == "spherical":
+        return np.repeat(diag.mean(axis=1, keepdims=True), d, axis=1)
+    if family != "diagonal":
         raise ValueError(f"blur must be one of {BLUR_FAMILIES}, got {family!r}")
-    out = np.zeros_like(covs)
-    idx = np.arange(d)
-    out[:, idx, idx] = diag
-    return out
+    return np.array(diag)
 
 
 def _scaled_blur(covs, lengthscale):
-    """C~ = diag(1/l) C diag(1/l) for every basis."""
+    """C~ = diag(1/l) C diag(1/l) for every basis, as (M, d, d) matrices."""
     inv_l = 1.0 / lengthscale
-    return covs * np.outer(inv_l, inv_l)  # one pass over the M d x d (wide tables)
+    return dense_blur(covs) * np.outer(inv_l, inv_l)  # one pass over the M d x d
 
 
 def scaled_blurs(covs, lengthscale):
-    """(C~, diag C~ (M, d)) with C~ None when every blur is diagonal: the M d x d
-    scaled matrices are then never formed (on a wide one-hot table that product, not
-    the fit's arithmetic, dominated an evaluation)."""
+    """(C~, diag C~ (M, d)) with C~ None when every blur is diagonal (given as (M, d)
+    diagonals or as matrices): the M d x d scaled matrices are then never formed (on
+    a wide one-hot table that product, not the fit's arithmetic, dominated an
+    evaluation)."""
     inv_l = 1.0 / lengthscale
     if is_diagonal(covs):
-        return None, np.diagonal(covs, axis1=1, axis2=2) * (inv_l * inv_l)
+        return None, blur_diagonals(covs) * (inv_l * inv_l)
     cs = covs * np.outer(inv_l, inv_l)
     return cs, np.diagonal(cs, axis1=1, axis2=2)
 
@@ -196,7 +195,8 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
     """
     profile = _profile(kernel, frequencies)
     if frequencies is not None:
-        return fourier_cross_covariance(X, means, frequencies, phases, np.diagonal(covs[0]),
+        return fourier_cross_covariance(X, means, frequencies, phases,
+                                        blur_diagonals(covs)[0],
                                         lengthscale, signal_variance)
     form = kernel_form(profile, covs)
     if form == "se":
@@ -380,7 +380,8 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
     profile = _profile(kernel, frequencies)
     if frequencies is not None:
         return fourier_feature_covariance(means, frequencies, phases,
-                                          np.diagonal(covs[0]), lengthscale, signal_variance)
+                                          blur_diagonals(covs)[0], lengthscale,
+                                          signal_variance)
     form = kernel_form(profile, covs)
     if form == "se":
         return _se_basis_covariance(means, covs, lengthscale, signal_variance)

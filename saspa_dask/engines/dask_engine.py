@@ -195,7 +195,7 @@ class DaskEngine:
         if blocks is not None:
             self._blocks = blocks
             return
-        args = [delayed(a) for a in (bases.means, bases.covs, lengthscale)]
+        args = [delayed(a) for a in (bases.means, bases.blur, lengthscale)]
         L_d = delayed(L)
         y_parts = self.y.to_delayed().ravel()
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..core.bases import Basis
+from ..core.bases import Basis, blur_diagonals, dense_blur
 
 __all__ = ["LEARN_BASES", "LearntBases", "LearntFeatures"]
 
@@ -37,8 +37,9 @@ class LearntBases:
     Parameters
     ----------
     means : ndarray of shape (M, d)
-    covs : ndarray of shape (M, d, d)
-        The blur covariances of family ``family``.
+    covs : ndarray of shape (M, d, d) or (M, d)
+        The blur covariances of family ``family``: (M, d, d) matrices for ``full``,
+        (M, d) diagonals otherwise (either form is taken and converted).
     family : {"delta", "spherical", "diagonal", "full"}
     blur : bool
         The blur covariances are learnt too (not ``delta``).
@@ -52,7 +53,7 @@ class LearntBases:
     ...                 np.array([2.0]))
     >>> b.vector()
     array([0., 0., 0., 0.])
-    >>> b.from_vector(np.array([1.0, 0.0, 0.5, np.log(4.0)])).covs[:, 0, 0]
+    >>> b.from_vector(np.array([1.0, 0.0, 0.5, np.log(4.0)])).covs[:, 0]
     array([1., 4.])
     """
 
@@ -66,16 +67,22 @@ class LearntBases:
         if self.blur and self.family == "delta":
             raise ValueError("blur='delta' has no blur covariances to learn; use "
                              "learn_bases='means'")
+        # one form per family: matrices for full blurs, diagonals for the others (an
+        # M d x d stack is what wide tables cannot afford)
+        covs = dense_blur(self.covs) if self.family == "full" else blur_diagonals(self.covs)
         if self.blur:
             # a blur family's covariances must be positive definite to be learnt in
             # log / Cholesky form: lift exact zeros (a constant input) a little
             floor = 1e-12 * self.scale**2
-            diag = np.diagonal(self.covs, axis1=1, axis2=2)
+            diag = blur_diagonals(covs)
             if np.any(diag < floor):
-                covs = self.covs.copy()
-                idx = np.arange(self.scale.size)
-                covs[:, idx, idx] = np.maximum(diag, floor)
-                object.__setattr__(self, "covs", covs)
+                covs = covs.copy()
+                if covs.ndim == 2:
+                    covs = np.maximum(covs, floor)
+                else:
+                    idx = np.arange(self.scale.size)
+                    covs[:, idx, idx] = np.maximum(diag, floor)
+        object.__setattr__(self, "covs", covs)
 
     def basis(self, blur_scale=1.0):
         """The bases as a :class:`~saspa_dask.core.bases.Basis`."""
@@ -91,9 +98,9 @@ class LearntBases:
     def _blur_vector(self):
         covs, d = self.covs, self.means.shape[1]
         if self.family == "spherical":
-            return np.log(covs[:, 0, 0])[:, None]
+            return np.log(covs[:, 0])[:, None]
         if self.family == "diagonal":
-            return np.log(np.diagonal(covs, axis1=1, axis2=2))
+            return np.log(covs)
         R = np.linalg.cholesky(covs)
         idx = np.arange(d)
         R[:, idx, idx] = np.log(R[:, idx, idx])
@@ -124,10 +131,9 @@ class LearntBases:
             return replace(self, means=means)
         p = v[:, d:]
         if self.family == "spherical":
-            covs = np.exp(p[:, 0])[:, None, None] * np.eye(d)[None]
+            covs = np.repeat(np.exp(p[:, :1]), d, axis=1)
         elif self.family == "diagonal":
-            covs = np.zeros((M, d, d))
-            covs[:, np.arange(d), np.arange(d)] = np.exp(p)
+            covs = np.exp(p)
         else:
             R = np.zeros((M, d, d))
             iu, ju = np.tril_indices(d)
@@ -147,11 +153,11 @@ class LearntBases:
         if self.blur:
             d = self.means.shape[1]
             idx = np.arange(d)
-            diag_g = grad_covs[:, idx, idx]
+            diag_g = blur_diagonals(grad_covs)
             if self.family == "spherical":
-                parts.append((self.covs[:, 0, 0] * diag_g.sum(axis=1))[:, None])
+                parts.append((self.covs[:, 0] * diag_g.sum(axis=1))[:, None])
             elif self.family == "diagonal":
-                parts.append(np.diagonal(self.covs, axis1=1, axis2=2) * diag_g)
+                parts.append(self.covs * diag_g)
             else:
                 # C = R R^T: <G, dC> = 2 <G R, dR>; log diagonal: times R_kk
                 R = np.linalg.cholesky(self.covs)
@@ -249,7 +255,7 @@ class LearntFeatures:
     def basis(self, blur_scale=1.0):
         """The features as a :class:`~saspa_dask.core.bases.Basis`."""
         M, d = self.centres.shape
-        covs = np.repeat(np.diag(blur_scale * self.window_variance)[None], M, axis=0)
+        covs = np.repeat((blur_scale * self.window_variance)[None], M, axis=0)  # diagonals
         return Basis(self.centres, covs, self.frequencies, self.phases)
 
     @property

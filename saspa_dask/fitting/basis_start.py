@@ -53,7 +53,7 @@ def start_bases(X, *, n_bases, blur, bases, lengthscale, column_std, random_stat
             warnings.warn(f"K-means found {basis.n_bases} distinct clusters for "
                           f"n_bases={n_bases} (too few distinct points); using those",
                           UserWarning, stacklevel=6)
-    covs = blur_covariances(basis.covs, blur)
+    covs = blur_covariances(basis.blur, blur)
     if blur not in FOURIER_FAMILIES:
         return Basis(basis.means, covs), info
     return spectral.features(basis.means, covs), info
@@ -86,7 +86,7 @@ def _global_features(X, n_bases, column_std, spectral, lazy):
     # a constant input has no spread: its window is the starting lengthscale
     lengthscale = resolve_lengthscale(spectral.lengthscale, d, column_std)
     window = np.where(spread > 0, spread, lengthscale ** 2)
-    covs = np.repeat(np.diag(window)[None], n_bases, axis=0)
+    covs = np.repeat(window[None], n_bases, axis=0)  # diagonals
     return spectral.features(np.repeat(centre[None], n_bases, axis=0), covs)
 
 
@@ -110,7 +110,7 @@ def learnt_start(basis, learn, blur, lengthscale):
         return LearntFeatures(basis.means, basis.frequencies, basis.phases,
                               basis.window_variance, learn == "means+blur", lengthscale,
                               centres_learnt=blur == "fourier")
-    return LearntBases(basis.means, basis.covs, blur, learn == "means+blur", lengthscale)
+    return LearntBases(basis.means, basis.blur, blur, learn == "means+blur", lengthscale)
 
 
 def restart_positions(learnt, n_restarts, blur, random_state):
@@ -126,7 +126,7 @@ def restart_positions(learnt, n_restarts, blur, random_state):
                           full_covariances=blur == "full")
         if found.n_bases != learnt.means.shape[0]:  # too few distinct points
             return learnt
-        return replace(learnt, means=found.means, covs=blur_covariances(found.covs, blur))
+        return replace(learnt, means=found.means, covs=blur_covariances(found.blur, blur))
     return positions
 
 

@@ -272,7 +272,7 @@ class FitRun:
         callback = self.progress or (print_sweep if plan.verbose else None)
 
         def trainer_for(X, targets, work_dir):
-            return Trainer(X, targets, self.labels, basis.means, basis.covs, plan.ep,
+            return Trainer(X, targets, self.labels, basis.means, basis.blur, plan.ep,
                            frequencies=basis.frequencies, phases=basis.phases,
                            jitter=plan.jitter, block_rows=execution.block_rows,
                            cache=execution.cache, work_dir=work_dir,

@@ -94,11 +94,11 @@ class KernelTerms(NamedTuple):
 def kernel_terms(basis, hyper):
     """The ``kernel`` argument of :func:`gradient_chunk` at ``hyper``: None for SE."""
     profile = kernel_named(hyper.kernel)
-    form = kernel_form(profile, basis.covs)
+    form = kernel_form(profile, basis.blur)
     if form == "se":
         return None
     factors = (None if form == "exact" else
-               mixture_factors(basis.means, basis.covs, hyper.lengthscale,
+               mixture_factors(basis.means, basis.blur, hyper.lengthscale,
                                hyper.signal_variance, *profile.mixture))
     return KernelTerms(profile, form, hyper.signal_variance, factors)
 
@@ -242,7 +242,7 @@ def _blurred_terms(summary, basis, hyper, Ah):
     with_covs = hyper.bases is not None and bool(hyper.bases.blur)
     scales = _term_lengthscales(basis, hyper)
     kt = summed([cross_covariance_gradient((summary.m0[t], summary.m1[t], summary.m2[t]),
-                                           basis.means, basis.covs, scale, with_covs)
+                                           basis.means, basis.blur, scale, with_covs)
                  for t, scale in enumerate(scales)])
     kh = _basis_gradient(Ah, basis, hyper, with_covs)
     grad = {"lengthscale": kt.lengthscale - kh.lengthscale}
@@ -256,7 +256,7 @@ def _blurred_terms(summary, basis, hyper, Ah):
 
 def _term_lengthscales(basis, hyper):
     """The lengthscale of each kernel term, in the order of :func:`_kernel_terms`."""
-    if kernel_form(hyper.kernel, basis.covs) != "mixture":
+    if kernel_form(hyper.kernel, basis.blur) != "mixture":
         return [hyper.lengthscale]
     return [hyper.lengthscale * scale for scale in kernel_named(hyper.kernel).mixture[0]]
 
@@ -264,8 +264,8 @@ def _term_lengthscales(basis, hyper):
 def _basis_gradient(Ah, basis, hyper, with_covs):
     """sum Ah dKh for the kernel: SE's, a profile's exact delta-blur form, or a
     blurred profile's mixture."""
-    profile, form = kernel_named(hyper.kernel), kernel_form(hyper.kernel, basis.covs)
-    args = (Ah, basis.means, basis.covs, hyper.lengthscale, hyper.signal_variance)
+    profile, form = kernel_named(hyper.kernel), kernel_form(hyper.kernel, basis.blur)
+    args = (Ah, basis.means, basis.blur, hyper.lengthscale, hyper.signal_variance)
     if form == "se":
         return basis_covariance_gradient(*args, with_covs)
     if form == "exact":

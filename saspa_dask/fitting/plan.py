@@ -183,7 +183,7 @@ class FitPlan:
             # every prediction adds (a shift of f that the likelihood saw)
             offset = offset + hyper.mean_offset
         return FittedPosterior(
-            outcome.basis.means, outcome.basis.covs, hyper.lengthscale, hyper.signal_variance,
+            outcome.basis.means, outcome.basis.blur, hyper.lengthscale, hyper.signal_variance,
             outcome.jitter, outcome.L, [r.posterior for r in outcome.results], fitted.name,
             fitted.params(), offset=offset, classes=classes, feature_names=feature_names,
             frequencies=outcome.basis.frequencies, phases=outcome.basis.phases,

@@ -22,7 +22,7 @@ from dask import delayed
 from scipy.linalg import solve_triangular
 from scipy.special import ndtri
 
-from ..core.bases import Basis
+from ..core.bases import Basis, blur_diagonals, is_diagonal, saved_blur
 from ..core.likelihoods import make_likelihood
 from ..engines.chunks import as_dask, is_lazy
 from ..ep.approximation import FITC, Approximation
@@ -50,8 +50,9 @@ class FittedPosterior:
 
     Parameters
     ----------
-    means, covs : ndarray of shape (M, d) and (M, d, d)
-        Basis means and the blur covariances in use.
+    means, covs : ndarray of shape (M, d) and (M, d, d) or (M, d)
+        Basis means and the blur covariances in use (matrices, or the diagonals of
+        diagonal blurs: :attr:`saspa_dask.Basis.blur`).
     lengthscale : ndarray of shape (d,)
     signal_variance : float
     jitter : float
@@ -113,6 +114,9 @@ class FittedPosterior:
             return np.ascontiguousarray(a, dtype=np.float64)
 
         self.means, self.covs = c_array(self.means), c_array(self.covs)
+        if self.covs.ndim == 3 and is_diagonal(self.covs):
+            # one form for a fitted model and its saved copy (saved_blur)
+            self.covs = c_array(blur_diagonals(self.covs))
         self.lengthscale, self.whitening = c_array(self.lengthscale), c_array(self.whitening)
         if self.frequencies is not None:
             self.frequencies, self.phases = c_array(self.frequencies), c_array(self.phases)
@@ -126,7 +130,8 @@ class FittedPosterior:
         else:
             self.offset = c_array(self.offset)
         M, d = np.shape(self.means)
-        if np.shape(self.covs) != (M, d, d) or np.shape(self.lengthscale) != (d,):
+        if (np.shape(self.covs) not in ((M, d, d), (M, d))
+                or np.shape(self.lengthscale) != (d,)):
             raise ValueError(f"inconsistent shapes: means {np.shape(self.means)}, covs "
                              f"{np.shape(self.covs)}, lengthscale {np.shape(self.lengthscale)}")
         if np.shape(self.whitening) != (M, M):
@@ -204,7 +209,7 @@ class FittedPosterior:
         """sha256 of everything predictions depend on (bases, kernel, factors,
         posteriors, likelihood, offset, classes); equal for a model and its saved copy."""
         h = hashlib.sha256()
-        arrays = [self.means, self.covs, self.lengthscale, self.whitening]
+        arrays = [self.means, saved_blur(self.covs), self.lengthscale, self.whitening]
         if self.frequencies is not None:
             arrays += [self.frequencies, self.phases]
         for post in self.posteriors:

@@ -340,7 +340,7 @@ class _Learner:
         """EP on the minibatch's rows for every problem, then one Adam step."""
         hyper, basis, L, N, b = self.hyper, self.basis, self.L, self.N, X_B.shape[0]
         lik = hyper.bind(self.likelihood)
-        block = make_block(X_B, y_B, basis.means, basis.covs, hyper.lengthscale,
+        block = make_block(X_B, y_B, basis.means, basis.blur, hyper.lengthscale,
                            hyper.signal_variance, L, self.trainer.approximation,
                            basis.frequencies, basis.phases, hyper.kernel)
         total, energy = None, 0.0

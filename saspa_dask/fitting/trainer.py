@@ -19,7 +19,7 @@ from functools import partial
 import dask
 import numpy as np
 
-from ..core.bases import Basis
+from ..core.bases import Basis, is_diagonal
 from ..core.kernels import basis_covariance
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import DaskEngine
@@ -89,7 +89,7 @@ class Trainer:
         self.callback = callback
         self.approximation = approximation
         self.is_lazy = is_lazy(X)
-        self.full_blur = bool(np.any(base_covs * (1.0 - np.eye(base_covs.shape[-1]))))
+        self.full_blur = not is_diagonal(base_covs)
         self.n_problems = 1 if labels is None else len(labels)
         self._engines = None
 
@@ -102,7 +102,7 @@ class Trainer:
         else:
             basis = Basis.scaled(self.means, self.base_covs, hyper.blur_scale,
                                  self.frequencies, self.phases)
-        Kh = basis_covariance(basis.means, basis.covs, hyper.lengthscale,
+        Kh = basis_covariance(basis.means, basis.blur, hyper.lengthscale,
                               hyper.signal_variance, basis.frequencies, basis.phases,
                               hyper.kernel)
         L, jitter = whiten(Kh, hyper.signal_variance, self.jitter)
@@ -144,7 +144,7 @@ class Trainer:
         for start in range(0, self.X.shape[0], self.block_rows):
             stop = start + self.block_rows
             yield make_block(self.X[start:stop], self.y[start:stop], self.basis.means,
-                             self.basis.covs, hyper.lengthscale, hyper.signal_variance, self.L,
+                             self.basis.blur, hyper.lengthscale, hyper.signal_variance, self.L,
                              self.approximation, self.basis.frequencies, self.basis.phases,
                              hyper.kernel)
 
@@ -175,7 +175,7 @@ class Trainer:
         """``predictions(posterior)``: the latent predictive means and variances of the
         rows ``X`` (in memory) under a posterior of the built bases and kernel."""
         basis, hyper = self.basis, self.hyper
-        block = make_block(X, np.zeros(X.shape[0]), basis.means, basis.covs,
+        block = make_block(X, np.zeros(X.shape[0]), basis.means, basis.blur,
                            hyper.lengthscale, hyper.signal_variance, self.L,
                            self.approximation, basis.frequencies, basis.phases, hyper.kernel)
         return partial(predict_latent, block.phi, signal_variance=hyper.signal_variance,

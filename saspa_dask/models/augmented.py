@@ -182,10 +182,9 @@ def augmented_ep_latent(model, X, X_train, y_train):
     X = np.asarray(X, dtype=np.float64)
     mean = np.empty((X.shape[0], fitted.n_problems))
     var = np.empty_like(mean)
-    d = fitted.n_features
     for i, row in enumerate(X):
         support = Basis(np.vstack([fitted.means, row]),
-                        np.concatenate([fitted.covs, np.zeros((1, d, d))]))
+                        np.concatenate([fitted.covs, np.zeros((1,) + fitted.covs.shape[1:])]))
         joined = clone(template).set_params(bases=support)
         joined.fit(X_train, y_train, init_sites=init)
         mean[i], var[i] = (a[0] for a in joined.fitted_posterior_.latent(row[None]))

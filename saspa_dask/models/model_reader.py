@@ -180,9 +180,11 @@ class _ArrayReader:
     def _check(self, array, name, shape):
         path = self.path
         check_codecs(array, path, name)
-        if shape is not None and tuple(array.shape) != tuple(shape):
+        # shape: one tuple, or a list of the shapes the array may have
+        allowed = [tuple(s) for s in shape] if isinstance(shape, list) else [shape]
+        if shape is not None and tuple(array.shape) not in allowed:
             raise StoreError(f"{path}: array {name!r} has shape {array.shape}, expected "
-                             f"{tuple(shape)}")
+                             f"{' or '.join(str(s) for s in allowed)}")
         elements = int(np.prod(array.shape, dtype=object))
         claimed = elements * array.dtype.itemsize
         if claimed > _MAX_ARRAY_BYTES or (self.rows_known and elements > self.max_elements):
@@ -238,7 +240,8 @@ def _read_posterior(read, attrs, path):
     lead = () if K == 1 else (K,)
     # alpha and beta are derived (for other tools); checked so that a truncated store
     # is refused whichever array lost its data
-    expected = {"bases_means": (M, d), "bases_covs": (M, d, d), "lengthscale": (d,),
+    # the blur covariances as matrices, or as a wide table's diagonals (saved_blur)
+    expected = {"bases_means": (M, d), "bases_covs": [(M, d, d), (M, d)], "lengthscale": (d,),
                 "whitening": (M, M), "posterior_chol": lead + (M, M),
                 "posterior_h": lead + (M,), "posterior_mean": lead + (M,),
                 "alpha": lead + (M,), "beta": lead + (M, M),

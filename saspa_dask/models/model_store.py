@@ -21,7 +21,7 @@ import numpy as np
 import zarr
 
 from .._version import __version__
-from ..core.bases import Basis
+from ..core.bases import Basis, saved_blur
 from ..files.atomic import aside_directory, check_destination, move_into_place
 from ..files.errors import StoreError
 from ..fitting.posterior import offset_value, stacked
@@ -86,7 +86,8 @@ def _encode_params(params):
     encoded, arrays = {}, {}
     for name, value in params.items():
         if isinstance(value, Basis):
-            arrays[f"param_{name}_means"], arrays[f"param_{name}_covs"] = value.means, value.covs
+            arrays[f"param_{name}_means"] = value.means
+            arrays[f"param_{name}_covs"] = saved_blur(value.blur)
             encoded[name] = {"__basis__": name, "fourier": value.is_fourier}
             if value.is_fourier:
                 arrays[f"param_{name}_frequencies"] = value.frequencies
@@ -146,7 +147,7 @@ def _posterior_arrays(fitted):
     alpha, beta = fitted.alpha_beta
     fourier = ({} if fitted.frequencies is None else
                {"bases_frequencies": fitted.frequencies, "bases_phases": fitted.phases})
-    return {"bases_means": fitted.means, "bases_covs": fitted.covs, **fourier,
+    return {"bases_means": fitted.means, "bases_covs": saved_blur(fitted.covs), **fourier,
             "lengthscale": fitted.lengthscale, "whitening": fitted.whitening,
             "posterior_chol": stacked([p.chol for p in fitted.posteriors]),
             "posterior_h": stacked([p.h for p in fitted.posteriors]),
