@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .bases import blur_diagonals, dense_blur, is_diagonal
+from .kernel_sums import AdditiveKernel, restrict_blur
 from .fourier import fourier_cross_covariance, fourier_feature_covariance
 from .kernel_profiles import kernel_named
 
@@ -178,8 +179,9 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
     signal_variance : float
     frequencies, phases : ndarray of shape (M, d) and (M,), optional
         Frequency inducing features instead (as :func:`basis_covariance`).
-    kernel : str or KernelProfile, optional
-        The kernel's shape (:mod:`saspa_dask.core.kernel_profiles`); None is SE.
+    kernel : str, KernelProfile or AdditiveKernel, optional
+        The kernel's shape (:mod:`saspa_dask.core.kernel_profiles`; None is SE), or a
+        sum of SE kernels over groups of inputs (:mod:`saspa_dask.core.kernel_sums`).
 
     Returns
     -------
@@ -193,6 +195,10 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
     centroid: the round-off of the expansion is then relative to the spread of the
     data, not to its offset.
     """
+    if isinstance(kernel, AdditiveKernel):
+        return _summed(kernel, frequencies, lambda inputs, w: blurred_cross_covariance(
+            np.asarray(X, dtype=np.float64)[:, inputs], means[:, inputs],
+            restrict_blur(covs, inputs), lengthscale[inputs], signal_variance * w))
     profile = _profile(kernel, frequencies)
     if frequencies is not None:
         return fourier_cross_covariance(X, means, frequencies, phases,
@@ -267,6 +273,17 @@ def mixture_pair_log_k(lam, p, c2):
     """log(k / (s2 w)) of a mixture term (scale^2 ``c2``) for pairs of bases given by
     :func:`pair_eigen`'s eigenvalues ``lam`` and projected differences ``p``."""
     return -0.5 * (np.log1p(lam / c2).sum(axis=-1) + (p * p / (c2 + lam)).sum(axis=-1))
+
+
+def _summed(kernel, frequencies, term):
+    """The sum over an additive kernel's terms of ``term(inputs, w_g)``."""
+    if frequencies is not None:
+        raise ValueError("frequency features are built on one SE kernel, not a sum")
+    total = None
+    for inputs, weight in kernel.parts():
+        part = term(inputs, weight)
+        total = part if total is None else total + part
+    return total
 
 
 def _profile(kernel, frequencies):
@@ -363,8 +380,8 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
     frequencies, phases : ndarray of shape (M, d) and (M,), optional
         Frequency inducing features instead (:mod:`saspa_dask.core.fourier`; the
         window is ``covs[0]``'s diagonal).
-    kernel : str or KernelProfile, optional
-        The kernel's shape (as :func:`blurred_cross_covariance`); None is SE.
+    kernel : str, KernelProfile or AdditiveKernel, optional
+        The kernel (as :func:`blurred_cross_covariance`); None is SE.
 
     Returns
     -------
@@ -377,6 +394,10 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
     about ``_PAIR_FLOATS`` floats of d x d matrices), batched through LAPACK rather
     than one basis at a time in Python.
     """
+    if isinstance(kernel, AdditiveKernel):
+        return _summed(kernel, frequencies, lambda inputs, w: basis_covariance(
+            means[:, inputs], restrict_blur(covs, inputs), lengthscale[inputs],
+            signal_variance * w))
     profile = _profile(kernel, frequencies)
     if frequencies is not None:
         return fourier_feature_covariance(means, frequencies, phases,

@@ -16,6 +16,7 @@ from contextlib import nullcontext
 from dataclasses import replace
 
 import dask
+import numpy as np
 from sklearn.utils import check_random_state
 
 from ..core.kernel_profiles import kernel_named
@@ -27,7 +28,8 @@ from ..ep.driver import EPConvergenceWarning
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
 from .costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost
-from .hyperparameters import Hyperparameters, resolve_lengthscale, tied_lengthscale
+from .hyperparameters import (Hyperparameters, additive_lengthscale, resolve_lengthscale,
+                              tied_lengthscale)
 from .optimizer import StopRule
 from .progress import phase_printer, print_hyper, print_sweep
 from .stages import learning_stages, merge_stages, sites_at, sites_on_all, stages_end
@@ -98,9 +100,12 @@ class FitRun:
 
     # -- the starting point --------------------------------------------------------
 
-    def start(self, likelihood, signal_variance, column_std, centre, groups=None):
+    def start(self, likelihood, signal_variance, column_std, centre, groups=None,
+              terms=None):
         """The starting bases and hyperparameters (``groups``: inputs sharing a
-        lengthscale, :func:`~saspa_dask.fitting.hyperparameters.feature_groups_of`)."""
+        lengthscale, :func:`~saspa_dask.fitting.hyperparameters.feature_groups_of`;
+        ``terms``: an additive kernel's, :func:`~saspa_dask.fitting.hyperparameters.
+        additive_terms_of`)."""
         plan, X, blur = self.plan, self.X, self.report["blur_"]
         self.say(f"{plan.owner}: {X.shape[0]} rows x {X.shape[1]} inputs"
                  + (f", one-vs-rest over {len(self.labels)} classes" if self.labels else "")
@@ -113,7 +118,7 @@ class FitRun:
         if kmeans_info is not None:
             self.report["kmeans_info_"] = kmeans_info
         hyper = self._start_hyperparameters(likelihood, signal_variance, column_std, basis,
-                                            centre, groups)
+                                            centre, groups, terms)
         self.report["timings_"] = {"bases": time.perf_counter() - self.began}
         self.say(f"bases ready ({self.report['timings_']['bases']:.1f}s"
                  + (f", K-means converged {kmeans_info.get('converged')}"
@@ -121,7 +126,7 @@ class FitRun:
         return basis, hyper
 
     def _start_hyperparameters(self, likelihood, signal_variance, column_std, basis,
-                               centre, groups=None):
+                               centre, groups=None, terms=None):
         """The optimiser's starting point; it says what is learnt.  With ``centre``,
         the box the values are learnt in is centred where the data alone would start
         them."""
@@ -140,6 +145,10 @@ class FitRun:
                 and learn == "means+blur":
             raise ValueError(f"kernel={plan.kernel!r} with blur='delta': its exact form has "
                              "no blur to learn (learn_bases='means')")
+        if terms is not None and (plan.kernel != "se"
+                                  or self.report["blur_"] in FOURIER_FAMILIES):
+            raise ValueError("additive_groups sums SE kernels over blurred bases: not "
+                             f"with kernel={plan.kernel!r} or blur={self.report['blur_']!r}")
         if plan.learn_offset and self.labels is not None:
             raise ValueError("learn_offset needs one EP problem (a regression or a "
                              "binary classification), not one per class")
@@ -147,13 +156,15 @@ class FitRun:
                 "noise_variance" not in likelihood.hyperparameters():
             raise ValueError("min_noise_variance is a floor of the gaussian likelihood's "
                              f"noise variance; the {likelihood.name} likelihood has none")
-        lengthscale = tied_lengthscale(resolve_lengthscale(plan.lengthscale, d, column_std),
-                                       groups)
+        lengthscale = resolve_lengthscale(plan.lengthscale, d, column_std)
+        if plan.lengthscale is None:  # each term's inputs as one kernel's would start
+            lengthscale = additive_lengthscale(lengthscale, terms)
+        lengthscale = tied_lengthscale(lengthscale, groups)
         learn_offset = bool(plan.learn_offset and plan.optimize_hyperparameters)
         middle = None
         if centre is not None:
-            middle = Hyperparameters(tied_lengthscale(resolve_lengthscale(None, d, column_std),
-                                                      groups),
+            middle = Hyperparameters(tied_lengthscale(additive_lengthscale(
+                resolve_lengthscale(None, d, column_std), terms), groups),
                                      float(centre[0]), centre[1].hyperparameters())
         learnt = likelihood.hyperparameters() if plan.optimize_hyperparameters else {}
         if plan.min_noise_variance is not None and learnt:  # start on or above the floor
@@ -165,7 +176,9 @@ class FitRun:
             mean_offset=0.0 if learn_offset else None, noise_floor=plan.min_noise_variance,
             offset_scale=math.sqrt(float(centre[0] if centre is not None
                                          else signal_variance)),
-            centre=middle, kernel=plan.kernel, groups=groups)
+            centre=middle, kernel=plan.kernel, groups=groups, additive=terms,
+            term_weights=None if terms is None else np.full(terms.max() + 1,
+                                                            1.0 / (terms.max() + 1)))
 
     # -- learning and EP -----------------------------------------------------------
 

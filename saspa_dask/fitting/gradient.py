@@ -37,9 +37,10 @@ from ..core.fourier import (fourier_covariance_gradient, fourier_cross_gradient,
                             fourier_moments, fourier_parts)
 from ..core.kernel_gradients import (basis_covariance_gradient, cross_covariance_gradient,
                                      cross_moments, mixture_covariance_gradient, summed)
-from ..core.kernel_profiles import kernel_named
-from ..core.kernels import (cross_covariance_terms, kernel_form, mixture_factors,
-                            scaled_sq_distances)
+from ..core.kernel_profiles import SE, kernel_named
+from ..core.kernel_sums import AdditiveKernel, restrict_blur
+from ..core.kernels import (basis_covariance, cross_covariance_terms, kernel_form,
+                            mixture_factors, scaled_sq_distances)
 from ..ep.sites import SUB_ROWS, cavities, evidence_site_terms
 
 __all__ = ["GradientSummary", "KernelTerms", "assemble_gradient", "gradient_chunk",
@@ -92,7 +93,17 @@ class KernelTerms(NamedTuple):
 
 
 def kernel_terms(basis, hyper):
-    """The ``kernel`` argument of :func:`gradient_chunk` at ``hyper``: None for SE."""
+    """The ``kernel`` argument of :func:`gradient_chunk` at ``hyper``: None for SE.
+    For an additive kernel, form ``"additive"`` with, per term, its inputs and the
+    single-term SE :func:`~saspa_dask.core.kernels.mixture_factors` of its Kt."""
+    spec = hyper.kernel_spec
+    if isinstance(spec, AdditiveKernel):
+        s2 = hyper.signal_variance
+        return KernelTerms(SE, "additive", s2, [
+            (inputs, mixture_factors(basis.means[:, inputs],
+                                     restrict_blur(basis.blur, inputs),
+                                     hyper.lengthscale[inputs], s2 * w, [1.0], [1.0]))
+            for inputs, w in spec.parts()])
     profile = kernel_named(hyper.kernel)
     form = kernel_form(profile, basis.blur)
     if form == "se":
@@ -156,14 +167,19 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
                for k, v in likelihood.log_z_gradient(y, mc, sc + lam).items()}
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = float(evidence_site_terms(log_z, m, s, t, n, alpha).sum())
-        if fourier is None:
+        kt_sum = float(E.sum())
+        if kernel is not None and kernel.form == "additive":
+            moments, kt_sum = _additive_moments(X[rows], Bt, means, lengthscale, full,
+                                                kernel.factors)
+            sines = ()
+        elif fourier is None:
             moments = [cross_moments(X[rows], weights, means, scale, full) for scale, weights
                        in _kernel_terms(X[rows], Bt, E, means, lengthscale, kernel)]
             moments, sines = [np.stack(m) for m in zip(*moments)], ()
         else:
             moments, sines = _fourier_moments(X[rows], Bt, E, means, lengthscale, fourier)
         part = GradientSummary(*moments, G.T @ phi, float(g.sum()), lik, terms,
-                               int((~valid).sum()), float(E.sum()), *sines)
+                               int((~valid).sum()), kt_sum, *sines)
         summary = part if summary is None else summary.merge(part)
     return summary
 
@@ -181,6 +197,29 @@ def _kernel_terms(X, Bt, E, means, lengthscale, kernel):
         return [(lengthscale, Bt * (kernel.signal_variance * weight))]
     return [(lengthscale * scale, np.multiply(Bt, kt, out=kt)) for scale, kt in
             zip(kernel.profile.mixture[0], cross_covariance_terms(X, kernel.factors))]
+
+
+def _additive_moments(X, Bt, means, lengthscale, full, terms):
+    """((m0, m1, m2), kt sums) of an additive kernel for rows X: per term, the moments
+    of its own inputs weighted by Bt o Kt_g, written into those inputs' columns (the
+    terms partition the inputs, so m1 and m2 keep their one-kernel shapes, m2 block
+    diagonal when full), m0 (G, M) and sum E per term (G,)."""
+    M, d = means.shape
+    m0 = np.empty((len(terms), M))
+    m1 = np.zeros((M, d))
+    m2 = np.zeros((M, d, d) if full else (M, d))
+    sums = np.empty(len(terms))
+    for g, (inputs, factors) in enumerate(terms):
+        Xg = X[:, inputs]
+        E = Bt * next(cross_covariance_terms(Xg, factors))
+        sums[g] = E.sum()
+        m0[g], m1[:, inputs], block = cross_moments(Xg, E, means[:, inputs],
+                                                    lengthscale[inputs], full)
+        if full:
+            m2[:, inputs[:, None], inputs[None, :]] = block
+        else:
+            m2[:, inputs] = block
+    return (m0, m1, m2), sums
 
 
 def _fourier_moments(X, Bt, E, means, lengthscale, fourier):
@@ -229,7 +268,7 @@ def assemble_gradient(summary, basis, hyper, L):
     # the kernel and basis terms, then the ones every basis family shares
     terms = _fourier_terms if basis.is_fourier else _blurred_terms
     grad = terms(summary, basis, hyper, Ah)
-    grad["signal_variance"] = float(summary.kt_sum + signal_variance * summary.g_sum
+    grad["signal_variance"] = float(np.sum(summary.kt_sum) + signal_variance * summary.g_sum
                                     - np.trace(S))
     grad.update(summary.likelihood)
     return grad
@@ -240,6 +279,8 @@ def _blurred_terms(summary, basis, hyper, Ah):
     # the blur covariances' gradient (M^2 d^2 work for the basis pairs) only when they
     # are learnt: learning the means alone (the default) does not use it
     with_covs = hyper.bases is not None and bool(hyper.bases.blur)
+    if hyper.additive is not None:
+        return _additive_terms(summary, basis, hyper, Ah, with_covs)
     scales = _term_lengthscales(basis, hyper)
     kt = summed([cross_covariance_gradient((summary.m0[t], summary.m1[t], summary.m2[t]),
                                            basis.means, basis.blur, scale, with_covs)
@@ -251,6 +292,40 @@ def _blurred_terms(summary, basis, hyper, Ah):
     if hyper.bases is not None:
         grad["means"] = kt.means - kh.means
         grad["covs"] = kt.covs - kh.covs if with_covs else None
+    return grad
+
+
+def _additive_terms(summary, basis, hyper, Ah, with_covs):
+    """:func:`_blurred_terms` of an additive kernel: each term's SE gradients on its
+    own inputs (its blurs' marginals), scattered back, and d/dlog w_g per term:
+    <G L^-1, Kt_g> + s2 w_g sum g_i (the residual s2 - |phi|^2) - <Ah, Kh_g>."""
+    M, d = basis.means.shape
+    s2 = hyper.signal_variance
+    full = summary.m2.ndim == 3
+    grad = {"lengthscale": np.zeros(d), "blur_scale": 0.0, "means": np.zeros((M, d)),
+            "covs": np.zeros_like(basis.blur) if with_covs else None,
+            "term_weights": np.empty(len(hyper.term_weights))}
+    for g, (inputs, w) in enumerate(hyper.kernel_spec.parts()):
+        means, blur = basis.means[:, inputs], restrict_blur(basis.blur, inputs)
+        m2 = summary.m2[:, inputs][:, :, inputs] if full else summary.m2[:, inputs]
+        kt = cross_covariance_gradient((summary.m0[g], summary.m1[:, inputs], m2), means,
+                                       blur, hyper.lengthscale[inputs], with_covs)
+        kh = basis_covariance_gradient(Ah, means, blur, hyper.lengthscale[inputs], s2 * w,
+                                       with_covs)
+        grad["lengthscale"][inputs] = kt.lengthscale - kh.lengthscale
+        grad["blur_scale"] += kt.blur_scale - kh.blur_scale
+        grad["means"][:, inputs] = kt.means - kh.means
+        if with_covs and blur.ndim == 2:
+            grad["covs"][:, inputs] = kt.covs - kh.covs
+        elif with_covs:
+            grad["covs"][:, inputs[:, None], inputs[None, :]] = kt.covs - kh.covs
+        Kh = basis_covariance(means, blur, hyper.lengthscale[inputs], s2 * w)
+        grad["term_weights"][g] = (summary.kt_sum[g] + s2 * w * summary.g_sum
+                                   - float(np.sum(Ah * Kh)))
+    if not hyper.learn_blur_scale:
+        del grad["blur_scale"]
+    if hyper.bases is None:
+        del grad["means"], grad["covs"]
     return grad
 
 

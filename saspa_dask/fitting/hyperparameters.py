@@ -7,13 +7,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..core.kernel_sums import AdditiveKernel
 from ..core.likelihoods import Shifted
 from .basis_parameters import LearntBases, LearntFeatures
 
 __all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearntBoundWarning", "OFFSET_SPAN",
            "OFFSET_UNIT", "FEATURE_GROUP_RULES", "bound_advice", "by_input_name",
-           "default_lengthscale", "feature_groups_of", "resolve_lengthscale",
-           "tied_lengthscale"]
+           "additive_lengthscale", "additive_terms_of", "default_lengthscale",
+           "feature_groups_of", "resolve_lengthscale", "tied_lengthscale"]
 
 # natural ranges of likelihood parameters (label noise below one half)
 LIKELIHOOD_BOUNDS = {"label_noise": (1e-6, 0.45), "dof": (0.5, 1e3)}
@@ -74,6 +75,24 @@ class Hyperparameters:
     # inputs that share one learnt lengthscale: group index per input, 0..G-1 in order
     # of first appearance (:func:`feature_groups_of`); None: one per input
     groups: np.ndarray | None = None
+    # an additive kernel (:mod:`saspa_dask.core.kernel_sums`): the term of each input
+    # and the terms' weights (learnt as logits of the first: :meth:`to_log`); None:
+    # one kernel over every input
+    additive: np.ndarray | None = None
+    term_weights: np.ndarray | None = None
+
+    @property
+    def kernel_spec(self):
+        """The kernel the covariances take: its shape's name, or the
+        :class:`~saspa_dask.core.kernel_sums.AdditiveKernel` at these weights."""
+        if self.additive is None:
+            return self.kernel
+        return AdditiveKernel(self.additive, self.term_weights)
+
+    @property
+    def _n_logits(self):
+        """Learnt term logits: one per additive term after the first."""
+        return 0 if self.additive is None else self.term_weights.size - 1
 
     @property
     def n_lengthscales(self):
@@ -90,7 +109,7 @@ class Hyperparameters:
     def _bases_offset(self):
         """Where the bases' entries (or, without them, the likelihood's) start in
         :meth:`to_log`."""
-        return self.n_lengthscales + 1 + int(self.learn_blur_scale)
+        return self.n_lengthscales + 1 + int(self.learn_blur_scale) + self._n_logits
 
     def names(self):
         """Names of the learnt values, in the order of :meth:`to_log` (a group's
@@ -101,6 +120,7 @@ class Hyperparameters:
         names.append("signal_variance")
         if self.learn_blur_scale:
             names.append("blur_scale")
+        names += [f"term_weight[{g}]" for g in range(1, self._n_logits + 1)]
         if self.bases is not None:
             names += self.bases.names()
         if self.mean_offset is not None:
@@ -114,7 +134,9 @@ class Hyperparameters:
             values.append(self.blur_scale)
         head = np.log(np.array(values, dtype=np.float64))
         tail = np.log(np.array(list(self.likelihood.values()), dtype=np.float64))
-        middle = [] if self.bases is None else [self.bases.vector()]
+        middle = [] if self.additive is None else [self._logits()]
+        if self.bases is not None:
+            middle.append(self.bases.vector())
         if self.mean_offset is not None:
             middle.append([self.mean_offset / self._offset_unit()])
         return np.concatenate([head, *middle, tail])
@@ -126,6 +148,9 @@ class Hyperparameters:
         lengthscale = np.exp(x[:d]) if self.groups is None else np.exp(x[:d])[self.groups]
         blur = math.exp(x[d + 1]) if self.learn_blur_scale else self.blur_scale
         pos = self._bases_offset()
+        weights = self.term_weights
+        if self.additive is not None:
+            weights = _softmax(np.concatenate([[0.0], x[pos - self._n_logits:pos]]))
         bases = self.bases
         if bases is not None:
             n = bases.size
@@ -135,7 +160,13 @@ class Hyperparameters:
             offset, pos = float(x[pos]) * self._offset_unit(), pos + 1
         lik = {k: math.exp(val) for k, val in zip(self.likelihood, x[pos:])}
         return replace(self, lengthscale=lengthscale, signal_variance=math.exp(x[d]),
-                       likelihood=lik, blur_scale=blur, bases=bases, mean_offset=offset)
+                       likelihood=lik, blur_scale=blur, bases=bases, mean_offset=offset,
+                       term_weights=weights)
+
+    def _logits(self):
+        """The terms' weights as logits relative to the first term's."""
+        logs = np.log(self.term_weights)
+        return logs[1:] - logs[0]
 
     def gradient_vector(self, grad):
         """A gradient dict (:func:`~saspa_dask.fitting.gradient.assemble_gradient`)
@@ -148,6 +179,10 @@ class Hyperparameters:
         values = [*d_lengthscale, grad["signal_variance"]]
         if self.learn_blur_scale:
             values.append(grad["blur_scale"])
+        if self.additive is not None:
+            # d/d logit_g of w = softmax(0, logits): v_g - w_g sum_h v_h, v = d/dlog w
+            v = np.asarray(grad["term_weights"])
+            values += list((v - self.term_weights * v.sum())[1:])
         if self.bases is not None:
             values += list(self.bases.gradient(grad))
         if self.mean_offset is not None:
@@ -222,6 +257,8 @@ class Hyperparameters:
         """The scalar values (the bases, M d numbers or more, are left out)."""
         return {"lengthscale": [float(x) for x in self.lengthscale],
                 "signal_variance": float(self.signal_variance),
+                **({} if self.additive is None else
+                   {"term_weights": [float(w) for w in self.term_weights]}),
                 "blur_scale": float(self.blur_scale), "likelihood": dict(self.likelihood),
                 **({} if self.mean_offset is None else {"mean_offset": self.mean_offset})}
 
@@ -253,6 +290,11 @@ _ADVICE = {
         f"the constant prior mean ran {OFFSET_SPAN:g} target standard deviations from the "
         "targets' mean: the targets may hold outliers or a sentinel value"),
 }
+
+
+def _softmax(logits):
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
 
 
 def by_input_name(names, feature_names):
@@ -329,24 +371,77 @@ def feature_groups_of(feature_groups, feature_names, d):
     if feature_groups is None:
         return None
     if isinstance(feature_groups, str):
-        if feature_groups not in FEATURE_GROUP_RULES:
-            raise ValueError(f"feature_groups must be one of {FEATURE_GROUP_RULES}, a "
-                             f"sequence of labels or None, got {feature_groups!r}")
-        if feature_names is None:
-            raise ValueError("feature_groups='one-hot' reads the inputs' names "
-                             "('column=category', as saspa ingest writes them): fit on a "
-                             "data store or a DataFrame, or pass one label per input")
-        # an input that is not one-hot gets a label no column name can have (a NUL and
-        # its position): a group of its own
-        labels = [str(name).split("=", 1)[0] if "=" in str(name) else f"\0{k}"
-                  for k, name in enumerate(feature_names)]
+        labels = _one_hot_labels(feature_groups, feature_names, "feature_groups")
     else:
         labels = [str(label) for label in feature_groups]
     if len(labels) != d:
         raise ValueError(f"feature_groups has {len(labels)} labels for {d} inputs")
+    groups = _first_appearance(labels)
+    return None if groups.max() + 1 == d else groups
+
+
+def _one_hot_labels(rule, feature_names, name):
+    """Per input, its text column's name (``column=category`` inputs) or a label no
+    column name can have (a NUL and its position) for any other input."""
+    if rule not in FEATURE_GROUP_RULES:
+        raise ValueError(f"{name} must be one of {FEATURE_GROUP_RULES}, a sequence of "
+                         f"labels or None, got {rule!r}")
+    if feature_names is None:
+        raise ValueError(f"{name}='one-hot' reads the inputs' names ('column=category', "
+                         "as saspa ingest writes them): fit on a data store or a "
+                         "DataFrame, or pass one label per input")
+    return [str(name_).split("=", 1)[0] if "=" in str(name_) else f"\0{k}"
+            for k, name_ in enumerate(feature_names)]
+
+
+def additive_terms_of(additive_groups, feature_names, d):
+    """The additive kernel's term of each input (:attr:`Hyperparameters.additive`) from
+    the ``additive_groups`` parameter, or None for one kernel over every input.
+
+    ``"one-hot"``: one term over the inputs that are not one-hot (numbered first) and
+    one per text column over its ``column=category`` inputs.  A sequence of ``d``
+    labels: inputs with equal labels form one term.
+
+    Examples
+    --------
+    >>> additive_terms_of("one-hot", ["age", "city=Oslo", "city=Rome", "kind=a", "x"], 5)
+    array([0, 1, 1, 2, 0])
+    >>> additive_terms_of(["a", "b", "a"], None, 3)
+    array([0, 1, 0])
+    """
+    if additive_groups is None:
+        return None
+    if isinstance(additive_groups, str):
+        labels = _one_hot_labels(additive_groups, feature_names, "additive_groups")
+        # every input that is not one-hot in one term, the first
+        labels = ["\0" if label.startswith("\0") else label for label in labels]
+        if "\0" in labels:
+            labels = ["\0"] + labels  # numbered first
+            terms = _first_appearance(labels)[1:]
+        else:
+            terms = _first_appearance(labels)
+    else:
+        terms = _first_appearance([str(label) for label in additive_groups])
+    if terms.size != d:
+        raise ValueError(f"additive_groups has {terms.size} labels for {d} inputs")
+    if terms.max() == 0:
+        raise ValueError("additive_groups puts every input in one term: that is one "
+                         "kernel (leave additive_groups at None)")
+    return terms
+
+
+def _first_appearance(labels):
     first = {}
-    groups = np.array([first.setdefault(label, len(first)) for label in labels])
-    return None if len(first) == d else groups
+    return np.array([first.setdefault(label, len(first)) for label in labels])
+
+
+def additive_lengthscale(lengthscale, terms):
+    """The data-driven start (std sqrt(d)) scaled to each input's term: std sqrt(d_g),
+    so each term's kernel is about exp(-1) between typical rows, as one kernel is."""
+    if terms is None:
+        return lengthscale
+    sizes = np.bincount(terms)[terms]
+    return lengthscale * np.sqrt(sizes / terms.size)
 
 
 def tied_lengthscale(lengthscale, groups):

@@ -24,7 +24,8 @@ from ..ep.approximation import approximation_named
 from ..ep.schedule import EPSchedule
 from .fit_run import FitRun
 from .held_out import HeldOutWatch
-from .hyperparameters import LearntBoundWarning, bound_advice, by_input_name, feature_groups_of
+from .hyperparameters import (LearntBoundWarning, additive_terms_of, bound_advice, by_input_name,
+                              feature_groups_of)
 from .posterior import FittedPosterior, stacked
 from .settings import Execution, StochasticLearning
 from .stages import check_init_sites
@@ -72,6 +73,7 @@ class FitPlan:
     blur: str = "auto"
     kernel: str = "se"
     feature_groups: object = None
+    additive_groups: object = None
     bases: Basis | None = None
     lengthscale: object = None
     jitter: float = 1e-6
@@ -154,7 +156,9 @@ class FitPlan:
         if held_out is not None:
             run.watch = HeldOutWatch(held_out, run.began, posterior_of, run.say)
         groups = feature_groups_of(self.feature_groups, feature_names, X.shape[1])
-        basis, start = run.start(likelihood, signal_variance, column_std, centre, groups)
+        terms = additive_terms_of(self.additive_groups, feature_names, X.shape[1])
+        basis, start = run.start(likelihood, signal_variance, column_std, centre, groups,
+                                 terms)
         sites = check_init_sites(init_sites, X.shape[0], 1 if labels is None else len(labels))
         outcome, rows = run.fit(targets, powered(likelihood, float(self.alpha)), basis,
                                 start, sites)
@@ -188,7 +192,8 @@ class FitPlan:
             fitted.params(), offset=offset, classes=classes, feature_names=feature_names,
             frequencies=outcome.basis.frequencies, phases=outcome.basis.phases,
             approximation=approximation_named(self.approximation),
-            log_target=bool(self.log_target), kernel=hyper.kernel)
+            log_target=bool(self.log_target), kernel=hyper.kernel, additive=hyper.additive,
+            term_weights=hyper.term_weights)
 
     def _report(self, outcome, n_samples, rows, feature_names=None):
         """The learning and EP report of a fit (attribute name -> value); a warning

@@ -23,6 +23,7 @@ from scipy.linalg import solve_triangular
 from scipy.special import ndtri
 
 from ..core.bases import Basis, blur_diagonals, is_diagonal, saved_blur
+from ..core.kernel_sums import AdditiveKernel
 from ..core.likelihoods import make_likelihood
 from ..engines.chunks import as_dask, is_lazy
 from ..ep.approximation import FITC, Approximation
@@ -86,6 +87,9 @@ class FittedPosterior:
         is Gaussian: E[y] = exp(m + s^2 / 2), s^2 the latent variance plus the noise).
     kernel : str, default="se"
         The kernel's shape (:data:`saspa_dask.core.kernel_profiles.KERNELS`).
+    additive, term_weights : ndarray of shape (d,) and (G,), optional
+        An additive kernel (:mod:`saspa_dask.core.kernel_sums`): each input's term and
+        the terms' weights.
     """
 
     means: np.ndarray
@@ -105,6 +109,15 @@ class FittedPosterior:
     approximation: Approximation = FITC
     log_target: bool = False
     kernel: str = "se"
+    additive: np.ndarray | None = None
+    term_weights: np.ndarray | None = None
+
+    @property
+    def kernel_spec(self):
+        """The kernel the covariances take (its name, or the additive kernel)."""
+        if self.additive is None:
+            return self.kernel
+        return AdditiveKernel(self.additive, self.term_weights)
 
     def __post_init__(self):
         # one memory layout (C order, float64) for a fitted model and its saved copy:
@@ -120,6 +133,13 @@ class FittedPosterior:
         self.lengthscale, self.whitening = c_array(self.lengthscale), c_array(self.whitening)
         if self.frequencies is not None:
             self.frequencies, self.phases = c_array(self.frequencies), c_array(self.phases)
+        if self.additive is not None:
+            self.additive = np.asarray(self.additive, dtype=np.int64)
+            self.term_weights = c_array(self.term_weights)
+            if self.additive.shape != np.shape(self.lengthscale):
+                raise ValueError(f"additive has shape {self.additive.shape}, expected "
+                                 f"{np.shape(self.lengthscale)}")
+            self.kernel_spec  # noqa: B018 - checks the terms and weights now
         self.posteriors = tuple(Posterior(c_array(p.chol), c_array(p.h), c_array(p.mean))
                                 for p in self.posteriors)
         if np.ndim(self.offset) == 0:
@@ -165,7 +185,7 @@ class FittedPosterior:
         y = np.zeros(len(X)) if y is None else y
         return make_block(X, y, self.means, self.covs, self.lengthscale,
                           self.signal_variance, self.whitening, approximation,
-                          self.frequencies, self.phases, self.kernel)
+                          self.frequencies, self.phases, self.kernel_spec)
 
     @cached_property
     def basis(self):
@@ -212,6 +232,8 @@ class FittedPosterior:
         arrays = [self.means, saved_blur(self.covs), self.lengthscale, self.whitening]
         if self.frequencies is not None:
             arrays += [self.frequencies, self.phases]
+        if self.additive is not None:  # absent otherwise: older fingerprints stay valid
+            arrays += [self.additive.astype(np.float64), self.term_weights]
         for post in self.posteriors:
             arrays += [post.chol, post.mean]
         for arr in arrays:

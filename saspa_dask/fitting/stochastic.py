@@ -342,7 +342,7 @@ class _Learner:
         lik = hyper.bind(self.likelihood)
         block = make_block(X_B, y_B, basis.means, basis.blur, hyper.lengthscale,
                            hyper.signal_variance, L, self.trainer.approximation,
-                           basis.frequencies, basis.phases, hyper.kernel)
+                           basis.frequencies, basis.phases, hyper.kernel_spec)
         total, energy = None, 0.0
         full = self.trainer.full_moments(hyper)
         for site, label in zip(self.sites, self.labels):

@@ -104,7 +104,7 @@ class Trainer:
                                  self.frequencies, self.phases)
         Kh = basis_covariance(basis.means, basis.blur, hyper.lengthscale,
                               hyper.signal_variance, basis.frequencies, basis.phases,
-                              hyper.kernel)
+                              hyper.kernel_spec)
         L, jitter = whiten(Kh, hyper.signal_variance, self.jitter)
         return basis, L, jitter
 
@@ -135,7 +135,7 @@ class Trainer:
                                          sites=warm, blocks=blocks, label=label,
                                          approximation=self.approximation,
                                          anderson_memory=self.settings.anderson_memory,
-                                         kernel=hyper.kernel)
+                                         kernel=hyper.kernel_spec)
                 blocks = engine.blocks
                 engines.append(engine)
         self._engines = engines
@@ -146,7 +146,7 @@ class Trainer:
             yield make_block(self.X[start:stop], self.y[start:stop], self.basis.means,
                              self.basis.blur, hyper.lengthscale, hyper.signal_variance, self.L,
                              self.approximation, self.basis.frequencies, self.basis.phases,
-                             hyper.kernel)
+                             hyper.kernel_spec)
 
     # -- EP and the gradient ---------------------------------------------------------
 
@@ -177,7 +177,7 @@ class Trainer:
         basis, hyper = self.basis, self.hyper
         block = make_block(X, np.zeros(X.shape[0]), basis.means, basis.blur,
                            hyper.lengthscale, hyper.signal_variance, self.L,
-                           self.approximation, basis.frequencies, basis.phases, hyper.kernel)
+                           self.approximation, basis.frequencies, basis.phases, hyper.kernel_spec)
         return partial(predict_latent, block.phi, signal_variance=hyper.signal_variance,
                        approximation=self.approximation)
 

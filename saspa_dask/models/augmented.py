@@ -126,9 +126,10 @@ def _chunk_sums(Xc, yc, fitted, X_test, phi_star, delta, noise_variance, approxi
 def _check_kernel(fitted):
     """Augmented prediction mixes a delta basis at the test row with the model's; it is
     built for the SE kernel, whose blurred and delta forms are one kernel."""
-    if fitted.kernel != "se":
-        raise ValueError(f"augmented prediction is built for the SE kernel, not the "
-                         f"model's {fitted.kernel!r}")
+    if fitted.kernel != "se" or fitted.additive is not None:
+        raise ValueError(f"augmented prediction is built for one SE kernel, not the "
+                         f"model's {'additive' if fitted.additive is not None else ''}"
+                         f"{fitted.kernel!r}")
 
 
 def check_augment(augment):

@@ -39,7 +39,8 @@ __all__ = ["SASPABase"]
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 
 # the parameters a FitPlan takes under the same name
-_PLAN_PARAMETERS = ("n_bases", "blur", "kernel", "feature_groups", "bases", "lengthscale", "jitter", "alpha",
+_PLAN_PARAMETERS = ("n_bases", "blur", "kernel", "feature_groups", "additive_groups", "bases",
+                    "lengthscale", "jitter", "alpha",
                     "approximation", "random_state", "optimize_hyperparameters",
                     "learn_bases", "learn_blur_scale", "n_restarts_optimizer",
                     "hyper_subsample", "learning", "hyper_tol", "max_hyper_iter",
@@ -54,6 +55,7 @@ class SASPABase(LegacyNames, PosteriorModel):
         "blur": [StrOptions(set(BASIS_FAMILIES) | {"auto"})],
         "kernel": [StrOptions(set(KERNELS))],
         "feature_groups": [StrOptions(set(FEATURE_GROUP_RULES)), "array-like", None],
+        "additive_groups": [StrOptions(set(FEATURE_GROUP_RULES)), "array-like", None],
         "approximation": [StrOptions(set(APPROXIMATIONS))],
         "alpha": [Interval(Real, 0, 1, closed="right")],
         "lengthscale": ["array-like", _POSITIVE, None],

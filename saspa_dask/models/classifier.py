@@ -83,6 +83,7 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
     }
 
     def __init__(self, n_bases=64, *, blur="auto", kernel="se", feature_groups=None,
+                 additive_groups=None,
                  approximation="fitc", alpha=1.0,
                  likelihood="probit", label_noise=0.01, lengthscale=None, signal_variance=None, bases=None,
                  jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=500,
@@ -95,6 +96,7 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
         self.blur = blur
         self.kernel = kernel
         self.feature_groups = feature_groups
+        self.additive_groups = additive_groups
         self.approximation = approximation
         self.alpha = alpha
         self.likelihood = likelihood

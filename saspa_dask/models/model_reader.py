@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.kernel_sums import AdditiveKernel
 from ..core.kernels import basis_covariance
 from ..ep.approximation import approximation_named
 from ..ep.posterior import Posterior
@@ -17,8 +18,8 @@ from ..files.groups import chunk_counts, open_group
 from ..fitting.posterior import FittedPosterior, unstacked
 from ..parameters import APPROXIMATIONS
 
-from .model_store import (FLOAT_REPORT, FOURIER_SCALING, KERNEL_TYPES, MODEL_FORMAT,
-                          READABLE_VERSIONS, content_checksum, decode_params)
+from .model_store import (ADDITIVE_TYPE, FLOAT_REPORT, FOURIER_SCALING, KERNEL_TYPES,
+                          MODEL_FORMAT, READABLE_VERSIONS, content_checksum, decode_params)
 
 __all__ = ["ESTIMATOR_NAMES", "read_fitted_posterior", "read_model", "read_model_attrs",
            "report_of"]
@@ -65,9 +66,10 @@ def _check_attrs(attrs, path):
         _number(need(key, (int, float)), key, path, positive=True, integer=True)
     _number(attrs.get("n_problems", 1), "n_problems", path, positive=True, integer=True)
     kernel = need("kernel", dict)
-    if kernel.get("type", KERNEL_TYPES["se"]) not in KERNEL_TYPES.values():
+    known = (*KERNEL_TYPES.values(), ADDITIVE_TYPE)
+    if kernel.get("type", KERNEL_TYPES["se"]) not in known:
         raise StoreError(f"{path}: attribute 'kernel.type' must be one of "
-                         f"{', '.join(KERNEL_TYPES.values())}, not {kernel['type']!r}")
+                         f"{', '.join(known)}, not {kernel['type']!r}")
     _number(need("signal_variance", (int, float), kernel, "kernel.signal_variance"),
             "kernel.signal_variance", path, positive=True)
     _number(need("jitter", (int, float), kernel, "kernel.jitter"), "kernel.jitter", path,
@@ -267,7 +269,7 @@ def _read_posterior(read, attrs, path):
             feature_names=None if names is None else np.array(names, dtype=object),
             frequencies=arrays.get("bases_frequencies"), phases=arrays.get("bases_phases"),
             approximation=_approximation(attrs), log_target=bool(attrs.get("log_target")),
-            kernel=_kernel_name(kernel))
+            kernel=_kernel_name(kernel), **_additive(kernel, path))
         fitted.basis  # noqa: B018 - checks the features (one shared diagonal window)
         fitted.likelihood_object  # noqa: B018 - checks the likelihood parameters now
     except (KeyError, TypeError, ValueError) as err:
@@ -291,9 +293,34 @@ def _check_classes(name, fitted, path):
                          f"{K} EP problem(s) (got {n if n is not None else 'none'})")
 
 
+def _additive(kernel, path):
+    """An additive kernel's ``additive`` and ``term_weights`` (empty otherwise)."""
+    if kernel.get("type") != ADDITIVE_TYPE:
+        return {}
+    try:
+        return {"additive": np.array(kernel["additive_terms"], dtype=np.int64),
+                "term_weights": np.array(kernel["term_weights"], dtype=np.float64)}
+    except (KeyError, TypeError, ValueError) as err:
+        raise StoreError(f"{path}: attribute 'kernel' of an additive kernel lacks valid "
+                         f"terms and weights ({err})") from None
+
+
+def _kernel_spec(kernel, path):
+    """The kernel the stored covariances were computed with."""
+    parts = _additive(kernel, path)
+    if not parts:
+        return _kernel_name(kernel)
+    try:
+        return AdditiveKernel(parts["additive"], parts["term_weights"])
+    except ValueError as err:
+        raise StoreError(f"{path}: attribute 'kernel': {err}") from None
+
+
 def _kernel_name(kernel):
     """The kernel shape a store's checked ``kernel`` attribute names."""
     kind = kernel.get("type", KERNEL_TYPES["se"])
+    if kind == ADDITIVE_TYPE:  # a sum of SE kernels
+        return "se"
     return next(name for name, value in KERNEL_TYPES.items() if value == kind)
 
 
@@ -305,7 +332,7 @@ def _check_whitening(arrays, kernel, path):
     with np.errstate(all="ignore"):
         Kh = basis_covariance(arrays["bases_means"], arrays["bases_covs"],
                               arrays["lengthscale"], s2, arrays.get("bases_frequencies"),
-                              arrays.get("bases_phases"), _kernel_name(kernel))
+                              arrays.get("bases_phases"), _kernel_spec(kernel, path))
         L = arrays["whitening"]
         gap = np.abs(L @ L.T - Kh - jitter * np.eye(L.shape[0]))
     if not np.all(np.isfinite(Kh)) or not np.all(gap <= 1e-8 * s2):

@@ -159,6 +159,22 @@ def _posterior_arrays(fitted):
 # before the Matérn kernels says)
 KERNEL_TYPES = {"se": "squared_exponential_ard", "matern12": "matern12_ard",
                 "matern32": "matern32_ard", "matern52": "matern52_ard"}
+# an additive kernel's type (a sum of SE kernels over groups of inputs): its own name,
+# which readers before it refuse rather than read as one kernel
+ADDITIVE_TYPE = "additive_squared_exponential_ard"
+
+
+def _kernel_attrs(fitted):
+    """The ``kernel`` attribute: type, lengthscales, s2, jitter (and an additive
+    kernel's terms and weights)."""
+    out = {"type": KERNEL_TYPES[fitted.kernel],
+           "lengthscale": _jsonable(fitted.lengthscale),
+           "signal_variance": float(fitted.signal_variance),
+           "jitter": float(fitted.jitter)}
+    if fitted.additive is not None:
+        out.update(type=ADDITIVE_TYPE, additive_terms=_jsonable(fitted.additive),
+                   term_weights=_jsonable(fitted.term_weights))
+    return out
 
 
 def _posterior_attrs(fitted):
@@ -167,10 +183,7 @@ def _posterior_attrs(fitted):
         "task": "classification" if classes is not None else "regression",
         "n_features_in": int(fitted.n_features), "n_bases": int(fitted.n_bases),
         "n_problems": int(fitted.n_problems),
-        "kernel": {"type": KERNEL_TYPES[fitted.kernel],
-                   "lengthscale": _jsonable(fitted.lengthscale),
-                   "signal_variance": float(fitted.signal_variance),
-                   "jitter": float(fitted.jitter)},
+        "kernel": _kernel_attrs(fitted),
         "likelihood": _jsonable({**fitted.likelihood_params, "name": fitted.likelihood}),
         "classes": None if classes is None else _jsonable(classes),
         "classes_dtype": None if classes is None else classes.dtype.str,

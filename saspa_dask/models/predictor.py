@@ -53,6 +53,8 @@ class PosteriorModel(BaseEstimator):
                       doc="Basis means and the blur covariances used.")
     lengthscale_ = _posterior_attribute("lengthscale", "Fitted ARD lengthscales.")
     signal_variance_ = _posterior_attribute("signal_variance", "Fitted signal variance.")
+    term_weights_ = _posterior_attribute(
+        "term_weights", "An additive kernel's learnt term weights (None: one kernel).")
     jitter_ = _posterior_attribute("jitter", "Absolute diagonal jitter used.")
     whitening_ = _posterior_attribute("whitening", "L, Cholesky factor of Kh + jitter_ I.")
     likelihood_params_ = _posterior_attribute("likelihood_params",

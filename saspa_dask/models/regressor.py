@@ -107,6 +107,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
     }
 
     def __init__(self, n_bases=64, *, blur="auto", kernel="se", feature_groups=None,
+                 additive_groups=None,
                  approximation="fitc", alpha=1.0,
                  likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, learn_offset=True, min_noise_variance=None, log_target=False,
@@ -121,6 +122,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         self.blur = blur
         self.kernel = kernel
         self.feature_groups = feature_groups
+        self.additive_groups = additive_groups
         self.approximation = approximation
         self.alpha = alpha
         self.likelihood = likelihood

@@ -1,0 +1,174 @@
+"""An additive kernel over groups of inputs (``additive_groups``): s2 sum_g w_g SE(x_g).
+
+Checked against: the blurred covariances by Gauss-Hermite quadrature of the additive
+kernel over the blurs (written here), the evidence gradient (every entry, the terms'
+weights included) by central differences of log Z_EP, the Dask engine against the
+in-memory one, a Gaussian delta fit's evidence against FITC with the additive kernel
+written out, and a fit that recovers an additive truth better than one kernel does.
+"""
+
+import numpy as np
+import pytest
+
+from reference import converged_gradient, evidence_differences
+from saspa_dask import Basis, SASPARegressor, load_model
+from saspa_dask.core.kernel_sums import AdditiveKernel
+from saspa_dask.core.kernels import basis_covariance, blur_covariances, blurred_cross_covariance
+from saspa_dask.core.likelihoods import Gaussian, Probit
+from saspa_dask.engines.kmeans import kmeans as kmeans_bases
+from saspa_dask.fitting.basis_parameters import LearntBases
+from saspa_dask.fitting.hyperparameters import Hyperparameters
+from saspa_dask.fitting.trainer import Trainer
+from saspa_dask.models.settings import EPSchedule
+
+TERMS = np.array([0, 1, 0, 1])  # inputs 0 and 2 in one term, 1 and 3 in the other
+WEIGHTS = np.array([0.7, 0.3])
+
+
+def _additive(X1, X2, ls, s2, terms=TERMS, weights=WEIGHTS):
+    """The additive SE kernel by explicit differences, term by term."""
+    out = 0.0
+    for g, w in enumerate(weights):
+        dims = terms == g
+        diff = (X1[:, None, dims] - X2[None, :, dims]) / ls[dims]
+        out = out + s2 * w * np.exp(-0.5 * (diff ** 2).sum(-1))
+    return out
+
+
+def test_blurred_additive_covariances_are_the_kernel_averaged_over_the_blurs():
+    """Kt (one blurred basis) and Kh (two) against Gauss-Hermite averages of the
+    additive kernel over full (correlated across terms) blurs in 4-D: the blurs'
+    correlations between terms' inputs must not matter, their marginals must."""
+    rng = np.random.default_rng(0)
+    ls, s2 = np.array([0.8, 1.4, 1.1, 0.6]), 1.7
+    means = rng.normal(size=(2, 4))
+    A = rng.normal(size=(2, 4, 4)) * 0.4
+    covs = A @ np.swapaxes(A, 1, 2) + 0.1 * np.eye(4)
+    X = rng.normal(size=(3, 4))
+    kernel = AdditiveKernel(TERMS, WEIGHTS)
+    nodes, weights = np.polynomial.hermite_e.hermegauss(28)
+    weights = weights / weights.sum()
+    grid = np.stack(np.meshgrid(*[nodes] * 4, indexing="ij"), -1).reshape(-1, 4)
+    w = np.prod(np.stack(np.meshgrid(*[weights] * 4, indexing="ij"), -1).reshape(-1, 4), 1)
+    samples = [m + grid @ np.linalg.cholesky(C).T for m, C in zip(means, covs)]
+    Kt = blurred_cross_covariance(X, means, covs, ls, s2, kernel=kernel)
+    for j in range(2):
+        np.testing.assert_allclose(Kt[:, j], _additive(X, samples[j], ls, s2) @ w,
+                                   rtol=1e-9)
+    Kh = basis_covariance(means, covs, ls, s2, kernel=kernel)
+    # the two blurs are independent: their difference is N(a_0 - a_1, C_0 + C_1)
+    diff = (means[0] - means[1]) + grid @ np.linalg.cholesky(covs[0] + covs[1]).T
+    np.testing.assert_allclose(Kh[0, 1], _additive(diff, np.zeros((1, 4)), ls, s2)[:, 0] @ w,
+                               rtol=1e-9)
+    np.testing.assert_allclose(Kh[0, 0], _additive((grid @ np.linalg.cholesky(
+        2 * covs[0]).T), np.zeros((1, 4)), ls, s2)[:, 0] @ w, rtol=1e-9)
+
+
+def _problem(likelihood, blur, seed=0, n=200, M=8):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    f = np.sin(X[:, 0]) + X[:, 2] + np.cos(2 * X[:, 1]) * 0.5
+    y = f + 0.3 * rng.normal(size=n)
+    lik = Gaussian(0.1)
+    if likelihood == "probit":
+        y, lik = np.sign(y), Probit()
+    basis, _ = kmeans_bases(X, M, random_state=0, full_covariances=True)
+    return X, y, lik, basis.means, blur_covariances(basis.covs, blur)
+
+
+def _schedule():
+    return EPSchedule("parallel", 1.0, 3000, 1e-12, anderson_memory=0, coarse_start=False)
+
+
+@pytest.mark.parametrize("likelihood,blur,learn", [
+    ("gaussian", "delta", "means"), ("probit", "full", "means+blur"),
+    ("gaussian", "diagonal", "means+blur"), ("probit", "spherical", None)])
+def test_additive_gradient_matches_finite_differences(likelihood, blur, learn):
+    """Every entry (lengthscales, s2, the term weight's logit, blur scale, the bases'
+    means and blurs, the likelihood's) against central differences of log Z_EP, at
+    fixed sites and after EP re-converges."""
+    X, y, lik, means, covs = _problem(likelihood, blur)
+    trainer = Trainer(X, y, None, means, covs, _schedule(), jitter=1e-8, block_rows=70)
+    ls = np.array([1.3, 0.9, 1.7, 1.1])
+    bases = None if learn is None else LearntBases(means, covs, blur, learn == "means+blur",
+                                                   ls)
+    h0 = Hyperparameters(ls.copy(), 1.4, lik.hyperparameters(), 0.7 if learn is None else 1.0,
+                         learn_blur_scale=blur != "delta" and learn is None, bases=bases,
+                         additive=TERMS, term_weights=WEIGHTS.copy())
+    assert "term_weight[1]" in h0.names()
+    grad, sites = converged_gradient(trainer, h0, lik)
+    weight_entry = h0.names().index("term_weight[1]")
+    assert abs(grad[weight_entry]) > 1e-3  # the weights move the evidence
+    for reconverge in (False, True):
+        fd = evidence_differences(trainer, h0, lik, sites, reconverge)
+        np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-5 * np.abs(fd).max())
+
+
+def test_the_dask_engine_gives_the_in_memory_additive_gradient(tmp_path):
+    import dask.array as da
+
+    X, y, lik, means, covs = _problem("probit", "diagonal", n=300)
+    bases = LearntBases(means, covs, "diagonal", True, np.ones(4))
+    h0 = Hyperparameters(np.array([1.3, 0.9, 1.7, 1.1]), 1.4, {}, bases=bases,
+                         additive=TERMS, term_weights=WEIGHTS.copy())
+    grads, evidences = [], []
+    for Xi, yi, work_dir in ((X, y, None),
+                             (da.from_array(X, chunks=(70, 4)), da.from_array(y, chunks=70),
+                              tmp_path)):
+        trainer = Trainer(Xi, yi, None, means, covs, _schedule(), jitter=1e-8,
+                          block_rows=64, work_dir=work_dir)
+        trainer.build(h0)
+        results = trainer.run(lik)
+        evidences.append(results[0].log_evidence)
+        grads.append(h0.gradient_vector(trainer.gradient(results, lik)))
+    assert evidences[1] == pytest.approx(evidences[0], rel=1e-10)
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-8, atol=1e-10)
+
+
+def test_gaussian_delta_fit_is_fitc_with_the_additive_kernel(tmp_path):
+    """Fixed values: the log evidence and predictions of FITC with the additive kernel
+    written out here; saved and loaded, the same predictions."""
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-3, 3, size=(150, 4))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=150)
+    Z = X[rng.choice(150, 12, replace=False)] + 0.05
+    ls, s2, noise = np.array([0.9, 1.5, 1.2, 2.0]), 1.3, 0.05
+    model = SASPARegressor(bases=Basis(Z), blur="delta", lengthscale=ls, signal_variance=s2,
+                           noise_variance=noise, center_y=False, learn_offset=False,
+                           optimize_hyperparameters=False,
+                           additive_groups=["a", "b", "a", "b"]).fit(X, y)
+    k = lambda A, B: _additive(A, B, ls, s2, weights=np.array([0.5, 0.5]))  # noqa: E731
+    Kuu = k(Z, Z) + model.jitter_ * np.eye(12)
+    Kuf = k(Z, X)
+    Q = Kuf.T @ np.linalg.solve(Kuu, Kuf)
+    cov = Q + np.diag(s2 - np.diag(Q) + noise)
+    _, logdet = np.linalg.slogdet(cov)
+    logml = -0.5 * (logdet + y @ np.linalg.solve(cov, y) + 150 * np.log(2 * np.pi))
+    assert model.log_evidence_ == pytest.approx(logml, rel=1e-9)
+    Xs = rng.uniform(-3, 3, size=(20, 4))
+    Qs = Kuf.T @ np.linalg.solve(Kuu, k(Z, Xs))
+    np.testing.assert_allclose(model.predict(Xs), Qs.T @ np.linalg.solve(cov, y), rtol=1e-8,
+                               atol=1e-10)
+    model.save(tmp_path / "m.zarr")
+    back = load_model(tmp_path / "m.zarr")
+    np.testing.assert_array_equal(back.predict(Xs), model.predict(Xs))
+    assert back.fitted_posterior_.fingerprint() == model.fitted_posterior_.fingerprint()
+    np.testing.assert_array_equal(back.term_weights_, [0.5, 0.5])
+
+
+def test_an_additive_truth_is_learnt_better_by_the_additive_kernel():
+    """y = f(x0) + g(x1) + h(x2) + noise in 3-D from 300 rows: the additive kernel
+    (one term per input) beats one SE kernel over all inputs on held-out rows (0.026
+    against 0.123 when written), with a higher evidence, its weights a distribution."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2, 2, size=(1300, 3))
+    f = 1.5 * np.sin(2 * X[:, 0]) + np.cos(2.5 * X[:, 1]) + 0.3 * X[:, 2]
+    y = f + 0.1 * rng.normal(size=1300)
+    common = dict(n_bases=16, random_state=0)
+    one = SASPARegressor(**common).fit(X[:300], y[:300])
+    add = SASPARegressor(additive_groups=[0, 1, 2], **common).fit(X[:300], y[:300])
+    rmse = [np.sqrt(np.mean((m.predict(X[300:]) - f[300:]) ** 2)) for m in (one, add)]
+    assert rmse[1] < 0.5 * rmse[0], rmse
+    assert add.log_evidence_ > one.log_evidence_ + 50
+    assert add.term_weights_.shape == (3,) and add.term_weights_.sum() == pytest.approx(1.0)
+    assert one.term_weights_ is None
