@@ -7,17 +7,20 @@ in-memory one, a Gaussian delta fit's evidence against FITC with the additive ke
 written out, and a fit that recovers an additive truth better than one kernel does.
 """
 
+import csv
+
 import numpy as np
 import pytest
 
+import in_process
 from reference import converged_gradient, evidence_differences
-from saspa_dask import Basis, SASPARegressor, load_model
+from saspa_dask import Basis, SASPARegressor, jobs, load_model
 from saspa_dask.core.kernel_sums import AdditiveKernel
 from saspa_dask.core.kernels import basis_covariance, blur_covariances, blurred_cross_covariance
 from saspa_dask.core.likelihoods import Gaussian, Probit
 from saspa_dask.engines.kmeans import kmeans as kmeans_bases
 from saspa_dask.fitting.basis_parameters import LearntBases
-from saspa_dask.fitting.hyperparameters import Hyperparameters
+from saspa_dask.fitting.hyperparameters import Hyperparameters, additive_terms_of
 from saspa_dask.fitting.trainer import Trainer
 from saspa_dask.models.settings import EPSchedule
 
@@ -172,3 +175,46 @@ def test_an_additive_truth_is_learnt_better_by_the_additive_kernel():
     assert add.log_evidence_ > one.log_evidence_ + 50
     assert add.term_weights_.shape == (3,) and add.term_weights_.sum() == pytest.approx(1.0)
     assert one.term_weights_ is None
+
+
+def test_additive_terms_and_refusals_by_name():
+    assert list(additive_terms_of("one-hot", ["city=a", "size", "city=b", "kind=x"], 4)) \
+        == [1, 0, 1, 2]  # the inputs that are not one-hot form the first term
+    with pytest.raises(ValueError, match="3 labels for 2 inputs"):
+        additive_terms_of(["a", "b", "c"], None, 2)
+    with pytest.raises(ValueError, match="every input in one term"):
+        additive_terms_of(["a", "a"], None, 2)
+    X, y = np.random.default_rng(0).normal(size=(40, 2)), np.arange(40.0)
+    with pytest.raises(ValueError, match="additive_groups sums SE kernels"):
+        SASPARegressor(4, additive_groups=[0, 1], kernel="matern32").fit(X, y)
+    with pytest.raises(ValueError, match="additive_groups sums SE kernels"):
+        SASPARegressor(4, additive_groups=[0, 1], blur="fourier").fit(X, y)
+
+
+def test_the_job_path_fits_a_term_per_text_column(tmp_path, threads_client):
+    """ingest -> train with ``additive_groups="one-hot"`` (and tied lengthscales): a
+    numeric term and one per text column, saved, shown by ``saspa info`` by name."""
+    rng = np.random.default_rng(3)
+    rows = [["size", "city", "kind", "price"]]
+    for _ in range(300):
+        city, kind = rng.choice(["Oslo", "Rome", "Lima"]), rng.choice(["flat", "house"])
+        size = rng.uniform(20, 200)
+        price = size / 50 + {"Oslo": 2, "Rome": 1, "Lima": 0}[city] + rng.normal() * 0.2
+        rows.append([f"{size:.1f}", city, kind, f"{price:.3f}"])
+    with open(tmp_path / "t.csv", "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", text="onehot")
+    jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=8,
+               additive_groups="one-hot", feature_groups="one-hot", max_hyper_iter=30,
+               client=threads_client)
+    model = load_model(tmp_path / "m.zarr")
+    names = list(model.fitted_posterior_.feature_names)
+    terms = dict(zip(names, model.fitted_posterior_.additive))
+    assert terms["size"] == 0 and terms["city=Oslo"] == terms["city=Lima"] != terms["kind=flat"]
+    assert model.term_weights_.shape == (3,)
+    shown = in_process.saspa("info", tmp_path / "m.zarr")
+    assert shown.returncode == 0
+    assert "kernel_type: additive_squared_exponential_ard" in shown.stdout
+    line = next(x for x in shown.stdout.splitlines() if "kernel terms:" in x)
+    for name, w in zip(("size", "city", "kind"), model.term_weights_):
+        assert f"{name} {w:.3g}" in line

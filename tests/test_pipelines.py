@@ -96,7 +96,7 @@ def test_example_jobs_run_and_rerun_is_a_no_op(project):
 
 @pytest.mark.parametrize("text,match", [
     ('[[steps]]\nkind = "train"\ndata = "d.zarr"\nout = "m.zarr"\nbasis = 3\n',
-     r"unknown key\(s\) basis; allowed: alpha, anderson_memory, approximation, bases"),
+     r"unknown key\(s\) basis; allowed: additive_groups, alpha, anderson_memory, approximation"),
     ('[[steps]]\nkind = "train"\ndata = "d.zarr"\nout = "m.zarr"\nbases = "many"\n',
      "bases must be an integer, got str 'many'"),
     ('[[steps]]\nkind = "train"\ndata = "d.zarr"\nout = "m.zarr"\nbases = true\n',

@@ -52,6 +52,9 @@ def print_summary(summary, metrics_line):
         else:
             shown = ", ".join(f"{v:.4g}" for v in values)
         click.echo(f"{'lengthscales':>17}: {shown}")
+    if summary.get("kernel_terms"):  # an additive kernel's terms and weights
+        click.echo(f"{'kernel terms':>17}: " + "; ".join(
+            f"{t['inputs']} {t['weight']:.3g}" for t in summary["kernel_terms"]))
     seconds = summary["train_seconds"]
     click.echo(f"{'training time':>17}: "
                + ("not recorded" if seconds is None else f"{seconds:.1f}s"))

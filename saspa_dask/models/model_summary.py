@@ -76,6 +76,7 @@ def describe_model(path):
     summary["class_labels"] = _class_labels(attrs)
     summary["lengthscale"] = attrs["kernel"].get("lengthscale")
     summary["kernel_type"] = attrs["kernel"].get("type", "squared_exponential_ard")
+    summary["kernel_terms"] = _kernel_terms(attrs["kernel"], summary["columns"])
     summary["train_seconds"] = attrs.get("train_seconds")
     summary["test_metrics"] = attrs.get("test_metrics")
     summary["held_out_trace"] = report.get("held_out_trace_")
@@ -85,3 +86,22 @@ def describe_model(path):
     summary["sweeps"] = [{k: r.get(k) for k in ("sweep", "change", "log_evidence", "seconds")}
                          for r in report.get("history_", [])]
     return json.loads(json.dumps(summary, default=str))
+
+
+def _kernel_terms(kernel, columns):
+    """An additive kernel's terms, each named by its inputs (a text column's name when
+    they are its one-hot columns) with its weight; None for one kernel."""
+    terms, weights = kernel.get("additive_terms"), kernel.get("term_weights")
+    if terms is None or weights is None:
+        return None
+    out = []
+    for g, weight in enumerate(weights):
+        inputs = [k for k, t in enumerate(terms) if t == g]
+        names = ([str(columns[k]) for k in inputs] if columns and len(columns) == len(terms)
+                 else [f"input {k}" for k in inputs])
+        sources = {n.split("=", 1)[0] for n in names}
+        name = (sources.pop() if len(sources) == 1 and all("=" in n for n in names)
+                else ", ".join(names[:3]) + (f" and {len(names) - 3} more"
+                                             if len(names) > 3 else ""))
+        out.append({"inputs": name, "weight": float(weight)})
+    return out
