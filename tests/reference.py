@@ -194,3 +194,21 @@ def evidence_differences(trainer, h0, likelihood, sites, reconverge, eps=1e-5):
         return trainer.run(lik)[0].log_evidence if reconverge else trainer.evidence(lik)
 
     return central_differences(evidence, h0.to_log(), eps)
+
+
+def engine_gradients(make_trainer, X, y, h0, likelihood, work_dir, chunk_rows=70):
+    """(log evidence, gradient vector) at ``h0`` from a trainer on the NumPy rows and
+    from one on dask arrays of ``chunk_rows`` rows (``make_trainer(X, y, work_dir)``):
+    the Dask engine's blocks and per-chunk gradient sums against the in-memory ones."""
+    import dask.array as da
+
+    out = []
+    for Xi, yi, where in ((X, y, None),
+                          (da.from_array(X, chunks=(chunk_rows, X.shape[1])),
+                           da.from_array(y, chunks=chunk_rows), work_dir)):
+        trainer = make_trainer(Xi, yi, where)
+        trainer.build(h0)
+        results = trainer.run(likelihood)
+        out.append((results[0].log_evidence,
+                    h0.gradient_vector(trainer.gradient(results, likelihood))))
+    return out
