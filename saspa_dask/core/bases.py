@@ -95,7 +95,8 @@ class Basis:
     means : array-like of shape (M, d)
     covs : array-like of shape (M, d, d) or (M, d), optional
         Symmetric positive semi-definite covariances, or the diagonals of diagonal
-        ones.  ``None`` means zeros (delta bases).  The estimator's ``blur`` maps them to the blur family in use.
+        ones.  ``None`` means zeros (delta bases).  The estimator's ``blur`` maps them
+        to the blur family in use.
     frequencies : array-like of shape (M, d), optional
     phases : array-like of shape (M,), optional
         Default zeros when ``frequencies`` is given.

@@ -41,8 +41,10 @@ class Hyperparameters:
     basis means (and per-basis blur) when ``bases`` is set; a constant prior mean of
     the latent, ``mean_offset`` (added to the targets' centre; the only signed value,
     learnt in units of :data:`OFFSET_UNIT` times ``offset_scale``, the targets'
-    standard deviation), unless it is None.  The vector of :meth:`to_log` is: log
-    lengthscales, log s2, [log blur scale], [the bases'
+    standard deviation), unless it is None; an additive kernel's term weights
+    (``additive``, ``term_weights``) as logits relative to the first term's.  The
+    vector of :meth:`to_log` is: log lengthscales, log s2, [log blur scale], [term
+    logits], [the bases'
     :meth:`~saspa_dask.fitting.basis_parameters.LearntBases.vector`], [mean offset in
     its unit], log likelihood parameters.
 
@@ -286,6 +288,10 @@ _ADVICE = {
         "held-out NLP is good)"),
     "likelihood.label_noise": (
         "the label noise reached its limit: the labels look random given these inputs"),
+    "term_weight": (
+        "an additive kernel's term weight ran to its box, a thousandth or a thousand times "
+        "the first term's: that term (or the first) explains almost nothing of the "
+        "targets; its inputs can be dropped from the sum"),
     "mean_offset": (
         f"the constant prior mean ran {OFFSET_SPAN:g} target standard deviations from the "
         "targets' mean: the targets may hold outliers or a sentinel value"),
@@ -324,7 +330,8 @@ def bound_advice(names):
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     kinds = []
     for name in names:
-        kind = "lengthscale" if name.startswith("lengthscale") else name
+        kind = ("lengthscale" if name.startswith("lengthscale") else
+                "term_weight" if name.startswith("term_weight") else name)
         if kind in _ADVICE and _ADVICE[kind] not in kinds:
             kinds.append(_ADVICE[kind])
     advice = "; ".join(kinds)
