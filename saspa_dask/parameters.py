@@ -192,7 +192,7 @@ TRAIN_PARAMETERS = (
               "column (column=category) share one learnt lengthscale, an exchangeable "
               "kernel over its categories (default: a lengthscale per input).",
               choices=("one-hot",)),
-    Parameter("additive_groups", str, None, "one-hot: a sum of SE kernels, one over the "
+    Parameter("additive_groups", str, None, "one-hot: a sum of kernels, one over the "
               "inputs that are not one-hot and one over each text column's one-hot "
               "columns, each with a learnt share of the signal variance (an additive "
               "model: a smooth function plus an effect per category); default one "

@@ -83,13 +83,16 @@ def _schedule():
     return EPSchedule("parallel", 1.0, 3000, 1e-12, anderson_memory=0, coarse_start=False)
 
 
-@pytest.mark.parametrize("likelihood,blur,learn", [
-    ("gaussian", "delta", "means"), ("probit", "full", "means+blur"),
-    ("gaussian", "diagonal", "means+blur"), ("probit", "spherical", None)])
-def test_additive_gradient_matches_finite_differences(likelihood, blur, learn):
+@pytest.mark.parametrize("likelihood,blur,learn,shape", [
+    ("gaussian", "delta", "means", "se"), ("probit", "full", "means+blur", "se"),
+    ("gaussian", "diagonal", "means+blur", "se"), ("probit", "spherical", None, "se"),
+    ("gaussian", "delta", "means", "matern32"), ("probit", "diagonal", "means+blur",
+                                                 "matern52")])
+def test_additive_gradient_matches_finite_differences(likelihood, blur, learn, shape):
     """Every entry (lengthscales, s2, the term weight's logit, blur scale, the bases'
     means and blurs, the likelihood's) against central differences of log Z_EP, at
-    fixed sites and after EP re-converges."""
+    fixed sites and after EP re-converges; SE terms and Matérn ones (the exact delta
+    form and the blurred scale mixture)."""
     X, y, lik, means, covs = _problem(likelihood, blur)
     trainer = Trainer(X, y, None, means, covs, _schedule(), jitter=1e-8, block_rows=70)
     ls = np.array([1.3, 0.9, 1.7, 1.1])
@@ -97,7 +100,7 @@ def test_additive_gradient_matches_finite_differences(likelihood, blur, learn):
                                                    ls)
     h0 = Hyperparameters(ls.copy(), 1.4, lik.hyperparameters(), 0.7 if learn is None else 1.0,
                          learn_blur_scale=blur != "delta" and learn is None, bases=bases,
-                         additive=TERMS, term_weights=WEIGHTS.copy())
+                         additive=TERMS, term_weights=WEIGHTS.copy(), kernel=shape)
     assert "term_weight[1]" in h0.names()
     grad, sites = converged_gradient(trainer, h0, lik)
     weight_entry = h0.names().index("term_weight[1]")
@@ -177,9 +180,7 @@ def test_additive_terms_and_refusals_by_name():
     with pytest.raises(ValueError, match="every input in one term"):
         additive_terms_of(["a", "a"], None, 2)
     X, y = np.random.default_rng(0).normal(size=(40, 2)), np.arange(40.0)
-    with pytest.raises(ValueError, match="additive_groups sums SE kernels"):
-        SASPARegressor(4, additive_groups=[0, 1], kernel="matern32").fit(X, y)
-    with pytest.raises(ValueError, match="additive_groups sums SE kernels"):
+    with pytest.raises(ValueError, match="not with frequency features"):
         SASPARegressor(4, additive_groups=[0, 1], blur="fourier").fit(X, y)
 
 
@@ -196,7 +197,7 @@ def test_the_job_path_fits_a_term_per_text_column(tmp_path, threads_client):
     with open(tmp_path / "t.csv", "w", newline="") as fh:
         csv.writer(fh).writerows(rows)
     jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", text="onehot")
-    jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=8,
+    jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=8, kernel="matern52",
                additive_groups="one-hot", feature_groups="one-hot", max_hyper_iter=30,
                client=threads_client)
     model = load_model(tmp_path / "m.zarr")
@@ -206,7 +207,26 @@ def test_the_job_path_fits_a_term_per_text_column(tmp_path, threads_client):
     assert model.term_weights_.shape == (3,)
     shown = in_process.saspa("info", tmp_path / "m.zarr")
     assert shown.returncode == 0
-    assert "kernel_type: additive_squared_exponential_ard" in shown.stdout
+    assert "kernel_type: additive_matern52_ard" in shown.stdout
     line = next(x for x in shown.stdout.splitlines() if "kernel terms:" in x)
     for name, w in zip(("size", "city", "kind"), model.term_weights_):
         assert f"{name} {w:.3g}" in line
+
+
+def test_delta_matern_terms_are_scikit_learns_matern_on_their_inputs():
+    """Matérn terms at delta blur: Kt and Kh equal the sum over terms of
+    scikit-learn's ``Matern`` on each term's inputs, times s2 w_g."""
+    from sklearn.gaussian_process.kernels import Matern
+
+    rng = np.random.default_rng(2)
+    ls, s2 = np.array([0.8, 1.4, 1.1, 0.6]), 1.7
+    X, Z = rng.normal(size=(30, 4)), rng.normal(size=(6, 4))
+    kernel = AdditiveKernel(TERMS, WEIGHTS, "matern32")
+    want = sum(s2 * w * Matern(ls[TERMS == g], nu=1.5)(A[:, TERMS == g], B[:, TERMS == g])
+               for g, w in enumerate(WEIGHTS) for A, B in [(X, Z)])
+    Kt = blurred_cross_covariance(X, Z, np.zeros((6, 4)), ls, s2, kernel=kernel)
+    np.testing.assert_allclose(Kt, want, rtol=1e-10)
+    want_h = sum(s2 * w * Matern(ls[TERMS == g], nu=1.5)(Z[:, TERMS == g])
+                 for g, w in enumerate(WEIGHTS))
+    np.testing.assert_allclose(basis_covariance(Z, np.zeros((6, 4)), ls, s2, kernel=kernel),
+                               want_h, rtol=1e-10)

@@ -1,17 +1,19 @@
 """Sums of kernels over groups of inputs: an additive kernel.
 
-    k(x, x') = s2 sum_g w_g k_SE(x_g, x'_g),   w_g > 0,  sum_g w_g = 1,
+    k(x, x') = s2 sum_g w_g k(x_g, x'_g),   w_g > 0,  sum_g w_g = 1,
 
-where x_g are the inputs of term g (the terms partition the inputs) and every term
-has the ARD lengthscales of its own inputs.  ``s2`` stays the prior variance k(x, x)
+where x_g are the inputs of term g (the terms partition the inputs), k is one kernel
+shape (SE or a Matérn, :mod:`saspa_dask.core.kernel_profiles`) and every term has the
+ARD lengthscales of its own inputs.  ``s2`` stays the prior variance k(x, x)
 (the residual s2 - |phi_i|^2, the jitter and the signal-variance gradient are as for
 one kernel); the weights share it among the terms.
 
 A blurred basis N(a_j, C_j) meets term g through the blur's marginal over the term's
 inputs, N(a_j[g], C_j[g, g]) (integrating a Gaussian over the other inputs leaves
 that marginal, and term g does not depend on them), so each term's Kt and Kh are the
-SE formulas of :mod:`saspa_dask.core.kernels` on the term's inputs, and the sums'
-derivatives are the terms' derivatives scattered back to their inputs.
+one-kernel formulas of :mod:`saspa_dask.core.kernels` on the term's inputs (the
+shape's exact or scale-mixture form), and the sum's derivatives are the terms'
+derivatives scattered back to their inputs.
 
 Used for tables: a smooth function of the numeric inputs plus one effect per text
 column (with one shared lengthscale per column, an exchangeable category kernel: a
@@ -38,10 +40,13 @@ class AdditiveKernel:
         The term of each input, 0..G-1 (every term has at least one input).
     weights : ndarray of shape (G,)
         Positive weights summing to one.
+    shape : str, default="se"
+        Every term's kernel shape (:data:`saspa_dask.core.kernel_profiles.KERNELS`).
     """
 
     terms: np.ndarray
     weights: np.ndarray
+    shape: str = "se"
 
     def __post_init__(self):
         terms = np.asarray(self.terms, dtype=np.int64)

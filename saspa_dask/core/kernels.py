@@ -198,7 +198,8 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
     if isinstance(kernel, AdditiveKernel):
         return _summed(kernel, frequencies, lambda inputs, w: blurred_cross_covariance(
             np.asarray(X, dtype=np.float64)[:, inputs], means[:, inputs],
-            restrict_blur(covs, inputs), lengthscale[inputs], signal_variance * w))
+            restrict_blur(covs, inputs), lengthscale[inputs], signal_variance * w,
+            kernel=kernel.shape))
     profile = _profile(kernel, frequencies)
     if frequencies is not None:
         return fourier_cross_covariance(X, means, frequencies, phases,
@@ -397,7 +398,7 @@ def basis_covariance(means, covs, lengthscale, signal_variance, frequencies=None
     if isinstance(kernel, AdditiveKernel):
         return _summed(kernel, frequencies, lambda inputs, w: basis_covariance(
             means[:, inputs], restrict_blur(covs, inputs), lengthscale[inputs],
-            signal_variance * w))
+            signal_variance * w, kernel=kernel.shape))
     profile = _profile(kernel, frequencies)
     if frequencies is not None:
         return fourier_feature_covariance(means, frequencies, phases,

@@ -145,10 +145,9 @@ class FitRun:
                 and learn == "means+blur":
             raise ValueError(f"kernel={plan.kernel!r} with blur='delta': its exact form has "
                              "no blur to learn (learn_bases='means')")
-        if terms is not None and (plan.kernel != "se"
-                                  or self.report["blur_"] in FOURIER_FAMILIES):
-            raise ValueError("additive_groups sums SE kernels over blurred bases: not "
-                             f"with kernel={plan.kernel!r} or blur={self.report['blur_']!r}")
+        if terms is not None and self.report["blur_"] in FOURIER_FAMILIES:
+            raise ValueError("additive_groups sums kernels over blurred bases: not with "
+                             f"frequency features (blur={self.report['blur_']!r})")
         if plan.learn_offset and self.labels is not None:
             raise ValueError("learn_offset needs one EP problem (a regression or a "
                              "binary classification), not one per class")

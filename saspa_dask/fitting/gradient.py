@@ -27,17 +27,18 @@ costs about three sweeps and the driver's share is O(M^2 d^2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from ..core.bases import Basis
 from ..core.fourier import (fourier_covariance_gradient, fourier_cross_gradient,
                             fourier_moments, fourier_parts)
 from ..core.kernel_gradients import (basis_covariance_gradient, cross_covariance_gradient,
                                      cross_moments, mixture_covariance_gradient, summed)
-from ..core.kernel_profiles import SE, kernel_named
+from ..core.kernel_profiles import kernel_named
 from ..core.kernel_sums import AdditiveKernel, restrict_blur
 from ..core.kernels import (basis_covariance, cross_covariance_terms, kernel_form,
                             mixture_factors, scaled_sq_distances)
@@ -94,24 +95,31 @@ class KernelTerms(NamedTuple):
 
 def kernel_terms(basis, hyper):
     """The ``kernel`` argument of :func:`gradient_chunk` at ``hyper``: None for SE.
-    For an additive kernel, form ``"additive"`` with, per term, its inputs and the
-    single-term SE :func:`~saspa_dask.core.kernels.mixture_factors` of its Kt."""
+    For an additive kernel, form ``"additive"`` with, per term, its inputs and its own
+    :class:`KernelTerms` on them (signal variance s2 w_g; SE as a one-node mixture, so
+    that each term's Kt is at hand for its moments)."""
     spec = hyper.kernel_spec
     if isinstance(spec, AdditiveKernel):
-        s2 = hyper.signal_variance
-        return KernelTerms(SE, "additive", s2, [
-            (inputs, mixture_factors(basis.means[:, inputs],
-                                     restrict_blur(basis.blur, inputs),
-                                     hyper.lengthscale[inputs], s2 * w, [1.0], [1.0]))
+        return KernelTerms(kernel_named(spec.shape), "additive", hyper.signal_variance, [
+            (inputs, _term_kernel(basis.means[:, inputs], restrict_blur(basis.blur, inputs),
+                                  hyper.lengthscale[inputs], hyper.signal_variance * w,
+                                  spec.shape))
             for inputs, w in spec.parts()])
-    profile = kernel_named(hyper.kernel)
-    form = kernel_form(profile, basis.blur)
-    if form == "se":
+    return _term_kernel(basis.means, basis.blur, hyper.lengthscale, hyper.signal_variance,
+                        hyper.kernel, se_as_mixture=False)
+
+
+def _term_kernel(means, blur, lengthscale, signal_variance, kernel, se_as_mixture=True):
+    """:class:`KernelTerms` of one kernel on these bases (None for SE unless
+    ``se_as_mixture``: then SE is the one-node mixture whose factors give its Kt)."""
+    profile = kernel_named(kernel)
+    form = kernel_form(profile, blur)
+    if form == "se" and not se_as_mixture:
         return None
+    scales, weights = ([1.0], [1.0]) if form == "se" else profile.mixture
     factors = (None if form == "exact" else
-               mixture_factors(basis.means, basis.blur, hyper.lengthscale,
-                               hyper.signal_variance, *profile.mixture))
-    return KernelTerms(profile, form, hyper.signal_variance, factors)
+               mixture_factors(means, blur, lengthscale, signal_variance, scales, weights))
+    return KernelTerms(profile, form, signal_variance, factors)
 
 
 def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthscale, full,
@@ -192,6 +200,8 @@ def _kernel_terms(X, Bt, E, means, lengthscale, kernel):
     profile: each SE term of its mixture with its own Kt."""
     if kernel is None:
         return [(lengthscale, E)]
+    if kernel.form == "se":  # an additive term's SE: its own Kt, a one-node mixture
+        return [(lengthscale, Bt * next(cross_covariance_terms(X, kernel.factors)))]
     if kernel.form == "exact":
         weight = kernel.profile.weight(scaled_sq_distances(X, means, lengthscale))
         return [(lengthscale, Bt * (kernel.signal_variance * weight))]
@@ -200,26 +210,41 @@ def _kernel_terms(X, Bt, E, means, lengthscale, kernel):
 
 
 def _additive_moments(X, Bt, means, lengthscale, full, terms):
-    """((m0, m1, m2), kt sums) of an additive kernel for rows X: per term, the moments
-    of its own inputs weighted by Bt o Kt_g, written into those inputs' columns (the
-    terms partition the inputs, so m1 and m2 keep their one-kernel shapes, m2 block
-    diagonal when full), m0 (G, M) and sum E per term (G,)."""
+    """((m0, m1, m2), kt sums) of an additive kernel for rows X: per term and per node
+    q of its kernel (:func:`_kernel_terms`: one for SE and the exact form), the
+    moments of its own inputs, written into those inputs' columns (the terms partition
+    the inputs, so m1 and m2 keep one kernel's shapes per node, m2 block diagonal when
+    full): m0 (G, Q, M), m1 (Q, M, d), m2 (Q, M, d[, d]), and <Bt, Kt_g> per term (G,)."""
     M, d = means.shape
-    m0 = np.empty((len(terms), M))
-    m1 = np.zeros((M, d))
-    m2 = np.zeros((M, d, d) if full else (M, d))
+    n_nodes = len(_node_scales(terms[0][1]))
+    m0 = np.empty((len(terms), n_nodes, M))
+    m1 = np.zeros((n_nodes, M, d))
+    m2 = np.zeros((n_nodes, M, d, d) if full else (n_nodes, M, d))
     sums = np.empty(len(terms))
-    for g, (inputs, factors) in enumerate(terms):
-        Xg = X[:, inputs]
-        E = Bt * next(cross_covariance_terms(Xg, factors))
-        sums[g] = E.sum()
-        m0[g], m1[:, inputs], block = cross_moments(Xg, E, means[:, inputs],
-                                                    lengthscale[inputs], full)
-        if full:
-            m2[:, inputs[:, None], inputs[None, :]] = block
-        else:
-            m2[:, inputs] = block
+    for g, (inputs, term) in enumerate(terms):
+        Xg, mg, lg = X[:, inputs], means[:, inputs], lengthscale[inputs]
+        sums[g] = _term_kt_sum(Xg, Bt, mg, lg, term)
+        for q, (scale, weights) in enumerate(_kernel_terms(Xg, Bt, None, mg, lg, term)):
+            m0[g, q], m1[q][:, inputs], block = cross_moments(Xg, weights, mg, scale, full)
+            if full:
+                m2[q][:, inputs[:, None], inputs[None, :]] = block
+            else:
+                m2[q][:, inputs] = block
     return (m0, m1, m2), sums
+
+
+def _node_scales(term):
+    """The lengthscale multipliers of a term's nodes (one for SE and the exact form)."""
+    return [1.0] if term.form != "mixture" else term.profile.mixture[0]
+
+
+def _term_kt_sum(X, Bt, means, lengthscale, term):
+    """<Bt, Kt> of one term (its signal variance's share of the gradient)."""
+    if term.form == "exact":
+        kt = term.signal_variance * term.profile.value(
+            scaled_sq_distances(X, means, lengthscale))
+        return float(np.sum(Bt * kt))
+    return float(sum(np.sum(Bt * kt) for kt in cross_covariance_terms(X, term.factors)))
 
 
 def _fourier_moments(X, Bt, E, means, lengthscale, fourier):
@@ -296,22 +321,26 @@ def _blurred_terms(summary, basis, hyper, Ah):
 
 
 def _additive_terms(summary, basis, hyper, Ah, with_covs):
-    """:func:`_blurred_terms` of an additive kernel: each term's SE gradients on its
-    own inputs (its blurs' marginals), scattered back, and d/dlog w_g per term:
-    <G L^-1, Kt_g> + s2 w_g sum g_i (the residual s2 - |phi|^2) - <Ah, Kh_g>."""
+    """:func:`_blurred_terms` of an additive kernel: each term's one-kernel gradients
+    on its own inputs (its blurs' marginals, its nodes summed), scattered back, and
+    d/dlog w_g per term: <G L^-1, Kt_g> + s2 w_g sum g_i (the residual
+    s2 - |phi|^2) - <Ah, Kh_g>."""
     M, d = basis.means.shape
-    s2 = hyper.signal_variance
-    full = summary.m2.ndim == 3
+    s2, full, shape = hyper.signal_variance, summary.m2.ndim == 4, hyper.kernel
     grad = {"lengthscale": np.zeros(d), "blur_scale": 0.0, "means": np.zeros((M, d)),
             "covs": np.zeros_like(basis.blur) if with_covs else None,
             "term_weights": np.empty(len(hyper.term_weights))}
     for g, (inputs, w) in enumerate(hyper.kernel_spec.parts()):
-        means, blur = basis.means[:, inputs], restrict_blur(basis.blur, inputs)
-        m2 = summary.m2[:, inputs][:, :, inputs] if full else summary.m2[:, inputs]
-        kt = cross_covariance_gradient((summary.m0[g], summary.m1[:, inputs], m2), means,
-                                       blur, hyper.lengthscale[inputs], with_covs)
-        kh = basis_covariance_gradient(Ah, means, blur, hyper.lengthscale[inputs], s2 * w,
-                                       with_covs)
+        means, blur, ls = basis.means[:, inputs], restrict_blur(basis.blur, inputs), \
+            hyper.lengthscale[inputs]
+        nodes = ([1.0] if kernel_form(shape, blur) != "mixture"
+                 else kernel_named(shape).mixture[0])
+        kt = summed([cross_covariance_gradient(
+            (summary.m0[g, q], summary.m1[q][:, inputs],
+             summary.m2[q][:, inputs][:, :, inputs] if full else summary.m2[q][:, inputs]),
+            means, blur, ls * c, with_covs) for q, c in enumerate(nodes)])
+        kh = _basis_gradient(Ah, Basis.scaled(means, blur), replace(
+            hyper, lengthscale=ls, signal_variance=s2 * w, additive=None), with_covs)
         grad["lengthscale"][inputs] = kt.lengthscale - kh.lengthscale
         grad["blur_scale"] += kt.blur_scale - kh.blur_scale
         grad["means"][:, inputs] = kt.means - kh.means
@@ -319,7 +348,7 @@ def _additive_terms(summary, basis, hyper, Ah, with_covs):
             grad["covs"][:, inputs] = kt.covs - kh.covs
         elif with_covs:
             grad["covs"][:, inputs[:, None], inputs[None, :]] = kt.covs - kh.covs
-        Kh = basis_covariance(means, blur, hyper.lengthscale[inputs], s2 * w)
+        Kh = basis_covariance(means, blur, ls, s2 * w, kernel=shape)
         grad["term_weights"][g] = (summary.kt_sum[g] + s2 * w * summary.g_sum
                                    - float(np.sum(Ah * Kh)))
     if not hyper.learn_blur_scale:

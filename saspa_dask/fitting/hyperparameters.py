@@ -89,7 +89,7 @@ class Hyperparameters:
         :class:`~saspa_dask.core.kernel_sums.AdditiveKernel` at these weights."""
         if self.additive is None:
             return self.kernel
-        return AdditiveKernel(self.additive, self.term_weights)
+        return AdditiveKernel(self.additive, self.term_weights, self.kernel)
 
     @property
     def _n_logits(self):

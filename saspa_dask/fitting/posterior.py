@@ -117,7 +117,7 @@ class FittedPosterior:
         """The kernel the covariances take (its name, or the additive kernel)."""
         if self.additive is None:
             return self.kernel
-        return AdditiveKernel(self.additive, self.term_weights)
+        return AdditiveKernel(self.additive, self.term_weights, self.kernel)
 
     def __post_init__(self):
         # one memory layout (C order, float64) for a fitted model and its saved copy:

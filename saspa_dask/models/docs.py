@@ -34,15 +34,16 @@ _SHARED_PARAMS_DOC = """
         learnt per column); a sequence of one label per input groups by label.
         None: a lengthscale per input.  Fewer learnt values on wide one-hot tables.
     additive_groups : {"one-hot"}, sequence of labels or None, default=None
-        A sum of SE kernels over groups of inputs, s2 sum_g w_g SE(x_g), the weights
+        A sum of kernels over groups of inputs, s2 sum_g w_g k(x_g), the weights
         w_g (summing to one) learnt with the kernel (``term_weights_``): an additive
         model.  ``"one-hot"``: one term over the inputs that are not one-hot and one
         over each text column's one-hot columns (with ``feature_groups="one-hot"``
         too, each text column's term is an exchangeable category kernel: an effect
         per category, shrunk towards the others); a sequence of one label per input:
         one term per label.  Each term meets a blurred basis through the blur's
-        marginal over its inputs (``saspa_dask.core.kernel_sums``).  SE only; not
-        for frequency features.  None: one kernel over every input.
+        marginal over its inputs (``saspa_dask.core.kernel_sums``); every term has
+        the ``kernel`` shape.  Not for frequency features.  None: one kernel over
+        every input.
     approximation : {"fitc", "dtc", "sor"}, default="fitc"
         The sparse prior.  ``"fitc"`` keeps each row's residual variance
         s2 - k^T Kh^{-1} k (FITC-EP for delta blur, SASPA otherwise: the paper's

@@ -18,7 +18,7 @@ from ..files.groups import chunk_counts, open_group
 from ..fitting.posterior import FittedPosterior, unstacked
 from ..parameters import APPROXIMATIONS
 
-from .model_store import (ADDITIVE_TYPE, FLOAT_REPORT, FOURIER_SCALING, KERNEL_TYPES,
+from .model_store import (ADDITIVE_PREFIX, FLOAT_REPORT, FOURIER_SCALING, KERNEL_TYPES,
                           MODEL_FORMAT, READABLE_VERSIONS, content_checksum, decode_params)
 
 __all__ = ["ESTIMATOR_NAMES", "read_fitted_posterior", "read_model", "read_model_attrs",
@@ -66,7 +66,8 @@ def _check_attrs(attrs, path):
         _number(need(key, (int, float)), key, path, positive=True, integer=True)
     _number(attrs.get("n_problems", 1), "n_problems", path, positive=True, integer=True)
     kernel = need("kernel", dict)
-    known = (*KERNEL_TYPES.values(), ADDITIVE_TYPE)
+    known = (*KERNEL_TYPES.values(),
+             *(ADDITIVE_PREFIX + kind for kind in KERNEL_TYPES.values()))
     if kernel.get("type", KERNEL_TYPES["se"]) not in known:
         raise StoreError(f"{path}: attribute 'kernel.type' must be one of "
                          f"{', '.join(known)}, not {kernel['type']!r}")
@@ -295,7 +296,7 @@ def _check_classes(name, fitted, path):
 
 def _additive(kernel, path):
     """An additive kernel's ``additive`` and ``term_weights`` (empty otherwise)."""
-    if kernel.get("type") != ADDITIVE_TYPE:
+    if not kernel.get("type", "").startswith(ADDITIVE_PREFIX):
         return {}
     try:
         return {"additive": np.array(kernel["additive_terms"], dtype=np.int64),
@@ -311,16 +312,15 @@ def _kernel_spec(kernel, path):
     if not parts:
         return _kernel_name(kernel)
     try:
-        return AdditiveKernel(parts["additive"], parts["term_weights"])
+        return AdditiveKernel(parts["additive"], parts["term_weights"],
+                              _kernel_name(kernel))
     except ValueError as err:
         raise StoreError(f"{path}: attribute 'kernel': {err}") from None
 
 
 def _kernel_name(kernel):
     """The kernel shape a store's checked ``kernel`` attribute names."""
-    kind = kernel.get("type", KERNEL_TYPES["se"])
-    if kind == ADDITIVE_TYPE:  # a sum of SE kernels
-        return "se"
+    kind = kernel.get("type", KERNEL_TYPES["se"]).removeprefix(ADDITIVE_PREFIX)
     return next(name for name, value in KERNEL_TYPES.items() if value == kind)
 
 

@@ -159,9 +159,10 @@ def _posterior_arrays(fitted):
 # before the Matérn kernels says)
 KERNEL_TYPES = {"se": "squared_exponential_ard", "matern12": "matern12_ard",
                 "matern32": "matern32_ard", "matern52": "matern52_ard"}
-# an additive kernel's type (a sum of SE kernels over groups of inputs): its own name,
-# which readers before it refuse rather than read as one kernel
-ADDITIVE_TYPE = "additive_squared_exponential_ard"
+# an additive kernel's type (a sum of kernels of one shape over groups of inputs): its
+# shape's type after this prefix, which readers before it refuse rather than read as
+# one kernel
+ADDITIVE_PREFIX = "additive_"
 
 
 def _kernel_attrs(fitted):
@@ -172,7 +173,8 @@ def _kernel_attrs(fitted):
            "signal_variance": float(fitted.signal_variance),
            "jitter": float(fitted.jitter)}
     if fitted.additive is not None:
-        out.update(type=ADDITIVE_TYPE, additive_terms=_jsonable(fitted.additive),
+        out.update(type=ADDITIVE_PREFIX + out["type"],
+                   additive_terms=_jsonable(fitted.additive),
                    term_weights=_jsonable(fitted.term_weights))
     return out
 
