@@ -13,9 +13,9 @@ shared machine).  Writes results/kernels.json after every split.
 categories) as one-hot inputs named ``ocean_proximity=CATEGORY`` (0/1, not
 standardised; the numeric inputs and the target standardised on the training rows,
 the same 20% test rows), and fits each kernel twice: a lengthscale per input, and
-``feature_groups="one-hot"`` (one for the text column's group); with SE also the
-additive kernel (``additive_groups``: a term over the numeric inputs plus one over the
-text column's), alone and with the text column's lengthscale shared.
+``feature_groups="one-hot"`` (one for the text column's group); also the
+additive kernel of that shape (``additive_groups``: a term over the numeric inputs plus
+one over the text column's), alone and with the text column's lengthscale shared.
 
 The papers' splits (``kin40k``, ``pumadyn32nm``, ``pol``: one split each, inputs and
 targets standardised on the training rows; RMSE and NLPD in the original target's
@@ -77,12 +77,14 @@ def one_split(name, seed, args):
             run[f"{kernel}+groups"] = fit_saspa(name, Xtr, ytr, Xte, yte, args.bases,
                                                 {"kernel": kernel, "feature_groups": groups,
                                                  **settings})
-        if name == TEXT and kernel == "se":
+        if name == TEXT:
             terms = ["numeric" if "=" not in n else n.split("=")[0] for n in names]
+            prefix = "" if kernel == "se" else f"{kernel}+"
             for label, extra in (("additive", {}), ("additive+groups",
                                                     {"feature_groups": groups})):
-                run[label] = fit_saspa(name, Xtr, ytr, Xte, yte, args.bases,
-                                       {"additive_groups": terms, **extra, **settings})
+                run[prefix + label] = fit_saspa(
+                    name, Xtr, ytr, Xte, yte, args.bases,
+                    {"kernel": kernel, "additive_groups": terms, **extra, **settings})
         if name in PAPER_SETS:  # in the target's own units
             run[kernel].update(rmse=run[kernel]["rmse"] * y_sd,
                                nlpd=run[kernel]["nlpd"] + float(np.log(y_sd)))

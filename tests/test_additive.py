@@ -182,6 +182,13 @@ def test_additive_terms_and_refusals_by_name():
     X, y = np.random.default_rng(0).normal(size=(40, 2)), np.arange(40.0)
     with pytest.raises(ValueError, match="not with frequency features"):
         SASPARegressor(4, additive_groups=[0, 1], blur="fourier").fit(X, y)
+    with pytest.raises(ValueError, match="set additive_groups too"):
+        SASPARegressor(4, term_weights=[1.0, 2.0]).fit(X, y)
+    with pytest.raises(ValueError, match="term_weights must be 2 positive numbers"):
+        SASPARegressor(4, additive_groups=[0, 1], term_weights=[1.0, 0.0]).fit(X, y)
+    fixed = SASPARegressor(4, additive_groups=[0, 1], term_weights=[1.0, 3.0],
+                           optimize_hyperparameters=False).fit(X, y)
+    np.testing.assert_allclose(fixed.term_weights_, [0.25, 0.75], rtol=1e-15)
 
 
 def test_the_job_path_fits_a_term_per_text_column(tmp_path, threads_client):
@@ -211,6 +218,13 @@ def test_the_job_path_fits_a_term_per_text_column(tmp_path, threads_client):
     line = next(x for x in shown.stdout.splitlines() if "kernel terms:" in x)
     for name, w in zip(("size", "city", "kind"), model.term_weights_):
         assert f"{name} {w:.3g}" in line
+    # a retrain at fixed values keeps the learnt weights (not equal ones)
+    assert np.ptp(model.term_weights_) > 1e-3
+    jobs.retrain(tmp_path / "m.zarr", tmp_path / "t.zarr", tmp_path / "r.zarr",
+                 optimize_hyperparameters=False, client=threads_client)
+    again = load_model(tmp_path / "r.zarr")
+    np.testing.assert_allclose(again.term_weights_, model.term_weights_, rtol=1e-12)
+    np.testing.assert_array_equal(again.lengthscale_, model.lengthscale_)
 
 
 def test_delta_matern_terms_are_scikit_learns_matern_on_their_inputs():

@@ -176,8 +176,7 @@ class FitRun:
             offset_scale=math.sqrt(float(centre[0] if centre is not None
                                          else signal_variance)),
             centre=middle, kernel=plan.kernel, groups=groups, additive=terms,
-            term_weights=None if terms is None else np.full(terms.max() + 1,
-                                                            1.0 / (terms.max() + 1)))
+            term_weights=start_term_weights(plan.term_weights, terms))
 
     # -- learning and EP -----------------------------------------------------------
 
@@ -399,3 +398,21 @@ class FitRun:
                    else "")
         self.say(f"done: {report['n_sweeps_']} sweeps, converged {report['converged_']}"
                  f"{settled}, {timings['bases'] + timings['ep']:.1f}s")
+
+
+def start_term_weights(term_weights, terms):
+    """An additive kernel's starting weights: ``term_weights`` normalised (checked
+    against the terms), or equal ones; None without an additive kernel."""
+    if terms is None:
+        if term_weights is not None:
+            raise ValueError("term_weights are the weights of additive_groups' terms: "
+                             "set additive_groups too")
+        return None
+    n_terms = int(terms.max()) + 1
+    if term_weights is None:
+        return np.full(n_terms, 1.0 / n_terms)
+    weights = np.asarray(term_weights, dtype=np.float64)
+    if weights.shape != (n_terms,) or not np.all(np.isfinite(weights) & (weights > 0)):
+        raise ValueError(f"term_weights must be {n_terms} positive numbers (one per term "
+                         f"of additive_groups), got {term_weights!r}")
+    return weights / weights.sum()

@@ -74,6 +74,7 @@ class FitPlan:
     kernel: str = "se"
     feature_groups: object = None
     additive_groups: object = None
+    term_weights: object = None
     bases: Basis | None = None
     lengthscale: object = None
     jitter: float = 1e-6

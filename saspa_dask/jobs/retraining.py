@@ -49,6 +49,7 @@ def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None
                 if v is not None}
     params = {**old.get_params(), "ep": ep, "execution": execution,
               "lengthscale": old.lengthscale_, "signal_variance": old.signal_variance_,
+              "term_weights": old.term_weights_,
               "optimize_hyperparameters": bool(optimize_hyperparameters),
               "learn_bases": (learnt_bases or False) if optimize_hyperparameters else False,
               "verbose": 1, **stopping}  # phase and iteration lines, as train prints

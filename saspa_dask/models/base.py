@@ -39,7 +39,8 @@ __all__ = ["SASPABase"]
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 
 # the parameters a FitPlan takes under the same name
-_PLAN_PARAMETERS = ("n_bases", "blur", "kernel", "feature_groups", "additive_groups", "bases",
+_PLAN_PARAMETERS = ("n_bases", "blur", "kernel", "feature_groups", "additive_groups",
+                    "term_weights", "bases",
                     "lengthscale", "jitter", "alpha",
                     "approximation", "random_state", "optimize_hyperparameters",
                     "learn_bases", "learn_blur_scale", "n_restarts_optimizer",
@@ -56,6 +57,7 @@ class SASPABase(LegacyNames, PosteriorModel):
         "kernel": [StrOptions(set(KERNELS))],
         "feature_groups": [StrOptions(set(FEATURE_GROUP_RULES)), "array-like", None],
         "additive_groups": [StrOptions(set(FEATURE_GROUP_RULES)), "array-like", None],
+        "term_weights": ["array-like", None],
         "approximation": [StrOptions(set(APPROXIMATIONS))],
         "alpha": [Interval(Real, 0, 1, closed="right")],
         "lengthscale": ["array-like", _POSITIVE, None],

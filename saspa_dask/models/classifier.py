@@ -83,7 +83,7 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
     }
 
     def __init__(self, n_bases=64, *, blur="auto", kernel="se", feature_groups=None,
-                 additive_groups=None,
+                 additive_groups=None, term_weights=None,
                  approximation="fitc", alpha=1.0,
                  likelihood="probit", label_noise=0.01, lengthscale=None, signal_variance=None, bases=None,
                  jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=500,
@@ -97,6 +97,7 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
         self.kernel = kernel
         self.feature_groups = feature_groups
         self.additive_groups = additive_groups
+        self.term_weights = term_weights
         self.approximation = approximation
         self.alpha = alpha
         self.likelihood = likelihood

@@ -44,6 +44,11 @@ _SHARED_PARAMS_DOC = """
         marginal over its inputs (``saspa_dask.core.kernel_sums``); every term has
         the ``kernel`` shape.  Not for frequency features.  None: one kernel over
         every input.
+    term_weights : array-like of shape (n_terms,), default=None
+        Starting weights of ``additive_groups``' terms (positive; normalised to sum
+        to one), in the order of the terms' first inputs; None: equal.  The values
+        a fit keeps without ``optimize_hyperparameters`` (``retrain`` passes a
+        model's ``term_weights_``).
     approximation : {"fitc", "dtc", "sor"}, default="fitc"
         The sparse prior.  ``"fitc"`` keeps each row's residual variance
         s2 - k^T Kh^{-1} k (FITC-EP for delta blur, SASPA otherwise: the paper's

@@ -107,7 +107,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
     }
 
     def __init__(self, n_bases=64, *, blur="auto", kernel="se", feature_groups=None,
-                 additive_groups=None,
+                 additive_groups=None, term_weights=None,
                  approximation="fitc", alpha=1.0,
                  likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, learn_offset=True, min_noise_variance=None, log_target=False,
@@ -123,6 +123,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         self.kernel = kernel
         self.feature_groups = feature_groups
         self.additive_groups = additive_groups
+        self.term_weights = term_weights
         self.approximation = approximation
         self.alpha = alpha
         self.likelihood = likelihood
