@@ -194,9 +194,11 @@ def test_the_parameter_table_matches_the_estimators_and_the_settings():
             assert p.default == groups[p.group][p.field], p.name
     covered = {p.name for p in TRAIN_PARAMETERS if p.group is None} | {"ep", "execution",
                                                                          "stochastic"}
-    # every estimator parameter is in the table but explicit bases, the jitter, centring
-    # and verbosity (Python only: a job sets them itself)
-    assert set(estimators) - covered == {"bases", "center_y", "jitter", "verbose"}
+    # every estimator parameter is in the table but explicit bases, an additive kernel's
+    # starting weights, the jitter, centring and verbosity (Python only: a job sets them
+    # itself; retrain passes a model's term weights)
+    assert set(estimators) - covered == {"bases", "center_y", "jitter", "term_weights",
+                                         "verbose"}
     grouped = {(p.group, p.field) for p in TRAIN_PARAMETERS if p.group}
     assert grouped == {(g, f) for g, names in groups.items() for f in names}
     assert {p.name for p in RETRAIN_PARAMETERS} <= {p.name for p in TRAIN_PARAMETERS}
