@@ -244,3 +244,19 @@ def test_delta_matern_terms_are_scikit_learns_matern_on_their_inputs():
                  for g, w in enumerate(WEIGHTS))
     np.testing.assert_allclose(basis_covariance(Z, np.zeros((6, 4)), ls, s2, kernel=kernel),
                                want_h, rtol=1e-10)
+
+
+def test_the_report_page_lists_the_terms_and_their_weights():
+    from saspa_dask.models.report import model_report
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(120, 3))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 2] + 0.1 * rng.normal(size=120)
+    model = SASPARegressor(6, additive_groups=["a", "b", "a"], random_state=0,
+                           max_hyper_iter=20).fit(X, y)
+    page = model_report(model, X, y)
+    assert "<h2>Kernel terms</h2>" in page
+    for name, w in (("x0, x2", model.term_weights_[0]), ("x1", model.term_weights_[1])):
+        assert f"<tr><th>{name}</th><td class=\"n\">{w:.6g}</td></tr>" in page
+    assert "Kernel terms" not in model_report(SASPARegressor(6, random_state=0,
+                                                             max_hyper_iter=5).fit(X, y))

@@ -76,7 +76,10 @@ def describe_model(path):
     summary["class_labels"] = _class_labels(attrs)
     summary["lengthscale"] = attrs["kernel"].get("lengthscale")
     summary["kernel_type"] = attrs["kernel"].get("type", "squared_exponential_ard")
-    summary["kernel_terms"] = _kernel_terms(attrs["kernel"], summary["columns"])
+    kernel = attrs["kernel"]
+    summary["kernel_terms"] = named_kernel_terms(kernel.get("additive_terms"),
+                                                 kernel.get("term_weights"),
+                                                 summary["columns"])
     summary["train_seconds"] = attrs.get("train_seconds")
     summary["test_metrics"] = attrs.get("test_metrics")
     summary["held_out_trace"] = report.get("held_out_trace_")
@@ -88,10 +91,10 @@ def describe_model(path):
     return json.loads(json.dumps(summary, default=str))
 
 
-def _kernel_terms(kernel, columns):
-    """An additive kernel's terms, each named by its inputs (a text column's name when
-    they are its one-hot columns) with its weight; None for one kernel."""
-    terms, weights = kernel.get("additive_terms"), kernel.get("term_weights")
+def named_kernel_terms(terms, weights, columns):
+    """An additive kernel's terms (``terms``: each input's, ``weights``: each term's),
+    each named by its inputs (a text column's name when they are its one-hot columns)
+    with its weight; None for one kernel."""
     if terms is None or weights is None:
         return None
     out = []

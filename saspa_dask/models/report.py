@@ -21,6 +21,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ..fitting.held_out import class_metrics, metric_sums_at, metrics_from_sums
+from .model_summary import named_kernel_terms
 
 __all__ = ["model_report"]
 
@@ -72,7 +73,8 @@ def model_report(model, X=None, y=None, *, title=None, drift=None, source=None):
     if X is not None:
         held = _HeldOutRows(fitted, X, y)
         sections += [_metrics(held, source), _calibration(held)]
-    sections += [_learning(model), _relevance(fitted, names, relevance, what)]
+    sections += [_learning(model), _relevance(fitted, names, relevance, what),
+                 _kernel_terms(fitted, names)]
     if X is not None:
         sections.append(_against_inputs(held, names, np.argsort(-relevance)))
     sections += [_ep_diagnostics(model), _drift(drift)]
@@ -293,6 +295,17 @@ def _relevance(fitted, names, relevance, what):
              else f" (the {len(order)} most relevant of {len(names)})")
     return _section("Input relevance", _image(fig, "input relevances"),
                     _note(f"relevance: {what}{shown}"), _table(rows))
+
+
+def _kernel_terms(fitted, names):
+    """An additive kernel's terms and their shares of the signal variance (None for
+    one kernel): the relevances above compare inputs within a term."""
+    terms = named_kernel_terms(fitted.additive, fitted.term_weights, names)
+    if terms is None:
+        return None
+    return _section("Kernel terms", _note(
+        "an additive kernel: s2 times the sum of the terms' kernels, each term's share "
+        "of s2 below"), _table([(t["inputs"], t["weight"]) for t in terms]))
 
 
 def _against_inputs(held, names, order):
