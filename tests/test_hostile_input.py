@@ -473,20 +473,24 @@ def test_absurd_worker_count_is_refused_at_once(problem, tmp_path, startup_secon
 
 def test_covariances_that_cannot_fit_in_memory_are_refused_before_allocation(monkeypatch):
     """The hostile pass's case: 100,000 inputs with --blur delta gave `unexpected
-    MemoryError: 298 GiB` (the M d x d covariances are built for every blur).  Refused
-    at once, naming the parameter, the inputs and the size (the machine's memory is set
-    here, so the case is the same on every machine)."""
+    MemoryError: 298 GiB` (the M d x d covariances were built for every blur).  Delta,
+    spherical and diagonal blurs now keep (M, d) diagonals, so such a fit runs; a full
+    blur still keeps M d x d matrices and is refused at once, naming the parameter,
+    the inputs and the size (the machine's memory is set here, so the case is the same
+    on every machine)."""
     from saspa_dask.fitting import basis_start
 
     monkeypatch.setattr(basis_start, "machine_memory", lambda: 16 * 2**30)
     X = np.random.default_rng(0).normal(size=(50, 16_000))
     start = time.perf_counter()
-    with pytest.raises(ValueError, match=r"n_bases=8 with 16000 inputs \(blur='delta'\): "
+    with pytest.raises(ValueError, match=r"n_bases=8 with 16000 inputs \(blur='full'\): "
                                          r"the bases' covariance matrices take 30.5 GiB"):
-        SASPARegressor(n_bases=8, blur="delta").fit(X, X[:, 0])
+        SASPARegressor(n_bases=8, blur="full").fit(X, X[:, 0])
     assert time.perf_counter() - start < 30  # nothing of that size was built
-    SASPARegressor(n_bases=8, blur="delta", optimize_hyperparameters=False).fit(
-        X[:, :200], X[:, 0])  # 200 inputs: 5 MB, fitted
+    for blur in ("delta", "diagonal"):  # 16,000 inputs: (8, 16000) diagonals, fitted
+        model = SASPARegressor(n_bases=8, blur=blur, optimize_hyperparameters=False).fit(
+            X, X[:, 0])
+        assert model.bases_.blur.shape == (8, 16_000)
 
 
 def test_stale_scratch_of_a_killed_job_is_removed(problem, tmp_path):

@@ -142,17 +142,20 @@ def machine_memory():
 
 def check_covariance_memory(n_bases, d, blur, memory=None):
     """Refuse, before anything is allocated, a fit whose basis covariances cannot fit
-    in memory: they are kept as M d x d matrices whatever the blur (zeros for
-    ``delta``), and K-means keeps as many scatter matrices, so 100,000 inputs asked
-    for hundreds of GiB and ended in a MemoryError."""
+    in memory: a full blur keeps M d x d matrices (and K-means as many scatter
+    matrices); the other blurs keep (M, d) diagonals (:class:`~saspa_dask.core.bases.
+    Basis`), so only a full blur is checked."""
+    if blur != "full":
+        return
     memory = machine_memory() if memory is None else memory
     need = 2 * int(n_bases) * int(d) ** 2 * 8
     if memory is not None and need > memory // 2:
         raise ValueError(
             f"n_bases={n_bases} with {d} inputs (blur={blur!r}): the bases' covariance "
             f"matrices take {need / 2**30:.3g} GiB ({n_bases} x {d} x {d} floats, twice), "
-            f"more than half this machine's {memory / 2**30:.3g} GiB; they are stored "
-            "whole for every blur: use fewer inputs (drop or group rare one-hot "
-            "columns) or fewer bases")
+            f"more than half this machine's {memory / 2**30:.3g} GiB: use "
+            "blur='diagonal' (kept as M x d diagonals; auto's choice above "
+            "16 inputs), fewer inputs (drop or group rare one-hot columns) or fewer "
+            "bases")
 
 
