@@ -216,15 +216,19 @@ def _additive_moments(X, Bt, means, lengthscale, full, terms):
     the inputs, so m1 and m2 keep one kernel's shapes per node, m2 block diagonal when
     full): m0 (G, Q, M), m1 (Q, M, d), m2 (Q, M, d[, d]), and <Bt, Kt_g> per term (G,)."""
     M, d = means.shape
-    n_nodes = len(_node_scales(terms[0][1]))
+    n_nodes = len(_node_scales(terms[0][1].profile, terms[0][1].form))
     m0 = np.empty((len(terms), n_nodes, M))
     m1 = np.zeros((n_nodes, M, d))
     m2 = np.zeros((n_nodes, M, d, d) if full else (n_nodes, M, d))
     sums = np.empty(len(terms))
     for g, (inputs, term) in enumerate(terms):
         Xg, mg, lg = X[:, inputs], means[:, inputs], lengthscale[inputs]
-        sums[g] = _term_kt_sum(Xg, Bt, mg, lg, term)
-        for q, (scale, weights) in enumerate(_kernel_terms(Xg, Bt, None, mg, lg, term)):
+        nodes = _kernel_terms(Xg, Bt, None, mg, lg, term)
+        # <Bt, Kt_g>: the nodes' weights are Bt o Kt_q themselves, except the exact
+        # form's (-2 dk/du in k's place), whose Kt is the profile's value
+        sums[g] = (_exact_kt_sum(Xg, Bt, mg, lg, term) if term.form == "exact"
+                   else sum(float(weights.sum()) for _, weights in nodes))
+        for q, (scale, weights) in enumerate(nodes):
             m0[g, q], m1[q][:, inputs], block = cross_moments(Xg, weights, mg, scale, full)
             if full:
                 m2[q][:, inputs[:, None], inputs[None, :]] = block
@@ -233,18 +237,16 @@ def _additive_moments(X, Bt, means, lengthscale, full, terms):
     return (m0, m1, m2), sums
 
 
-def _node_scales(term):
-    """The lengthscale multipliers of a term's nodes (one for SE and the exact form)."""
-    return [1.0] if term.form != "mixture" else term.profile.mixture[0]
+def _node_scales(kernel, form):
+    """The lengthscale multipliers of a kernel's nodes in the gradient's moments: the
+    scale mixture's for form ``"mixture"``, one otherwise (SE, the exact form)."""
+    return kernel_named(kernel).mixture[0] if form == "mixture" else [1.0]
 
 
-def _term_kt_sum(X, Bt, means, lengthscale, term):
-    """<Bt, Kt> of one term (its signal variance's share of the gradient)."""
-    if term.form == "exact":
-        kt = term.signal_variance * term.profile.value(
-            scaled_sq_distances(X, means, lengthscale))
-        return float(np.sum(Bt * kt))
-    return float(sum(np.sum(Bt * kt) for kt in cross_covariance_terms(X, term.factors)))
+def _exact_kt_sum(X, Bt, means, lengthscale, term):
+    """<Bt, Kt> of a term in the exact delta-blur form (its s2 share's gradient)."""
+    kt = term.signal_variance * term.profile.value(scaled_sq_distances(X, means, lengthscale))
+    return float(np.sum(Bt * kt))
 
 
 def _fourier_moments(X, Bt, E, means, lengthscale, fourier):
@@ -333,8 +335,7 @@ def _additive_terms(summary, basis, hyper, Ah, with_covs):
     for g, (inputs, w) in enumerate(hyper.kernel_spec.parts()):
         means, blur, ls = basis.means[:, inputs], restrict_blur(basis.blur, inputs), \
             hyper.lengthscale[inputs]
-        nodes = ([1.0] if kernel_form(shape, blur) != "mixture"
-                 else kernel_named(shape).mixture[0])
+        nodes = _node_scales(shape, kernel_form(shape, blur))
         kt = summed([cross_covariance_gradient(
             (summary.m0[g, q], summary.m1[q][:, inputs],
              summary.m2[q][:, inputs][:, :, inputs] if full else summary.m2[q][:, inputs]),
@@ -360,9 +361,8 @@ def _additive_terms(summary, basis, hyper, Ah, with_covs):
 
 def _term_lengthscales(basis, hyper):
     """The lengthscale of each kernel term, in the order of :func:`_kernel_terms`."""
-    if kernel_form(hyper.kernel, basis.blur) != "mixture":
-        return [hyper.lengthscale]
-    return [hyper.lengthscale * scale for scale in kernel_named(hyper.kernel).mixture[0]]
+    form = kernel_form(hyper.kernel, basis.blur)
+    return [hyper.lengthscale * scale for scale in _node_scales(hyper.kernel, form)]
 
 
 def _basis_gradient(Ah, basis, hyper, with_covs):
