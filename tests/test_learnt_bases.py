@@ -172,8 +172,10 @@ def test_learning_on_a_subsample_is_learning_on_those_rows():
     common = dict(n_bases=8, blur="spherical", random_state=3, ep={"tol": 1e-10},
                   lengthscale=1.0, signal_variance=1.0, noise_variance=0.1,
                   learn_offset=False)
-    model = SASPARegressor(learn_bases="means+blur", hyper_subsample=400, max_hyper_iter=400,
-                           hyper_tol=1e-6, **common).fit(X, y)
+    # learnt to a tight tolerance: the surface is flat along the blurs, and at 1e-6 an
+    # optimiser's stop lay up to 0.014 nats below the maximum, as round-off decided
+    model = SASPARegressor(learn_bases="means+blur", hyper_subsample=400,
+                           max_hyper_iter=2000, hyper_tol=1e-9, **common).fit(X, y)
     assert model.hyperparameter_info_["n_rows_learnt"] == 400
     assert model.hyperparameter_info_["converged"]
     # the documented draw: 400 rows without replacement from RandomState(random_state)
@@ -183,7 +185,7 @@ def test_learning_on_a_subsample_is_learning_on_those_rows():
               "noise_variance": model.noise_variance_}
     # the same targets: the model centres y on the mean of all rows
     on_rows = SASPARegressor(learn_bases="means+blur", hyper_subsample=None, center_y=False,
-                             max_hyper_iter=400, hyper_tol=1e-6,
+                             max_hyper_iter=2000, hyper_tol=1e-9,
                              **{**common, **learnt}).fit(X[rows], y[rows] - y.mean())
     info = on_rows.hyperparameter_info_
     assert (info["log_evidence_end"] - info["log_evidence_start"]) / 400 < 1e-5

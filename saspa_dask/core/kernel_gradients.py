@@ -24,7 +24,8 @@ import numpy as np
 from scipy import sparse
 
 from .bases import dense_blur
-from .kernels import (_diagonal_pairs, _pair_blocks, _row_blocks, _scaled_blur,
+from .kernels import (_diagonal_pairs, _feature_blocks, _feature_scales, _pair_blocks,
+                      _row_features, _scaled_blur, _upper_blocks,
                       mixture_pair_log_k, pair_eigen, scaled_blurs)
 
 __all__ = ["KernelGradient", "basis_covariance_gradient", "cross_covariance_gradient",
@@ -76,15 +77,20 @@ def cross_moments(X, weights, means, lengthscale, full):
         (M, d, d) if ``full`` else its diagonal (M, d); x~ = (x - centre) / l with the
         centre of the bases' means (as in :func:`blurred_cross_covariance`).
     """
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
     centre = means.mean(axis=0)
-    Xs = (np.asarray(X, dtype=np.float64) - centre) / lengthscale
-    m0 = weights.sum(axis=0)
-    m1 = weights.T @ Xs
+    # sum_i E_ij [z z^T entries, z, 1] of z = x - centre, one product per row block
+    # (no n x d scaled copy); scaled by 1 / l afterwards, M d work
+    scales = _feature_scales(lengthscale, not full)
+    sums = np.zeros((weights.shape[1], scales.size))
+    for rows in _feature_blocks(n, d, not full):
+        sums += weights[rows].T @ _row_features(X[rows], centre, not full)
+    sums *= scales
+    packed, m1, m0 = sums[:, :-d - 1], sums[:, -d - 1:-1], sums[:, -1]
     if not full:
-        return m0, m1, weights.T @ (Xs * Xs)
-    d = Xs.shape[1]
+        return m0, m1, packed
     iu, ju = np.triu_indices(d)
-    packed = weights.T @ (Xs[:, iu] * Xs[:, ju])
     m2 = np.empty((weights.shape[1], d, d))
     m2[:, iu, ju] = packed
     m2[:, ju, iu] = packed
@@ -289,25 +295,35 @@ def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=Tr
     otherwise it is the (M, d) gradient along the diagonals (O(M^2 d))."""
     n_bases, d = ms.shape
     grad_l, grad_g = np.zeros(d), 0.0
-    grad_a = np.empty((n_bases, d))
+    grad_a = np.zeros((n_bases, d))
     # the blur gradient (M^2 d^2 work if dense) only when the blurs are learnt
-    grad_c = None if not with_covs else np.empty((n_bases, d, d) if dense else (n_bases, d))
+    grad_c = None if not with_covs else np.zeros((n_bases, d, d) if dense else (n_bases, d))
     idx = np.arange(d)
-    for rows in _row_blocks(n_bases, d):
-        S, r, log_k = _diagonal_pairs(ms, cd, rows)
-        C = cd[rows, None] + cd[None]
+    # each pair once (i <= j): its symmetric terms count twice off the diagonal, and
+    # its per-basis terms go to both of its bases (z = S r changes sign with r)
+    for rows, cols in _upper_blocks(n_bases, d):
+        S, r, log_k = _diagonal_pairs(ms, cd, rows, cols)
+        C = cd[rows, None] + cd[None, cols]
         z = S * r
         # k, or a delta-blur profile's weight at u = -2 log k (SE's log k at zero blur)
         shape = np.exp(log_k) if kernel is None else kernel.weight(-2.0 * log_k)
-        wk = weights[rows] * (signal_variance * shape)  # (b, M)
-        grad_l += np.einsum("bj,bjk->k", wk, 1.0 - S + z * z)
-        dg = 0.5 * (C * (z * z - S)).sum(axis=-1)
-        grad_g += float((wk * dg).sum())
-        grad_a[rows] = -2.0 * np.einsum("bj,bjk->bk", wk, z)
+        wk = weights[rows, cols] * (signal_variance * shape)  # (b, m)
+        after = np.arange(cols.start, n_bases)[None, :] - np.arange(
+            rows.start, rows.stop)[:, None]
+        upper = np.where(after > 0, wk, 0.0)  # pairs i < j
+        own = np.where(after >= 0, wk, 0.0)  # pairs i <= j, for basis i
+        twice = upper + own  # the symmetric sums: i < j twice, i = j once
+        grad_l += np.einsum("bj,bjk->k", twice, 1.0 - S + z * z)
+        grad_g += float((twice * 0.5 * (C * (z * z - S)).sum(axis=-1)).sum())
+        grad_a[rows] -= 2.0 * np.einsum("bj,bjk->bk", upper, z)
+        grad_a[cols] += 2.0 * np.einsum("bj,bjk->jk", upper, z)
         if with_covs and dense:
-            wz = wk[..., None] * z
-            grad_c[rows] = np.einsum("bjk,bjl->bkl", wz, z)
-            grad_c[rows, idx, idx] -= np.einsum("bj,bjk->bk", wk, S)
+            grad_c[rows] += np.einsum("bjk,bjl->bkl", own[..., None] * z, z)
+            grad_c[cols] += np.einsum("bjk,bjl->jkl", upper[..., None] * z, z)
+            grad_c[rows, idx, idx] -= np.einsum("bj,bjk->bk", own, S)
+            grad_c[cols, idx, idx] -= np.einsum("bj,bjk->jk", upper, S)
         elif with_covs:
-            grad_c[rows] = np.einsum("bj,bjk->bk", wk, z * z - S)
+            q = z * z - S
+            grad_c[rows] += np.einsum("bj,bjk->bk", own, q)
+            grad_c[cols] += np.einsum("bj,bjk->jk", upper, q)
     return grad_l, grad_g, grad_a, grad_c

@@ -52,9 +52,20 @@ FOURIER_FAMILIES = ("fourier", "fourier-global")
 # what an estimator's ``blur`` accepts
 BASIS_FAMILIES = BLUR_FAMILIES + FOURIER_FAMILIES
 
-# Rows handled per matrix product when building Kt: bounds the temporary to
-# about _ROW_BLOCK * (d (d + 1) / 2 + d + 1) floats.
+# Rows handled per matrix product when building Kt: at most _ROW_BLOCK, and fewer
+# when the row features (d (d + 1) / 2 + d + 1 floats a row, 2 d + 1 for diagonal
+# blurs) would pass _FEATURE_FLOATS: a block that size is reused from the heap, where
+# one of a wide table's chunk is a fresh mapping whose page faults cost as much as
+# the product (measured at 676 inputs).
 _ROW_BLOCK = 8192
+_FEATURE_FLOATS = 2**20
+
+
+def _feature_blocks(n_rows, d, diagonal):
+    """Row slices for :func:`_row_features` blocks (see ``_FEATURE_FLOATS``)."""
+    width = 2 * d + 1 if diagonal else d * (d + 1) // 2 + d + 1
+    size = max(64, min(_ROW_BLOCK, _FEATURE_FLOATS // width))
+    return [slice(start, min(start + size, n_rows)) for start in range(0, n_rows, size)]
 
 
 def blur_covariances(covs, family):
@@ -155,14 +166,40 @@ def _diagonal_quadratic_coefficients(means_s, precision_diagonals):
     return np.vstack([precision_diagonals.T, -2.0 * Sa.T, const[None, :]])
 
 
-def _row_features(Xs, diagonal):
-    n, d = Xs.shape
+def _row_features(X, centre, diagonal):
+    """[z_k^2 (or z_k z_l, k <= l), z, 1] of the rows z = x - centre, written into one
+    array (no scaled copy of the rows: on wide tables these passes over n x d arrays,
+    not the product, were the cost); the lengthscales are in the coefficients
+    (:func:`_unscaled`)."""
+    n, d = X.shape
+    width = d if diagonal else d * (d + 1) // 2
+    out = np.empty((n, width + d + 1))
+    z = np.subtract(X, centre, out=out[:, width:width + d])
     if diagonal:
-        quad = Xs * Xs
+        np.multiply(z, z, out=out[:, :width])
     else:
         iu, ju = np.triu_indices(d)
-        quad = Xs[:, iu] * Xs[:, ju]
-    return np.hstack([quad, Xs, np.ones((n, 1))])
+        np.multiply(z[:, iu], z[:, ju], out=out[:, :width])
+    out[:, -1] = 1.0
+    return out
+
+
+def _feature_scales(lengthscale, diagonal):
+    """What each of :func:`_row_features`' columns is multiplied by to be the feature
+    of the scaled rows (x - centre) / l: 1 / (l_k l_l), 1 / l_k and 1."""
+    inv_l = 1.0 / lengthscale
+    if diagonal:
+        quad = inv_l * inv_l
+    else:
+        iu, ju = np.triu_indices(inv_l.size)
+        quad = inv_l[iu] * inv_l[ju]
+    return np.concatenate([quad, inv_l, [1.0]])
+
+
+def _unscaled(coef, lengthscale, diagonal):
+    """Quadratic coefficients in scaled coordinates (x - centre) / l, rewritten for the
+    unscaled features of :func:`_row_features`."""
+    return coef * _feature_scales(lengthscale, diagonal)[:, None]
 
 
 def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequencies=None,
@@ -213,9 +250,9 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
                                 lambda u: signal_variance * profile.value(u))
     factors = mixture_factors(means, covs, lengthscale, signal_variance, *profile.mixture)
     out = np.zeros((np.shape(X)[0], means.shape[0]))
-    for start in range(0, out.shape[0], _ROW_BLOCK):  # bounded temporaries, as for SE
-        block = out[start:start + _ROW_BLOCK]
-        for term in cross_covariance_terms(X[start:start + _ROW_BLOCK], factors):
+    for rows in _feature_blocks(out.shape[0], means.shape[1], factors.diagonal):
+        block = out[rows]  # bounded temporaries, as for SE
+        for term in cross_covariance_terms(X[rows], factors):
             block += term
     return out
 
@@ -260,10 +297,10 @@ def mixture_factors(means, covs, lengthscale, signal_variance, scales, weights):
 def cross_covariance_terms(X, factors):
     """Kt of rows X for each term of a scale mixture (a generator, one (n, M) array a
     term), from its :func:`mixture_factors`; the terms share the row features."""
-    Xs = (np.asarray(X, dtype=np.float64) - factors.centre) / factors.lengthscale
-    features = _row_features(Xs, factors.diagonal)
+    features = _row_features(np.asarray(X, dtype=np.float64), factors.centre,
+                             factors.diagonal)
     for coef, log_amp in factors.terms:
-        quad = features @ coef
+        quad = features @ _unscaled(coef, factors.lengthscale, factors.diagonal)
         np.maximum(quad, 0.0, out=quad)
         quad *= -0.5
         quad += log_amp[None, :]
@@ -312,14 +349,13 @@ def _delta_quadratic(X, means, lengthscale, finish):
     form expands its quadratic, about the bases' centroid)."""
     X = np.asarray(X, dtype=np.float64)
     centre = means.mean(axis=0)
-    Xs = (X - centre) / lengthscale
     ms = (means - centre) / lengthscale
-    coef = _diagonal_quadratic_coefficients(ms, np.ones_like(ms))
+    coef = _unscaled(_diagonal_quadratic_coefficients(ms, np.ones_like(ms)), lengthscale,
+                     True)
     out = np.empty((X.shape[0], means.shape[0]))
-    for start in range(0, X.shape[0], _ROW_BLOCK):
-        stop = min(start + _ROW_BLOCK, X.shape[0])
-        quad = out[start:stop]
-        np.matmul(_row_features(Xs[start:stop], True), coef, out=quad)
+    for rows in _feature_blocks(X.shape[0], X.shape[1], True):
+        quad = out[rows]
+        np.matmul(_row_features(X[rows], centre, True), coef, out=quad)
         quad[...] = finish(np.maximum(quad, 0.0))
     return out
 
@@ -334,7 +370,6 @@ def _se_cross_covariance(X, means, covs, lengthscale, signal_variance):
     """:func:`blurred_cross_covariance` for the SE kernel."""
     X = np.asarray(X, dtype=np.float64)
     centre = means.mean(axis=0)
-    Xs = (X - centre) / lengthscale
     ms = (means - centre) / lengthscale
     cs, cd = scaled_blurs(covs, lengthscale)
     d = X.shape[1]
@@ -352,14 +387,14 @@ def _se_cross_covariance(X, means, covs, lengthscale, signal_variance):
         precisions = np.linalg.inv(S)  # d x d blur precisions, not kernel matrices
         precisions = 0.5 * (precisions + np.swapaxes(precisions, 1, 2))
         coef = _quadratic_coefficients(ms, precisions, False)
+    coef = _unscaled(coef, lengthscale, diagonal)
     log_amp = np.log(signal_variance) - 0.5 * logdet
     out = np.empty((X.shape[0], means.shape[0]))
-    for start in range(0, X.shape[0], _ROW_BLOCK):
-        stop = min(start + _ROW_BLOCK, X.shape[0])
+    for rows in _feature_blocks(X.shape[0], d, diagonal):
         # computed in place in the output: no (rows x M) temporaries, which matters
         # in Dask workers where every large temporary is a fresh mmap
-        quad = out[start:stop]
-        np.matmul(_row_features(Xs[start:stop], diagonal), coef, out=quad)
+        quad = out[rows]
+        np.matmul(_row_features(X[rows], centre, diagonal), coef, out=quad)
         np.maximum(quad, 0.0, out=quad)
         quad *= -0.5
         quad += log_amp[None, :]
@@ -484,11 +519,21 @@ def _row_blocks(n_bases, floats_per_pair):
     return [slice(i, min(i + size, n_bases)) for i in range(0, n_bases, size)]
 
 
-def _diagonal_pairs(ms, cd, rows):
-    """Per pair (rows x M x d) of diagonal blurs: the precisions S = 1 / (1 + c_i +
+def _upper_blocks(n_bases, d):
+    """(rows, cols) of the pairs i in rows, j >= rows.start: row blocks (at most
+    :func:`_row_blocks`' and an eighth of the bases) cut to the upper triangle and the
+    diagonal blocks, so a symmetric pair quantity is computed about 0.56 times a pair,
+    not twice."""
+    size = min(_row_blocks(n_bases, d)[0].stop, -(-n_bases // 8))
+    return [(slice(i, min(i + size, n_bases)), slice(i, n_bases))
+            for i in range(0, n_bases, size)]
+
+
+def _diagonal_pairs(ms, cd, rows, cols=slice(None)):
+    """Per pair (rows x cols x d) of diagonal blurs: the precisions S = 1 / (1 + c_i +
     c_j), the differences r = a_i - a_j and log k / s2 (scaled coordinates)."""
-    S = 1.0 / (1.0 + cd[rows, None] + cd[None])
-    r = ms[rows, None] - ms[None]
+    S = 1.0 / (1.0 + cd[rows, None] + cd[None, cols])
+    r = ms[rows, None] - ms[None, cols]
     log_k = 0.5 * (np.log(S) - r * r * S).sum(axis=-1)
     return S, r, log_k
 
@@ -498,6 +543,8 @@ def _diagonal_basis_covariance(ms, cd, signal_variance):
     diagonal): the d x d factorisations are elementwise, O(M^2 d)."""
     n_bases, d = ms.shape
     out = np.empty((n_bases, n_bases))
-    for rows in _row_blocks(n_bases, d):
-        out[rows] = signal_variance * np.exp(_diagonal_pairs(ms, cd, rows)[2])
+    for rows, cols in _upper_blocks(n_bases, d):
+        block = signal_variance * np.exp(_diagonal_pairs(ms, cd, rows, cols)[2])
+        out[rows, cols] = block
+        out[cols, rows] = block.T
     return 0.5 * (out + out.T)
