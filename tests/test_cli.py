@@ -241,9 +241,10 @@ def test_blur_choices_are_the_basis_families(tmp_path, threads_client):
 
 
 def test_train_logs_the_sweeps_of_ep_on_all_rows_and_learnings_only_when_verbose(tmp_path):
-    """Outside a terminal a sweep is a line: by default those of EP on all rows only
-    (as many as the model's n_sweeps_), with --verbose also the EP runs inside
-    learning on the row subsample."""
+    """Outside a terminal a sweep is a line: by default those of EP on all rows after
+    learning only (as many as the model's n_sweeps_), with --verbose also the EP runs
+    inside learning, on the row subsample or (a table under hyper_subsample) on all
+    rows."""
     from saspa_dask import load_model
 
     X, y = synthetic_two_class(3000, 2, 7)
@@ -259,6 +260,13 @@ def test_train_logs_the_sweeps_of_ep_on_all_rows_and_learnings_only_when_verbose
     assert len(sweep_lines(quiet)) == load_model(tmp_path / "q.zarr").n_sweeps_
     assert "iteration   1" in quiet.stderr  # learning is said by its iterations
     assert len(sweep_lines(loud)) > load_model(tmp_path / "v.zarr").n_sweeps_ + 3
+    # learning on all 3,000 rows, the model its last evaluation's EP: every sweep is
+    # learning's (there were a line each, most of a wide table's log)
+    on_all = _saspa("train", data, "--out", tmp_path / "a.zarr", "--n-bases", "6",
+                    "--max-hyper-iter", "3")
+    assert on_all.returncode == 0, on_all.stderr
+    assert "EP on 3000 rows, learning hyperparameters" in on_all.stderr
+    assert "iteration   3" in on_all.stderr and sweep_lines(on_all) == []
 
 
 def test_info_describes_a_data_store(tmp_path):
@@ -282,6 +290,21 @@ def test_info_describes_a_data_store(tmp_path):
     assert summary["rows"] == 500 and summary["columns"] == ["height", "weight"]
     missing = _saspa("info", tmp_path / "nowhere.zarr")
     assert missing.returncode == 1 and "nowhere.zarr" in missing.stderr
+
+
+def test_info_abridges_a_wide_stores_columns_and_json_lists_them_all(tmp_path):
+    """A wide table's info line names the first 20 and the last 4 columns and says how
+    many there are; --json gives every name."""
+    names = [f"c{k}" for k in range(40)]
+    rows = [",".join(names + ["y"])] + [",".join(["1.5"] * 40 + [str(i % 2)])
+                                         for i in range(30)]
+    (tmp_path / "wide.csv").write_text("\n".join(rows) + "\n")
+    jobs.ingest(tmp_path / "wide.csv", tmp_path / "wide.zarr")
+    text = _saspa("info", tmp_path / "wide.zarr").stdout
+    shown = ", ".join(names[:20] + ["..."] + names[-4:])
+    assert f"columns: {shown} (40 in all; --json lists all)" in text
+    summary = json.loads(_saspa("info", tmp_path / "wide.zarr", "--json").stdout)
+    assert summary["columns"] == names
 
 
 def test_train_and_run_print_json_when_asked(tmp_path):

@@ -508,7 +508,7 @@ def test_score_store_records_classes_and_labels(tmp_path, threads_client):
     assert "one-vs-rest over 3 classes" in res.stderr and "class 3 of 3" in res.stderr
     info = _saspa("info", tmp_path / "m.zarr")
     assert "class_labels: ['bad', 'good', 'ugly']" in info.stdout
-    assert "columns: ['a', 'b']" in info.stdout and "target: label" in info.stdout
+    assert "columns: a, b" in info.stdout and "target: label" in info.stdout
     assert "training time:" in info.stdout and "k-means: converged" in info.stdout
     res = _saspa("score", tmp_path / "m.zarr", tmp_path / "c.zarr", "--out",
                  tmp_path / "s.zarr", "--workers", 2)

@@ -16,6 +16,28 @@ _LEARNT_PARTS = {
 }
 
 
+# a line lists at most this many items (columns, lengthscales) and a topic's entry at
+# most this many characters; --json gives every one (a wide one-hot table's columns
+# and categories were thousands of characters on one line)
+_SHOWN_ITEMS = 24
+_SHOWN_CHARS = 240
+
+
+def _abridged(items):
+    """``items`` joined by commas, the middle left out past :data:`_SHOWN_ITEMS`."""
+    items = list(items)
+    if len(items) <= _SHOWN_ITEMS:
+        return ", ".join(items)
+    head = items[:_SHOWN_ITEMS - 4]
+    return ", ".join([*head, "...", *items[-4:]]) + f" ({len(items)} in all; --json lists all)"
+
+
+def _cut(text):
+    """``text`` cut to :data:`_SHOWN_CHARS` characters."""
+    text = str(text)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "... (--json for all)"
+
+
 def print_data_summary(summary):
     """Print a data store's summary (``kind`` "data store") line by line."""
     def line(key, value):
@@ -27,15 +49,15 @@ def print_data_summary(summary):
     chunks = -(-rows // chunk) if rows and chunk else 0
     line("rows", f"{rows} x {summary['inputs']} inputs in {chunks} chunk(s) of up to "
                  f"{chunk} rows" + (", ids kept" if summary["ids"] else ""))
-    line("columns", ", ".join(summary["columns"] or []) or "not recorded")
+    line("columns", _abridged(summary["columns"] or []) or "not recorded")
     target = summary["target"]
     classes = summary["target_classes"]
     line("target", "none (rows to score)" if target is None else
          str(target) + (f" (classes {', '.join(map(str, classes))})" if classes else ""))
     for key in ("source", "split", "preprocessing", "drift", "notes", "fingerprint"):
         if summary[key]:
-            line(key, summary[key] if not isinstance(summary[key], dict) else
-                 ", ".join(f"{k} {v}" for k, v in summary[key].items()))
+            line(key, _cut(summary[key]) if not isinstance(summary[key], dict) else
+                 ", ".join(_cut(f"{k} {v}") for k, v in summary[key].items()))
 
 
 def print_summary(summary, metrics_line):
@@ -43,14 +65,16 @@ def print_summary(summary, metrics_line):
     for key in ("estimator", "task", "n_training_rows", "n_features_in", "n_bases", "blur",
                 "kernel_type", "likelihood", "log_evidence", "columns", "target", "class_labels",
                 "data_fingerprint"):
-        click.echo(f"{key:>17}: {summary[key]}")
+        value = summary[key]
+        click.echo(f"{key:>17}: " + (_abridged(value) if key == "columns" and value
+                                     else _cut(value)))
     if summary["lengthscale"] is not None:
         values, columns = summary["lengthscale"], summary["columns"]
         values = values if isinstance(values, list) else [values]
         if columns is not None and len(columns) == len(values):  # said by column name
-            shown = ", ".join(f"{c} {v:.4g}" for c, v in zip(columns, values))
+            shown = _abridged(f"{c} {v:.4g}" for c, v in zip(columns, values))
         else:
-            shown = ", ".join(f"{v:.4g}" for v in values)
+            shown = _abridged(f"{v:.4g}" for v in values)
         click.echo(f"{'lengthscales':>17}: {shown}")
     if summary.get("kernel_terms"):  # an additive kernel's terms and weights
         click.echo(f"{'kernel terms':>17}: " + "; ".join(

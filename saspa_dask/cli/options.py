@@ -160,8 +160,9 @@ def cluster_options(command):
 class SweepReporter:
     """Per-sweep progress: a tqdm bar on a terminal, one log line a sweep otherwise.
 
-    Shown: the sweeps of EP on all rows (with ``every_sweep``, ``saspa --verbose``,
-    also those of the EP runs inside learning on a row subsample); per sweep the
+    Shown: the sweeps of EP on all rows after learning (with ``every_sweep``, ``saspa
+    --verbose``, also those of the EP runs inside learning, one per optimiser
+    evaluation, whether on a row subsample or on all rows); per sweep the
     undamped site change against the tolerance it must reach, invalid cavities,
     seconds, and for one-vs-rest which class's problem it is.  The
     bar counts sweeps without a total (EP stops when the change is below ``tol``, not
@@ -173,8 +174,8 @@ class SweepReporter:
     def __init__(self, tol, stream=None, every_sweep=False):
         self.stream = stream or sys.stderr
         self.tol = tol
-        # the sweeps of EP runs inside learning on a row subsample (each optimiser
-        # evaluation runs one) are shown only when asked: the iteration lines say
+        # the sweeps of EP runs inside learning (each optimiser evaluation runs one)
+        # are shown only when asked: the iteration lines say
         # what learning does, and they were most of a job's log
         self.every_sweep = every_sweep
         self.bar = None
@@ -191,7 +192,7 @@ class SweepReporter:
         self.problem = problem
 
     def __call__(self, record):
-        if not (self.every_sweep or record.get("all_rows", True)):
+        if not (self.every_sweep or not record.get("learning", False)):
             return
         problem = record.get("problem") if record.get("n_problems", 1) > 1 else None
         if problem is not None:  # one-vs-rest: one EP problem per class, in turn

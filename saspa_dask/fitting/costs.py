@@ -18,8 +18,9 @@ A Matérn kernel with a blur repeats the last two for each term of its SE mixtur
 
 The flops are turned into seconds with the machine's float64 matmul rate on one core
 (measured once per process, a few milliseconds) and :data:`EFFICIENCY`, the fraction
-of that rate these terms reach, measured by ``benchmarks/bench_costs.py``
-(``benchmarks/RESULTS.md``, "What learning costs").
+of that rate these terms reach (per term for the blurs other than full), measured by
+``benchmarks/bench_costs.py`` (``benchmarks/RESULTS.md``, "What learning costs" and
+"Wide one-hot tables, a third time").
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ __all__ = ["evaluation_flops", "evaluation_cost", "matmul_rate", "choose_blur",
            "EFFICIENCY", "FULL_BLUR_MAX_DIMS", "SLOW_EVALUATION_SECONDS"]
 
 EP_PASSES = 8
-# measured fraction of the one-core matmul rate reached per blur family: the medians
-# over bench_costs's cases (the 10-90% range is 0.075-0.24 for full, 0.045-0.12 for
-# the others, so an estimate is good to a factor of about 2)
-EFFICIENCY = {"full": 0.12, "other": 0.077}
+# measured fraction of the one-core matmul rate reached.  Full blurs: over an
+# evaluation's flops, the median of bench_costs's cases (2026-11-24; 10-90% range
+# 0.075-0.24).  The other families by term, fitted to bench_costs's 40 runs at d = 8 to
+# 676 (2026-11-27; the estimates 0.33-1.43 of the measured times, median 0.94): EP's
+# n M^2 passes ("ep") and the rows' and pairs' O(d) work ("inputs"), which on a wide
+# table is most of an evaluation and runs at about twice EP's rate.
+EFFICIENCY = {"full": 0.12, "ep": 0.069, "inputs": 0.135}
 # blur="auto": full covariances up to this many inputs, diagonal above (bench_costs: at
 # 8,000 rows a full evaluation costs 1.4-1.7 times a diagonal one up to 16 inputs, 2.4-5
 # times at 32 and 20 times at 64-105)
@@ -45,13 +49,18 @@ FULL_BLUR_MAX_DIMS = 16
 SLOW_EVALUATION_SECONDS = 60.0
 
 
-def evaluation_flops(n, M, d, blur, learn_bases=False, kernel_terms=1):
-    """Floating-point work of one optimiser evaluation (see the module docstring)."""
+def _flop_terms(n, M, d, blur, learn_bases, kernel_terms):
+    """(EP's flops, the rows' and pairs' flops) of one evaluation."""
     full = blur == "full"
     rows = n * M * (d * d if full else d) * kernel_terms
     pairs = M * M * (d ** 3 if full else d) * kernel_terms
     extra = 2.0 if learn_bases == "means+blur" and full else 1.0
-    return float(EP_PASSES * 2 * n * M * M + 6 * rows * extra + 8 * pairs * extra)
+    return float(EP_PASSES * 2 * n * M * M), float(6 * rows * extra + 8 * pairs * extra)
+
+
+def evaluation_flops(n, M, d, blur, learn_bases=False, kernel_terms=1):
+    """Floating-point work of one optimiser evaluation (see the module docstring)."""
+    return sum(_flop_terms(n, M, d, blur, learn_bases, kernel_terms))
 
 
 @functools.lru_cache(maxsize=1)
@@ -74,8 +83,12 @@ def matmul_rate():
 def evaluation_cost(n, M, d, blur, learn_bases=False, kernel_terms=1):
     """``flops_per_evaluation`` and the expected ``seconds_per_evaluation`` on one core
     of this machine."""
-    flops = evaluation_flops(n, M, d, blur, learn_bases, kernel_terms)
-    seconds = flops / (matmul_rate() * EFFICIENCY["full" if blur == "full" else "other"])
+    ep, inputs = _flop_terms(n, M, d, blur, learn_bases, kernel_terms)
+    if blur == "full":
+        seconds = (ep + inputs) / (matmul_rate() * EFFICIENCY["full"])
+    else:
+        seconds = (ep / EFFICIENCY["ep"] + inputs / EFFICIENCY["inputs"]) / matmul_rate()
+    flops = ep + inputs
     return {"flops_per_evaluation": flops, "seconds_per_evaluation": seconds}
 
 

@@ -216,7 +216,8 @@ class FitRun:
             final_sites = stage_sites if learn_here or covered else sites
             # Dask inputs keep their sites in a scratch store (removed afterwards)
             with WorkDir(plan.execution.work_dir) if self.lazy else nullcontext() as work:
-                outcome = fit(trainer_for(X, targets, work), hyper, final_sites, learn_here,
+                outcome = fit(trainer_for(X, targets, work, learn_here), hyper, final_sites,
+                              learn_here,
                               restarts=not stages, rows=X.shape[0],
                               starts=_scaled_starts(learnt, rows, X.shape[0], final_sites,
                                                     learn_here),
@@ -277,24 +278,25 @@ class FitRun:
         return lambda make_outcome, **where: self.watch(make_outcome, rows=rows, **where)
 
     def _trainer_factory(self, basis):
-        """``trainer_for(X, targets, work_dir)``: a Trainer of these bases and settings
+        """``trainer_for(X, targets, work_dir, learning)``: a Trainer of these bases and settings
         on some rows."""
         plan, execution = self.plan, self.plan.execution
         callback = self.progress or (print_sweep if plan.verbose else None)
 
-        def trainer_for(X, targets, work_dir):
+        def trainer_for(X, targets, work_dir, learning):
             return Trainer(X, targets, self.labels, basis.means, basis.blur, plan.ep,
                            frequencies=basis.frequencies, phases=basis.phases,
                            jitter=plan.jitter, block_rows=execution.block_rows,
                            cache=execution.cache, work_dir=work_dir,
-                           callback=self._timing_sweeps(callback, X.shape[0]),
+                           callback=self._timing_sweeps(callback, X.shape[0], learning),
                            approximation=approximation_named(plan.approximation))
         return trainer_for
 
-    def _timing_sweeps(self, callback, rows):
-        """``callback`` told whether each sweep is of EP on all rows (``all_rows``;
-        False: an EP run inside learning on a row subsample), and the budget (if any)
-        told what each sweep of EP on ``rows`` rows cost."""
+    def _timing_sweeps(self, callback, rows, learning):
+        """``callback`` told whether each sweep is of EP on all rows (``all_rows``)
+        and of an EP run inside learning (``learning``: the optimiser's evaluations
+        and stochastic learning's), and the budget (if any) told what each sweep of
+        EP on ``rows`` rows cost."""
         budget, every_row = self.budget, rows == self.X.shape[0]
         if budget is None and callback is None:
             return None
@@ -303,7 +305,7 @@ class FitRun:
             if budget is not None:
                 budget.observe(rows, record["seconds"])
             if callback is not None:
-                callback({**record, "all_rows": every_row})
+                callback({**record, "all_rows": every_row, "learning": learning})
         return observe
 
     def _learn_in_stages(self, targets, stages, hyper, sites, trainer_for, fit):
@@ -322,7 +324,7 @@ class FitRun:
             say(f"learning hyperparameters{' and bases' if self.plan.learnt_bases else ''} "
                 f"on {what} {rows.size} rows, in memory on the driver "
                 f"({self._stop_description()})")
-            learnt = fit(trainer_for(X_sub, y_sub, None), hyper, sites_at(sites, rows),
+            learnt = fit(trainer_for(X_sub, y_sub, None, True), hyper, sites_at(sites, rows),
                          True, restarts=k == 0, rows=rows.size)
             if self.watch is not None:  # the stage's end, if not measured already
                 self.watch(lambda: learnt, rows=rows.size, always=True,
@@ -350,7 +352,7 @@ class FitRun:
 
         seed = check_random_state(self.plan.random_state).randint(2**31 - 1)
         # on Dask the minibatches are read chunk by chunk; no site store is needed
-        learnt = learn_stochastic(trainer_for(self.X, targets, None), likelihood, hyper,
+        learnt = learn_stochastic(trainer_for(self.X, targets, None, True), likelihood, hyper,
                                   schedule, seed=seed, time_is_up=self.rule.time_is_up,
                                   callback=tell, watch=self._watch_of(self.X.shape[0]))
         return learnt, None, None, [], learnt.info["stop_reason"] == "time"

@@ -174,7 +174,8 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         progress : callable, optional
             Called with each EP sweep's record (dict: ``sweep``, ``change``,
             ``n_invalid``, ``seconds``, ...; ``all_rows`` False for the EP runs inside
-            learning on a row subsample).
+            learning on a row subsample, ``learning`` True for every EP run inside
+            learning).
         init_sites : tuple (tau, nu) of arrays of length n_samples, optional
             Warm start for EP, e.g. ``old.warm_start_sites(X_new, y_new)`` (an
             earlier fit's sites, then sites for the appended rows).  EP reaches the same
