@@ -17,10 +17,12 @@ A Matérn kernel with a blur repeats the last two for each term of its SE mixtur
 (:mod:`saspa_dask.core.kernel_profiles`: ``kernel_terms``, 6-12).
 
 The flops are turned into seconds with the machine's float64 matmul rate on one core
-(measured once per process, a few milliseconds) and :data:`EFFICIENCY`, the fraction
-of that rate these terms reach (per term for the blurs other than full), measured by
-``benchmarks/bench_costs.py`` (``benchmarks/RESULTS.md``, "What learning costs" and
-"Wide one-hot tables, a third time").
+(measured once per process, a few milliseconds) and, for full blurs,
+:data:`EFFICIENCY`, the fraction of that rate they reach; for the other families each
+term has its own measured cost (:data:`TERM_COSTS`: the pairs' elementwise work and the
+optimiser's own work per learnt value are far dearer than a flop of a product).  Both
+measured by ``benchmarks/bench_costs.py`` (``benchmarks/RESULTS.md``, "What learning
+costs" and "Wide one-hot tables, a third time").
 """
 
 from __future__ import annotations
@@ -31,16 +33,20 @@ import time
 import numpy as np
 
 __all__ = ["evaluation_flops", "evaluation_cost", "matmul_rate", "choose_blur",
-           "EFFICIENCY", "FULL_BLUR_MAX_DIMS", "SLOW_EVALUATION_SECONDS"]
+           "EFFICIENCY", "FULL_BLUR_MAX_DIMS", "SLOW_EVALUATION_SECONDS", "TERM_COSTS"]
 
 EP_PASSES = 8
-# measured fraction of the one-core matmul rate reached.  Full blurs: over an
-# evaluation's flops, the median of bench_costs's cases (2026-11-24; 10-90% range
-# 0.075-0.24).  The other families by term, fitted to bench_costs's 40 runs at d = 8 to
-# 676 (2026-11-27; the estimates 0.33-1.43 of the measured times, median 0.94): EP's
-# n M^2 passes ("ep") and the rows' and pairs' O(d) work ("inputs"), which on a wide
-# table is most of an evaluation and runs at about twice EP's rate.
-EFFICIENCY = {"full": 0.12, "ep": 0.069, "inputs": 0.135}
+# Full blurs: the measured fraction of the one-core matmul rate an evaluation's flops
+# reach, the median of bench_costs's cases (2026-11-24; 10-90% range 0.075-0.24).
+EFFICIENCY = {"full": 0.12}
+# The other families, by term: one-core matmul flops a unit of each term costs, fitted
+# to bench_costs's 48 runs at d = 8 to 20,000 (2026-11-27; every estimate 0.61-1.41 of
+# the measured time): EP's n M^2 passes (per EP_PASSES * 2 n M^2 flops), the rows'
+# features and moments (per n M d), the basis pairs' elementwise work (per M^2 d: a
+# logarithm and divisions a value, far dearer than a product's flop) and L-BFGS-B's own
+# work per learnt value (per M d learnt means or blurs), which at d in the thousands
+# is as much as the rest
+TERM_COSTS = {"ep": 13.7, "rows": 10.0, "pairs": 2100.0, "learnt": 124_000.0}
 # blur="auto": full covariances up to this many inputs, diagonal above (bench_costs: at
 # 8,000 rows a full evaluation costs 1.4-1.7 times a diagonal one up to 16 inputs, 2.4-5
 # times at 32 and 20 times at 64-105)
@@ -49,18 +55,22 @@ FULL_BLUR_MAX_DIMS = 16
 SLOW_EVALUATION_SECONDS = 60.0
 
 
-def _flop_terms(n, M, d, blur, learn_bases, kernel_terms):
-    """(EP's flops, the rows' and pairs' flops) of one evaluation."""
+def evaluation_flops(n, M, d, blur, learn_bases=False, kernel_terms=1):
+    """Floating-point work of one optimiser evaluation (see the module docstring)."""
     full = blur == "full"
     rows = n * M * (d * d if full else d) * kernel_terms
     pairs = M * M * (d ** 3 if full else d) * kernel_terms
     extra = 2.0 if learn_bases == "means+blur" and full else 1.0
-    return float(EP_PASSES * 2 * n * M * M), float(6 * rows * extra + 8 * pairs * extra)
+    return float(EP_PASSES * 2 * n * M * M + 6 * rows * extra + 8 * pairs * extra)
 
 
-def evaluation_flops(n, M, d, blur, learn_bases=False, kernel_terms=1):
-    """Floating-point work of one optimiser evaluation (see the module docstring)."""
-    return sum(_flop_terms(n, M, d, blur, learn_bases, kernel_terms))
+def _matmul_equivalent(n, M, d, learn_bases, kernel_terms):
+    """One evaluation's cost in one-core matmul flops for a blur other than full
+    (:data:`TERM_COSTS`)."""
+    learnt = {"means": 1, "means+blur": 2}.get(learn_bases, 0) * M * d
+    return (TERM_COSTS["ep"] * EP_PASSES * 2 * n * M * M
+            + (TERM_COSTS["rows"] * n * M * d + TERM_COSTS["pairs"] * M * M * d)
+            * kernel_terms + TERM_COSTS["learnt"] * learnt)
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,12 +93,11 @@ def matmul_rate():
 def evaluation_cost(n, M, d, blur, learn_bases=False, kernel_terms=1):
     """``flops_per_evaluation`` and the expected ``seconds_per_evaluation`` on one core
     of this machine."""
-    ep, inputs = _flop_terms(n, M, d, blur, learn_bases, kernel_terms)
+    flops = evaluation_flops(n, M, d, blur, learn_bases, kernel_terms)
     if blur == "full":
-        seconds = (ep + inputs) / (matmul_rate() * EFFICIENCY["full"])
+        seconds = flops / (matmul_rate() * EFFICIENCY["full"])
     else:
-        seconds = (ep / EFFICIENCY["ep"] + inputs / EFFICIENCY["inputs"]) / matmul_rate()
-    flops = ep + inputs
+        seconds = _matmul_equivalent(n, M, d, learn_bases, kernel_terms) / matmul_rate()
     return {"flops_per_evaluation": flops, "seconds_per_evaluation": seconds}
 
 
