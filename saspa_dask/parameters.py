@@ -175,8 +175,37 @@ def parse_stages(value):
     return stages[0] if len(stages) == 1 else tuple(stages)
 
 
+# n_bases="auto": AUTO_BASES bases, AUTO_BASES_LARGE from AUTO_LARGE_ROWS training rows
+# (at 10^6 rows 128 bases gave a lower error than 64 in both benchmarks' two-class
+# problems, within a minute end to end on 2 cores; benchmarks/RESULTS.md, "How many
+# bases by default")
+AUTO_BASES, AUTO_BASES_LARGE, AUTO_LARGE_ROWS = 64, 128, 500_000
+
+
+def parse_n_bases(value):
+    """``n_bases`` from a CLI string or TOML value: a positive count or "auto"."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text == "auto":
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise ValueError(f"n_bases: {value!r} is neither a positive count nor 'auto'")
+
+
+def bases_for_rows(n_bases, n_rows):
+    """The number of bases ``n_bases`` means for ``n_rows`` training rows ("auto": see
+    :data:`AUTO_BASES`; never more than the rows)."""
+    if n_bases != "auto":
+        return n_bases
+    return min(n_rows, AUTO_BASES_LARGE if n_rows >= AUTO_LARGE_ROWS else AUTO_BASES)
+
+
 TRAIN_PARAMETERS = (
-    Parameter("n_bases", int, 64, "Basis points M (cost O(N M^2) a sweep).",
+    Parameter("n_bases", (int, str), "auto", "Basis points M (cost O(N M^2) a sweep); "
+              f"auto: {AUTO_BASES}, and {AUTO_BASES_LARGE} from {AUTO_LARGE_ROWS:,} rows "
+              "(never more than the rows).", parse=parse_n_bases,
               old_flags=("--bases",), old_keys=("bases",)),
     Parameter("blur", str, "auto", "Basis blur: auto (full up to 16 inputs, diagonal "
               "above: a full blur's cost grows as d^2 per row and d^3 per pair of bases), "

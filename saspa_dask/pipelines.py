@@ -71,9 +71,18 @@ def _table_keys(parameters):
     return keys
 
 
+def _table_parsers(parameters):
+    """key -> the parser of each parameter that has one (and of its old names)."""
+    parsers = {p.name: p.parse for p in parameters if p.parse is not None}
+    parsers.update({old: parsers[new] for old, new in old_names(parameters).items()
+                    if new in parsers})
+    return parsers
+
+
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 # Per step kind: key -> (type or tuple of types, required), from the parameter table
 STEP_OPTIONS = {kind: _table_keys(parameters) for kind, parameters in COMMANDS.items()}
+_STEP_PARSERS = {kind: _table_parsers(parameters) for kind, parameters in COMMANDS.items()}
 _POSITIONAL = {kind: [p.name for p in parameters if p.positional]
                for kind, parameters in COMMANDS.items()}
 _PATH_KEYS = {p.name for parameters in (*COMMANDS.values(), CLUSTER_PARAMETERS)
@@ -81,7 +90,7 @@ _PATH_KEYS = {p.name for parameters in (*COMMANDS.values(), CLUSTER_PARAMETERS)
 _CLUSTER_KEYS = _table_keys(CLUSTER_PARAMETERS)
 
 
-def _check_table(table, schema, where):
+def _check_table(table, schema, where, parsers=None):
     if not isinstance(table, dict):
         raise JobError(f"{where} must be a table")
     unknown = sorted(set(table) - set(schema))
@@ -100,6 +109,11 @@ def _check_table(table, schema, where):
         if not isinstance(value, kinds):
             raise JobError(f"{where}: {key} must be {_names(kinds)}, "
                            f"got {type(value).__name__} {value!r}")
+        if parsers and key in parsers:  # a value its type admits but its parser does not
+            try:
+                parsers[key](value)
+            except ValueError as err:
+                raise JobError(f"{where}: {err}") from None
 
 
 def _names(kinds):
@@ -165,7 +179,7 @@ def load_job(path):
         if kind not in STEP_OPTIONS:
             raise JobError(f"{where}: unknown kind {kind!r}; one of {', '.join(STEP_OPTIONS)}")
         _check_table({k: v for k, v in step.items() if k != "kind"}, STEP_OPTIONS[kind],
-                     f"{where} ({kind})")
+                     f"{where} ({kind})", _STEP_PARSERS[kind])
         if not all(isinstance(v, str) for v in step.get("exclude", [])):
             raise JobError(f"{where} ({kind}): exclude must be a list of column names")
         _check_templates(step, f"{where} ({kind})")

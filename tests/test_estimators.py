@@ -290,6 +290,21 @@ def test_parameter_errors_are_scikit_learns_and_name_the_parameter():
     assert issubclass(InvalidParameterError, ValueError)
 
 
+def test_n_bases_auto_is_64_then_128_from_half_a_million_rows_never_above_the_rows():
+    """The documented rule, and a default fit on fewer rows than 64 (which a fixed
+    default of 64 refused) takes one basis a row; "many" is refused by name."""
+    from saspa_dask.parameters import bases_for_rows
+
+    assert [bases_for_rows("auto", n) for n in (10, 64, 499_999, 500_000, 10**7)] == [
+        10, 64, 64, 128, 128]
+    assert bases_for_rows(256, 10**6) == 256
+    X, y = _xor(n=40)
+    model = SASPAClassifier(optimize_hyperparameters=False, random_state=0).fit(X, y)
+    assert model.n_bases == "auto" and model.bases_.n_bases == 40
+    with pytest.raises(InvalidParameterError, match="'n_bases' parameter of SASPAClassifier"):
+        SASPAClassifier(n_bases="many").fit(X, y)
+
+
 def test_refit_forgets_the_previous_fit():
     """A binary step model refitted on three classes keeps nothing of the first fit."""
     X, y = _xor(n=150)

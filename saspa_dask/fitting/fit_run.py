@@ -25,6 +25,7 @@ from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from ..ep.approximation import approximation_named
 from ..ep.driver import EPConvergenceWarning
+from ..parameters import bases_for_rows
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
 from .costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost
@@ -107,12 +108,14 @@ class FitRun:
         ``terms``: an additive kernel's, :func:`~saspa_dask.fitting.hyperparameters.
         additive_terms_of`)."""
         plan, X, blur = self.plan, self.X, self.report["blur_"]
+        n_bases = bases_for_rows(plan.n_bases, X.shape[0])
         self.say(f"{plan.owner}: {X.shape[0]} rows x {X.shape[1]} inputs"
                  + (f", one-vs-rest over {len(self.labels)} classes" if self.labels else "")
                  + "; " + ("bases given" if plan.bases is not None else
-                           f"K-means for {plan.n_bases} bases"))
+                           f"K-means for {n_bases} bases"
+                           + (" (auto)" if plan.n_bases == "auto" else "")))
         basis, kmeans_info = start_bases(
-            X, n_bases=plan.n_bases, blur=blur, bases=plan.bases,
+            X, n_bases=n_bases, blur=blur, bases=plan.bases,
             lengthscale=plan.lengthscale, column_std=column_std,
             random_state=plan.random_state, lazy=self.lazy)
         if kmeans_info is not None:

@@ -52,7 +52,7 @@ class SASPABase(LegacyNames, PosteriorModel):
     """Parameters, fitted state and new rows shared by the SASPA estimators."""
 
     _parameter_constraints: dict = {
-        "n_bases": [Interval(Integral, 1, None, closed="left")],
+        "n_bases": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "blur": [StrOptions(set(BASIS_FAMILIES) | {"auto"})],
         "kernel": [StrOptions(set(KERNELS))],
         "feature_groups": [StrOptions(set(FEATURE_GROUP_RULES)), "array-like", None],

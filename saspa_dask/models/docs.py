@@ -1,9 +1,13 @@
 """Docstring fragments shared by the SASPA estimators (numpydoc sections)."""
 
 _SHARED_PARAMS_DOC = """
-    n_bases : int, default=64
+    n_bases : int or "auto", default="auto"
         Number of basis points M found by K-means (ignored when ``bases`` is given;
         with ``blur="fourier-global"`` the number of features, no K-means).
+        ``"auto"`` is 64, and 128 from 500,000 training rows (never more than the
+        rows): at 10^6 rows 128 bases gave a lower error in a minute on 2 cores
+        (``benchmarks/RESULTS.md``, "How many bases by default").  An EP sweep
+        costs O(N M^2).
     blur : {"auto", "full", "diagonal", "spherical", "delta", "fourier", \
 "fourier-global"}, default="auto"
         Blur family of the bases: ``delta`` is FITC-EP / SPGP, ``spherical`` the

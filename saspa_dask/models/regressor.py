@@ -106,7 +106,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         "log_target": ["boolean"],
     }
 
-    def __init__(self, n_bases=64, *, blur="auto", kernel="se", feature_groups=None,
+    def __init__(self, n_bases="auto", *, blur="auto", kernel="se", feature_groups=None,
                  additive_groups=None, term_weights=None,
                  approximation="fitc", alpha=1.0,
                  likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
