@@ -24,8 +24,8 @@ import numpy as np
 from scipy import sparse
 
 from .bases import dense_blur
-from .kernels import (_diagonal_pairs, _feature_blocks, _feature_scales, _pair_blocks,
-                      _row_features, _scaled_blur, _upper_blocks,
+from .kernels import (_delta_pair_sq, _diagonal_pairs, _feature_blocks, _feature_scales,
+                      _pair_blocks, _row_features, _scaled_blur, _upper_blocks,
                       mixture_pair_log_k, pair_eigen, scaled_blurs)
 
 __all__ = ["KernelGradient", "basis_covariance_gradient", "cross_covariance_gradient",
@@ -286,6 +286,26 @@ def _incidence(i, j, n_bases):
     return first + second, first - second
 
 
+def _delta_covariance_gradient(weights, ms, signal_variance, with_covs, kernel):
+    """:func:`_diagonal_covariance_gradient` at delta blur (S = 1, C = 0, z = r): its
+    pair sums are then products.  With wk = W o k (symmetric), row sums s and
+    P = wk a~: sum_ij wk r_k^2 = 2 sum_i (s_i a~_ik^2 - a~_ik P_ik), the mean gradient
+    -2 (s_i a~_i - P_i), the blur scale's 0 and the blur's (diagonal) s_i a~_i^2 -
+    2 a~_i P_i + (wk a~^2)_i - s_i."""
+    u = _delta_pair_sq(ms)
+    shape = np.exp(-0.5 * u) if kernel is None else kernel.weight(u)
+    wk = weights * (signal_variance * shape)
+    wk = 0.5 * (wk + wk.T)
+    row = wk.sum(axis=1)[:, None]
+    c = ms - ms.mean(axis=0)  # r is unchanged by the shift; the products are smaller
+    P = wk @ c
+    squares = c * c
+    grad_l = 2.0 * (row * squares - c * P).sum(axis=0)
+    grad_a = -2.0 * (row * c - P)
+    grad_c = (row * squares - 2.0 * c * P + wk @ squares - row) if with_covs else None
+    return grad_l, 0.0, grad_a, grad_c
+
+
 def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=True,
                                   kernel=None, dense=True):
     """:func:`basis_covariance_gradient`'s sums when every blur is diagonal: S and
@@ -293,6 +313,8 @@ def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=Tr
     (blurs given as matrices) the blur gradient keeps its off-diagonal entries
     (sum_j w_ij k_ij z_k z_l), which a full blur that happens to be diagonal needs;
     otherwise it is the (M, d) gradient along the diagonals (O(M^2 d))."""
+    if not np.any(cd) and not (with_covs and dense):
+        return _delta_covariance_gradient(weights, ms, signal_variance, with_covs, kernel)
     n_bases, d = ms.shape
     grad_l, grad_g = np.zeros(d), 0.0
     grad_a = np.zeros((n_bases, d))
