@@ -45,8 +45,11 @@ EFFICIENCY = {"full": 0.12}
 # features and moments (per n M d), the basis pairs' elementwise work (per M^2 d: a
 # logarithm and divisions a value, far dearer than a product's flop) and L-BFGS-B's own
 # work per learnt value (per M d learnt means or blurs), which at d in the thousands
-# is as much as the rest
-TERM_COSTS = {"ep": 13.7, "rows": 10.0, "pairs": 2100.0, "learnt": 124_000.0}
+# is as much as the rest.  Delta bases' pairs are a product (their distances from the
+# means' Gram matrix): 100 per M^2 d, from bench_costs's delta runs at d = 5,000 and
+# 20,000 after that change (estimates 0.7-1.2 of the times).
+TERM_COSTS = {"ep": 13.7, "rows": 10.0, "pairs": 2100.0, "delta_pairs": 100.0,
+              "learnt": 124_000.0}
 # blur="auto": full covariances up to this many inputs, diagonal above (bench_costs: at
 # 8,000 rows a full evaluation costs 1.4-1.7 times a diagonal one up to 16 inputs, 2.4-5
 # times at 32 and 20 times at 64-105)
@@ -64,13 +67,14 @@ def evaluation_flops(n, M, d, blur, learn_bases=False, kernel_terms=1):
     return float(EP_PASSES * 2 * n * M * M + 6 * rows * extra + 8 * pairs * extra)
 
 
-def _matmul_equivalent(n, M, d, learn_bases, kernel_terms):
+def _matmul_equivalent(n, M, d, blur, learn_bases, kernel_terms):
     """One evaluation's cost in one-core matmul flops for a blur other than full
     (:data:`TERM_COSTS`)."""
     learnt = {"means": 1, "means+blur": 2}.get(learn_bases, 0) * M * d
+    pairs = TERM_COSTS["delta_pairs" if blur == "delta" else "pairs"]
     return (TERM_COSTS["ep"] * EP_PASSES * 2 * n * M * M
-            + (TERM_COSTS["rows"] * n * M * d + TERM_COSTS["pairs"] * M * M * d)
-            * kernel_terms + TERM_COSTS["learnt"] * learnt)
+            + (TERM_COSTS["rows"] * n * M * d + pairs * M * M * d) * kernel_terms
+            + TERM_COSTS["learnt"] * learnt)
 
 
 @functools.lru_cache(maxsize=1)
@@ -97,7 +101,7 @@ def evaluation_cost(n, M, d, blur, learn_bases=False, kernel_terms=1):
     if blur == "full":
         seconds = flops / (matmul_rate() * EFFICIENCY["full"])
     else:
-        seconds = _matmul_equivalent(n, M, d, learn_bases, kernel_terms) / matmul_rate()
+        seconds = _matmul_equivalent(n, M, d, blur, learn_bases, kernel_terms) / matmul_rate()
     return {"flops_per_evaluation": flops, "seconds_per_evaluation": seconds}
 
 
