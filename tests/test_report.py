@@ -146,6 +146,20 @@ def test_saspa_report_on_stores_and_its_refusals(tmp_path, threads_client):
     _check_images(page)
     assert page.cells["rows"] == "500"
     assert {"income", "age", "score"} <= set(page.cells)  # relevances by column name
+    # t.zarr is the model's own training store: its metrics are not called held out,
+    # by the report or by evaluate; a store split off is held out
+    assert "Metrics on the training rows (not held out)" in out.read_text()
+    assert "Held-out metrics" not in out.read_text()
+    own = jobs.evaluate(tmp_path / "m.zarr", tmp_path / "t.zarr", client=threads_client)
+    assert own["training_data"] is True
+    assert "(the model's own training rows, not held out; 1200 rows" in jobs.metrics_line(own)
+    parts = jobs.split(tmp_path / "t.zarr", test_fraction=0.25, seed=1)
+    held = jobs.evaluate(tmp_path / "m.zarr", parts["test"], client=threads_client)
+    assert held["training_data"] is False and "not held out" not in jobs.metrics_line(held)
+    other = in_process.saspa("report", tmp_path / "m.zarr", parts["test"], "--out",
+                             tmp_path / "h.html")
+    assert other.returncode == 0, other.stderr
+    assert "Held-out metrics" in (tmp_path / "h.html").read_text()
     # saspa info says the lengthscales by column name too
     from saspa_dask import load_model
 

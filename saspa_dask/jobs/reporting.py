@@ -2,9 +2,10 @@
 
 The page is :func:`saspa_dask.models.report.model_report`'s.  With a data store, at
 most ``max_rows`` of its rows (a seeded uniform sample, read chunk by chunk under a
-reader lock, its columns matched to the model's by name) give the held-out sections,
-and the store's drift counts (an ``ingest --like`` store's) their own.  No cluster:
-the sample is read in this process.
+reader lock, its columns matched to the model's by name) give the held-out sections
+(headed as the training rows' when the store is the model's own training store), and
+the store's drift counts (an ``ingest --like`` store's) their own.  No cluster: the
+sample is read in this process.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 from ..files.atomic import check_not_an_input, reading, write_text_file
 from ..models.loading import load_model_and_attrs
 from ..models.report import model_report
-from ..storage.data_store import input_arrays
+from ..storage.data_store import input_arrays, is_training_store
 from .errors import JobError, reported
 from .paths import absolute
 
@@ -56,8 +57,11 @@ def report(model, data=None, *, out, max_rows=20_000, seed=0, overwrite=False):
             check_not_an_input(out, {"data store": data})
             with reading(data):
                 X, y, drift = _sample(estimator, data, int(max_rows), seed)
+        training = data is not None and is_training_store(
+            getattr(estimator, "data_fingerprint_", None), data)
         page = model_report(estimator, X, y, drift=drift,
-                            source=None if data is None else str(data))
+                            source=None if data is None else str(data),
+                            training_rows=training)
         write_text_file(out, page, overwrite=overwrite, what="the report")
     return {"out": out, "rows": 0 if X is None else len(X)}
 

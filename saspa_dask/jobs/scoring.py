@@ -17,7 +17,7 @@ from ..storage.export import EXPORT_FORMATS, export_scores
 from ..models.model_reader import (read_fitted_posterior, read_model_attrs,
                                    training_encoding)
 from ..fitting.posterior import check_interval_level
-from ..storage.data_store import input_arrays
+from ..storage.data_store import input_arrays, is_training_store
 from .cluster import dask_client, input_values, n_workers
 from .errors import JobError, locked, reported
 from .paths import absolute
@@ -287,10 +287,12 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=None, timeout=
         label), ``auc``, ``brier``, ``base_error``; regression: ``rmse``, ``mae``,
         ``nlpd``, ``base_rmse``, ``r2`` and (gaussian) ``coverage_95``
         (:func:`saspa_dask.storage.scores.evaluate`); always ``rows``, ``data``
-        (the store evaluated on) and ``columns`` (how its columns were matched).
+        (the store evaluated on), ``columns`` (how its columns were matched) and
+        ``training_data`` (True when DATA is the store the model was trained on:
+        its content fingerprint is the model's, so the metrics are not held out).
     """
     shown, data = data, absolute(data)
-    fitted, columns, _, _ = _load(absolute(model))
+    fitted, columns, _, path = _load(absolute(model))
     with reported(), reading(data):
         inputs = input_arrays(data, columns)  # columns checked before a cluster starts
         with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
@@ -298,12 +300,18 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=None, timeout=
                          values=input_values(inputs[0])) as running:
             metrics = scores.evaluate(fitted, data, n_workers=n_workers(running),
                                       inputs=inputs)
-    return {"data": str(shown), **metrics}
+        trained_on = (read_model_attrs(path)[1].get("report") or {}).get("data_fingerprint_")
+        training = is_training_store(trained_on, data)
+    return {"data": str(shown), **metrics, "training_data": training}
 
 
 def metrics_line(metrics):
     """:func:`evaluate`'s result as the one line ``saspa evaluate`` and ``saspa run``
     print: which store (and rows) the metrics are of, then the metrics."""
     values = "  ".join(f"{k} {'n/a' if v is None else f'{v:.6g}'}"
-                       for k, v in metrics.items() if k not in ("data", "rows", "columns"))
-    return f"on {metrics['data']} ({metrics['rows']} rows, {metrics['columns']}): {values}"
+                       for k, v in metrics.items()
+                       if k not in ("data", "rows", "columns", "training_data"))
+    own = ("the model's own training rows, not held out; "
+           if metrics.get("training_data") else "")
+    return (f"on {metrics['data']} ({own}{metrics['rows']} rows, {metrics['columns']}): "
+            f"{values}")

@@ -41,7 +41,8 @@ img{max-width:100%;height:auto}p.note{color:#555;font-size:.9em}
 """
 
 
-def model_report(model, X=None, y=None, *, title=None, drift=None, source=None):
+def model_report(model, X=None, y=None, *, title=None, drift=None, source=None,
+                 training_rows=False):
     """The HTML report of a fitted SASPA-family estimator.
 
     Parameters
@@ -57,6 +58,9 @@ def model_report(model, X=None, y=None, *, title=None, drift=None, source=None):
         Per-column drift counts of the rows shown (a data store's ``drift``).
     source : str, optional
         Where the rows came from, said above the metrics.
+    training_rows : bool, default=False
+        The rows are (a sample of) the model's own training rows: the metrics are
+        headed so, not as held-out ones.
 
     Returns
     -------
@@ -72,7 +76,7 @@ def model_report(model, X=None, y=None, *, title=None, drift=None, source=None):
     sections = [_summary(model, fitted)]
     if X is not None:
         held = _HeldOutRows(fitted, X, y)
-        sections += [_metrics(held, source), _calibration(held)]
+        sections += [_metrics(held, source, training_rows), _calibration(held)]
     sections += [_learning(model), _relevance(fitted, names, relevance, what),
                  _kernel_terms(fitted, names)]
     if X is not None:
@@ -174,7 +178,7 @@ class _HeldOutRows:
         self.sums, self.proba, self.codes = metric_sums_at(fitted, self.mean, self.var, y)
 
 
-def _metrics(held, source):
+def _metrics(held, source, training_rows=False):
     fitted, y = held.fitted, held.y
     metrics = metrics_from_sums(held.sums, fitted.is_classifier, context=True)
     rows = [(k, v) for k, v in metrics.items()]
@@ -183,8 +187,9 @@ def _metrics(held, source):
         rows += [("error of always the commonest class", more["base_error"]),
                  ("Brier score", more["brier"])]
     where = f"on {source}, " if source else ""
-    return _section("Held-out metrics",
-                    _note(f"{where}{len(y)} rows"), _table(rows))
+    heading = ("Metrics on the training rows (not held out)" if training_rows
+               else "Held-out metrics")
+    return _section(heading, _note(f"{where}{len(y)} rows"), _table(rows))
 
 
 def _calibration(held):

@@ -17,7 +17,8 @@ from .columns import match_columns
 
 __all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_data_complete",
            "check_identity", "describe_data", "input_arrays", "is_data_store",
-           "open_data_store", "row_identity", "store_identity", "unreadable_chunk"]
+           "is_training_store", "open_data_store", "row_identity", "store_identity",
+           "unreadable_chunk"]
 
 DATA_FORMAT = "saspa-data"
 FORMAT_VERSION = 3  # 3: row numbers, ids, imputation and column stats
@@ -171,6 +172,14 @@ def input_arrays(path, columns=None):
         check_chunks(path, group["y"], "y")
         y = da.from_zarr(str(path), component="y").rechunk({0: rows})
     return match.apply(X), y, match
+
+
+def is_training_store(model_fingerprint, path):
+    """Whether the data store at ``path`` holds the rows a model was trained on: its
+    recorded content fingerprint is the model's ``data_fingerprint_`` (so its metrics
+    are not held-out ones)."""
+    recorded = open_group(Path(path), "data store").attrs.get("fingerprint")
+    return model_fingerprint is not None and recorded == model_fingerprint
 
 
 def is_data_store(path):
