@@ -124,7 +124,8 @@ def test_blurred_cross_covariance_is_exact_at_large_row_counts():
 @pytest.mark.parametrize("family", ["delta", "diagonal", "full"])
 def test_basis_covariance_in_small_row_blocks(monkeypatch, family):
     """Kh and its weighted gradient, forced through many row blocks (the diagonal
-    path for delta and diagonal blurs, the d x d one for full): Kh against the
+    path for diagonal blurs, the d x d one for full; delta blurs take the means' Gram
+    matrix, no blocks): Kh against the
     term-by-term reference, the means' and log lengthscales' gradient against
     central differences of sum W Kh."""
     import saspa_dask.core.kernels as kernels

@@ -175,8 +175,8 @@ class SweepReporter:
         self.stream = stream or sys.stderr
         self.tol = tol
         # the sweeps of EP runs inside learning (each optimiser evaluation runs one)
-        # are shown only when asked: the iteration lines say
-        # what learning does, and they were most of a job's log
+        # are shown only when asked: the iteration lines say what learning does, and
+        # they were most of a job's log
         self.every_sweep = every_sweep
         self.bar = None
         self.problem = None
@@ -192,7 +192,7 @@ class SweepReporter:
         self.problem = problem
 
     def __call__(self, record):
-        if not (self.every_sweep or not record.get("learning", False)):
+        if record.get("learning", False) and not self.every_sweep:
             return
         problem = record.get("problem") if record.get("n_problems", 1) > 1 else None
         if problem is not None:  # one-vs-rest: one EP problem per class, in turn

@@ -508,19 +508,12 @@ def _pair_blocks(n_bases, floats_per_pair):
     return [(first[k:k + size], second[k:k + size]) for k in range(0, first.size, size)]
 
 
-def _row_blocks(n_bases, floats_per_pair):
-    """Slices of basis rows whose (rows x M x floats_per_pair) pair arrays fit
-    _PAIR_FLOATS (d * d floats a pair for full blurs, d for diagonal ones)."""
-    size = max(1, _PAIR_FLOATS // max(1, n_bases * floats_per_pair))
-    return [slice(i, min(i + size, n_bases)) for i in range(0, n_bases, size)]
-
-
 def _upper_blocks(n_bases, d):
-    """(rows, cols) of the pairs i in rows, j >= rows.start: row blocks (at most
-    :func:`_row_blocks`' and an eighth of the bases) cut to the upper triangle and the
-    diagonal blocks, so a symmetric pair quantity is computed about 0.56 times a pair,
-    not twice."""
-    size = min(_row_blocks(n_bases, d)[0].stop, -(-n_bases // 8))
+    """(rows, cols) of the pairs i in rows, j >= rows.start: row blocks whose (rows x
+    M x d) pair arrays fit _PAIR_FLOATS, and of at most an eighth of the bases, cut to
+    the upper triangle and the diagonal blocks, so a symmetric pair quantity is
+    computed about 0.56 times a pair, not twice."""
+    size = min(max(1, _PAIR_FLOATS // max(1, n_bases * d)), -(-n_bases // 8))
     return [(slice(i, min(i + size, n_bases)), slice(i, n_bases))
             for i in range(0, n_bases, size)]
 

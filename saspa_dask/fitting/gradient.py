@@ -203,10 +203,16 @@ def _kernel_terms(X, Bt, E, means, lengthscale, kernel):
     if kernel.form == "se":  # an additive term's SE: its own Kt, a one-node mixture
         return [(lengthscale, Bt * next(cross_covariance_terms(X, kernel.factors)))]
     if kernel.form == "exact":
-        weight = kernel.profile.weight(scaled_sq_distances(X, means, lengthscale))
-        return [(lengthscale, Bt * (kernel.signal_variance * weight))]
+        return [_exact_node(Bt, scaled_sq_distances(X, means, lengthscale), lengthscale,
+                            kernel)]
     return [(lengthscale * scale, np.multiply(Bt, kt, out=kt)) for scale, kt in
             zip(kernel.profile.mixture[0], cross_covariance_terms(X, kernel.factors))]
+
+
+def _exact_node(Bt, u, lengthscale, kernel):
+    """The exact delta-blur form's one node at scaled squared distances u: its weight
+    is -2 dk/du in k's place."""
+    return lengthscale, Bt * (kernel.signal_variance * kernel.profile.weight(u))
 
 
 def _additive_moments(X, Bt, means, lengthscale, full, terms):
@@ -223,11 +229,14 @@ def _additive_moments(X, Bt, means, lengthscale, full, terms):
     sums = np.empty(len(terms))
     for g, (inputs, term) in enumerate(terms):
         Xg, mg, lg = X[:, inputs], means[:, inputs], lengthscale[inputs]
-        nodes = _kernel_terms(Xg, Bt, None, mg, lg, term)
-        # <Bt, Kt_g>: the nodes' weights are Bt o Kt_q themselves, except the exact
-        # form's (-2 dk/du in k's place), whose Kt is the profile's value
-        sums[g] = (_exact_kt_sum(Xg, Bt, mg, lg, term) if term.form == "exact"
-                   else sum(float(weights.sum()) for _, weights in nodes))
+        if term.form == "exact":
+            # <Bt, Kt_g> needs k itself, at the node's scaled distances
+            u = scaled_sq_distances(Xg, mg, lg)
+            nodes = [_exact_node(Bt, u, lg, term)]
+            sums[g] = float(np.sum(Bt * (term.signal_variance * term.profile.value(u))))
+        else:  # the nodes' weights are Bt o Kt_q themselves
+            nodes = _kernel_terms(Xg, Bt, None, mg, lg, term)
+            sums[g] = sum(float(weights.sum()) for _, weights in nodes)
         for q, (scale, weights) in enumerate(nodes):
             m0[g, q], m1[q][:, inputs], block = cross_moments(Xg, weights, mg, scale, full)
             if full:
@@ -241,12 +250,6 @@ def _node_scales(kernel, form):
     """The lengthscale multipliers of a kernel's nodes in the gradient's moments: the
     scale mixture's for form ``"mixture"``, one otherwise (SE, the exact form)."""
     return kernel_named(kernel).mixture[0] if form == "mixture" else [1.0]
-
-
-def _exact_kt_sum(X, Bt, means, lengthscale, term):
-    """<Bt, Kt> of a term in the exact delta-blur form (its s2 share's gradient)."""
-    kt = term.signal_variance * term.profile.value(scaled_sq_distances(X, means, lengthscale))
-    return float(np.sum(Bt * kt))
 
 
 def _fourier_moments(X, Bt, E, means, lengthscale, fourier):
@@ -333,8 +336,8 @@ def _additive_terms(summary, basis, hyper, Ah, with_covs):
             "covs": np.zeros_like(basis.blur) if with_covs else None,
             "term_weights": np.empty(len(hyper.term_weights))}
     for g, (inputs, w) in enumerate(hyper.kernel_spec.parts()):
-        means, blur, ls = basis.means[:, inputs], restrict_blur(basis.blur, inputs), \
-            hyper.lengthscale[inputs]
+        means, blur = basis.means[:, inputs], restrict_blur(basis.blur, inputs)
+        ls = hyper.lengthscale[inputs]
         nodes = _node_scales(shape, kernel_form(shape, blur))
         kt = summed([cross_covariance_gradient(
             (summary.m0[g, q], summary.m1[q][:, inputs],

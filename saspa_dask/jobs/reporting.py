@@ -52,13 +52,14 @@ def report(model, data=None, *, out, max_rows=20_000, seed=0, overwrite=False):
     with reported():
         estimator, _ = load_model_and_attrs(absolute(model))
         X = y = drift = None
+        training = False
         if data is not None:
             data = absolute(data)
             check_not_an_input(out, {"data store": data})
-            with reading(data):
+            with reading(data):  # the sample and the store's fingerprint, under one lock
                 X, y, drift = _sample(estimator, data, int(max_rows), seed)
-        training = data is not None and is_training_store(
-            getattr(estimator, "data_fingerprint_", None), data)
+                training = is_training_store(getattr(estimator, "data_fingerprint_", None),
+                                             data)
         page = model_report(estimator, X, y, drift=drift,
                             source=None if data is None else str(data),
                             training_rows=training)

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import zarr
 
@@ -14,8 +15,7 @@ from ..storage.ingestion import ingest as ingest_file
 from ..files.atomic import check_not_an_input, reading, resolve_model_path
 from ..files.safe import own_directory, write_new_text
 from ..storage.export import EXPORT_FORMATS, export_scores
-from ..models.model_reader import (read_fitted_posterior, read_model_attrs,
-                                   training_encoding)
+from ..models.model_reader import read_fitted_posterior, training_encoding
 from ..fitting.posterior import check_interval_level
 from ..storage.data_store import input_arrays, is_training_store
 from .cluster import dask_client, input_values, n_workers
@@ -25,15 +25,27 @@ from .paths import absolute
 __all__ = ["evaluate", "metrics_line", "predict", "score"]
 
 
+class _LoadedModel(NamedTuple):
+    """A model store as the scoring jobs use it: the fitted posterior, the model's
+    column names, its classes' original labels (what the training store recorded),
+    the store's path and its checked attributes."""
+
+    fitted: object
+    columns: list | None
+    class_labels: list | None
+    path: Path
+    attrs: dict
+
+
 def _load(model):
-    """The fitted posterior, the model's column names and its classes' original labels
-    (from the model store: what the training store recorded)."""
+    """The model store ``model`` (a path or latest pointer) as a :class:`_LoadedModel`,
+    read and checked once."""
     with reported():
         path = resolve_model_path(model)
         fitted, attrs = read_fitted_posterior(path)
     columns = (list(fitted.feature_names) if fitted.feature_names is not None
                else attrs.get("data_columns"))
-    return fitted, columns, attrs.get("target_classes"), path
+    return _LoadedModel(fitted, columns, attrs.get("target_classes"), path, attrs)
 
 
 def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=True,
@@ -85,7 +97,7 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
     model, data, out = absolute(model), absolute(data), absolute(out)
     loaded = _load(model)
     with reported():
-        check_not_an_input(out, {"data store": data, "model": loaded[3],
+        check_not_an_input(out, {"data store": data, "model": loaded.path,
                                  "model pointer": model})
     if format != "zarr" and Path(out).exists() and not overwrite:
         raise JobError(f"{out} exists; pass --overwrite to replace it")
@@ -125,7 +137,7 @@ def _score_locked(loaded, data, out, overwrite, export, cluster, interval_level)
 def _score_store(loaded, data, store, overwrite, private, cluster, interval_level):
     """Score ``data`` into the zarr score ``store`` on a cluster, holding a reader's
     lock on the data store."""
-    fitted, columns, class_labels, _ = loaded
+    fitted, columns, class_labels = loaded.fitted, loaded.columns, loaded.class_labels
     with reported(), reading(data):
         inputs = input_arrays(data, columns)  # columns checked before a cluster starts
         with dask_client(**cluster, values=input_values(inputs[0])) as running:
@@ -197,16 +209,15 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
     fmt = format or _format_of(out)
     loaded = _load(model)  # the whole model: its fingerprint names the work
     with reported():
-        _, attrs = read_model_attrs(loaded[3])
-        check_not_an_input(out, {"source file": source, "model": loaded[3]})
-        encoding = training_encoding(loaded[3], attrs)
+        check_not_an_input(out, {"source file": source, "model": loaded.path})
+        encoding = training_encoding(loaded.path, loaded.attrs)
     if Path(out).exists() and not overwrite:
         raise JobError(f"{out} exists; pass --overwrite to replace it")
     try:
         stat = Path(source).stat()
     except OSError as err:
         raise JobError(f"{source}: cannot be read ({err.strerror})") from None
-    recipe = {"model_fingerprint": loaded[0].fingerprint(), "source": str(source),
+    recipe = {"model_fingerprint": loaded.fitted.fingerprint(), "source": str(source),
               "source_size": stat.st_size, "source_mtime_ns": stat.st_mtime_ns,
               "unknown": unknown, "delimiter": delimiter, "chunk_rows": int(chunk_rows),
               "format": fmt, "escape_formulas": bool(escape_formulas),
@@ -292,7 +303,8 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=None, timeout=
         its content fingerprint is the model's, so the metrics are not held out).
     """
     shown, data = data, absolute(data)
-    fitted, columns, _, path = _load(absolute(model))
+    loaded = _load(absolute(model))
+    fitted, columns = loaded.fitted, loaded.columns
     with reported(), reading(data):
         inputs = input_arrays(data, columns)  # columns checked before a cluster starts
         with dask_client(client, scheduler=scheduler, workers=workers, timeout=timeout,
@@ -300,7 +312,7 @@ def evaluate(model, data, *, client=None, scheduler=None, workers=None, timeout=
                          values=input_values(inputs[0])) as running:
             metrics = scores.evaluate(fitted, data, n_workers=n_workers(running),
                                       inputs=inputs)
-        trained_on = (read_model_attrs(path)[1].get("report") or {}).get("data_fingerprint_")
+        trained_on = (loaded.attrs.get("report") or {}).get("data_fingerprint_")
         training = is_training_store(trained_on, data)
     return {"data": str(shown), **metrics, "training_data": training}
 
