@@ -194,6 +194,20 @@ def parse_n_bases(value):
     raise ValueError(f"n_bases: {value!r} is neither a positive count nor 'auto'")
 
 
+def parse_exact_start(value):
+    """``exact_start`` from a CLI string or TOML value: "auto", or on / off."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text == "auto":
+        return text
+    if text in ("on", "true", "yes", "1"):
+        return True
+    if text in ("off", "false", "no", "0"):
+        return False
+    raise ValueError(f"exact_start: {value!r} is none of auto, on, off")
+
+
 def bases_for_rows(n_bases, n_rows):
     """The number of bases ``n_bases`` means for ``n_rows`` training rows ("auto": see
     :data:`AUTO_BASES`; never more than the rows)."""
@@ -280,6 +294,10 @@ TRAIN_PARAMETERS = (
     Parameter("learn_offset", bool, True, "Regression: learn a constant prior mean with the "
               "kernel (the targets' mean is its start); it matters where most targets "
               "rest at one value."),
+    Parameter("exact_start", (bool, str), "auto", "Regression (gaussian): start learning "
+              "where an exact GP on 512 seeded rows puts the lengthscales, signal and noise "
+              "variance (unless given); auto: with max_fit_time when learning runs on a row "
+              "sample of larger data (hyper_subsample); on / off: always / never.", parse=parse_exact_start),
     Parameter("hyper_subsample", (int, str, list), 20000, "Learn hyperparameters and bases "
               "on a seeded uniform subsample of this many rows when the data has more, then "
               "run EP on all rows.  Stages: sizes separated by commas, 'all' last to finish "

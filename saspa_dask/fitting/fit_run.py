@@ -29,11 +29,13 @@ from ..parameters import bases_for_rows
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
 from .costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost
+from .exact_start import exact_gp_start, exact_start_applies, start_rows
 from .hyperparameters import (Hyperparameters, additive_lengthscale, resolve_lengthscale,
                               tied_lengthscale)
 from .optimizer import StopRule
 from .progress import phase_printer, print_hyper, print_sweep
-from .stages import learning_stages, merge_stages, sites_at, sites_on_all, stages_end
+from .stages import (learning_stages, learns_on_a_sample, merge_stages, sites_at, sites_on_all,
+                     stages_end)
 from .stochastic import learn_stochastic
 from .trainer import FitOutcome, Trainer
 from .trainer import fit as fit_hyperparameters
@@ -98,6 +100,9 @@ class FitRun:
         # rows of the last learning sample on whose predictions EP on all rows may
         # converge (EPSchedule.prediction_tol); None when learning saw every row
         self.probe_rows = None
+        # learning starts from an exact GP on a sample (set by start(); its record
+        # joins hyperparameter_info_ as "start")
+        self.exact_start, self.start_record = False, None
 
     # -- the starting point --------------------------------------------------------
 
@@ -122,6 +127,10 @@ class FitRun:
             self.report["kmeans_info_"] = kmeans_info
         hyper = self._start_hyperparameters(likelihood, signal_variance, column_std, basis,
                                             centre, groups, terms)
+        on_sample = not plan.stochastic_learning and \
+            learns_on_a_sample(plan.hyper_subsample, X.shape[0])
+        self.exact_start = self.report["blur_"] not in FOURIER_FAMILIES and \
+            exact_start_applies(plan, likelihood, hyper, centre, X.shape[0], on_sample)
         self.report["timings_"] = {"bases": time.perf_counter() - self.began}
         self.say(f"bases ready ({self.report['timings_']['bases']:.1f}s"
                  + (f", K-means converged {kmeans_info.get('converged')}"
@@ -198,6 +207,7 @@ class FitRun:
             self._announce_cost(stages[0].size if stages else X.shape[0], basis)
         start = time.perf_counter()
         if plan.stochastic_learning:
+            hyper = self._exact_started(hyper, self.X, targets)
             learnt, rows, stage_sites, done, ended = self._learn_stochastically(
                 targets, hyper, likelihood, trainer_for)
         else:
@@ -213,6 +223,8 @@ class FitRun:
             outcome = _sample_model(learnt, rows, X.shape[0])
         else:
             learn_here = bool(plan.optimize_hyperparameters) and learn_on_all
+            if learn_here and learnt is None:  # learning starts here, on all rows
+                hyper = self._exact_started(hyper, X, targets)
             say(f"EP on {X.shape[0]} rows"
                 + (", learning hyperparameters" if learn_here else ""))
             covered = bool(stages) and stages[-1].size == X.shape[0]
@@ -230,6 +242,8 @@ class FitRun:
             done.append((outcome, X.shape[0], "workers" if self.lazy else "driver (in memory)"))
             rows = None
         merge_stages(outcome, learnt if not learn_here else None, done)
+        if self.start_record is not None:
+            outcome.info = {**(outcome.info or {}), "start": self.start_record}
         return outcome, rows
 
     def _sample_model_only(self, rows, sites, learn_on_all):
@@ -323,6 +337,8 @@ class FitRun:
             # one pass over the chunks for both (lazy inputs); NumPy indexes in memory
             X_sub, y_sub = (dask.compute(X[rows], targets[rows]) if self.lazy
                             else (X[rows], targets[rows]))
+            if k == 0:
+                hyper = self._exact_started(hyper, X_sub, y_sub)
             what = "all" if rows.size == X.shape[0] else "a subsample of"
             say(f"learning hyperparameters{' and bases' if self.plan.learnt_bases else ''} "
                 f"on {what} {rows.size} rows, in memory on the driver "
@@ -340,6 +356,26 @@ class FitRun:
             if stages_end(done, say):
                 return learnt, rows, sites, done, True
         return learnt, rows, sites, done, False
+
+    def _exact_started(self, hyper, X, targets):
+        """``hyper`` moved to an exact GP's values on a seeded sample of (``X``,
+        ``targets``) when the fit starts that way (:mod:`saspa_dask.fitting.exact_start`);
+        said, and recorded for ``hyperparameter_info_["start"]``."""
+        if not self.exact_start or self.start_record is not None:
+            return hyper
+        rows = start_rows(X.shape[0], self.plan.random_state)
+        X_s, y_s = (dask.compute(X[rows], targets[rows]) if is_lazy(X)
+                    else (X[rows], targets[rows]))
+        hyper, self.start_record = exact_gp_start(hyper, hyper.bounds(), X_s, y_s)
+        record = self.start_record
+        if record["method"] == "exact-gp":
+            self.say(f"start: an exact GP on {record['rows']} rows, {record['iterations']} "
+                     f"iterations ({record['seconds']:.1f}s): noise "
+                     f"{hyper.likelihood['noise_variance']:.3g}, signal "
+                     f"{hyper.signal_variance:.3g}")
+        else:
+            self.say(f"start: the data-driven values ({record['reason']})")
+        return hyper
 
     def _learn_stochastically(self, targets, hyper, likelihood, trainer_for):
         """Learn on every row by stochastic EP (:mod:`saspa_dask.fitting.stochastic`);

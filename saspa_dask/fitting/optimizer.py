@@ -45,6 +45,8 @@ WINDOW = 5
 DEFAULT_TOL = 1e-4
 # restarts of L-BFGS-B from the best point after its line search ran into failures
 MAX_RESTARTS = 5
+# L-BFGS-B's memory: the number of past steps its curvature model keeps
+MEMORY = 10
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,7 @@ def _run(objective, x0, bounds, accept, rule, f0):
             result = minimize(objective, x, jac=True, method="L-BFGS-B", bounds=bounds,
                               callback=accept,
                               # scipy's own tests only catch a line search that is stuck
-                              options={"maxiter": 10 * int(rule.max_iter) + 10,
+                              options={"maxiter": 10 * int(rule.max_iter) + 10, "maxcor": MEMORY,
                                        "maxfun": 20 * int(rule.max_iter) + 20,
                                        "ftol": 1e-15, "gtol": 1e-12 * rule.scale(f0)})
         except _Stop as stop:

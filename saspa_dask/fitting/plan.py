@@ -86,6 +86,7 @@ class FitPlan:
     learn_blur_scale: bool = False
     learn_offset: bool = False
     log_target: bool = False
+    exact_start: object = False
     min_noise_variance: float | None = None
     n_restarts_optimizer: int = 0
     hyper_subsample: object = None

@@ -71,7 +71,8 @@ _SHARED_PARAMS_DOC = """
         variational (VFE) one, which does not shrink the noise to explain the data
         with learnt bases.  Predictions, the evidence and learning all follow alpha.
     lengthscale : float or array-like of shape (n_features,), default=None
-        ARD lengthscales; ``None`` uses ``std(X[:, k]) * sqrt(n_features)``.
+        ARD lengthscales; ``None`` uses ``std(X[:, k]) * sqrt(n_features)`` (a
+        regression may start from an exact GP's instead: ``exact_start``).
     signal_variance : float, default=None
         Kernel amplitude s2; ``None`` uses {s2_default}.
     bases : saspa_dask.Basis, default=None
@@ -252,7 +253,9 @@ _SHARED_ATTRS_DOC = """
         ``mae`` and ``nlpd``.
     hyperparameter_info_ : dict
         Optimiser summary: iterations, evaluations, failed evaluations, message; with
-        restarts also ``starts`` (each start's best evidence) and ``chosen_start``.
+        restarts also ``starts`` (each start's best evidence) and ``chosen_start``;
+        ``start`` when learning started from an exact GP on a sample (its rows,
+        iterations, seconds and log marginal likelihood per row before and after).
     timings_ : dict
         Seconds spent on ``bases`` (K-means) and ``ep`` (blocks and sweeps).
     kmeans_info_ : dict

@@ -1,0 +1,162 @@
+"""Starting a regression's learning where an exact GP on a few hundred rows would.
+
+The data-driven start (lengthscales ``std * sqrt(d)``, the targets' variance as signal
+and a tenth of it as noise) knows nothing of which inputs matter: learning's first
+tens of iterations on all rows (or a 20,000-row sample) are spent finding the
+lengthscales, and the model is poor until then.  The SPGP and IDGP papers start from
+the hyperparameters of a full GP on a subset instead (Snelson & Ghahramani 2006;
+Lázaro-Gredilla & Figueiras-Vidal 2009).  Here: the exact SE-ARD GP's log marginal
+likelihood on :data:`START_ROWS` seeded rows, maximised by L-BFGS-B from the
+data-driven start within the box learning itself uses, so the start never moves the
+box.  With the Gaussian likelihood the marginal likelihood is closed-form; its cost is
+a few Cholesky factorisations of a :data:`START_ROWS`-square matrix per iteration.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve, lapack
+from scipy.optimize import minimize
+from sklearn.utils import check_random_state
+
+__all__ = ["START_ROWS", "exact_gp_start", "exact_start_applies", "log_marginal",
+           "start_rows"]
+
+# rows of the exact GP: measured (benchmarks/RESULTS.md, "An exact GP's start") as
+# enough to find the relevant inputs, at well under a second
+START_ROWS = 512
+# L-BFGS-B iterations at most: the start need not be converged, only near
+MAX_ITER = 100
+# the exact GP must beat independent noise (every target N(0, var y)) by this much per
+# row for its values to be a start: on Pumadyn-32nm's 32 inputs (4 relevant) it can
+# end on the all-noise plateau, from which learning does not move
+STRUCTURE_PER_ROW = 0.05
+# rows of the sample per learnt value at least (d lengthscales, signal and noise):
+# an ARD GP with about as many lengthscales as rows fits its sample's noise
+ROWS_PER_VALUE = 8
+
+
+def exact_start_applies(plan, likelihood, hyper, centre, n_rows, on_sample):
+    """Whether a fit on ``n_rows`` rows starts from an exact GP on a sample: asked
+    (``plan.exact_start`` True, or "auto" with a time budget and learning
+    ``on_sample``, a row sample of larger data), a Gaussian regression that learns its hyperparameters from the
+    data-driven start (no lengthscale, signal or noise variance given: the start equals
+    the box's centre), one SE kernel over every input (no feature groups, additive
+    terms or frequency features), and a sample of at least :data:`ROWS_PER_VALUE`
+    rows per value."""
+    asked = plan.exact_start is True or (plan.exact_start == "auto" and on_sample
+                                         and plan.max_fit_time is not None)
+    if not asked or not plan.optimize_hyperparameters or plan.lengthscale is not None:
+        return False
+    if min(n_rows, START_ROWS) < ROWS_PER_VALUE * (hyper.lengthscale.size + 2):
+        return False
+    if likelihood.name != "gaussian" or "noise_variance" not in hyper.likelihood:
+        return False
+    if hyper.kernel != "se" or hyper.groups is not None or hyper.additive is not None:
+        return False
+    if centre is None or hyper.centre is None:
+        return False
+    noise = centre[1].hyperparameters().get("noise_variance")
+    return (math.isclose(hyper.signal_variance, float(centre[0]), rel_tol=1e-12)
+            and noise is not None
+            and math.isclose(hyper.likelihood["noise_variance"], noise, rel_tol=1e-12))
+
+
+def log_marginal(log_values, X, y):
+    """The exact SE-ARD GP's log marginal likelihood of centred ``y`` and its gradient
+    in ``log_values`` = [log lengthscales, log signal variance, log noise variance].
+
+    The gradient's trace term needs the entries of C^{-1} (as scikit-learn's
+    ``GaussianProcessRegressor`` computes them): from the Cholesky factor of
+    C = K + noise I, which the noise keeps well conditioned; every solve uses the
+    factor.
+    """
+    n, d = X.shape
+    lengthscale = np.exp(log_values[:d])
+    signal, noise = math.exp(log_values[d]), math.exp(log_values[d + 1])
+    Z = X / lengthscale
+    sq = np.einsum("ij,ij->i", Z, Z)
+    K = signal * np.exp(-0.5 * np.maximum(sq[:, None] + sq[None, :] - 2.0 * Z @ Z.T, 0.0))
+    C = K + noise * np.eye(n)
+    factor = cho_factor(C, lower=True)
+    a = cho_solve(factor, y)
+    value = -0.5 * y @ a - np.log(np.diag(factor[0])).sum() - 0.5 * n * math.log(2 * math.pi)
+    # dL/dtheta = 1/2 tr(W dC/dtheta), W = a a^T - C^{-1}; C^{-1} from the factor
+    # (LAPACK's potri: half the flops of solving for the identity)
+    inverse, info = lapack.dpotri(factor[0], lower=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"potri failed ({info})")
+    inverse = np.tril(inverse) + np.tril(inverse, -1).T
+    W = np.outer(a, a) - inverse
+    KW = K * W
+    rows = KW.sum(axis=1)
+    # sum_ij KW_ij (z_ik - z_jk)^2 = 2 sum_i rows_i z_ik^2 - 2 z_k^T KW z_k: the
+    # lengthscales' terms without an (n, n, d) array
+    spread = 2.0 * (rows @ Z**2) - 2.0 * np.einsum("ik,ik->k", Z, KW @ Z)
+    grad = np.concatenate([0.5 * spread, [0.5 * KW.sum(), 0.5 * noise * np.trace(W)]])
+    return value, grad
+
+
+def start_rows(n_rows, random_state):
+    """The sorted indices of the exact GP's seeded sample of ``n_rows`` rows."""
+    rng = check_random_state(random_state)
+    return np.sort(rng.choice(n_rows, size=min(n_rows, START_ROWS), replace=False))
+
+
+def exact_gp_start(hyper, bounds, X, y):
+    """``hyper`` with its lengthscales, signal and noise variance where an exact GP on
+    the sample (``X``, ``y``: :func:`start_rows` of EP's rows and targets) puts them,
+    within ``bounds`` (``hyper.bounds()``); and a record of the start (rows,
+    iterations, seconds, the exact GP's log marginal likelihood per row before and
+    after).  ``hyper`` itself is returned (with the record's ``method`` "data" and its
+    ``reason``) when the exact GP explains the sample by less than
+    :data:`STRUCTURE_PER_ROW` nats per row beyond independent noise, or fails at the
+    start.  A trial point whose kernel matrix cannot be factorised is refused (L-BFGS-B's
+    line search steps back).
+    """
+    t0 = time.perf_counter()
+    d = X.shape[1]
+    Xs = np.asarray(X, dtype=np.float64)
+    ys = np.asarray(y, dtype=np.float64)
+    Xs, ys = Xs - Xs.mean(axis=0), ys - ys.mean()
+    names = hyper.names()
+    where = [names.index(f"lengthscale[{k}]") for k in range(d)]
+    where += [names.index("signal_variance"), names.index("likelihood.noise_variance")]
+    # a decade inside learning's box: learning then never starts on a bound (an
+    # irrelevant input's lengthscale would start on the box's top and warn of it)
+    inset = math.log(10.0)
+    box = [(lo + inset, hi - inset) if hi - lo > 2 * inset else (lo, hi)
+           for lo, hi in (bounds[k] for k in where)]
+    x0 = np.clip(hyper.to_log()[where], [lo for lo, _ in box], [hi for _, hi in box])
+
+    def objective(x):
+        try:
+            value, grad = log_marginal(x, Xs, ys)
+        except np.linalg.LinAlgError:
+            return np.inf, np.zeros_like(x)
+        return -value, -grad
+
+    start_value = -objective(x0)[0]
+    if not np.isfinite(start_value):
+        return hyper, {"method": "data", "reason": "the exact GP's kernel matrix failed"}
+    result = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=box,
+                      options={"maxiter": MAX_ITER})
+    found = -result.fun / ys.size
+    noise_only = -0.5 * (math.log(2 * math.pi * max(float(ys.var()), 1e-300)) + 1.0)
+    if not found > noise_only + STRUCTURE_PER_ROW:
+        return hyper, {"method": "data", "rows": int(ys.size),
+                       "reason": f"the exact GP found no structure ({found:.4g} nats per "
+                                 f"row against independent noise's {noise_only:.4g})"}
+    x = np.clip(result.x, [lo for lo, _ in box], [hi for _, hi in box])
+    values = np.exp(x)
+    start = replace(hyper, lengthscale=values[:d], signal_variance=float(values[d]),
+                    likelihood={**hyper.likelihood, "noise_variance": float(values[d + 1])})
+    record = {"method": "exact-gp", "rows": int(ys.size), "iterations": int(result.nit),
+              "seconds": time.perf_counter() - t0,
+              "log_marginal_per_row": [float(start_value / ys.size), float(found)],
+              "noise_only_per_row": float(noise_only)}
+    return start, record

@@ -1,0 +1,118 @@
+"""The exact GP's start of a regression's learning (saspa_dask.fitting.exact_start),
+against a multivariate normal density computed here and finite differences."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from saspa_dask import SASPAClassifier, SASPARegressor
+from saspa_dask.fitting.exact_start import START_ROWS, exact_gp_start, log_marginal
+from saspa_dask.fitting.hyperparameters import Hyperparameters, default_lengthscale
+
+
+def _se_covariance(X, lengthscale, signal, noise):
+    """K + noise I of the SE-ARD kernel, entry by entry (a reference, not the code's
+    distance trick)."""
+    n = X.shape[0]
+    K = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            K[i, j] = signal * math.exp(-0.5 * np.sum(((X[i] - X[j]) / lengthscale) ** 2))
+    return K + noise * np.eye(n)
+
+
+def test_log_marginal_is_the_gaussian_density_and_its_gradient_is_the_slope():
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(40, 3)), rng.normal(size=40)
+    x = np.log([0.7, 1.9, 3.1, 1.3, 0.2])
+    value, grad = log_marginal(x, X, y)
+    C = _se_covariance(X, np.exp(x[:3]), math.exp(x[3]), math.exp(x[4]))
+    assert value == pytest.approx(multivariate_normal(np.zeros(40), C).logpdf(y), rel=1e-12)
+    h = 1e-5
+    for k in range(x.size):
+        step = np.zeros_like(x)
+        step[k] = h
+        slope = (log_marginal(x + step, X, y)[0] - log_marginal(x - step, X, y)[0]) / (2 * h)
+        assert grad[k] == pytest.approx(slope, rel=1e-6, abs=1e-7)
+
+
+def _gp_draw(n, d, relevant_lengthscale, noise, seed):
+    """Targets drawn from an SE GP in the first input only, plus Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    C = _se_covariance(X[:, :1], np.array([relevant_lengthscale]), 1.0, 1e-8)
+    f = np.linalg.cholesky(C) @ rng.normal(size=n)
+    return X, f + math.sqrt(noise) * rng.normal(size=n)
+
+
+def test_the_start_finds_the_relevant_input_and_the_noise_within_the_box():
+    X, y = _gp_draw(300, 4, 0.8, 0.01, seed=5)
+    start = Hyperparameters(np.full(4, 2.0), float(y.var()),
+                            {"noise_variance": 0.1 * float(y.var())})
+    bounds = start.bounds()
+    moved, record = exact_gp_start(start, bounds, X, y - y.mean())
+    assert record["method"] == "exact-gp" and record["rows"] == 300
+    before, after = record["log_marginal_per_row"]
+    assert after > before
+    # the first input is the relevant one: its lengthscale near the truth, the others
+    # far longer; the noise within a factor of 2 of the truth
+    assert 0.5 < moved.lengthscale[0] < 1.3
+    assert np.all(moved.lengthscale[1:] > 10 * moved.lengthscale[0])
+    assert 0.005 < moved.likelihood["noise_variance"] < 0.02
+    # a decade inside learning's box everywhere
+    x = moved.to_log()
+    for k in (0, 1, 2, 3, 4, 5):
+        lo, hi = bounds[k]
+        assert lo + math.log(10) - 1e-12 <= x[k] <= hi - math.log(10) + 1e-12
+
+
+def test_a_regression_starts_from_the_exact_gp_when_asked_and_not_from_a_given_start():
+    X, y = _gp_draw(800, 3, 0.8, 0.01, seed=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = SASPARegressor(16, random_state=0, max_hyper_iter=3,
+                                exact_start=True).fit(X, y)
+        # "auto": only with a time budget and learning on a row sample of larger data
+        auto_all = SASPARegressor(16, random_state=0, max_hyper_iter=3,
+                                  max_fit_time=600).fit(X, y)
+        auto_unbudgeted = SASPARegressor(16, random_state=0, max_hyper_iter=3,
+                                         hyper_subsample=600).fit(X, y)
+        auto_sample = SASPARegressor(16, random_state=0, max_hyper_iter=3,
+                                     hyper_subsample=600, max_fit_time=600).fit(X, y)
+        # the data-driven start's lengthscales, given: no exact start
+        given = SASPARegressor(16, random_state=0, max_hyper_iter=3, exact_start=True,
+                               lengthscale=default_lengthscale(X.std(axis=0))).fit(X, y)
+        fixed = SASPARegressor(16, random_state=0, exact_start=True,
+                               optimize_hyperparameters=False).fit(X, y)
+    start = fitted.hyperparameter_info_["start"]
+    assert start["method"] == "exact-gp" and start["rows"] == min(START_ROWS, 800)
+    assert "start" not in given.hyperparameter_info_
+    assert "start" not in auto_all.hyperparameter_info_
+    assert "start" not in auto_unbudgeted.hyperparameter_info_
+    assert auto_sample.hyperparameter_info_["start"]["rows"] == START_ROWS
+    assert "start" not in fixed.hyperparameter_info_
+    # from the exact GP's start, three iterations are past the data-driven start's
+    assert fitted.log_evidence_ > given.log_evidence_
+
+
+def test_classification_keeps_the_data_driven_start():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    y = (X[:, 0] > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = SASPAClassifier(8, random_state=0, max_hyper_iter=2,
+                                hyper_subsample=100, max_fit_time=600).fit(X, y)
+    assert "start" not in model.hyperparameter_info_
+
+
+def test_a_sample_with_no_structure_keeps_the_data_driven_start():
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(300, 3)), rng.normal(size=300)  # y independent of X
+    start = Hyperparameters(np.full(3, 1.7), 1.0, {"noise_variance": 0.1})
+    moved, record = exact_gp_start(start, start.bounds(), X, y)
+    assert record["method"] == "data" and "no structure" in record["reason"]
+    assert moved is start
