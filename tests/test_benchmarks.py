@@ -388,3 +388,14 @@ def test_bench_log_target_quick(tmp_path):
         ("house_16h", False), ("house_16h", True),
         ("california_housing", False), ("california_housing", True)]
     assert all(r["rmse"] > 1000 and 0 <= r["coverage_90"] <= 1 for r in runs)
+
+
+def test_bench_exact_start_quick(tmp_path):
+    """Both starts on cpu_act's first split predict far better than the mean
+    (standardised targets: the mean's RMSE is about 1); the exact one records its
+    start on 512 of the 600 rows."""
+    report = _quick_results("bench_exact_start.py", tmp_path, "exact_start.json")
+    runs = report["runs"]
+    assert [r["exact_start"] for r in runs] == [False, True]
+    assert runs[0]["start"] is None and runs[1]["start"]["rows"] == 512
+    assert all(r["rmse"] < 0.6 and r["n_train"] == 600 for r in runs)
