@@ -11,6 +11,7 @@ from scipy.stats import multivariate_normal
 from saspa_dask import SASPAClassifier, SASPARegressor
 from saspa_dask.fitting.exact_start import START_ROWS, exact_gp_start, log_marginal
 from saspa_dask.fitting.hyperparameters import Hyperparameters, default_lengthscale
+from saspa_dask.parameters import parse_exact_start
 
 
 def _se_covariance(X, lengthscale, signal, noise):
@@ -116,3 +117,14 @@ def test_a_sample_with_no_structure_keeps_the_data_driven_start():
     moved, record = exact_gp_start(start, start.bounds(), X, y)
     assert record["method"] == "data" and "no structure" in record["reason"]
     assert moved is start
+
+
+@pytest.mark.parametrize("text, value", [("auto", "auto"), ("on", True), ("OFF", False),
+                                         ("true", True), (False, False)])
+def test_exact_start_from_the_cli_and_toml(text, value):
+    assert parse_exact_start(text) == value
+
+
+def test_a_bad_exact_start_is_refused_by_name():
+    with pytest.raises(ValueError, match="exact_start: 'sometimes'"):
+        parse_exact_start("sometimes")

@@ -10,6 +10,11 @@ likelihood on :data:`START_ROWS` seeded rows, maximised by L-BFGS-B from the
 data-driven start within the box learning itself uses, so the start never moves the
 box.  With the Gaussian likelihood the marginal likelihood is closed-form; its cost is
 a few Cholesky factorisations of a :data:`START_ROWS`-square matrix per iteration.
+
+When (the regressor's ``exact_start``): by default only for a fit with a time budget
+whose learning runs on a row sample of larger data.  There the first model is far
+better; learning run to convergence from this start ended at a worse held-out NLPD on
+most real sets measured (``benchmarks/RESULTS.md``, "An exact GP's start").
 """
 
 from __future__ import annotations
@@ -43,11 +48,11 @@ ROWS_PER_VALUE = 8
 def exact_start_applies(plan, likelihood, hyper, centre, n_rows, on_sample):
     """Whether a fit on ``n_rows`` rows starts from an exact GP on a sample: asked
     (``plan.exact_start`` True, or "auto" with a time budget and learning
-    ``on_sample``, a row sample of larger data), a Gaussian regression that learns its hyperparameters from the
-    data-driven start (no lengthscale, signal or noise variance given: the start equals
-    the box's centre), one SE kernel over every input (no feature groups, additive
-    terms or frequency features), and a sample of at least :data:`ROWS_PER_VALUE`
-    rows per value."""
+    ``on_sample``, a row sample of larger data), a Gaussian regression that learns its
+    hyperparameters from the data-driven start (no lengthscale, signal or noise
+    variance given: the start equals the box's centre), one SE kernel over every input
+    (no feature groups, additive terms or frequency features), and a sample of at
+    least :data:`ROWS_PER_VALUE` rows per value."""
     asked = plan.exact_start is True or (plan.exact_start == "auto" and on_sample
                                          and plan.max_fit_time is not None)
     if not asked or not plan.optimize_hyperparameters or plan.lengthscale is not None:
