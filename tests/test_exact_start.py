@@ -128,3 +128,21 @@ def test_exact_start_from_the_cli_and_toml(text, value):
 def test_a_bad_exact_start_is_refused_by_name():
     with pytest.raises(ValueError, match="exact_start: 'sometimes'"):
         parse_exact_start("sometimes")
+
+
+def test_a_saved_model_keeps_its_start_and_saspa_info_says_it(tmp_path):
+    import in_process
+
+    from saspa_dask import load_model
+
+    X, y = _gp_draw(700, 3, 0.8, 0.01, seed=9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        SASPARegressor(8, random_state=0, exact_start=True, max_hyper_iter=2).fit(
+            X, y).save(tmp_path / "m.zarr")
+    loaded = load_model(tmp_path / "m.zarr")
+    assert loaded.exact_start is True
+    assert loaded.hyperparameter_info_["start"]["rows"] == START_ROWS
+    res = in_process.saspa("info", str(tmp_path / "m.zarr"))
+    assert res.returncode == 0, res.stderr
+    assert f"start: an exact GP on {START_ROWS} rows" in res.stdout

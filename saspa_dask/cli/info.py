@@ -123,6 +123,12 @@ def print_summary(summary, metrics_line):
                      f"{info['log_evidence_end']:.6g}, {stopped}, on a bound: "
                      f"{', '.join(info['at_bounds']) or 'none'}")
         click.echo(f"{'hyperparameters':>17}: {line}")
+        start = info.get("start")
+        if start is not None:
+            click.echo(f"{'start':>17}: " + (
+                f"an exact GP on {start['rows']} rows, {start['iterations']} iterations, "
+                f"{start['seconds']:.1f}s" if start["method"] == "exact-gp"
+                else f"the data-driven values ({start['reason']})"))
         for k, stage in enumerate(info.get("stages", [])):
             click.echo(f"{'stage ' + str(k):>17}: {stage['rows']} rows on the "
                        f"{stage['where']}, {stage['n_iterations']} iterations, "
