@@ -246,13 +246,13 @@ def test_a_budget_stops_warm_started_ep_on_all_rows_after_a_sweep():
 
 
 def test_a_budget_keeps_room_for_ep_on_all_rows_by_the_sweeps_it_timed():
-    """The reserve is the block build, FINAL_SWEEPS sweeps on all rows and the closing
-    evidence pass at the median cost per row of the timed sweeps; learning on all rows
+    """The reserve is the block build (BUILD_SWEEPS), FINAL_SWEEPS sweeps on all rows and
+    the closing evidence pass at the median cost per row of the timed sweeps; learning on all rows
     needs room for EVALUATIONS_ON_ALL evaluations of EVALUATION_SWEEPS sweeps besides."""
     import time
 
-    from saspa_dask.fitting.budget import (EVALUATION_SWEEPS, EVALUATIONS_ON_ALL,
-                                           FINAL_SWEEPS, FitBudget)
+    from saspa_dask.fitting.budget import (BUILD_SWEEPS, EVALUATION_SWEEPS,
+                                           EVALUATIONS_ON_ALL, FINAL_SWEEPS, FitBudget)
 
     began = time.perf_counter()
     budget = FitBudget(1000.0, began, n_rows=10**6)
@@ -261,10 +261,11 @@ def test_a_budget_keeps_room_for_ep_on_all_rows_by_the_sweeps_it_timed():
     for rows, seconds in ((10_000, 0.01), (10_000, 0.03), (20_000, 0.04)):
         budget.observe(rows, seconds)  # 1, 3 and 2 microseconds a row: median 2
     sweep = 2e-6 * 10**6
-    assert budget.reserve() == pytest.approx((FINAL_SWEEPS + 2) * sweep, rel=1e-12)
+    assert budget.reserve() == pytest.approx((BUILD_SWEEPS + FINAL_SWEEPS + 1) * sweep,
+                                             rel=1e-12)
     assert budget.learning_deadline() == pytest.approx(began + 1000.0 - budget.reserve(),
                                                        rel=1e-15)
-    needed = (EVALUATIONS_ON_ALL * EVALUATION_SWEEPS + FINAL_SWEEPS + 2) * sweep
+    needed = (EVALUATIONS_ON_ALL * EVALUATION_SWEEPS + BUILD_SWEEPS + FINAL_SWEEPS + 1) * sweep
     assert needed < 500.0 and budget.affords_learning_on_all()
     short = FitBudget(needed / 2, time.perf_counter(), 10**6)
     short.observe(10_000, 0.02)

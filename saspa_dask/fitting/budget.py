@@ -20,12 +20,17 @@ import time
 
 import numpy as np
 
-__all__ = ["EVALUATIONS_ON_ALL", "EVALUATION_SWEEPS", "FINAL_SWEEPS", "FitBudget",
-           "SAMPLE_MODEL_RATIO"]
+__all__ = ["BUILD_SWEEPS", "EVALUATIONS_ON_ALL", "EVALUATION_SWEEPS", "FINAL_SWEEPS",
+           "FitBudget", "SAMPLE_MODEL_RATIO"]
 
 # sweeps of EP on all rows the budget keeps room for (besides the block build and the
-# closing evidence pass, about a sweep each)
+# closing evidence pass)
 FINAL_SWEEPS = 1
+# the block build of EP on all rows, in sweeps: at 10^6 rows (M = 256, d = 8, full blur,
+# 2 workers) the first sweep with the build took 11.0-11.2 s and the next 3.5-5.0 s, a
+# build of 1.2-2.2 sweeps; counted as one sweep, 39.6 s fits ended at 41.6-44.3 s, as
+# two at 40.8 s (benchmarks/RESULTS.md, "The budget's reserve for EP on all rows")
+BUILD_SWEEPS = 2
 # learning on all rows after the in-memory stages starts only with room for this many
 # evaluations, each about EVALUATION_SWEEPS sweeps on all rows (EP from sites known on
 # the stages' rows only, then the gradient pass: one evaluation at 10^6 rows took
@@ -70,12 +75,12 @@ class FitBudget:
             self._per_row_sweep.append(seconds / rows)
 
     def reserve(self):
-        """Seconds kept for EP on all rows: the block build, :data:`FINAL_SWEEPS`
-        sweeps and the closing evidence pass at the median cost per row of the recent
-        sweeps (0 before any)."""
+        """Seconds kept for EP on all rows: the block build (:data:`BUILD_SWEEPS`),
+        :data:`FINAL_SWEEPS` sweeps and the closing evidence pass at the median cost
+        per row of the recent sweeps (0 before any)."""
         if not self._per_row_sweep:
             return 0.0
-        return (FINAL_SWEEPS + 2) * self._sweep_seconds()
+        return (BUILD_SWEEPS + FINAL_SWEEPS + 1) * self._sweep_seconds()
 
     def affords_learning_on_all(self):
         """Whether the time left holds :data:`EVALUATIONS_ON_ALL` evaluations of
