@@ -28,11 +28,13 @@ from scipy.linalg import cho_factor, cho_solve, lapack
 from scipy.optimize import minimize
 from sklearn.utils import check_random_state
 
+from ..core.kernels import scaled_sq_distances
+
 __all__ = ["START_ROWS", "exact_gp_start", "exact_start_applies", "log_marginal",
            "start_rows"]
 
 # rows of the exact GP (the SPGP and IDGP papers used 1,024): at 512 and d = 8 the start
-# took 0.78 s (benchmarks/RESULTS.md, "An exact GP's start"); its cost grows as rows^3
+# took 0.78-0.92 s (benchmarks/RESULTS.md, "An exact GP's start"); its cost grows as rows^3
 START_ROWS = 512
 # L-BFGS-B iterations at most: the start need not be converged, only near
 MAX_ITER = 100
@@ -45,14 +47,14 @@ STRUCTURE_PER_ROW = 0.05
 ROWS_PER_VALUE = 8
 
 
-def exact_start_applies(plan, likelihood, hyper, centre, n_rows, on_sample):
+def exact_start_applies(plan, likelihood, hyper, n_rows, on_sample):
     """Whether a fit on ``n_rows`` rows starts from an exact GP on a sample: asked
     (``plan.exact_start`` True, or "auto" with a time budget and learning
     ``on_sample``, a row sample of larger data), a Gaussian regression that learns its
     hyperparameters from the data-driven start (no lengthscale, signal or noise
-    variance given: the start equals the box's centre), one SE kernel over every input
-    (no feature groups, additive terms or frequency features), and a sample of at
-    least :data:`ROWS_PER_VALUE` rows per value."""
+    variance given: the start equals the box's centre, ``hyper.centre``), one SE kernel
+    over every input (no feature groups or additive terms), and a sample of at least
+    :data:`ROWS_PER_VALUE` rows per value."""
     asked = plan.exact_start is True or (plan.exact_start == "auto" and on_sample
                                          and plan.max_fit_time is not None)
     if not asked or not plan.optimize_hyperparameters or plan.lengthscale is not None:
@@ -63,12 +65,12 @@ def exact_start_applies(plan, likelihood, hyper, centre, n_rows, on_sample):
         return False
     if hyper.kernel != "se" or hyper.groups is not None or hyper.additive is not None:
         return False
-    if centre is None or hyper.centre is None:
+    centre = hyper.centre
+    if centre is None or "noise_variance" not in centre.likelihood:
         return False
-    noise = centre[1].hyperparameters().get("noise_variance")
-    return (math.isclose(hyper.signal_variance, float(centre[0]), rel_tol=1e-12)
-            and noise is not None
-            and math.isclose(hyper.likelihood["noise_variance"], noise, rel_tol=1e-12))
+    return (math.isclose(hyper.signal_variance, centre.signal_variance, rel_tol=1e-12)
+            and math.isclose(hyper.likelihood["noise_variance"],
+                             centre.likelihood["noise_variance"], rel_tol=1e-12))
 
 
 def log_marginal(log_values, X, y):
@@ -83,9 +85,7 @@ def log_marginal(log_values, X, y):
     n, d = X.shape
     lengthscale = np.exp(log_values[:d])
     signal, noise = math.exp(log_values[d]), math.exp(log_values[d + 1])
-    Z = X / lengthscale
-    sq = np.einsum("ij,ij->i", Z, Z)
-    K = signal * np.exp(-0.5 * np.maximum(sq[:, None] + sq[None, :] - 2.0 * Z @ Z.T, 0.0))
+    K = signal * np.exp(-0.5 * scaled_sq_distances(X, X, lengthscale))
     C = K + noise * np.eye(n)
     factor = cho_factor(C, lower=True)
     a = cho_solve(factor, y)
@@ -101,6 +101,7 @@ def log_marginal(log_values, X, y):
     rows = KW.sum(axis=1)
     # sum_ij KW_ij (z_ik - z_jk)^2 = 2 sum_i rows_i z_ik^2 - 2 z_k^T KW z_k: the
     # lengthscales' terms without an (n, n, d) array
+    Z = X / lengthscale
     spread = 2.0 * (rows @ Z**2) - 2.0 * np.einsum("ik,ik->k", Z, KW @ Z)
     grad = np.concatenate([0.5 * spread, [0.5 * KW.sum(), 0.5 * noise * np.trace(W)]])
     return value, grad

@@ -34,8 +34,7 @@ from .hyperparameters import (Hyperparameters, additive_lengthscale, resolve_len
                               tied_lengthscale)
 from .optimizer import StopRule
 from .progress import phase_printer, print_hyper, print_sweep
-from .stages import (learning_stages, learns_on_a_sample, merge_stages, sites_at, sites_on_all,
-                     stages_end)
+from .stages import learning_stages, merge_stages, sites_at, sites_on_all, stages_end
 from .stochastic import learn_stochastic
 from .trainer import FitOutcome, Trainer
 from .trainer import fit as fit_hyperparameters
@@ -100,7 +99,7 @@ class FitRun:
         # rows of the last learning sample on whose predictions EP on all rows may
         # converge (EPSchedule.prediction_tol); None when learning saw every row
         self.probe_rows = None
-        # learning starts from an exact GP on a sample (set by start(); its record
+        # learning starts from an exact GP on a sample (decided by fit(); its record
         # joins hyperparameter_info_ as "start")
         self.exact_start, self.start_record = False, None
 
@@ -127,10 +126,6 @@ class FitRun:
             self.report["kmeans_info_"] = kmeans_info
         hyper = self._start_hyperparameters(likelihood, signal_variance, column_std, basis,
                                             centre, groups, terms)
-        on_sample = not plan.stochastic_learning and \
-            learns_on_a_sample(plan.hyper_subsample, X.shape[0])
-        self.exact_start = self.report["blur_"] not in FOURIER_FAMILIES and \
-            exact_start_applies(plan, likelihood, hyper, centre, X.shape[0], on_sample)
         self.report["timings_"] = {"bases": time.perf_counter() - self.began}
         self.say(f"bases ready ({self.report['timings_']['bases']:.1f}s"
                  + (f", K-means converged {kmeans_info.get('converged')}"
@@ -205,6 +200,9 @@ class FitRun:
                                                    plan.random_state, self.lazy)
         if plan.optimize_hyperparameters:
             self._announce_cost(stages[0].size if stages else X.shape[0], basis)
+        on_sample = bool(stages) and stages[0].size < X.shape[0]
+        self.exact_start = self.report["blur_"] not in FOURIER_FAMILIES and \
+            exact_start_applies(plan, likelihood, hyper, X.shape[0], on_sample)
         start = time.perf_counter()
         if plan.stochastic_learning:
             hyper = self._exact_started(hyper, self.X, targets)
@@ -361,7 +359,7 @@ class FitRun:
         """``hyper`` moved to an exact GP's values on a seeded sample of (``X``,
         ``targets``) when the fit starts that way (:mod:`saspa_dask.fitting.exact_start`);
         said, and recorded for ``hyperparameter_info_["start"]``."""
-        if not self.exact_start or self.start_record is not None:
+        if not self.exact_start:
             return hyper
         rows = start_rows(X.shape[0], self.plan.random_state)
         X_s, y_s = (dask.compute(X[rows], targets[rows]) if is_lazy(X)

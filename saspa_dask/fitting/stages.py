@@ -11,8 +11,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError
 
-__all__ = ["STAGE_GAIN_PER_ROW", "check_init_sites", "learning_stages", "learns_on_a_sample",
-           "merge_stages",
+__all__ = ["STAGE_GAIN_PER_ROW", "check_init_sites", "learning_stages", "merge_stages",
            "sites_at", "sites_on_all", "stages_end"]
 
 # a later learning stage that gains less energy than this per row ends the stages
@@ -43,14 +42,6 @@ def learning_stages(hyper_subsample, n_samples, random_state, lazy=False):
                                         f"{hyper_subsample!r}")
         stages.append(int(size))
     return _stage_rows(stages, n_samples, random_state), False
-
-
-def learns_on_a_sample(hyper_subsample, n_samples):
-    """Whether learning's first stage is a row sample smaller than the data."""
-    first = hyper_subsample
-    if first is not None and not isinstance(first, Integral):
-        first = list(first)[0] if len(first) else None
-    return first is not None and first < n_samples
 
 
 def _stage_rows(sizes, n_samples, random_state):

@@ -79,8 +79,8 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         only when it explains the sample better than independent noise does).
         ``"auto"`` does so for a fit with a time budget (``max_fit_time``: the best
         model by then) whose learning runs on a row sample of larger data
-        (``hyper_subsample``): at 10^6 rows its first model had the accuracy of 20
-        iterations from the data-driven start.  Learning run to convergence from
+        (``hyper_subsample``): at 10^6 rows its first model had about the accuracy
+        of 20 iterations from the data-driven start.  Learning run to convergence from
         it ended at a worse held-out NLPD on most real sets measured
         (``benchmarks/RESULTS.md``, "An exact GP's start"), so not without a budget.
         ``True``: whenever the conditions hold; ``False``: never.
