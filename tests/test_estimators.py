@@ -146,6 +146,29 @@ def test_dask_targets_are_checked_as_numpy_targets_are():
     np.testing.assert_allclose(lazy.predict_proba(X), eager.predict_proba(X), rtol=1e-8)
 
 
+def test_lazy_training_statistics_are_numpys():
+    """Dask input is summarised chunk by chunk (Chan's merge of means and squared
+    deviations): the same statistics as NumPy's on the whole array, chunks of
+    unequal size and large offsets included."""
+    from saspa_dask.models.validation import check_training_data
+
+    rng = np.random.default_rng(6)
+    X = 1e3 + rng.normal(size=(1003, 3)) * [1.0, 1e-3, 50.0]
+    y = np.round(rng.normal(size=1003) * 3.0) + 0.5 * (np.arange(1003) % 97 == 0)
+    _, _, stats = check_training_data(da.from_array(X, chunks=(100, 3)),
+                                      da.from_array(y, chunks=100), classification=False)
+    np.testing.assert_allclose(stats["std"], X.std(axis=0), rtol=1e-9)
+    np.testing.assert_array_equal(stats["absmax"], np.abs(X).max(axis=0))
+    assert stats["mean"] == pytest.approx(y.mean(), rel=1e-13)
+    assert stats["var"] == pytest.approx(y.var(), rel=1e-12)
+    assert stats["min"] == y.min() and stats["bad_rows"] == 0 and stats["bad_y"] == 0
+    assert stats["non_integer"] == int((y != np.round(y)).sum()) == 11
+    labels = rng.choice(np.array([3, 7, 11]), size=1003)
+    _, _, stats = check_training_data(da.from_array(X, chunks=(100, 3)),
+                                      da.from_array(labels, chunks=100), classification=True)
+    assert stats["classes"].tolist() == [3, 7, 11]
+
+
 def test_bad_input_errors_name_the_problem():
     X, y = _xor(n=40)
     clf = SASPAClassifier(optimize_hyperparameters=False, n_bases=5, random_state=0).fit(X, y)

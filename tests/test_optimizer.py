@@ -272,6 +272,34 @@ def test_a_budget_keeps_room_for_ep_on_all_rows_by_the_sweeps_it_timed():
     assert not short.affords_learning_on_all()
 
 
+def test_a_budget_pays_for_the_k_means_rows_it_affords(monkeypatch):
+    """K-means' Lloyd rows under a budget: KMEANS_SHARE of the time left at
+    KMEANS_ROW_COST one-core matmul flops per row, basis and input, never below its
+    start's sample nor above its default; a fit hands them to K-means."""
+    from saspa_dask.datasets import synthetic_two_class
+    from saspa_dask.fitting import budget as budget_module
+    from saspa_dask.fitting.budget import KMEANS_ROW_COST, KMEANS_SHARE, FitBudget
+
+    monkeypatch.setattr("saspa_dask.fitting.costs.matmul_rate", lambda: 4.8e10)
+    # 10 s left: 0.05 * 10 * 4.8e10 / (240 * 256 * 8) = 48,828 rows (a moment passes)
+    rows = FitBudget(10.0, time.perf_counter(), 10**6).lloyd_rows(256, 8)
+    affordable = KMEANS_SHARE * 10.0 * 4.8e10 / (KMEANS_ROW_COST * 256 * 8)
+    assert 0.999 * affordable <= rows <= affordable and 48_000 < rows < 49_000
+    assert FitBudget(1e4, time.perf_counter(), 10**6).lloyd_rows(256, 8) == 200_000
+    assert FitBudget(1e4, time.perf_counter(), 10**6).lloyd_rows(4096, 8) == 409_600
+    assert FitBudget(1e-3, time.perf_counter(), 10**6).lloyd_rows(256, 8) == 10_000
+    assert FitBudget(1e-3, time.perf_counter(), 10**6).lloyd_rows(1024, 8) == 20_480
+    # through a fit: nothing affordable, so the start's sample of 10,000 of 30,000 rows
+    monkeypatch.setattr(budget_module, "KMEANS_SHARE", 0.0)
+    X, y = synthetic_two_class(30_000, 2, seed=3)
+    clf = SASPAClassifier(n_bases=8, blur="delta", random_state=0, max_fit_time=60.0,
+                          optimize_hyperparameters=False).fit(X, y)
+    assert clf.kmeans_info_["lloyd_rows"] == 10_000
+    unbudgeted = SASPAClassifier(n_bases=8, blur="delta", random_state=0,
+                                 optimize_hyperparameters=False).fit(X, y)
+    assert unbudgeted.kmeans_info_["lloyd_rows"] == 30_000
+
+
 def test_restarts_move_learnt_bases_out_of_a_bad_corner():
     """Twelve bases started in one corner of a 2-D square and learnt from there stay
     near it; restarts over basis positions (K-means with further seeds) find a

@@ -42,6 +42,25 @@ def test_csv_ingest_round_trip_and_fingerprint(tmp_path):
     assert fingerprint(Xd, yd) != attrs["fingerprint"]
 
 
+def test_the_fingerprint_pass_reads_the_probe_rows_in_their_order(tmp_path):
+    """One task per chunk gives the digest and the rows at an unsorted index with
+    repeats and chunk edges: the rows equal NumPy's indexing, the fingerprint the one
+    ingest recorded."""
+    from saspa_dask.storage.fingerprint import fingerprint_and_rows
+
+    data = np.random.default_rng(4).normal(size=(1000, 4))
+    np.save(tmp_path / "d.npy", data)
+    attrs = ingest(tmp_path / "d.npy", tmp_path / "d.zarr", chunk_rows=300)
+    X, y, _ = open_data_store(tmp_path / "d.zarr")
+    index = np.array([999, 0, 299, 300, 5, 299, 601, 0, 899, 900])
+    with dask.config.set(scheduler="threads"):
+        digest, X_rows, y_rows = fingerprint_and_rows(X, y, index, attrs["chunk_rows"])
+        assert fingerprint_and_rows(X, y, [], attrs["chunk_rows"])[0] == digest
+    assert digest == attrs["fingerprint"]
+    np.testing.assert_array_equal(X_rows, data[index, :3])
+    np.testing.assert_array_equal(y_rows, data[index, 3])
+
+
 def test_text_and_missing_policies(tmp_path):
     rows = [[1.0, "NEAR BAY", 3.0], [2.0, "INLAND", ""], [3.0, "NEAR BAY", 1.0],
             [4.0, "ISLAND", 2.0]]

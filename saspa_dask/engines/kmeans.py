@@ -29,7 +29,7 @@ from dask import delayed
 from ..core.bases import Basis, shrunk_covariances
 from .chunks import add_tuples, as_dask, is_lazy, row_chunked, seed_from, tree_reduce
 
-__all__ = ["LLOYD_ROWS", "kmeans", "kmeans_bases"]
+__all__ = ["LLOYD_ROWS", "default_lloyd_rows", "kmeans", "kmeans_bases", "start_sample_rows"]
 
 #: Rows the Lloyd passes run over at most (a seeded sample beyond it)
 LLOYD_ROWS = 200_000
@@ -41,6 +41,17 @@ _MEMORY_CHUNK_ROWS = 65536
 # 16384-row block at M = 256 (32 MiB) made each pass over it a trip to memory (4.7
 # times slower at 200,000 rows: benchmarks/RESULTS.md, "K-means' distance blocks")
 _DISTANCE_ELEMENTS = 2**18
+
+
+def default_lloyd_rows(n_clusters):
+    """The rows :func:`kmeans`' Lloyd passes run over at most by default."""
+    return max(LLOYD_ROWS, 100 * n_clusters)
+
+
+def start_sample_rows(n_clusters):
+    """The rows of :func:`kmeans`' k-means++ start by default (fewer Lloyd rows than
+    this shrink the start's sample too)."""
+    return max(10_000, 20 * n_clusters)
 
 
 def _nearest(Xb, centres):
@@ -151,7 +162,8 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
         Rows for the start; default ``min(N, max(10000, 20 M))``.
     lloyd_rows : int, optional
         Rows the Lloyd passes run over (a seeded uniform sample when fewer than N);
-        default ``max(LLOYD_ROWS, 100 M)``.  The cluster scatter is over all rows.
+        default ``max(LLOYD_ROWS, 100 M)``.  The cluster means and scatter are of the
+        same rows.
     full_covariances : bool, default=True
         False: only the covariances' diagonals are computed (the off-diagonal entries
         are zero), which is all delta, spherical, diagonal blurs and frequency
@@ -174,8 +186,8 @@ def kmeans(X, n_clusters, *, random_state=None, max_iter=10, tol=1e-4, sample_si
     if n_clusters > N:
         raise ValueError(f"n_bases={n_clusters} exceeds n_samples={N}")
     rng = np.random.default_rng(seed_from(random_state))
-    n_sample = min(N, sample_size or max(10_000, 20 * n_clusters))
-    cap = max(LLOYD_ROWS, 100 * n_clusters) if lloyd_rows is None else int(lloyd_rows)
+    n_sample = min(N, sample_size or start_sample_rows(n_clusters))
+    cap = default_lloyd_rows(n_clusters) if lloyd_rows is None else int(lloyd_rows)
     lloyd = rows if N <= cap else _Rows(rows.sample(cap, rng))  # one read of the data
     n_sample = min(n_sample, lloyd.X.shape[0])
     sample = lloyd.sample(n_sample, rng)

@@ -26,12 +26,13 @@ __all__ = ["check_covariance_memory", "learnt_start", "machine_memory", "restart
 
 
 def start_bases(X, *, n_bases, blur, bases, lengthscale, column_std, random_state,
-                lazy=False):
+                lazy=False, lloyd_rows=None):
     """The bases a fit starts from, and K-means' report (None when K-means did not run).
 
     ``blur`` is a family (already chosen when the parameter was ``"auto"``); ``bases``
     the estimator's given bases or None; ``lengthscale`` the parameter (frequencies are
-    drawn at the starting lengthscales)."""
+    drawn at the starting lengthscales); ``lloyd_rows`` K-means' (None: its default;
+    a time budget's :meth:`~saspa_dask.fitting.budget.FitBudget.lloyd_rows`)."""
     n_samples, d = X.shape
     check_covariance_memory(n_bases if bases is None else bases.means.shape[0], d, blur)
     spectral = _Spectral(lengthscale, column_std, random_state)
@@ -48,7 +49,7 @@ def start_bases(X, *, n_bases, blur, bases, lengthscale, column_std, random_stat
             raise ValueError(f"n_bases={n_bases} exceeds n_samples={n_samples}: use at "
                              "most one basis per training row")
         basis, info = kmeans(X, n_bases, random_state=random_state,
-                             full_covariances=blur == "full")
+                             full_covariances=blur == "full", lloyd_rows=lloyd_rows)
         if basis.n_bases < n_bases:
             warnings.warn(f"K-means found {basis.n_bases} distinct clusters for "
                           f"n_bases={n_bases} (too few distinct points); using those",

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 __all__ = ["BUILD_SWEEPS", "EVALUATIONS_ON_ALL", "EVALUATION_SWEEPS", "FINAL_SWEEPS",
-           "FitBudget", "SAMPLE_MODEL_RATIO"]
+           "FitBudget", "KMEANS_ROW_COST", "KMEANS_SHARE", "SAMPLE_MODEL_RATIO"]
 
 # sweeps of EP on all rows the budget keeps room for (besides the block build and the
 # closing evidence pass)
@@ -46,6 +46,15 @@ EVALUATION_SWEEPS = 16
 # all rows at the start had 0.1576 (benchmarks/RESULTS.md, "Held-out metrics as a fit
 # learns").
 SAMPLE_MODEL_RATIO = 2
+# K-means' Lloyd passes run over at most the rows that this share of the budget pays
+# for (never fewer than its start's sample, never more than without a budget): at
+# 10^6 rows, M = 256, its default 200,000 Lloyd rows took 2.7-3.2 s, a third of a 10 s
+# budget, for centres that learning then moves (benchmarks/RESULTS.md, "K-means within
+# a budget")
+KMEANS_SHARE = 0.05
+# ... at this cost in one-core matmul flops per Lloyd row, basis and input (its passes,
+# the cluster scatter and the sample's read together; measured there: 240)
+KMEANS_ROW_COST = 240.0
 
 
 class FitBudget:
@@ -93,6 +102,19 @@ class FitBudget:
     def _sweep_seconds(self):
         """A sweep on all rows at the median cost per row of the recent sweeps."""
         return float(np.median(self._per_row_sweep[-50:])) * self.n_rows
+
+    def lloyd_rows(self, n_bases, d):
+        """The rows K-means' Lloyd passes may run over: what :data:`KMEANS_SHARE` of the
+        time left pays for at :data:`KMEANS_ROW_COST`, between the default k-means++
+        start's sample and the default without a budget
+        (:func:`~saspa_dask.engines.kmeans.kmeans`)."""
+        from ..engines.kmeans import default_lloyd_rows, start_sample_rows
+        from .costs import matmul_rate
+
+        left = max(self.end - time.perf_counter(), 0.0)
+        affordable = KMEANS_SHARE * left * matmul_rate() / (KMEANS_ROW_COST * n_bases * d)
+        return int(min(default_lloyd_rows(n_bases),
+                       max(start_sample_rows(n_bases), affordable)))
 
     def learning_deadline(self):
         """The ``time.perf_counter()`` value after which no learning step starts: the

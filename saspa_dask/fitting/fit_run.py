@@ -121,15 +121,17 @@ class FitRun:
         basis, kmeans_info = start_bases(
             X, n_bases=n_bases, blur=blur, bases=plan.bases,
             lengthscale=plan.lengthscale, column_std=column_std,
-            random_state=plan.random_state, lazy=self.lazy)
+            random_state=plan.random_state, lazy=self.lazy,
+            lloyd_rows=None if self.budget is None
+            else self.budget.lloyd_rows(n_bases, X.shape[1]))
         if kmeans_info is not None:
             self.report["kmeans_info_"] = kmeans_info
         hyper = self._start_hyperparameters(likelihood, signal_variance, column_std, basis,
                                             centre, groups, terms)
         self.report["timings_"] = {"bases": time.perf_counter() - self.began}
         self.say(f"bases ready ({self.report['timings_']['bases']:.1f}s"
-                 + (f", K-means converged {kmeans_info.get('converged')}"
-                    if kmeans_info else "") + ")")
+                 + (f", K-means converged {kmeans_info.get('converged')} on "
+                    f"{kmeans_info['lloyd_rows']} rows" if kmeans_info else "") + ")")
         return basis, hyper
 
     def _start_hyperparameters(self, likelihood, signal_variance, column_std, basis,

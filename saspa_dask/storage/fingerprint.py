@@ -56,13 +56,26 @@ def fingerprint(X, y, chunk_rows=None):
 
 
 def fingerprint_and_rows(X, y, index, chunk_rows=None):
-    """:func:`fingerprint`, and the rows of X and y at ``index``, from one pass over the
-    chunks (one compute: a chunk both need is read once)."""
-    digests = [delayed(chunk_digest)(xb, yb)
-               for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
-    digests, X_rows, y_rows = dask.compute(digests, X[index], y[index])
-    return (combine_digests(digests, X.shape[0], X.shape[1], chunk_rows or X.chunks[0][0]),
-            np.asarray(X_rows), np.asarray(y_rows))
+    """:func:`fingerprint`, and the rows of X and y at ``index`` (in its order), from
+    one pass over the chunks: each chunk's task returns its digest and its rows at
+    ``index`` (fancy indexing the dask arrays instead cost as much as the pass)."""
+    index = np.asarray(index, dtype=int)
+    edges = np.cumsum((0,) + tuple(X.chunks[0]))
+    chunk_of = np.searchsorted(edges, index, side="right") - 1
+    places = [np.flatnonzero(chunk_of == c) for c in range(len(edges) - 1)]
+    parts = [delayed(_digest_and_rows)(xb, yb, index[at] - edges[c])
+             for c, (xb, yb, at) in enumerate(zip(X.to_delayed().ravel(),
+                                                    y.to_delayed().ravel(), places))]
+    parts = dask.compute(parts)[0]
+    order = np.concatenate(places)
+    X_rows, y_rows = (np.concatenate([p[k] for p in parts]) for k in (1, 2))
+    X_rows[order], y_rows[order] = X_rows.copy(), y_rows.copy()
+    return (combine_digests([p[0] for p in parts], X.shape[0], X.shape[1],
+                            chunk_rows or X.chunks[0][0]), X_rows, y_rows)
+
+
+def _digest_and_rows(X, y, local):
+    return chunk_digest(X, y), np.asarray(X)[local], np.asarray(y)[local]
 
 
 def check_recorded(path, recorded, computed):
