@@ -273,18 +273,19 @@ def test_a_budget_keeps_room_for_ep_on_all_rows_by_the_sweeps_it_timed():
 
 
 def test_a_budget_pays_for_the_k_means_rows_it_affords(monkeypatch):
-    """K-means' Lloyd rows under a budget: KMEANS_SHARE of the time left at
-    KMEANS_ROW_COST one-core matmul flops per row, basis and input, never below its
-    start's sample nor above its default; a fit hands them to K-means."""
+    """K-means' Lloyd rows under a budget: what KMEANS_SHARE of it pays for at
+    KMEANS_ROW_COST one-core matmul flops per row, basis and input, rounded down to a
+    power of two, never below its start's sample nor above its default; a fit hands
+    them to K-means."""
     from saspa_dask.datasets import synthetic_two_class
     from saspa_dask.fitting import budget as budget_module
     from saspa_dask.fitting.budget import KMEANS_ROW_COST, KMEANS_SHARE, FitBudget
 
     monkeypatch.setattr("saspa_dask.fitting.costs.matmul_rate", lambda: 4.8e10)
-    # 10 s left: 0.05 * 10 * 4.8e10 / (240 * 256 * 8) = 48,828 rows (a moment passes)
-    rows = FitBudget(10.0, time.perf_counter(), 10**6).lloyd_rows(256, 8)
-    affordable = KMEANS_SHARE * 10.0 * 4.8e10 / (KMEANS_ROW_COST * 256 * 8)
-    assert 0.999 * affordable <= rows <= affordable and 48_000 < rows < 49_000
+    # 10 s: 0.05 * 10 * 4.8e10 / (240 * 256 * 8) = 48,828 rows: 2^15
+    assert KMEANS_SHARE * 10.0 * 4.8e10 / (KMEANS_ROW_COST * 256 * 8) == pytest.approx(
+        48_828.125, rel=1e-12)
+    assert FitBudget(10.0, time.perf_counter(), 10**6).lloyd_rows(256, 8) == 32_768
     assert FitBudget(1e4, time.perf_counter(), 10**6).lloyd_rows(256, 8) == 200_000
     assert FitBudget(1e4, time.perf_counter(), 10**6).lloyd_rows(4096, 8) == 409_600
     assert FitBudget(1e-3, time.perf_counter(), 10**6).lloyd_rows(256, 8) == 10_000

@@ -1,5 +1,5 @@
 """``python -m saspa_dask.cli``: the ``saspa`` command."""
 
-from .commands import main
+from . import run
 
-main()
+run()

@@ -20,6 +20,9 @@ import time
 
 import numpy as np
 
+from ..engines.kmeans import default_lloyd_rows, start_sample_rows
+from . import costs
+
 __all__ = ["BUILD_SWEEPS", "EVALUATIONS_ON_ALL", "EVALUATION_SWEEPS", "FINAL_SWEEPS",
            "FitBudget", "KMEANS_ROW_COST", "KMEANS_SHARE", "SAMPLE_MODEL_RATIO"]
 
@@ -71,7 +74,8 @@ class FitBudget:
     """
 
     def __init__(self, seconds, began, n_rows):
-        self.end = began + float(seconds)
+        self.seconds = float(seconds)
+        self.end = began + self.seconds
         self.n_rows = int(n_rows)
         self._per_row_sweep = []
         # decided once learning's first sweeps are timed: whether the model is EP on
@@ -105,16 +109,14 @@ class FitBudget:
 
     def lloyd_rows(self, n_bases, d):
         """The rows K-means' Lloyd passes may run over: what :data:`KMEANS_SHARE` of the
-        time left pays for at :data:`KMEANS_ROW_COST`, between the default k-means++
-        start's sample and the default without a budget
+        budget pays for at :data:`KMEANS_ROW_COST`, rounded down to a power of two (so
+        that the same budget gives the same bases despite the rate's noise), between
+        the default k-means++ start's sample and the default without a budget
         (:func:`~saspa_dask.engines.kmeans.kmeans`)."""
-        from ..engines.kmeans import default_lloyd_rows, start_sample_rows
-        from .costs import matmul_rate
-
-        left = max(self.end - time.perf_counter(), 0.0)
-        affordable = KMEANS_SHARE * left * matmul_rate() / (KMEANS_ROW_COST * n_bases * d)
-        return int(min(default_lloyd_rows(n_bases),
-                       max(start_sample_rows(n_bases), affordable)))
+        affordable = (KMEANS_SHARE * self.seconds * costs.matmul_rate()
+                      / (KMEANS_ROW_COST * n_bases * d))
+        rows = 2 ** int(np.floor(np.log2(max(affordable, 1.0))))
+        return int(min(default_lloyd_rows(n_bases), max(start_sample_rows(n_bases), rows)))
 
     def learning_deadline(self):
         """The ``time.perf_counter()`` value after which no learning step starts: the

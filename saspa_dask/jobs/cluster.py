@@ -32,14 +32,15 @@ having marked nothing complete (jobs resume where they stopped when run again).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import threading
 
 from .errors import JobError
 
-__all__ = ["IN_PROCESS_VALUES", "dask_client", "dashboard_link", "input_values",
-           "n_workers", "runs_in_process", "tls_security"]
+__all__ = ["IN_PROCESS_VALUES", "StartingCluster", "dask_client", "dashboard_link",
+           "input_values", "n_workers", "runs_in_process", "start_embedded", "tls_security"]
 
 #: A job of at most this many input values (rows x inputs), given neither a scheduler
 #: nor ``workers``, runs in this process (module docstring).
@@ -64,11 +65,12 @@ def tls_security(ca_file=None, cert=None, key=None):
 
 @contextlib.contextmanager
 def dask_client(client=None, *, scheduler=None, workers=None, timeout=10, security=None,
-                echo=None, dashboard=False, values=None):
+                echo=None, dashboard=False, values=None, started=None):
     """A distributed Client for a job (see the module docstring); ``echo`` is told
     where the work runs; ``dashboard`` serves the embedded cluster's dashboard (on
     127.0.0.1, readable by every local user); ``values`` is the job's size (rows x
-    inputs), which decides whether it runs in this process."""
+    inputs), which decides whether it runs in this process; ``started``: the
+    embedded cluster :func:`start_embedded` began for the same options."""
     if client is not None:
         yield client
         return
@@ -85,7 +87,8 @@ def dask_client(client=None, *, scheduler=None, workers=None, timeout=10, securi
                  "run without a cluster: --workers N starts one)")
     else:
         workers = 2 if workers is None else workers
-        cluster, client = _embedded(workers, dashboard)
+        cluster, client = (_embedded(workers, dashboard) if started is None
+                           else started.result())
         where = (f"embedded LocalCluster at {cluster.scheduler_address} "
                  f"(TLS, this job's certificate only), {workers} workers")
     try:
@@ -135,10 +138,7 @@ def _embedded(workers, dashboard):
     from distributed import Client, LocalCluster
     from distributed.security import Security
 
-    limit = max_workers()
-    if not 1 <= int(workers) <= limit:
-        raise JobError(f"--workers {workers}: an embedded cluster runs on this machine; "
-                       f"use 1 to {limit} (4 per core), or --scheduler for a cluster")
+    _check_worker_count(workers)
     private = Security.temporary()
     settings = _cluster_settings(dashboard)
     from distributed.deploy.spec import SpecCluster
@@ -155,6 +155,83 @@ def _embedded(workers, dashboard):
         _abandon(set(SpecCluster._instances) - before)
         raise
     return cluster, Client(cluster, security=private)
+
+
+def _check_worker_count(workers):
+    limit = max_workers()
+    if not 1 <= int(workers) <= limit:
+        raise JobError(f"--workers {workers}: an embedded cluster runs on this machine; "
+                       f"use 1 to {limit} (4 per core), or --scheduler for a cluster")
+
+
+def start_embedded(*, client=None, scheduler=None, workers=None, values=None,
+                   dashboard=False, **_):
+    """Begin starting the embedded cluster :func:`dask_client` would start for these
+    options, in a thread, so that its worker processes start while this process goes
+    on (a training job imports its estimators meanwhile: ``benchmarks/RESULTS.md``,
+    "A first model by 10 s"); None when the job is given a client or a scheduler, or
+    runs in this process.  Hand it to :func:`dask_client` as ``started``;
+    :meth:`StartingCluster.close` gives up one that was not handed on."""
+    if client is not None or scheduler or runs_in_process(workers=workers, values=values):
+        return None
+    return StartingCluster(2 if workers is None else workers, dashboard)
+
+
+class StartingCluster:
+    """An embedded cluster (:func:`_embedded`) starting in a thread.  Until it is
+    taken (:meth:`result`) or given up (:meth:`close`), signals are held as while a
+    cluster starts in the foreground (:class:`_HeldSignals`)."""
+
+    def __init__(self, workers, dashboard):
+        # imported here: in the thread it would hold the interpreter against this
+        # thread's own imports
+        importlib.import_module("distributed")
+
+        _check_worker_count(workers)
+        self._box = {}
+        self._signals = _HeldSignals()
+        self._thread = threading.Thread(target=self._start, args=(workers, dashboard),
+                                        daemon=True, name="saspa-cluster-start")
+        self._thread.start()
+
+    def _start(self, workers, dashboard):
+        try:
+            self._box["started"] = _embedded(workers, dashboard)
+        except BaseException as err:  # raised where the cluster is taken
+            self._box["error"] = err
+
+    def _ended(self):
+        """The start's (cluster, client) or None, its error or None, with the signals
+        released (a SIGTERM held meanwhile acts now: the cluster is then given up)."""
+        self._thread.join()
+        started, error = self._box.pop("started", None), self._box.pop("error", None)
+        try:
+            self._signals.release()
+        except BaseException:
+            if started is not None:
+                _give_up(*started)
+            raise
+        return started, error
+
+    def result(self):
+        """``(cluster, client)`` once started; the start's error is raised here."""
+        started, error = self._ended()
+        if error is not None:
+            raise error
+        return started
+
+    def close(self):
+        """Give up the cluster if it was not taken (nothing once it was)."""
+        started, _ = self._ended()
+        if started is not None:
+            _give_up(*started)
+
+
+def _give_up(cluster, client):
+    """Close an embedded cluster that ran nothing, gracefully: killing its workers
+    first, as a failed job's cluster is, had their nannies start them again."""
+    _close(client, 5)
+    cluster.close()
 
 
 def _cluster_settings(dashboard):
@@ -341,29 +418,41 @@ def _restore_scheduler_setting(value):
         dask.config.set(scheduler=value)
 
 
+class _HeldSignals:
+    """From its creation (in the main thread) until :meth:`release`: SIGINT ignored
+    and SIGTERM held, then the previous handlers back and a held SIGTERM delivered.
+    Worker processes started meanwhile inherit SIGINT ignored (through exec; Python
+    then installs no KeyboardInterrupt handler): Ctrl-C reaches the whole process
+    group, and the workers would print their tracebacks before the client shuts them
+    down.  A SIGTERM acted on at once cut a worker's spawn between its fork and the
+    pipe its start-up data comes through, and the half-born worker printed
+    multiprocessing's EOFError traceback; held, the job unwinds after the start and
+    gives the cluster up.  Outside the main thread it does nothing."""
+
+    def __init__(self):
+        self.held, self.previous = [], {}
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {
+                signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+                signal.SIGTERM: signal.signal(signal.SIGTERM,
+                                              lambda signum, frame: self.held.append(signum))}
+
+    def release(self):
+        previous, self.previous = self.previous, {}
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if previous and self.held:
+            signal.raise_signal(self.held[0])
+
+
 @contextlib.contextmanager
 def _workers_start_undisturbed():
-    """Start worker processes with SIGINT ignored (inherited through exec; Python then
-    installs no KeyboardInterrupt handler): Ctrl-C reaches the whole process group, and
-    the workers would print their tracebacks before the client shuts them down.  A
-    SIGTERM meanwhile is held until the start is over, then delivered (the job then
-    unwinds and gives the cluster up): acted on at once, it cut a worker's spawn
-    between its fork and the pipe its start-up data comes through, and the half-born
-    worker printed multiprocessing's EOFError traceback."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = []
-    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
-                signal.SIGTERM: signal.signal(signal.SIGTERM,
-                                              lambda signum, frame: held.append(signum))}
+    """Start worker processes with signals held (:class:`_HeldSignals`)."""
+    held = _HeldSignals()
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if held:
-            signal.raise_signal(held[0])
+        held.release()
 
 
 def _stop_workers_now(cluster):

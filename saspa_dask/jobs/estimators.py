@@ -7,8 +7,8 @@ from __future__ import annotations
 import warnings
 
 
+from .. import models
 from ..fitting.basis_parameters import LEARN_BASES
-from ..models import SASPAClassifier, SASPARegressor
 from ..parameters import (CLASSIFICATION_LIKELIHOODS, REGRESSION_LIKELIHOODS,
                           TRAIN_PARAMETERS, by_name, old_names)
 from .errors import JobError
@@ -108,7 +108,9 @@ def build_estimator(task=None, **options):
     if options.get("work_dir") is not None:
         options["work_dir"] = str(options["work_dir"])
     params = estimator_parameters(options)
-    cls = SASPAClassifier if task == "classification" else SASPARegressor
+    # the estimators (and scikit-learn, 1.2 s of imports) load here, on first use, not
+    # with this module: a training job starts its cluster first (cluster.start_embedded)
+    cls = models.SASPAClassifier if task == "classification" else models.SASPARegressor
     estimator = cls(likelihood=likelihood or allowed[0], verbose=1, **params)
     try:  # every parameter and settings field checked now, before a cluster starts
         estimator._validate_params()

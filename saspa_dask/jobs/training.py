@@ -25,7 +25,7 @@ from ..storage.data_store import (check_identity, input_arrays, open_data_store,
 from ..storage.encoding import like_encoding
 from ..storage.scores import evaluate as evaluate_store
 from ..storage import save_model
-from .cluster import dask_client, input_values, n_workers, runs_in_process
+from .cluster import dask_client, input_values, n_workers, runs_in_process, start_embedded
 from .errors import JobError, locked, reported
 from .paths import absolute
 from .task import DEFAULT_MAX_CLASSES, choose_task, summarise_target
@@ -95,18 +95,24 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     data, out, latest = absolute(data), absolute(out), absolute(latest)
     options = canonical_options(options)
     options["work_dir"] = absolute(options.get("work_dir")) or out.parent
-    build_estimator(task, **options)  # bad options fail first
     X, y, attrs = training_data(data, out, overwrite)
-    with reported(f"{data}: "):
-        task, reason = choose_task(summarise_target(y, attrs.get("target_classes")), task,
-                                   max_classes)
-    _say(echo, reason)
-    model = build_estimator(task, **options)
-    return fit_and_save(model, X, y, attrs, data, out, overwrite=overwrite, latest=latest,
-                         cluster=dict(client=client, scheduler=scheduler, workers=workers,
-                                      timeout=timeout, security=security,
-                                      dashboard=dashboard),
-                         progress=progress, echo=echo, test=absolute(test))
+    cluster = dict(client=client, scheduler=scheduler, workers=workers, timeout=timeout,
+                   security=security, dashboard=dashboard)
+    # its workers start while the estimators are imported and the options checked
+    starting = start_embedded(**cluster, values=input_values(X))
+    try:
+        build_estimator(task, **options)  # bad options fail before the data is read
+        with reported(f"{data}: "):
+            task, reason = choose_task(summarise_target(y, attrs.get("target_classes")),
+                                       task, max_classes)
+        _say(echo, reason)
+        model = build_estimator(task, **options)
+        return fit_and_save(model, X, y, attrs, data, out, overwrite=overwrite,
+                             latest=latest, cluster={**cluster, "started": starting},
+                             progress=progress, echo=echo, test=absolute(test))
+    finally:
+        if starting is not None:  # given up unless the fit took it
+            starting.close()
 
 
 def optimiser_warnings(info):
