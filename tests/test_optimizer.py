@@ -301,6 +301,32 @@ def test_a_budget_pays_for_the_k_means_rows_it_affords(monkeypatch):
     assert unbudgeted.kmeans_info_["lloyd_rows"] == 30_000
 
 
+def test_a_short_budget_learns_first_on_half_the_first_stage(monkeypatch):
+    """A budget shorter than HALF_STAGE_EVALUATIONS estimated evaluations of the first
+    stage learns first on half its rows (not below HALF_STAGE_ROWS_PER_BASIS rows a
+    basis), then on the stages asked for: prefixes of one permutation."""
+    from saspa_dask.datasets import synthetic_two_class
+    from saspa_dask.fitting.budget import (HALF_STAGE_EVALUATIONS,
+                                           HALF_STAGE_ROWS_PER_BASIS, FitBudget)
+
+    budget = FitBudget(10.0, time.perf_counter(), 10**6)
+    just_over = 10.0 / HALF_STAGE_EVALUATIONS * 1.001
+    assert budget.first_stage_rows(20_000, just_over, 256) == 10_000
+    assert budget.first_stage_rows(20_000, just_over / 1.002, 256) == 20_000
+    assert budget.first_stage_rows(20_000, 100.0, 10_000 // HALF_STAGE_ROWS_PER_BASIS) \
+        == 10_000
+    assert budget.first_stage_rows(20_000, 100.0, 10_000 // HALF_STAGE_ROWS_PER_BASIS + 1) \
+        == 20_000
+    # through a fit: an evaluation estimated at an hour, so any budget is short
+    monkeypatch.setattr("saspa_dask.fitting.fit_run.evaluation_cost",
+                        lambda *a, **k: {"seconds_per_evaluation": 3600.0,
+                                         "flops_per_evaluation": 1.0})
+    X, y = synthetic_two_class(12_000, 2, seed=4)
+    clf = SASPAClassifier(n_bases=8, blur="delta", random_state=0, max_fit_time=60.0,
+                          hyper_subsample=[4_000, 8_000], max_hyper_iter=2).fit(X, y)
+    assert [s["rows"] for s in clf.hyperparameter_info_["stages"]] == [2_000, 4_000, 8_000]
+
+
 def test_restarts_move_learnt_bases_out_of_a_bad_corner():
     """Twelve bases started in one corner of a 2-D square and learnt from there stay
     near it; restarts over basis positions (K-means with further seeds) find a

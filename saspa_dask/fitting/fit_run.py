@@ -200,6 +200,7 @@ class FitRun:
         if plan.optimize_hyperparameters and not plan.stochastic_learning:
             stages, learn_on_all = learning_stages(plan.hyper_subsample, X.shape[0],
                                                    plan.random_state, self.lazy)
+            stages = self._budgeted_stages(stages, learn_on_all, basis)
         if plan.optimize_hyperparameters:
             self._announce_cost(stages[0].size if stages else X.shape[0], basis)
         on_sample = bool(stages) and stages[0].size < X.shape[0]
@@ -407,14 +408,38 @@ class FitRun:
         return (f"tol {plan.hyper_tol:g}, at most {plan.max_hyper_iter} iterations"
                 + self._budget_text())
 
+    def _budgeted_stages(self, stages, learn_on_all, basis):
+        """The stages, or with a budget too short for the first stage a stage on half
+        its rows before it (:meth:`~saspa_dask.fitting.budget.FitBudget.
+        first_stage_rows`; the stages stay prefixes of one permutation)."""
+        if self.budget is None or not stages or stages[0].size >= self.X.shape[0]:
+            return stages
+        first = stages[0].size
+        rows = self.budget.first_stage_rows(
+            first, self._evaluation_cost(first, basis)["seconds_per_evaluation"],
+            basis.means.shape[0])
+        if rows == first:
+            return stages
+        sizes = [rows] + [s.size for s in stages] + ([None] if learn_on_all else [])
+        self.say(f"learning: first on {rows} rows (half of {first}: the time budget is "
+                 "short)")
+        return learning_stages(sizes, self.X.shape[0], self.plan.random_state,
+                               self.lazy)[0]
+
+    def _evaluation_cost(self, n_rows, basis):
+        """The estimated cost of one optimiser evaluation on ``n_rows`` rows
+        (:func:`~saspa_dask.fitting.costs.evaluation_cost`)."""
+        plan, blur = self.plan, self.report["blur_"]
+        M, d = basis.means.shape
+        terms = kernel_named(plan.kernel).n_terms(blurred=blur != "delta")
+        return evaluation_cost(n_rows, M, d, blur, plan.learnt_bases, terms)
+
     def _announce_cost(self, n_rows, basis):
         """Say what one optimiser evaluation will cost, and warn when that is slow."""
         plan, blur = self.plan, self.report["blur_"]
         M, d = basis.means.shape
         learn = plan.learnt_bases
-        terms = kernel_named(plan.kernel).n_terms(blurred=blur != "delta")
-        cost = self.report["cost_estimate_"] = evaluation_cost(n_rows, M, d, blur, learn,
-                                                               terms)
+        cost = self.report["cost_estimate_"] = self._evaluation_cost(n_rows, basis)
         seconds = cost["seconds_per_evaluation"]
         what = (f"{M} bases x {d} inputs, blur {blur}"
                 + (" (auto)" if plan.blur == "auto" else "")
