@@ -135,6 +135,17 @@ def test_the_time_budget_stops_within_one_evaluation():
     assert len(calls) == info["n_evaluations"] >= 2
 
 
+def test_no_evaluation_starts_that_would_end_after_the_deadline():
+    """Evaluations of at least 0.2 s and a deadline 0.5 s after the start: the third
+    would start at 0.4 s or later and, at the last one's duration, end after it, so at
+    most two run (the first, at the start, always does)."""
+    calls = []
+    t0 = time.perf_counter()
+    _, _, _, info = optimize(quadratic(delay=0.2, calls=calls, banana=1e5), START, tol=0.0,
+                             max_iter=10**6, deadline=t0 + 0.5)
+    assert info["stop_reason"] == "time" and 1 <= len(calls) <= 2
+
+
 def test_failed_evaluations_backtrack_to_the_edge_of_the_good_region():
     """The maximiser lies where EP fails (log lengthscale[0] > 0.15): the optimiser
     backtracks from the failed points to the edge of the good region (log
@@ -203,23 +214,24 @@ def test_a_budget_with_no_room_for_ep_on_all_rows_keeps_the_samples_model():
     subsample's start is learnt from (one evaluation) and, with no room left for EP on
     all rows, the model is EP on the learning sample, reported (not converged, no
     sweep on all rows, a warning); its sites are the sample's, zero elsewhere, and
-    the model is the posterior of those sites."""
+    the model is the posterior of those sites.  (A budget this short learns first on
+    half the first stage: 1,500 of the 3,000 rows asked for.)"""
     from saspa_dask.datasets import synthetic_two_class
     from saspa_dask.ep import EPConvergenceWarning
 
     X, y = synthetic_two_class(40_000, 3, seed=5)
     with pytest.warns(EPConvergenceWarning, match="no room for EP on all 40000 rows: the "
                                                   "model is EP on the learning sample's "
-                                                  "3000 rows"):
+                                                  "1500 rows"):
         clf = SASPAClassifier(n_bases=16, blur="delta", random_state=0, hyper_subsample=3000,
                               max_fit_time=1e-9, execution={"block_rows": 2048}).fit(
             X, y, X_val=X[:500], y_val=y[:500])
     info = clf.hyperparameter_info_
     assert info["stop_reason"] == "time" and info["n_iterations"] == 0
-    assert clf.held_out_trace_[-1]["rows"] == 3000  # the final model's sites' rows
+    assert clf.held_out_trace_[-1]["rows"] == 1500  # the final model's sites' rows
     assert clf.n_sweeps_ == 0 and not clf.converged_ and clf.ep_stop_reason_ == "time"
     assert np.isnan(clf.log_evidence_)
-    assert np.count_nonzero(clf.sites_tau_) == 3000 and clf.sites_tau_.shape == (40_000,)
+    assert np.count_nonzero(clf.sites_tau_) == 1500 and clf.sites_tau_.shape == (40_000,)
     from saspa_dask.jobs import not_converged_advice
     assert "--max-fit-time" in not_converged_advice(clf)
     np.testing.assert_allclose(clf.fitted_posterior_.posteriors[0].mean,

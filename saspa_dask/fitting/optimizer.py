@@ -15,8 +15,10 @@ iteration:
   last iteration moved the energy by less than ``tol`` per row too (a gradient that is
   small right after a large step is not convergence);
 - *iteration cap*: ``max_iter`` iterations (a safety cap, reported as not converged);
-- *time budget*: the wall-clock ``deadline`` passed (checked before every evaluation,
-  so a budget stops within one evaluation of it; reported as not converged).
+- *time budget*: the wall-clock ``deadline`` would pass during the next evaluation
+  (checked before every evaluation at the last one's duration, so a budget ends
+  before its deadline unless an evaluation takes longer than the one before it;
+  reported as not converged).
 
 The scale is the number of rows (times the EP problems): the energy is a sum over rows,
 so its change per row is what ``tol`` bounds.  Unlike a change relative to the energy
@@ -72,10 +74,11 @@ class StopRule:
     deadline: float | None = None
     scale_rows: int = 1
 
-    def time_is_up(self):
-        """Whether the deadline (if any) has passed."""
+    def time_is_up(self, ahead=0.0):
+        """Whether the deadline (if any) has passed, or will have in ``ahead``
+        seconds (the next step's expected duration)."""
         deadline = self.deadline() if callable(self.deadline) else self.deadline
-        return deadline is not None and time.perf_counter() > deadline
+        return deadline is not None and time.perf_counter() + ahead > deadline
 
     def scale(self, energy=None):
         """Rows the energy sums over (``energy`` is not used: see the module
@@ -258,6 +261,7 @@ class _Objective:
         self.best_x = self.best_grad = None
         self.evaluations = self.failed = 0
         self.t0 = time.perf_counter()
+        self.last_seconds = 0.0  # the last evaluation's, the next one's expected duration
 
     def seconds(self):
         return time.perf_counter() - self.t0
@@ -265,9 +269,12 @@ class _Objective:
     def __call__(self, x):
         key = x.tobytes()
         if key not in self.cache:
-            if self.evaluations and self.time_is_up is not None and self.time_is_up():
+            if (self.evaluations and self.time_is_up is not None
+                    and self.time_is_up(self.last_seconds)):
                 raise _Stop("time")
+            began = time.perf_counter()
             self.cache[key] = self._evaluate(np.array(x, dtype=np.float64))
+            self.last_seconds = time.perf_counter() - began
         return self.cache[key]
 
     def _evaluate(self, x):
