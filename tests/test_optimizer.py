@@ -137,8 +137,8 @@ def test_the_time_budget_stops_within_one_evaluation():
 
 def test_no_evaluation_starts_that_would_end_after_the_deadline():
     """Evaluations of at least 0.2 s and a deadline 0.5 s after the start: the third
-    would start at 0.4 s or later and, at the last one's duration, end after it, so at
-    most two run (the first, at the start, always does)."""
+    would start at 0.4 s or later and, at the shortest one's duration, end after it, so
+    at most two run (the first, at the start, always does)."""
     calls = []
     t0 = time.perf_counter()
     _, _, _, info = optimize(quadratic(delay=0.2, calls=calls, banana=1e5), START, tol=0.0,

@@ -16,9 +16,10 @@ iteration:
   small right after a large step is not convergence);
 - *iteration cap*: ``max_iter`` iterations (a safety cap, reported as not converged);
 - *time budget*: the wall-clock ``deadline`` would pass during the next evaluation
-  (checked before every evaluation at the last one's duration, so a budget ends
-  before its deadline unless an evaluation takes longer than the one before it;
-  reported as not converged).
+  (checked before every evaluation at the shortest one's duration so far: the first,
+  from sites at zero, can take twice as long as the warm-started ones after it; a
+  budget then ends before its deadline unless an evaluation takes longer than the
+  shortest; reported as not converged).
 
 The scale is the number of rows (times the EP problems): the energy is a sum over rows,
 so its change per row is what ``tol`` bounds.  Unlike a change relative to the energy
@@ -261,7 +262,7 @@ class _Objective:
         self.best_x = self.best_grad = None
         self.evaluations = self.failed = 0
         self.t0 = time.perf_counter()
-        self.last_seconds = 0.0  # the last evaluation's, the next one's expected duration
+        self.shortest_seconds = np.inf  # of the evaluations so far: the next one's expected
 
     def seconds(self):
         return time.perf_counter() - self.t0
@@ -270,11 +271,11 @@ class _Objective:
         key = x.tobytes()
         if key not in self.cache:
             if (self.evaluations and self.time_is_up is not None
-                    and self.time_is_up(self.last_seconds)):
+                    and self.time_is_up(self.shortest_seconds)):
                 raise _Stop("time")
             began = time.perf_counter()
             self.cache[key] = self._evaluate(np.array(x, dtype=np.float64))
-            self.last_seconds = time.perf_counter() - began
+            self.shortest_seconds = min(self.shortest_seconds, time.perf_counter() - began)
         return self.cache[key]
 
     def _evaluate(self, x):
