@@ -120,7 +120,11 @@ _SHARED_PARAMS_DOC = """
         0, ``log_evidence_`` NaN, not converged, with the warning): learning's first
         iterations gain far more than EP on all rows at the starting values.  With
         warm-start sites EP on all rows always runs at least one sweep, so a small
-        budget can be overrun by a sweep on all rows.
+        budget can be overrun by a sweep on all rows.  The budget also sizes the
+        start: K-means' Lloyd passes run over the rows 5% of it pays for
+        (``kmeans_info_["lloyd_rows"]``), and a budget shorter than 2.7 estimated
+        evaluations of learning's first stage learns first on half its rows
+        (:class:`~saspa_dask.fitting.budget.FitBudget`).
         None: no budget.
     n_restarts_optimizer : int, default=0
         Further evidence maximisations, from the starting lengthscales shortened by
