@@ -95,13 +95,18 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     data, out, latest = absolute(data), absolute(out), absolute(latest)
     options = canonical_options(options)
     options["work_dir"] = absolute(options.get("work_dir")) or out.parent
-    X, y, attrs = training_data(data, out, overwrite)
+    try:
+        X, y, attrs = training_data(data, out, overwrite)
+    except Exception:
+        build_estimator(task, **options)  # bad options are said before a bad store
+        raise
     cluster = dict(client=client, scheduler=scheduler, workers=workers, timeout=timeout,
                    security=security, dashboard=dashboard)
     # its workers start while the estimators are imported and the options checked
     starting = start_embedded(**cluster, values=input_values(X))
     try:
         build_estimator(task, **options)  # bad options fail before the data is read
+        # (a valid store's cluster, started above, is then given up)
         with reported(f"{data}: "):
             task, reason = choose_task(summarise_target(y, attrs.get("target_classes")),
                                        task, max_classes)
