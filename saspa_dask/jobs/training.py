@@ -95,11 +95,7 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     data, out, latest = absolute(data), absolute(out), absolute(latest)
     options = canonical_options(options)
     options["work_dir"] = absolute(options.get("work_dir")) or out.parent
-    try:
-        X, y, attrs = training_data(data, out, overwrite)
-    except Exception:
-        build_estimator(task, **options)  # bad options are said before a bad store
-        raise
+    X, y, attrs = _options_then_store(data, out, overwrite, task, options)
     cluster = dict(client=client, scheduler=scheduler, workers=workers, timeout=timeout,
                    security=security, dashboard=dashboard)
     # its workers start while the estimators are imported and the options checked
@@ -118,6 +114,17 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     finally:
         if starting is not None:  # given up unless the fit took it
             starting.close()
+
+
+def _options_then_store(data, out, overwrite, task, options):
+    """The training store (:func:`training_data`), opened before the options are
+    checked (its size decides where the job runs), but a bad option is said before a
+    missing or refused store."""
+    try:
+        return training_data(data, out, overwrite)
+    except Exception:
+        build_estimator(task, **options)
+        raise
 
 
 def optimiser_warnings(info):
