@@ -27,8 +27,9 @@ def _python_children():
             cmdline = " ".join(child.cmdline())
         except psutil.Error:  # gone already
             continue
-        if "python" in cmdline and not ("resource_tracker" in cmdline
-                                        or "multiprocessing.forkserver" in cmdline):
+        # (the CLI's quiet settings put "resource_tracker" in every child's -W option)
+        if "python" in cmdline and not ("from multiprocessing.resource_tracker" in cmdline
+                                        or "from multiprocessing.forkserver" in cmdline):
             found.append(child)
     return found
 

@@ -38,7 +38,9 @@ def _watched(command):
 
 def _is_worker(process, parent_cmdline):
     """A child that could be a Dask worker: a Python interpreter of its own (Dask
-    spawns its workers), not multiprocessing's resource tracker, not a fork caught
+    spawns its workers), not multiprocessing's resource tracker (the module it runs:
+    under the CLI's quiet settings every child's -W option names the tracker, which
+    made this check blind to workers), not a fork caught
     before its exec (it still shows the parent's command line), and not the short
     helpers libraries run on their own (``uname -p`` for distributed's version record,
     ``lscpu`` for a count of cores: one was counted so, once, on a loaded machine)."""
@@ -48,7 +50,7 @@ def _is_worker(process, parent_cmdline):
         return False
     return (bool(cmdline) and cmdline != parent_cmdline
             and os.path.basename(cmdline[0]).startswith("python")
-            and "resource_tracker" not in " ".join(cmdline))
+            and "from multiprocessing.resource_tracker" not in " ".join(cmdline))
 
 
 def test_a_small_training_runs_in_its_process_and_equals_the_in_memory_fit(tmp_path):
@@ -69,6 +71,10 @@ def test_a_small_training_runs_in_its_process_and_equals_the_in_memory_fit(tmp_p
                      "[sys.executable, '-c', 'import time; time.sleep(1)'])"])[3] == 1
     assert _watched([sys.executable, "-c",
                      "import subprocess; subprocess.run(['sleep', '1'])"])[3] == 0
+    # and it sees the CLI's own worker when one is asked for (its -W options name the
+    # resource tracker, which once hid every worker from this check)
+    assert _saspa_watched("train", tmp_path / "d.zarr", "--out", tmp_path / "w.zarr",
+                          "--n-bases", 12, "--fixed-hyperparameters", "--workers", 1)[3] == 1
     assert "dask: in this process (9,000 input values" in err
     assert "fitted in memory" in err
     saved = load_model(tmp_path / "m.zarr")

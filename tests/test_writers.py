@@ -288,6 +288,38 @@ def test_sigterm_while_the_embedded_cluster_starts_is_one_line(tmp_path, delay):
     assert not (tmp_path / "t.zarr").exists()
 
 
+def test_sigterm_while_the_cluster_starts_beside_the_imports_is_one_line(tmp_path):
+    """The embedded cluster now starts in a thread before the estimators are imported
+    (before the task line): a SIGTERM the moment its first worker process appears is
+    held until the cluster is taken, then ends the job in one line, exit 143, with no
+    worker left and no store."""
+    import psutil
+
+    _, _, data = scoring_problem(tmp_path, 2_000, 500, seed=17)
+    job = _start("train", data, "--out", tmp_path / "t.zarr", "--n-bases", "4",
+                 "--workers", "2")
+    watched, children, end = psutil.Process(job.pid), [], time.perf_counter() + 60
+    while not children and job.poll() is None and time.perf_counter() < end:
+        try:
+            # every child's -W option names the resource tracker (the CLI's quiet
+            # settings): the tracker itself runs its module
+            tracker = "from multiprocessing.resource_tracker"
+            children = [c for c in watched.children(recursive=True)
+                        if tracker not in " ".join(c.cmdline())]
+        except psutil.Error:  # a child gone while looked at
+            children = []
+        time.sleep(0.01)
+    assert children, "no worker process appeared"
+    job.send_signal(signal.SIGTERM)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 143, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.strip().splitlines()[-1].startswith("saspa: interrupted (SIGTERM)"), err
+    _, alive = psutil.wait_procs(children, timeout=30)
+    assert not alive, alive
+    assert not (tmp_path / "t.zarr").exists()
+
+
 @pytest.mark.parametrize("quiet", [True, False])
 def test_the_resource_trackers_exit_warning_is_quiet_under_the_cli(quiet):
     """What made the SIGTERM case above print past its one line now and then: the
