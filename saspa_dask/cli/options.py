@@ -5,9 +5,11 @@ the cluster options, one-line errors and signal handling, the sweep progress rep
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import signal
 import sys
+import threading
 
 import click
 
@@ -88,6 +90,12 @@ def job_errors(command):
         from ..files.errors import StoreError
 
         def interrupt(signum, frame):
+            if _in_gc_callback(frame):
+                # raised there, the exception would be printed and dropped by the
+                # collector ("Exception ignored in ..._gc_callback": Dask's scheduler
+                # in this process watches collections), and the job would go on
+                _send_again(signum)
+                return
             quiet_shutdown()
             raise Interrupted(signal.Signals(signum).name, signum)
 
@@ -119,6 +127,23 @@ def job_errors(command):
                 signal.signal(sig, handler)
 
     return run
+
+
+def _in_gc_callback(frame):
+    """Whether ``frame`` runs inside one of the garbage collector's callbacks."""
+    codes = {getattr(getattr(cb, "__func__", cb), "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _send_again(signum, after=0.05):
+    """The signal sent to this process again shortly (from a timer thread)."""
+    timer = threading.Timer(after, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
 
 
 def quiet_shutdown():
