@@ -11,7 +11,8 @@ threads, and training fits in memory, with no task per EP sweep.  A cluster's st
 per sweep cost seconds that a small job does not repay: ``benchmarks/RESULTS.md``,
 "Small jobs in this process".  ``security`` (TLS) comes from :func:`tls_security`.
 The in-process worker talks over distributed's in-memory transport, which no other
-process can reach.
+process can reach.  A training job begins its embedded cluster in a thread
+(:func:`start_embedded`) and imports its estimators while the workers start.
 
 The embedded cluster is private to the job: it listens on 127.0.0.1 only, over TLS
 with a throw-away certificate made for this job and held in memory
@@ -183,8 +184,8 @@ class StartingCluster:
     cluster starts in the foreground (:class:`_HeldSignals`)."""
 
     def __init__(self, workers, dashboard):
-        # imported here: in the thread it would hold the interpreter against this
-        # thread's own imports
+        # imported in this thread: in the starting thread its import would compete
+        # for the interpreter with this thread's own (the estimators')
         importlib.import_module("distributed")
 
         _check_worker_count(workers)
