@@ -297,7 +297,8 @@ TRAIN_PARAMETERS = (
     Parameter("exact_start", (bool, str), "auto", "Regression (gaussian): start learning "
               "where an exact GP on 512 seeded rows puts the lengthscales, signal and noise "
               "variance (unless given); auto: with max_fit_time when learning runs on a row "
-              "sample of larger data (hyper_subsample); on / off: always / never.", parse=parse_exact_start),
+              "sample of larger data (hyper_subsample); on / off: always / never.",
+              parse=parse_exact_start),
     Parameter("hyper_subsample", (int, str, list), 20000, "Learn hyperparameters and bases "
               "on a seeded uniform subsample of this many rows when the data has more, then "
               "run EP on all rows.  Stages: sizes separated by commas, 'all' last to finish "

@@ -53,8 +53,8 @@ SAMPLE_MODEL_RATIO = 2
 # K-means' Lloyd passes run over at most the rows that this share of the budget pays
 # for (never fewer than its start's sample, never more than without a budget): at
 # 10^6 rows, M = 256, its default 200,000 Lloyd rows took 2.7-3.2 s, a third of a 10 s
-# budget, for centres that learning then moves (benchmarks/RESULTS.md, "K-means within
-# a budget")
+# budget, for centres that learning then moves (benchmarks/RESULTS.md, "A first model
+# by 10 s")
 KMEANS_SHARE = 0.05
 # ... at this cost in one-core matmul flops per Lloyd row, basis and input (its passes,
 # the cluster scatter and the sample's read together; measured there: 240)
@@ -62,8 +62,8 @@ KMEANS_ROW_COST = 240.0
 # A budget shorter than this many evaluations of learning's first stage (at the cost
 # estimate on one core, fitting.costs) learns first on half its rows, when that half
 # keeps at least HALF_STAGE_ROWS_PER_BASIS rows a basis.  At 10^6 rows, M = 256, d = 8
-# (an evaluation on the 20,000-row first stage estimated at 4.6 s, about 1.2 s on the
-# driver's 2 threads), fits of 4.5 and 10 s learnt better models from 10,000 rows
+# (an evaluation on the 20,000-row first stage estimated at 4.6 s; a warm-started one
+# took 1.3 s on the driver's 2 threads), fits of 4.5 and 10 s learnt better models from 10,000 rows
 # first (classification error 0.1276 / 0.1226 against 0.1690 / 0.1261), of 15 and 25 s
 # from 20,000 (0.1204 / 0.1200 against 0.1222 / 0.1230): benchmarks/RESULTS.md, "A
 # first model by 10 s"

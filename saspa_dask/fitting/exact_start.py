@@ -137,7 +137,8 @@ def exact_gp_start(hyper, bounds, X, y):
     inset = math.log(10.0)
     box = [(lo + inset, hi - inset) if hi - lo > 2 * inset else (lo, hi)
            for lo, hi in (bounds[k] for k in where)]
-    x0 = np.clip(hyper.to_log()[where], [lo for lo, _ in box], [hi for _, hi in box])
+    lower, upper = np.array(box).T
+    x0 = np.clip(hyper.to_log()[where], lower, upper)
 
     def objective(x):
         try:
@@ -157,7 +158,7 @@ def exact_gp_start(hyper, bounds, X, y):
         return hyper, {"method": "data", "rows": int(ys.size),
                        "reason": f"the exact GP found no structure ({found:.4g} nats per "
                                  f"row against independent noise's {noise_only:.4g})"}
-    x = np.clip(result.x, [lo for lo, _ in box], [hi for _, hi in box])
+    x = np.clip(result.x, lower, upper)
     values = np.exp(x)
     start = replace(hyper, lengthscale=values[:d], signal_variance=float(values[d]),
                     likelihood={**hyper.likelihood, "noise_variance": float(values[d + 1])})

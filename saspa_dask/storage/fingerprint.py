@@ -67,9 +67,9 @@ def fingerprint_and_rows(X, y, index, chunk_rows=None):
              for c, (xb, yb, at) in enumerate(zip(X.to_delayed().ravel(),
                                                     y.to_delayed().ravel(), places))]
     parts = dask.compute(parts)[0]
-    order = np.concatenate(places)
-    X_rows, y_rows = (np.concatenate([p[k] for p in parts]) for k in (1, 2))
-    X_rows[order], y_rows[order] = X_rows.copy(), y_rows.copy()
+    # the chunks' rows come in chunk order: row j of them is index[places' j-th]
+    in_order = np.argsort(np.concatenate(places), kind="stable")
+    X_rows, y_rows = (np.concatenate([p[k] for p in parts])[in_order] for k in (1, 2))
     return (combine_digests([p[0] for p in parts], X.shape[0], X.shape[1],
                             chunk_rows or X.chunks[0][0]), X_rows, y_rows)
 
