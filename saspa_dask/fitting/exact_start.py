@@ -39,8 +39,8 @@ START_ROWS = 512
 # L-BFGS-B iterations at most: the start need not be converged, only near
 MAX_ITER = 100
 # the exact GP must beat independent noise (every target N(0, var y)) by this much per
-# row for its values to be a start: on Pumadyn-32nm's 32 inputs (4 relevant) it can
-# end on the all-noise plateau, from which learning does not move
+# row for its values to be a start: an exact GP on the all-noise optimum (every
+# lengthscale short, the signal a second noise) is no start to learn from
 STRUCTURE_PER_ROW = 0.05
 # rows of the sample per learnt value at least (d lengthscales, signal and noise):
 # an ARD GP with about as many lengthscales as rows fits its sample's noise
@@ -140,19 +140,23 @@ def exact_gp_start(hyper, bounds, X, y):
     lower, upper = np.array(box).T
     x0 = np.clip(hyper.to_log()[where], lower, upper)
 
+    # per row: with every value boxed, L-BFGS-B's first trial point is x - g (the
+    # Cauchy point at unit curvature); for the sum over the rows that is the box's
+    # corner, and on Pumadyn-32nm the line search back from it ended on the all-noise
+    # optimum (benchmarks/RESULTS.md, "The exact GP's start, per row")
     def objective(x):
         try:
             value, grad = log_marginal(x, Xs, ys)
         except np.linalg.LinAlgError:
             return np.inf, np.zeros_like(x)
-        return -value, -grad
+        return -value / ys.size, -grad / ys.size
 
-    start_value = -objective(x0)[0]
+    start_value = -objective(x0)[0]  # per row
     if not np.isfinite(start_value):
         return hyper, {"method": "data", "reason": "the exact GP's kernel matrix failed"}
     result = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=box,
                       options={"maxiter": MAX_ITER})
-    found = -result.fun / ys.size
+    found = -result.fun
     noise_only = -0.5 * (math.log(2 * math.pi * max(float(ys.var()), 1e-300)) + 1.0)
     if not found > noise_only + STRUCTURE_PER_ROW:
         return hyper, {"method": "data", "rows": int(ys.size),
@@ -164,6 +168,6 @@ def exact_gp_start(hyper, bounds, X, y):
                     likelihood={**hyper.likelihood, "noise_variance": float(values[d + 1])})
     record = {"method": "exact-gp", "rows": int(ys.size), "iterations": int(result.nit),
               "seconds": time.perf_counter() - t0,
-              "log_marginal_per_row": [float(start_value / ys.size), float(found)],
+              "log_marginal_per_row": [float(start_value), float(found)],
               "noise_only_per_row": float(noise_only)}
     return start, record
