@@ -26,6 +26,8 @@ so its change per row is what ``tol`` bounds.  Unlike a change relative to the e
 itself, this does not depend on the targets' units (rescaling y by c shifts the energy
 by N log c and leaves its changes and its gradient in log space unchanged), so a fit on
 prices in dollars stops where the same fit in thousands of dollars does.
+L-BFGS-B itself minimises the energy per row (its first step is then along the
+gradient, not to the corner of the box: see :func:`_run`).
 L-BFGS-B's own tests (``ftol``, ``pgtol``) are set far below these so that they only
 end runs whose line search can no longer make progress (reported with scipy's
 message).
@@ -202,15 +204,26 @@ def _run(objective, x0, bounds, accept, rule, f0):
     restarted from the best point after a line search that ran into failed points.
     Returns (stop reason, scipy's message, restarts)."""
     reason, message, restarts, x = "line search", "", 0, x0
+    rows = rule.scale(f0)
+
+    # L-BFGS-B minimises the energy per row: with every value boxed (fixed bases) its
+    # first trial point is x - g, the Cauchy point at unit curvature, which for the sum
+    # over the rows is the box's corner; and with free values too the clipping at the
+    # box bends the first direction.  Per row, -g is the first direction.  After the
+    # first step L-BFGS-B's curvature model is the same at any scale.
+    def per_row(x):
+        f, g = objective(x)
+        return f / rows, g / rows
+
     while True:
         failed, best = objective.failed, objective.best_value
         try:
-            result = minimize(objective, x, jac=True, method="L-BFGS-B", bounds=bounds,
+            result = minimize(per_row, x, jac=True, method="L-BFGS-B", bounds=bounds,
                               callback=accept,
                               # scipy's own tests only catch a line search that is stuck
                               options={"maxiter": 10 * int(rule.max_iter) + 10, "maxcor": MEMORY,
                                        "maxfun": 20 * int(rule.max_iter) + 20,
-                                       "ftol": 1e-15, "gtol": 1e-12 * rule.scale(f0)})
+                                       "ftol": 1e-15, "gtol": 1e-12})
         except _Stop as stop:
             reason = stop.reason
             break
