@@ -78,8 +78,10 @@ PUMADYN = DATASETS / "pumadyn32nm_train.csv"
 
 @needs_dataset(PUMADYN)
 def test_the_start_finds_pumadyn_32nm_four_relevant_inputs():
-    # Pumadyn-32nm: 4 of its 32 inputs matter (inputs 4, 5, 15 and 16 counted from 1:
-    # the SPGP paper's Figure 4 and the DELVE description).  With every value boxed,
+    # Pumadyn-32nm: 4 of its 32 inputs matter (the datasets' README): inputs 4, 5, 15
+    # and 16 counted from 1, the ones an exact GP without the box singles out on other
+    # samples (lengthscales 20 times shorter than the rest's; benchmarks/RESULTS.md,
+    # "The exact GP's start, per row").  With every value boxed,
     # L-BFGS-B's first trial point is the Cauchy point at unit curvature, x - g: for a
     # log marginal likelihood summed over 512 rows that is the box's corner, and the
     # line search back from it ended on the all-noise optimum (every lengthscale

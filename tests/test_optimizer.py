@@ -83,9 +83,8 @@ def test_the_first_trial_point_is_not_the_corner_of_the_box():
 @needs_dataset(PUMADYN)
 def test_fixed_bases_learn_which_pumadyn_inputs_matter():
     # Pumadyn-32nm's function depends on 4 of its 32 inputs (4, 5, 15 and 16 counted
-    # from 1: the SPGP paper's Figure 4).  With fixed bases every learnt value is
-    # boxed; learning from the box's corner ended on the plateau where every input
-    # looks alike.
+    # from 1: test_exact_start's Pumadyn test says why these).  With fixed bases every
+    # learnt value is boxed; learning from the box's corner found two of them.
     data = np.loadtxt(PUMADYN, delimiter=",", skiprows=1)[:3000]
     X, y = data[:, :-1], data[:, -1]
     model = SASPARegressor(64, learn_bases=None, random_state=0).fit(X, y)
