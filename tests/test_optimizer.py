@@ -16,7 +16,6 @@ import pytest
 from scipy.optimize import minimize
 
 import in_process
-from conftest import DATASETS, needs_dataset
 from saspa_dask import Basis, SASPAClassifier, SASPARegressor, kmeans_bases
 from saspa_dask.fitting.hyperparameters import Hyperparameters
 from saspa_dask.fitting.optimizer import WINDOW, StopRule, optimize
@@ -51,7 +50,6 @@ def quadratic(fail_above=None, delay=0.0, calls=None, banana=0.0):
 
 
 START = Hyperparameters(np.array([1.0, 1.0]), 1.0)
-PUMADYN = DATASETS / "pumadyn32nm_train.csv"
 
 
 def test_converges_to_the_maximiser_and_says_so():
@@ -65,31 +63,6 @@ def test_converges_to_the_maximiser_and_says_so():
     for a, b in zip(trace, trace[1:]):
         assert b["relative_change"] == pytest.approx(
             (b["log_evidence"] - a["log_evidence"]) / 100.0)
-
-
-def test_the_first_trial_point_is_not_the_corner_of_the_box():
-    # every value boxed (no free bases): L-BFGS-B's first trial point is x - g at unit
-    # curvature; for an energy summed over 100 rows (|g| about 50 here) that was the
-    # box's corner, three decades from the start.  Per row it is x - g / 100.
-    calls = []
-    optimize(quadratic(calls=calls), START, tol=1e-9, scale_rows=100, max_iter=3)
-    bounds = np.array(START.bounds())
-    x = np.log([*calls[1].lengthscale, calls[1].signal_variance])
-    start = np.log([*START.lengthscale, START.signal_variance])
-    assert np.all(x > bounds[:, 0] + 1.0) and np.all(x < bounds[:, 1] - 1.0)
-    assert np.max(np.abs(x - start)) < 1.0
-
-
-@needs_dataset(PUMADYN)
-def test_fixed_bases_learn_which_pumadyn_inputs_matter():
-    # Pumadyn-32nm's function depends on 4 of its 32 inputs (4, 5, 15 and 16 counted
-    # from 1: test_exact_start's Pumadyn test says why these).  With fixed bases every
-    # learnt value is boxed; learning from the box's corner found two of them.
-    data = np.loadtxt(PUMADYN, delimiter=",", skiprows=1)[:3000]
-    X, y = data[:, :-1], data[:, -1]
-    model = SASPARegressor(64, learn_bases=None, random_state=0).fit(X, y)
-    relative = model.lengthscale_ / X.std(axis=0)
-    assert sorted(np.argsort(relative)[:4].tolist()) == [3, 4, 14, 15]
 
 
 def test_the_energy_rule_averages_the_last_iterations():

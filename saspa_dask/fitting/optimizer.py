@@ -26,8 +26,6 @@ so its change per row is what ``tol`` bounds.  Unlike a change relative to the e
 itself, this does not depend on the targets' units (rescaling y by c shifts the energy
 by N log c and leaves its changes and its gradient in log space unchanged), so a fit on
 prices in dollars stops where the same fit in thousands of dollars does.
-With every value boxed, L-BFGS-B itself minimises the energy per row (its first step
-is then along the gradient, not to the corner of the box: see :func:`_run`).
 L-BFGS-B's own tests (``ftol``, ``pgtol``) are set far below these so that they only
 end runs whose line search can no longer make progress (reported with scipy's
 message).
@@ -204,28 +202,15 @@ def _run(objective, x0, bounds, accept, rule, f0):
     restarted from the best point after a line search that ran into failed points.
     Returns (stop reason, scipy's message, restarts)."""
     reason, message, restarts, x = "line search", "", 0, x0
-    # with every value boxed (fixed bases) L-BFGS-B's first trial point is x - g, the
-    # Cauchy point at unit curvature: for the energy summed over the rows that is the
-    # box's corner, from which Pumadyn-32nm's fit found two of the four inputs that
-    # matter (NLPD 0.126 against -0.118).  Per row it is x - g / rows.  With free values (learnt bases) the
-    # first step has unit length anyway; per row there too was measured and not
-    # adopted (benchmarks/RESULTS.md, "The first step of learning").
-    boxed = all(lo is not None and hi is not None for lo, hi in bounds)
-    rows = rule.scale(f0) if boxed else 1.0
-
-    def per_row(x):
-        f, g = objective(x)
-        return f / rows, g / rows
-
     while True:
         failed, best = objective.failed, objective.best_value
         try:
-            result = minimize(per_row, x, jac=True, method="L-BFGS-B", bounds=bounds,
+            result = minimize(objective, x, jac=True, method="L-BFGS-B", bounds=bounds,
                               callback=accept,
                               # scipy's own tests only catch a line search that is stuck
                               options={"maxiter": 10 * int(rule.max_iter) + 10, "maxcor": MEMORY,
                                        "maxfun": 20 * int(rule.max_iter) + 20,
-                                       "ftol": 1e-15, "gtol": 1e-12 * rule.scale(f0) / rows})
+                                       "ftol": 1e-15, "gtol": 1e-12 * rule.scale(f0)})
         except _Stop as stop:
             reason = stop.reason
             break
