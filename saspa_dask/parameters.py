@@ -297,7 +297,9 @@ TRAIN_PARAMETERS = (
     Parameter("exact_start", (bool, str), "auto", "Regression (gaussian): start learning "
               "where an exact GP on 512 seeded rows puts the lengthscales, signal and noise "
               "variance (unless given); auto: with max_fit_time when learning runs on a row "
-              "sample of larger data (hyper_subsample); on / off: always / never.",
+              "sample of larger data (hyper_subsample), and without a budget as a check "
+              "after learning on every row (where the exact GP's start has the higher "
+              "energy, learning goes on from it); on / off: always / never.",
               parse=parse_exact_start),
     Parameter("hyper_subsample", (int, str, list), 20000, "Learn hyperparameters and bases "
               "on a seeded uniform subsample of this many rows when the data has more, then "

@@ -4,6 +4,8 @@ against a multivariate normal density computed here and finite differences."""
 import math
 import warnings
 
+import dask
+import dask.array as da
 import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
@@ -101,6 +103,51 @@ def test_the_start_finds_pumadyn_32nm_four_relevant_inputs():
     # a second noise would explain nothing beyond independent noise: this explains
     # more than a nat per row
     assert record["log_marginal_per_row"][1] > record["noise_only_per_row"] + 1.0
+
+
+def _pumadyn_rows(n):
+    data = np.loadtxt(PUMADYN, delimiter=",", skiprows=1)[:n]
+    return data[:, :-1], data[:, -1]
+
+
+@needs_dataset(PUMADYN)
+def test_learning_stopped_on_the_plateau_goes_on_from_the_exact_start():
+    # On 2,000 of Pumadyn-32nm's rows with 16 bases (random_state=3), learning from the
+    # data-driven start stops by its rule on the plateau where no input is switched off
+    # (energy -2379.8); the exact GP's start is higher (-2167.2), and learning goes on
+    # from there to the four inputs that matter
+    X, y = _pumadyn_rows(2000)
+    model = SASPARegressor(16, random_state=3).fit(X, y)
+    start = model.hyperparameter_info_["start"]
+    assert start["method"] == "exact-gp" and start["checked_after_learning"]
+    assert start["energy_at_exact_start"] > start["energy_learnt"]
+    assert model.log_evidence_ > start["energy_at_exact_start"] + 1000.0
+    relative = model.lengthscale_ / X.std(axis=0)
+    assert sorted(np.argsort(relative)[:4].tolist()) == [3, 4, 14, 15]
+    # without the check, the fit is the one that stopped
+    plain = SASPARegressor(16, random_state=3, exact_start=False).fit(X, y)
+    assert plain.log_evidence_ == pytest.approx(start["energy_learnt"], rel=1e-12)
+    assert "start" not in plain.hyperparameter_info_
+    # Dask rows are checked too (their learning is a stage of every row, in memory);
+    # the two paths' targets differ in the last bit, which 300 L-BFGS-B iterations
+    # grow to a few nats, so the same decision and end are asked, not the same bits
+    with dask.config.set(scheduler="sync"):
+        lazy = SASPARegressor(16, random_state=3).fit(
+            da.from_array(X, chunks=(500, 32)), da.from_array(y, chunks=500))
+    assert lazy.hyperparameter_info_["start"]["method"] == "exact-gp"
+    assert lazy.log_evidence_ > start["energy_at_exact_start"] + 1000.0
+
+
+@needs_dataset(PUMADYN)
+def test_learning_that_ended_above_the_exact_start_is_kept_as_it_is():
+    X, y = _pumadyn_rows(2000)
+    checked = SASPARegressor(16, random_state=0).fit(X, y)
+    plain = SASPARegressor(16, random_state=0, exact_start=False).fit(X, y)
+    start = checked.hyperparameter_info_["start"]
+    assert start["method"] == "data" and start["checked_after_learning"]
+    assert start["energy_learnt"] > start["energy_at_exact_start"]
+    np.testing.assert_array_equal(checked.lengthscale_, plain.lengthscale_)
+    assert checked.log_evidence_ == plain.log_evidence_
 
 
 def test_a_regression_starts_from_the_exact_gp_when_asked_and_not_from_a_given_start():

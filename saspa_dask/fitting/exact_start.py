@@ -11,10 +11,14 @@ data-driven start within the box learning itself uses, so the start never moves 
 box.  With the Gaussian likelihood the marginal likelihood is closed-form; its cost is
 a few Cholesky factorisations of a :data:`START_ROWS`-square matrix per iteration.
 
-When (the regressor's ``exact_start``): by default only for a fit with a time budget
-whose learning runs on a row sample of larger data.  There the first model is far
+When (the regressor's ``exact_start``): by default as the start of a fit with a time
+budget whose learning runs on a row sample of larger data, where the first model is far
 better; learning run to convergence from this start ended at a worse held-out NLPD on
-most real sets measured (``benchmarks/RESULTS.md``, "An exact GP's start").
+most real sets measured (``benchmarks/RESULTS.md``, "An exact GP's start").  Without
+a budget, as a check after learning on every row from the data-driven start
+(:func:`exact_check_applies`): where the exact start's energy is higher than where
+learning ended, learning stopped on a plateau and goes on from the exact start
+(``benchmarks/RESULTS.md``, "Learning that stopped on a plateau").
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from sklearn.utils import check_random_state
 
 from ..core.kernels import scaled_sq_distances
 
-__all__ = ["START_ROWS", "exact_gp_start", "exact_start_applies", "log_marginal",
-           "start_rows"]
+__all__ = ["START_ROWS", "exact_check_applies", "exact_gp_start", "exact_start_applies",
+           "exact_start_possible", "log_marginal", "start_rows"]
 
 # rows of the exact GP (the SPGP and IDGP papers used 1,024): at 512 and d = 8 the start
 # took 0.78-0.92 s (benchmarks/RESULTS.md, "An exact GP's start"); its cost grows as rows^3
@@ -50,14 +54,27 @@ ROWS_PER_VALUE = 8
 def exact_start_applies(plan, likelihood, hyper, n_rows, on_sample):
     """Whether a fit on ``n_rows`` rows starts from an exact GP on a sample: asked
     (``plan.exact_start`` True, or "auto" with a time budget and learning
-    ``on_sample``, a row sample of larger data), a Gaussian regression that learns its
-    hyperparameters from the data-driven start (no lengthscale, signal or noise
-    variance given: the start equals the box's centre, ``hyper.centre``), one SE kernel
-    over every input (no feature groups or additive terms), and a sample of at least
-    :data:`ROWS_PER_VALUE` rows per value."""
+    ``on_sample``, a row sample of larger data) and possible
+    (:func:`exact_start_possible`)."""
     asked = plan.exact_start is True or (plan.exact_start == "auto" and on_sample
                                          and plan.max_fit_time is not None)
-    if not asked or not plan.optimize_hyperparameters or plan.lengthscale is not None:
+    return asked and exact_start_possible(plan, likelihood, hyper, n_rows)
+
+
+def exact_check_applies(plan, likelihood, hyper, n_rows):
+    """Whether learning on all ``n_rows`` rows from the data-driven start is checked
+    against an exact GP's start afterwards: ``plan.exact_start`` "auto" without a time
+    budget, where the exact start is possible (:func:`exact_start_possible`)."""
+    return (plan.exact_start == "auto" and plan.max_fit_time is None
+            and exact_start_possible(plan, likelihood, hyper, n_rows))
+
+
+def exact_start_possible(plan, likelihood, hyper, n_rows):
+    """A Gaussian regression that learns its hyperparameters from the data-driven start
+    (no lengthscale, signal or noise variance given: the start equals the box's centre,
+    ``hyper.centre``), one SE kernel over every input (no feature groups or additive
+    terms), and a sample of at least :data:`ROWS_PER_VALUE` rows per value."""
+    if not plan.optimize_hyperparameters or plan.lengthscale is not None:
         return False
     if min(n_rows, START_ROWS) < ROWS_PER_VALUE * (hyper.lengthscale.size + 2):
         return False

@@ -82,8 +82,12 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         (``hyper_subsample``): at 10^6 rows its first model had about the accuracy
         of 20 iterations from the data-driven start.  Learning run to convergence from
         it ended at a worse held-out NLPD on most real sets measured
-        (``benchmarks/RESULTS.md``, "An exact GP's start"), so not without a budget.
-        ``True``: whenever the conditions hold; ``False``: never.
+        (``benchmarks/RESULTS.md``, "An exact GP's start"), so without a budget
+        ``"auto"`` checks instead: after learning on every row in memory (by its stop
+        rule, not a cap), where the exact GP's start has a higher energy than where
+        learning ended, learning stopped on a plateau and goes on from that start; the
+        higher end is kept (``hyperparameter_info_["start"]`` says which, with both
+        energies).  ``True``: whenever the conditions hold; ``False``: never.
         ``hyperparameter_info_["start"]`` records it.
 
     Attributes
