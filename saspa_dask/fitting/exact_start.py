@@ -34,7 +34,7 @@ from sklearn.utils import check_random_state
 
 from ..core.kernels import scaled_sq_distances
 
-__all__ = ["START_ROWS", "exact_check_applies", "exact_gp_start", "exact_start_applies",
+__all__ = ["CHECK_WORK_RATIO", "START_ROWS", "exact_check_applies", "exact_gp_flops", "exact_gp_start", "exact_start_applies",
            "exact_start_possible", "log_marginal", "start_rows"]
 
 # rows of the exact GP (the SPGP and IDGP papers used 1,024): at 512 and d = 8 the start
@@ -46,6 +46,13 @@ MAX_ITER = 100
 # row for its values to be a start: an exact GP on the all-noise optimum (every
 # lengthscale short, the signal a second noise) is no start to learn from
 STRUCTURE_PER_ROW = 0.05
+# the check after learning (exact_check_applies) runs only after learning whose work
+# (its evaluations at costs.evaluation_flops) was at least this many times the exact
+# GP's most (exact_gp_flops): the check costs the exact GP (0.3-2.2 s measured at 512
+# rows) and one EP run, which doubled fits of 0.1-1.3 s (benchmarks/RESULTS.md,
+# "Learning that stopped on a plateau"); a count of work, not of seconds, so that a fit
+# is checked or not on any machine alike
+CHECK_WORK_RATIO = 1.0
 # rows of the sample per learnt value at least (d lengthscales, signal and noise):
 # an ARD GP with about as many lengthscales as rows fits its sample's noise
 ROWS_PER_VALUE = 8
@@ -67,6 +74,14 @@ def exact_check_applies(plan, likelihood, hyper, n_rows):
     budget, where the exact start is possible (:func:`exact_start_possible`)."""
     return (plan.exact_start == "auto" and plan.max_fit_time is None
             and exact_start_possible(plan, likelihood, hyper, n_rows))
+
+
+def exact_gp_flops(n_rows, d):
+    """The exact GP's floating-point work at most: :data:`MAX_ITER` evaluations on
+    min(``n_rows``, :data:`START_ROWS`) rows, each a Cholesky factor and its inverse
+    (n^3) and the distances and lengthscale gradients (6 n^2 d)."""
+    n = min(n_rows, START_ROWS)
+    return float(MAX_ITER * (n ** 3 + 6 * n * n * d))
 
 
 def exact_start_possible(plan, likelihood, hyper, n_rows):

@@ -28,8 +28,10 @@ from ..ep.driver import EPConvergenceWarning
 from ..parameters import bases_for_rows
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
-from .costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost
-from .exact_start import exact_check_applies, exact_gp_start, exact_start_applies, start_rows
+from .costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost, evaluation_flops
+from . import exact_start as exact_starts
+from .exact_start import (exact_check_applies, exact_gp_flops, exact_gp_start,
+                          exact_start_applies, start_rows)
 from .hyperparameters import (Hyperparameters, additive_lengthscale, resolve_lengthscale,
                               tied_lengthscale)
 from .optimizer import StopRule
@@ -254,11 +256,22 @@ class FitRun:
 
     def _exact_check(self, hyper, outcome):
         """Whether learning on every row from the data-driven start ``hyper``, which
-        ended by its stop rule in ``outcome`` (not by a cap or a budget), is checked
-        against an exact GP's start (:func:`_checked_against_exact`)."""
-        return (not self.exact_start and outcome.info is not None
-                and outcome.info.get("stop_reason") in ("energy", "gradient")
-                and exact_check_applies(self.plan, self.likelihood, hyper, self.X.shape[0]))
+        ended by its stop rule in ``outcome`` (not by a cap or a budget) after work of at
+        least :data:`~saspa_dask.fitting.exact_start.CHECK_WORK_RATIO` times the exact
+        GP's most, is checked against an exact GP's start
+        (:func:`_checked_against_exact`)."""
+        info, n_rows = outcome.info, self.X.shape[0]
+        if self.exact_start or info is None or info.get("stop_reason") not in (
+                "energy", "gradient"):
+            return False
+        M, d = outcome.basis.means.shape
+        blur, terms = self.report["blur_"], kernel_named(self.plan.kernel).n_terms(
+            blurred=self.report["blur_"] != "delta")
+        work = info["n_evaluations"] * evaluation_flops(n_rows, M, d, blur,
+                                                        self.plan.learnt_bases, terms)
+        return (work >= exact_starts.CHECK_WORK_RATIO
+                * exact_gp_flops(n_rows, d)
+                and exact_check_applies(self.plan, self.likelihood, hyper, n_rows))
 
     def _checked_against_exact(self, outcome, fit, trainer_for, hyper, X, targets):
         """After learning on every row (``X``, ``targets`` in memory) from the

@@ -83,9 +83,10 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         of 20 iterations from the data-driven start.  Learning run to convergence from
         it ended at a worse held-out NLPD on most real sets measured
         (``benchmarks/RESULTS.md``, "An exact GP's start"), so without a budget
-        ``"auto"`` checks instead: after learning on every row in memory (by its stop
-        rule, not a cap), where the exact GP's start has a higher energy than where
-        learning ended, learning stopped on a plateau and goes on from that start; the
+        ``"auto"`` checks instead: after learning on every row in memory (ended by its
+        stop rule, not a cap, and with at least the exact GP's most work: not on small
+        fits, which it would double), where the exact GP's start has a higher energy
+        than where learning ended, learning stopped on a plateau and goes on from that start; the
         higher end is kept (``hyperparameter_info_["start"]`` says which, with both
         energies).  ``True``: whenever the conditions hold; ``False``: never.
         ``hyperparameter_info_["start"]`` records it.
