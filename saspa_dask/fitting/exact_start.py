@@ -34,8 +34,9 @@ from sklearn.utils import check_random_state
 
 from ..core.kernels import scaled_sq_distances
 
-__all__ = ["CHECK_WORK_RATIO", "START_ROWS", "exact_check_applies", "exact_gp_flops", "exact_gp_start", "exact_start_applies",
-           "exact_start_possible", "log_marginal", "start_rows"]
+__all__ = ["CHECK_WORK_RATIO", "START_ROWS", "exact_check_applies", "exact_gp_flops",
+           "exact_gp_start", "exact_start_applies", "exact_start_possible", "log_marginal",
+           "start_rows"]
 
 # rows of the exact GP (the SPGP and IDGP papers used 1,024): at 512 and d = 8 the start
 # took 0.78-0.92 s (benchmarks/RESULTS.md, "An exact GP's start"); its cost grows as rows^3

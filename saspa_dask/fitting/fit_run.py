@@ -26,10 +26,10 @@ from ..engines.dask_engine import WorkDir
 from ..ep.approximation import approximation_named
 from ..ep.driver import EPConvergenceWarning
 from ..parameters import bases_for_rows
+from . import exact_start as exact_starts
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
 from .costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost, evaluation_flops
-from . import exact_start as exact_starts
 from .exact_start import (exact_check_applies, exact_gp_flops, exact_gp_start,
                           exact_start_applies, start_rows)
 from .hyperparameters import (Hyperparameters, additive_lengthscale, resolve_lengthscale,
@@ -264,13 +264,10 @@ class FitRun:
         if self.exact_start or info is None or info.get("stop_reason") not in (
                 "energy", "gradient"):
             return False
-        M, d = outcome.basis.means.shape
-        blur, terms = self.report["blur_"], kernel_named(self.plan.kernel).n_terms(
-            blurred=self.report["blur_"] != "delta")
-        work = info["n_evaluations"] * evaluation_flops(n_rows, M, d, blur,
-                                                        self.plan.learnt_bases, terms)
-        return (work >= exact_starts.CHECK_WORK_RATIO
-                * exact_gp_flops(n_rows, d)
+        work = info["n_evaluations"] * evaluation_flops(*self._cost_terms(n_rows,
+                                                                          outcome.basis))
+        d = outcome.basis.means.shape[1]
+        return (work >= exact_starts.CHECK_WORK_RATIO * exact_gp_flops(n_rows, d)
                 and exact_check_applies(self.plan, self.likelihood, hyper, n_rows))
 
     def _checked_against_exact(self, outcome, fit, trainer_for, hyper, X, targets):
@@ -489,10 +486,15 @@ class FitRun:
     def _evaluation_cost(self, n_rows, basis):
         """The estimated cost of one optimiser evaluation on ``n_rows`` rows
         (:func:`~saspa_dask.fitting.costs.evaluation_cost`)."""
-        plan, blur = self.plan, self.report["blur_"]
+        return evaluation_cost(*self._cost_terms(n_rows, basis))
+
+    def _cost_terms(self, n_rows, basis):
+        """The arguments of :mod:`~saspa_dask.fitting.costs`' estimates for these
+        bases on ``n_rows`` rows: (n, M, d, blur, learnt bases, kernel terms)."""
+        blur = self.report["blur_"]
         M, d = basis.means.shape
-        terms = kernel_named(plan.kernel).n_terms(blurred=blur != "delta")
-        return evaluation_cost(n_rows, M, d, blur, plan.learnt_bases, terms)
+        terms = kernel_named(self.plan.kernel).n_terms(blurred=blur != "delta")
+        return n_rows, M, d, blur, self.plan.learnt_bases, terms
 
     def _announce_cost(self, n_rows, basis):
         """Say what one optimiser evaluation will cost, and warn when that is slow."""
