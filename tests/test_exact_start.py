@@ -145,7 +145,7 @@ def test_learning_stopped_on_the_plateau_goes_on_from_the_exact_start(monkeypatc
 
 
 @needs_dataset(PUMADYN)
-def test_learning_that_ended_above_the_exact_start_is_kept_as_it_is(monkeypatch):
+def test_learning_that_ended_above_the_exact_start_is_kept_as_it_is(monkeypatch, tmp_path):
     monkeypatch.setattr(exact_start, "CHECK_WORK_RATIO", 0.0)
     X, y = _pumadyn_rows(2000)
     checked = SASPARegressor(16, random_state=0).fit(X, y)
@@ -155,6 +155,16 @@ def test_learning_that_ended_above_the_exact_start_is_kept_as_it_is(monkeypatch)
     assert start["energy_learnt"] > start["energy_at_exact_start"]
     np.testing.assert_array_equal(checked.lengthscale_, plain.lengthscale_)
     assert checked.log_evidence_ == plain.log_evidence_
+    # the saved model keeps the check's record, and saspa info says it
+    checked.save(tmp_path / "m.zarr")
+    import in_process
+
+    res = in_process.saspa("info", str(tmp_path / "m.zarr"))
+    assert res.returncode == 0, res.stderr
+    assert (f"start: the data-driven values (learning from the data-driven start ended "
+            f"above the exact GP's start); checked after learning: ended at "
+            f"{start['energy_learnt']:.6g}, {start['energy_at_exact_start']:.6g} at the "
+            f"exact GP's start") in res.stdout
 
 
 def test_a_regression_starts_from_the_exact_gp_when_asked_and_not_from_a_given_start():

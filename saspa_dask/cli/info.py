@@ -125,10 +125,13 @@ def print_summary(summary, metrics_line):
         click.echo(f"{'hyperparameters':>17}: {line}")
         start = info.get("start")
         if start is not None:
+            checked = (f"; checked after learning: ended at {start['energy_learnt']:.6g}, "
+                       f"{start['energy_at_exact_start']:.6g} at the exact GP's start"
+                       if start.get("checked_after_learning") else "")
             click.echo(f"{'start':>17}: " + (
                 f"an exact GP on {start['rows']} rows, {start['iterations']} iterations, "
                 f"{start['seconds']:.1f}s" if start["method"] == "exact-gp"
-                else f"the data-driven values ({start['reason']})"))
+                else f"the data-driven values ({start['reason']})") + checked)
         for k, stage in enumerate(info.get("stages", [])):
             click.echo(f"{'stage ' + str(k):>17}: {stage['rows']} rows on the "
                        f"{stage['where']}, {stage['n_iterations']} iterations, "
