@@ -79,6 +79,11 @@ def test_the_start_finds_the_relevant_input_and_the_noise_within_the_box():
 PUMADYN = DATASETS / "pumadyn32nm_train.csv"
 
 
+def _pumadyn_rows(n):
+    data = np.loadtxt(PUMADYN, delimiter=",", skiprows=1)[:n]
+    return data[:, :-1], data[:, -1]
+
+
 @needs_dataset(PUMADYN)
 def test_the_start_finds_pumadyn_32nm_four_relevant_inputs():
     # Pumadyn-32nm: 4 of its 32 inputs matter (the datasets' README): inputs 4, 5, 15
@@ -89,8 +94,7 @@ def test_the_start_finds_pumadyn_32nm_four_relevant_inputs():
     # log marginal likelihood summed over 512 rows that is the box's corner, and the
     # line search back from it ended on the all-noise optimum (every lengthscale
     # short, the signal a second noise).  On the fit's own sample it must find them.
-    data = np.loadtxt(PUMADYN, delimiter=",", skiprows=1)
-    X, y = data[:, :-1], data[:, -1]
+    X, y = _pumadyn_rows(None)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     y = (y - y.mean()) / y.std()
     rows = start_rows(y.size, 0)
@@ -104,11 +108,6 @@ def test_the_start_finds_pumadyn_32nm_four_relevant_inputs():
     # a second noise would explain nothing beyond independent noise: this explains
     # more than a nat per row
     assert record["log_marginal_per_row"][1] > record["noise_only_per_row"] + 1.0
-
-
-def _pumadyn_rows(n):
-    data = np.loadtxt(PUMADYN, delimiter=",", skiprows=1)[:n]
-    return data[:, :-1], data[:, -1]
 
 
 @needs_dataset(PUMADYN)

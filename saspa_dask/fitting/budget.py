@@ -63,8 +63,8 @@ KMEANS_ROW_COST = 240.0
 # estimate on one core, fitting.costs) learns first on half its rows, when that half
 # keeps at least HALF_STAGE_ROWS_PER_BASIS rows a basis.  At 10^6 rows, M = 256, d = 8
 # (an evaluation on the 20,000-row first stage estimated at 4.6 s; a warm-started one
-# took 1.3 s on the driver's 2 threads), fits of 4.5 and 10 s learnt better models from 10,000 rows
-# first (classification error 0.1276 / 0.1226 against 0.1690 / 0.1261), of 15 and 25 s
+# took 1.3 s on the driver's 2 threads), fits of 4.5 and 10 s learnt better models from
+# 10,000 rows first (classification error 0.1276 / 0.1226 against 0.1690 / 0.1261), of 15 and 25 s
 # from 20,000 (0.1204 / 0.1200 against 0.1222 / 0.1230): benchmarks/RESULTS.md, "A
 # first model by 10 s"
 HALF_STAGE_EVALUATIONS = 2.7

@@ -104,7 +104,9 @@ class FitRun:
         # learning starts from an exact GP on a sample (decided by fit(); its record
         # joins hyperparameter_info_ as "start")
         self.exact_start, self.start_record = False, None
-        self.likelihood = None  # set by fit(): the exact check asks it
+        # learning on every row from the data-driven start is checked against an exact
+        # GP's start afterwards (decided by fit(): _exact_check)
+        self.exact_check = False
 
     # -- the starting point --------------------------------------------------------
 
@@ -196,7 +198,6 @@ class FitRun:
         """Learning (if asked), then EP on all rows; the trainer's outcome with the
         stages' report merged in, and the rows learnt on (None: all)."""
         plan, X, say = self.plan, self.X, self.say
-        self.likelihood = likelihood  # the exact check asks it (_exact_check)
         trainer_for = self._trainer_factory(basis)
         fit = self._fitter(likelihood, restart_positions(
             hyper.bases, plan.n_restarts_optimizer, self.report["blur_"], plan.random_state))
@@ -210,6 +211,8 @@ class FitRun:
         on_sample = bool(stages) and stages[0].size < X.shape[0]
         self.exact_start = self.report["blur_"] not in FOURIER_FAMILIES and \
             exact_start_applies(plan, likelihood, hyper, X.shape[0], on_sample)
+        self.exact_check = not self.exact_start and exact_check_applies(
+            plan, likelihood, hyper, X.shape[0])
         start = time.perf_counter()
         if plan.stochastic_learning:
             hyper = self._exact_started(hyper, self.X, targets)
@@ -242,7 +245,7 @@ class FitRun:
                               starts=_scaled_starts(learnt, rows, X.shape[0], final_sites,
                                                     learn_here),
                               probe_rows=None if learn_here else self.probe_rows)
-            if learn_here and learnt is None and self._exact_check(hyper, outcome):
+            if learn_here and learnt is None and self._exact_check(outcome):
                 outcome = self._checked_against_exact(outcome, fit, trainer_for, hyper,
                                                       X, targets)
         self.report["timings_"]["ep"] = time.perf_counter() - start
@@ -254,21 +257,20 @@ class FitRun:
             outcome.info = {**(outcome.info or {}), "start": self.start_record}
         return outcome, rows
 
-    def _exact_check(self, hyper, outcome):
-        """Whether learning on every row from the data-driven start ``hyper``, which
-        ended by its stop rule in ``outcome`` (not by a cap or a budget) after work of at
-        least :data:`~saspa_dask.fitting.exact_start.CHECK_WORK_RATIO` times the exact
-        GP's most, is checked against an exact GP's start
-        (:func:`_checked_against_exact`)."""
+    def _exact_check(self, outcome):
+        """Whether learning on every row from the data-driven start (where the fit is
+        checked at all: ``exact_check``), which ended by its stop rule in ``outcome``
+        (not by a cap or a budget) after work of at least
+        :data:`~saspa_dask.fitting.exact_start.CHECK_WORK_RATIO` times the exact GP's
+        most, is checked against an exact GP's start (:func:`_checked_against_exact`)."""
         info, n_rows = outcome.info, self.X.shape[0]
-        if self.exact_start or info is None or info.get("stop_reason") not in (
+        if not self.exact_check or info is None or info.get("stop_reason") not in (
                 "energy", "gradient"):
             return False
         work = info["n_evaluations"] * evaluation_flops(*self._cost_terms(n_rows,
                                                                           outcome.basis))
         d = outcome.basis.means.shape[1]
-        return (work >= exact_starts.CHECK_WORK_RATIO * exact_gp_flops(n_rows, d)
-                and exact_check_applies(self.plan, self.likelihood, hyper, n_rows))
+        return work >= exact_starts.CHECK_WORK_RATIO * exact_gp_flops(n_rows, d)
 
     def _checked_against_exact(self, outcome, fit, trainer_for, hyper, X, targets):
         """After learning on every row (``X``, ``targets`` in memory) from the
@@ -279,8 +281,7 @@ class FitRun:
         on from the exact start; the higher end is kept.  Otherwise the outcome stays
         as it is (the cost: the exact GP and one EP run).  Recorded for
         ``hyperparameter_info_["start"]``."""
-        rows = start_rows(X.shape[0], self.plan.random_state)
-        exact, record = exact_gp_start(hyper, hyper.bounds(), X[rows], targets[rows])
+        exact, record = self._exact_gp(hyper, X, targets)
         if record["method"] != "exact-gp":
             return outcome
         at_exact = fit(trainer_for(X, targets, None, False), exact, None, False,
@@ -400,7 +401,7 @@ class FitRun:
             learnt = fit(trainer_for(X_sub, y_sub, None, True), hyper, sites_at(sites, rows),
                          True, restarts=k == 0, rows=rows.size)
             if len(stages) == 1 and rows.size == X.shape[0] and \
-                    self._exact_check(hyper, learnt):
+                    self._exact_check(learnt):
                 learnt = self._checked_against_exact(learnt, fit, trainer_for, hyper, X_sub,
                                                      y_sub)
             if self.watch is not None:  # the stage's end, if not measured already
@@ -415,16 +416,22 @@ class FitRun:
                 return learnt, rows, sites, done, True
         return learnt, rows, sites, done, False
 
+    def _exact_gp(self, hyper, X, targets):
+        """``hyper`` at an exact GP's values on the seeded sample of (``X``,
+        ``targets``), and the record (:func:`~saspa_dask.fitting.exact_start.
+        exact_gp_start`)."""
+        rows = start_rows(X.shape[0], self.plan.random_state)
+        X_s, y_s = (dask.compute(X[rows], targets[rows]) if is_lazy(X)
+                    else (X[rows], targets[rows]))
+        return exact_gp_start(hyper, hyper.bounds(), X_s, y_s)
+
     def _exact_started(self, hyper, X, targets):
         """``hyper`` moved to an exact GP's values on a seeded sample of (``X``,
         ``targets``) when the fit starts that way (:mod:`saspa_dask.fitting.exact_start`);
         said, and recorded for ``hyperparameter_info_["start"]``."""
         if not self.exact_start:
             return hyper
-        rows = start_rows(X.shape[0], self.plan.random_state)
-        X_s, y_s = (dask.compute(X[rows], targets[rows]) if is_lazy(X)
-                    else (X[rows], targets[rows]))
-        hyper, self.start_record = exact_gp_start(hyper, hyper.bounds(), X_s, y_s)
+        hyper, self.start_record = self._exact_gp(hyper, X, targets)
         record = self.start_record
         if record["method"] == "exact-gp":
             self.say(f"start: an exact GP on {record['rows']} rows, {record['iterations']} "

@@ -86,10 +86,10 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         ``"auto"`` checks instead: after learning on every row in memory (ended by its
         stop rule, not a cap, and with at least the exact GP's most work: not on small
         fits, which it would double), where the exact GP's start has a higher energy
-        than where learning ended, learning stopped on a plateau and goes on from that start; the
-        higher end is kept (``hyperparameter_info_["start"]`` says which, with both
-        energies).  ``True``: whenever the conditions hold; ``False``: never.
-        ``hyperparameter_info_["start"]`` records it.
+        than where learning ended, learning stopped on a plateau and goes on from that
+        start, and the higher end is kept.  ``True``: whenever the conditions hold;
+        ``False``: never.  ``hyperparameter_info_["start"]`` records the start (and a
+        check's two energies).
 
     Attributes
     ----------
