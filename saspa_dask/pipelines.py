@@ -45,7 +45,9 @@ from pathlib import Path
 from . import jobs
 from .files.errors import StoreError
 from .files.atomic import write_text_file
+from .files.outputs import JSON
 from .files.safe import write_new_text
+from .files.store import read_regular
 from .jobs import JobError
 from .parameters import CLUSTER_PARAMETERS, COMMANDS, old_names
 
@@ -132,14 +134,19 @@ def _check_ranges(table, where):
             raise JobError(f"{where}: {key} = {table[key]} is outside {low}..{high}")
 
 
+_JOB_FILE_BYTES = 1 << 20  # a job file is a page of TOML; anything larger is not one
+
+
 def _parse(path):
     """The job file's TOML document, or a JobError naming the file and the fault."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_regular(path, limit=_JOB_FILE_BYTES, what="a job file").decode("utf-8")
     except UnicodeDecodeError as err:
         raise JobError(f"{path}: not UTF-8 text (byte {err.start})") from None
     except OSError as err:
         raise JobError(f"{path}: cannot read it ({err.strerror})") from None
+    except StoreError as err:  # not a regular file, or larger than any job file
+        raise JobError(str(err)) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -236,7 +243,7 @@ def _state_of(path):
         return f"file:{stat.st_size}:{stat.st_mtime_ns}"
     meta = p / "zarr.json"
     if meta.is_file():
-        return "zarr:" + hashlib.sha256(meta.read_bytes()).hexdigest()
+        return "zarr:" + hashlib.sha256(read_regular(meta, limit=1 << 24)).hexdigest()
     return "missing"
 
 
@@ -386,8 +393,7 @@ def run_job(path, *, force=False, echo=print, out=print):
                for k in _OUTPUT_KEYS if k in settings]
     state = {"completed": True, "signatures": signatures, "outputs": outputs,
              "finished": now.isoformat()}
-    write_text_file(state_path, json.dumps(state, indent=2), overwrite=True,
-                    what="the job's state file")
+    write_text_file(state_path, json.dumps(state, indent=2), JSON, overwrite=True)
     return {"ran": [s["kind"] for s in steps], "skipped": False, "steps": done}
 
 

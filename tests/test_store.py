@@ -105,7 +105,7 @@ def test_ingest_npy_and_destination_rules(tmp_path):
     np.testing.assert_array_equal(X.compute(), np.delete(data, 3, axis=0)[:, :3])
     np.testing.assert_array_equal(y.compute(), np.delete(data, 3, axis=0)[:, 3])
     assert attrs["n_rows"] == 9 and X.chunks[0] == (4, 4, 1)
-    with pytest.raises(StoreError, match="exists; pass overwrite"):
+    with pytest.raises(StoreError, match="exists; pass --overwrite"):
         ingest(tmp_path / "d.npy", tmp_path / "d.zarr", missing="drop-rows")
     ingest(tmp_path / "d.npy", tmp_path / "d.zarr", missing="drop-rows", target=0,
            overwrite=True)
@@ -162,7 +162,7 @@ def test_model_store_errors(tmp_path):
     X = np.random.default_rng(2).normal(size=(60, 2))
     model = SASPAClassifier(optimize_hyperparameters=False, n_bases=5, random_state=0).fit(X, X[:, 0] > 0)
     model.save(tmp_path / "m.zarr")
-    with pytest.raises(StoreError, match="exists; pass overwrite"):
+    with pytest.raises(StoreError, match="exists; pass --overwrite"):
         model.save(tmp_path / "m.zarr")
     model.save(tmp_path / "m.zarr", overwrite=True)
     with pytest.raises(StoreError, match="no such model store"):

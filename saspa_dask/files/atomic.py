@@ -11,14 +11,17 @@ import contextlib
 import os
 import shutil
 import uuid
+import warnings
 from pathlib import Path
 
 from .errors import StoreError
 from .locks import reader_lock, writer_lock, writer_lock_if_free
 from .names import aside, partial_copies, replaced, waiting_stores
+from .outputs import check_output
 from .safe import write_new_text
+from .store import open_regular
 
-__all__ = ["aside", "aside_directory", "check_destination", "check_not_an_input", "move_into_place",
+__all__ = ["aside", "aside_directory", "check_destination", "move_into_place",
            "partial_copies", "reading", "recover_swap", "resolve_model_path", "tidy",
            "write_latest", "write_text_file"]
 
@@ -33,21 +36,26 @@ def aside_directory(path):
     return tmp
 
 
-def move_into_place(tmp, path, overwrite):
-    """Rename a finished store into place; an existing one is replaced only if asked.
+def move_into_place(tmp, path, overwrite, kind):
+    """Rename a finished store of ``kind`` into place; an existing one is replaced only
+    if asked, and only when it is this tool's own
+    (:func:`~saspa_dask.files.outputs.check_output`, checked again under the lock).
 
     Replacing a directory takes two renames (old store aside, new one in).  A crash
     between them leaves nothing at ``path`` and the old store under
     ``.NAME.replaced-*``: :func:`recover_swap`, run whenever a store is opened or
-    written, moves it back.
+    written, moves it back.  A symbolic link at ``path`` is replaced as a link.
     """
     path = Path(path)
     try:
         with writer_lock(path, "store", keep=tmp):  # re-entrant: a job may hold it
             recover_swap(path)
-            if path.exists():
-                if not overwrite:
-                    raise StoreError(f"{path} exists; pass overwrite to replace it")
+            if os.path.lexists(path):
+                check_output(path, kind, overwrite=overwrite)
+            if os.path.islink(path):
+                os.unlink(path)
+                os.replace(tmp, path)
+            elif os.path.lexists(path):
                 old = replaced(path)
                 os.replace(path, old)
                 os.replace(tmp, path)
@@ -59,15 +67,14 @@ def move_into_place(tmp, path, overwrite):
         raise
 
 
-def write_text_file(path, text, *, overwrite=False, what="a file"):
-    """Write a text file whole or not at all: a new hidden file beside ``path`` (never
-    through a link), renamed over it.  An existing file is replaced only if asked."""
+def write_text_file(path, text, kind, *, overwrite=False, inputs=None):
+    """Write a text file of ``kind`` whole or not at all: a new hidden file beside
+    ``path`` (never through a link), renamed over it.  An existing file is replaced only
+    if asked, and only when it is a file of ``kind``
+    (:func:`~saspa_dask.files.outputs.check_output`)."""
     path = Path(path)
-    if path.is_dir():
-        raise StoreError(f"{path}: a folder is in the way of {what}")
-    if path.exists() and not overwrite:
-        raise StoreError(f"{path} exists; pass overwrite to replace it")
-    _replace_with_text(path, text, what)
+    check_output(path, kind, overwrite=overwrite, inputs=inputs)
+    _replace_with_text(path, text, kind.name)
     return path
 
 
@@ -96,9 +103,24 @@ def recover_swap(path):
     if not waiting:
         return False
     os.replace(waiting[-1], path)
-    for stale in waiting[:-1]:
-        shutil.rmtree(stale, ignore_errors=True)
+    kept = [_keep_aside(stale, path) for stale in waiting[:-1]]
+    if kept:
+        warnings.warn(f"{path}: restored the store of the latest replacement that a crash "
+                      f"cut short; {len(kept)} older store(s) waiting beside it kept as "
+                      f"{', '.join(str(k) for k in kept)} (remove them when not needed)",
+                      UserWarning, stacklevel=2)
     return True
+
+
+def _keep_aside(stale, path):
+    """Move a waiting store that recovery did not choose to a visible name beside
+    ``path`` (``NAME.older-K``), so nothing is deleted unseen."""
+    for k in range(1, 10_000):
+        target = path.with_name(f"{path.name}.older-{k}")
+        if not os.path.lexists(target):
+            os.replace(stale, target)
+            return target
+    return stale
 
 
 def tidy(path):
@@ -121,21 +143,12 @@ def reading(path, what="data store"):
         yield
 
 
-def check_not_an_input(out, inputs):
-    """Refuse an output that resolves to one of the command's inputs: overwriting it
-    would delete the input before anything is written (``inputs`` maps what each input
-    is, for the message, to its path; None entries are skipped)."""
-    target = Path(out).resolve()
-    for what, path in inputs.items():
-        if path is not None and target == Path(path).resolve():
-            raise StoreError(f"--out {out} is the {what}; refusing to overwrite an input")
-
-
-def check_destination(path, overwrite):
+def check_destination(path, overwrite, kind, inputs=None):
+    """Before any work: what a dead job left at ``path`` put right (:func:`tidy`), then
+    ``path`` checked as an output of ``kind``
+    (:func:`~saspa_dask.files.outputs.check_output`)."""
     tidy(Path(path))
-    if Path(path).exists() and not overwrite:
-        raise StoreError(f"{path} exists; pass overwrite to replace it")
-
+    check_output(path, kind, overwrite=overwrite, inputs=inputs)
 
 
 def write_latest(pointer, model_path):
@@ -188,7 +201,7 @@ def resolve_model_path(path):
     if not path.is_file():
         return path
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, "a model pointer") as handle:
             raw = handle.read(_POINTER_BYTES + 1)
     except OSError as err:
         raise StoreError(f"{path}: cannot be read ({err.strerror})") from None

@@ -9,8 +9,9 @@ import zarr
 from .atomic import tidy
 from .codecs import check_codecs
 from .errors import StoreError
+from .store import local_store
 
-__all__ = ["chunk_counts", "open_group", "store_format"]
+__all__ = ["chunk_counts", "open_group", "store_format", "zarr_array", "zarr_group"]
 
 
 def open_group(path, what, mode="r"):
@@ -21,7 +22,7 @@ def open_group(path, what, mode="r"):
     if not path.exists():
         raise StoreError(f"{path}: no such {what}")
     try:
-        group = zarr.open_group(str(path), mode=mode)
+        group = zarr_group(path, mode)
         arrays = list(group.arrays())
     except Exception as err:  # zarr raises several types for non-groups
         raise StoreError(f"{path}: not a zarr group ({type(err).__name__}: {err})") from None
@@ -59,6 +60,19 @@ def store_format(path):
     if not (Path(path) / "zarr.json").is_file():
         return None
     try:
-        return zarr.open_group(str(path), mode="r").attrs.get("format")
+        return zarr_group(path).attrs.get("format")
     except Exception:  # zarr raises several types for what is not a group
         return None
+
+
+def zarr_group(path, mode="r"):
+    """The zarr group at ``path`` opened through a :class:`~saspa_dask.files.store.
+    SafeLocalStore` (regular files only, bounded reads): how the package opens every
+    store folder."""
+    return zarr.open_group(local_store(path, mode), mode=mode)
+
+
+def zarr_array(path, name):
+    """The array ``name`` of the group at ``path``, read-only (:func:`zarr_group`), to
+    give ``dask.array.from_zarr``."""
+    return zarr_group(path)[name]

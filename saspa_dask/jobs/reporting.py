@@ -13,7 +13,9 @@ from __future__ import annotations
 import dask
 import numpy as np
 
-from ..files.atomic import check_not_an_input, reading, write_text_file
+from ..files.groups import zarr_group
+from ..files.atomic import check_destination, reading, write_text_file
+from ..files.outputs import HTML
 from ..models.loading import load_model_and_attrs
 from ..models.report import model_report
 from ..storage.data_store import input_arrays, is_training_store
@@ -46,16 +48,14 @@ def report(model, data=None, *, out, max_rows=20_000, seed=0, overwrite=False):
     dict
         ``out``, ``rows`` (of the data store used; 0 without one).
     """
-    out = absolute(out)
-    if out.exists() and not overwrite:  # before any work
-        raise JobError(f"{out} exists; pass --overwrite to replace it")
-    with reported():
-        estimator, _ = load_model_and_attrs(absolute(model))
+    out, model = absolute(out), absolute(model)
+    data = absolute(data)
+    with reported():  # before any work
+        check_destination(out, overwrite, HTML, {"model": model, "data store": data})
+        estimator, _ = load_model_and_attrs(model)
         X = y = drift = None
         training = False
         if data is not None:
-            data = absolute(data)
-            check_not_an_input(out, {"data store": data})
             with reading(data):  # the sample and the store's fingerprint, under one lock
                 X, y, drift = _sample(estimator, data, int(max_rows), seed)
                 training = is_training_store(getattr(estimator, "data_fingerprint_", None),
@@ -63,14 +63,14 @@ def report(model, data=None, *, out, max_rows=20_000, seed=0, overwrite=False):
         page = model_report(estimator, X, y, drift=drift,
                             source=None if data is None else str(data),
                             training_rows=training)
-        write_text_file(out, page, overwrite=overwrite, what="the report")
+        write_text_file(out, page, HTML, overwrite=overwrite,
+                        inputs={"model": model, "data store": data})
     return {"out": out, "rows": 0 if X is None else len(X)}
 
 
 def _sample(estimator, data, max_rows, seed):
     """At most ``max_rows`` rows of the store (sorted, seeded), their targets and the
     store's drift counts."""
-    import zarr
 
     names = estimator.fitted_posterior_.feature_names
     X, y, _ = input_arrays(data, None if names is None else list(names))
@@ -81,5 +81,5 @@ def _sample(estimator, data, max_rows, seed):
     rows = np.sort(np.random.default_rng(seed).choice(n, size=min(n, max_rows),
                                                       replace=False))
     X, y = dask.compute(X[rows], y[rows], scheduler="threads")
-    drift = zarr.open_group(str(data), mode="r").attrs.get("drift")
+    drift = zarr_group(data, "r").attrs.get("drift")
     return np.asarray(X, dtype=np.float64), np.asarray(y), drift

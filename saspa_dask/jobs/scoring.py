@@ -8,11 +8,12 @@ import shutil
 from pathlib import Path
 from typing import NamedTuple
 
-import zarr
 
+from ..files.groups import zarr_group
 from ..storage import scores
 from ..storage.ingestion import ingest as ingest_file
-from ..files.atomic import check_not_an_input, reading, resolve_model_path
+from ..files.atomic import check_destination, reading, resolve_model_path
+from ..files.outputs import CSV, PARQUET, SCORES
 from ..files.safe import own_directory, write_new_text
 from ..storage.export import EXPORT_FORMATS, export_scores
 from ..models.model_reader import read_fitted_posterior, training_encoding
@@ -97,16 +98,19 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
     model, data, out = absolute(model), absolute(data), absolute(out)
     loaded = _load(model)
     with reported():
-        check_not_an_input(out, {"data store": data, "model": loaded.path,
-                                 "model pointer": model})
-    if format != "zarr" and Path(out).exists() and not overwrite:
-        raise JobError(f"{out} exists; pass --overwrite to replace it")
+        check_destination(out, overwrite or format == "zarr", _OUTPUT_KINDS[format],
+                          {"data store": data, "model": loaded.path, "model pointer": model})
     with locked(out, "score output"):
         return _score_locked(loaded, data, out, overwrite, (format, escape_formulas,
                                                             id_header),
                              dict(client=client, scheduler=scheduler, workers=workers,
                                   timeout=timeout, security=security, echo=echo,
                                   dashboard=dashboard), interval_level)
+
+
+# what each format writes at --out; a zarr score store that exists is resumed when
+# incomplete (storage.scores checks it is one), so it is checked as replaceable
+_OUTPUT_KINDS = {"zarr": SCORES, "csv": CSV, "parquet": PARQUET}
 
 
 def _check_level(interval_level):
@@ -209,10 +213,10 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
     fmt = format or _format_of(out)
     loaded = _load(model)  # the whole model: its fingerprint names the work
     with reported():
-        check_not_an_input(out, {"source file": source, "model": loaded.path})
+        check_destination(out, overwrite, _OUTPUT_KINDS.get(fmt, CSV),
+                          {"source file": source, "model": loaded.path,
+                           "model pointer": model})
         encoding = training_encoding(loaded.path, loaded.attrs)
-    if Path(out).exists() and not overwrite:
-        raise JobError(f"{out} exists; pass --overwrite to replace it")
     try:
         stat = Path(source).stat()
     except OSError as err:
@@ -244,7 +248,7 @@ def _predict_locked(loaded, source, out, recipe, encoding, id_header, cluster):
             ingest_file(source, data, encoding=encoding, unknown=recipe["unknown"],
                         delimiter=recipe["delimiter"], chunk_rows=recipe["chunk_rows"])
             write_new_text(work / _RECIPE, json.dumps(recipe))
-    encoded = dict(zarr.open_group(str(data), mode="r").attrs)
+    encoded = dict(zarr_group(data, "r").attrs)
     result = _score_store(loaded, data, work / "scores.zarr", False, True, cluster,
                           recipe["interval_level"])
     with reported():
@@ -271,7 +275,7 @@ def _reusable_work(work, recipe):
     if changed:
         return f"the interrupted run had another {', '.join(changed)}"
     try:
-        complete = zarr.open_group(str(work / "data.zarr"), mode="r").attrs.get("complete")
+        complete = zarr_group(work / "data.zarr", "r").attrs.get("complete")
     except Exception:  # absent or unreadable
         complete = False
     return None if complete else "the interrupted run had not encoded every row"

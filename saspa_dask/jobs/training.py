@@ -18,7 +18,8 @@ import dask
 from ..engines.chunks import spread_rows
 from ..fitting.held_out import HeldOutError
 from ..fitting.hyperparameters import LearntBoundWarning, bound_advice
-from ..files.atomic import check_not_an_input, reading, write_latest
+from ..files.atomic import check_destination, reading, write_latest
+from ..files.outputs import MODEL
 from ..files.errors import StoreError
 from ..storage.data_store import (check_identity, input_arrays, open_data_store,
                                   store_identity)
@@ -177,10 +178,7 @@ def encoding_record(attrs, data):
 def training_data(data, out, overwrite):
     """The data store to train on, after checking the destination is free."""
     with reported():
-        check_not_an_input(out, {"data store": data})
-    if Path(out).exists() and not overwrite:
-        raise JobError(f"{out} exists; pass --overwrite to replace it")
-    with reported():
+        check_destination(out, overwrite, MODEL, {"data store": data})
         return open_data_store(data)
 
 

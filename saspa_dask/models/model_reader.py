@@ -4,6 +4,7 @@ checksum verified, the fitted posterior and the fit report rebuilt."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,9 @@ from ..files.groups import chunk_counts, open_group
 from ..fitting.posterior import FittedPosterior, unstacked
 from ..parameters import APPROXIMATIONS
 
-from .model_store import (ADDITIVE_PREFIX, FLOAT_REPORT, FOURIER_SCALING, KERNEL_TYPES,
-                          MODEL_FORMAT, READABLE_VERSIONS, content_checksum, decode_params)
+from .model_store import (ADDITIVE_PREFIX, CHECKSUM_SINCE, FLOAT_REPORT, FOURIER_SCALING,
+                          KERNEL_TYPES, MODEL_FORMAT, READABLE_VERSIONS, content_checksum,
+                          decode_params)
 
 __all__ = ["ESTIMATOR_NAMES", "read_fitted_posterior", "read_model", "read_model_attrs",
            "report_of"]
@@ -204,10 +206,20 @@ class _ArrayReader:
                                  f"only {stored} of its {declared} chunks are stored")
 
     def verify_checksum(self, attrs):
-        """The store's content against the checksum recorded when it was saved (stores
-        saved before checksums pass unchecked)."""
+        """The store's content against the checksum recorded when it was saved.  A
+        store without one is refused, unless its format is older than checksums (then
+        a warning says its content cannot be checked)."""
         recorded = attrs.get("checksum")
         if recorded is None:
+            if attrs.get("format_version", 0) >= CHECKSUM_SINCE:
+                raise StoreError(f"{self.path}: its checksum is missing (removed since it "
+                                 "was saved; every store of format version "
+                                 f"{CHECKSUM_SINCE} has one); refusing to load it: save "
+                                 "or train the model again")
+            warnings.warn(f"{self.path}: saved by an older saspa (model format version "
+                          f"{attrs.get('format_version')}) without a checksum: its content "
+                          "cannot be checked; save it again to add one", UserWarning,
+                          stacklevel=2)
             return
         for name in self.group.array_keys():
             if name not in self.read_arrays:

@@ -20,26 +20,30 @@ from pathlib import Path
 import numpy as np
 import zarr
 
+from ..files.groups import zarr_group
 from .._version import __version__
 from ..core.bases import Basis, saved_blur
 from ..files.atomic import aside_directory, check_destination, move_into_place
+from ..files.outputs import MODEL
 from ..files.errors import StoreError
 from ..fitting.posterior import offset_value, stacked
 from .settings import DEPRECATED, LEGACY_NAMES, SETTINGS_CLASSES, legacy_parameters
 
 __all__ = ["FLOAT_REPORT", "FORMAT_VERSION", "FOURIER_SCALING", "MODEL_FORMAT",
-           "READABLE_VERSIONS", "content_checksum", "decode_params", "save_model"]
+           "READABLE_VERSIONS", "CHECKSUM_SINCE", "content_checksum", "decode_params", "save_model"]
 
 MODEL_FORMAT = "saspa-model"
 # frequency features' definition (saspa_dask.core.fourier: scaled by kappa); a store
 # of features without it would predict wrongly here, so it is refused
 FOURIER_SCALING = "kappa"
-FORMAT_VERSION = 4
-# versions this code reads: 3 had the EP schedule and execution settings as flat
-# parameters (folded into ``ep``/``execution`` on reading) and always per-row sites;
-# 2 kept the fit report in separate attributes (read by _report_of_version_2); 1 had no
-# multi-class and no hyperparameter trace
-READABLE_VERSIONS = (2, 3, 4)
+FORMAT_VERSION = 5
+# versions this code reads: 5 always carries its checksum (a store without one is
+# refused); 4 carried it from some point on; 3 had the EP schedule and execution
+# settings as flat parameters (folded into ``ep``/``execution`` on reading) and always
+# per-row sites; 2 kept the fit report in separate attributes (read by
+# _report_of_version_2); 1 had no multi-class and no hyperparameter trace
+READABLE_VERSIONS = (2, 3, 4, 5)
+CHECKSUM_SINCE = 5  # the first version whose stores cannot be read without a checksum
 
 # the fitted posterior's arrays (a leading problem axis for one-vs-rest); beside them a
 # store holds the paper's alpha and beta (for other tools) and the per-row sites
@@ -217,7 +221,7 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
     """
     if not hasattr(model, "fitted_posterior_"):
         raise StoreError(f"{type(model).__name__} is not fitted: nothing to save")
-    check_destination(path, overwrite)
+    check_destination(path, overwrite, MODEL)
     fitted = model.fitted_posterior_
     params, param_arrays = _encode_params(model.get_params(deep=False))
     report = {name: getattr(model, name) for name in model._REPORT_ATTRIBUTES
@@ -239,7 +243,7 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
         attrs["n_training_rows"] = int(np.shape(sites)[-1])
     tmp = aside_directory(path)
     try:
-        group = zarr.open_group(str(tmp), mode="w")
+        group = zarr_group(tmp, "w")
         for name, value in arrays.items():
             _write_array(group, name, value)
         for name, value in report_arrays.items():  # their own dtype (indices stay int)
@@ -247,10 +251,10 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
         attrs["complete"] = True
         group.attrs.update(attrs)
         # over what a reader will read back (JSON and arrays as stored)
-        stored = zarr.open_group(str(tmp), mode="r")
+        stored = zarr_group(tmp, "r")
         group.attrs["checksum"] = content_checksum(
             dict(stored.attrs), {name: stored[name][...] for name in stored.array_keys()})
-        move_into_place(tmp, path, overwrite)
+        move_into_place(tmp, path, overwrite, MODEL)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -6,7 +6,7 @@ import json
 
 
 from ..fitting.posterior import label_text
-from .model_reader import read_model_attrs, report_of
+from .model_reader import read_fitted_posterior, read_model_attrs, report_of
 
 __all__ = ["describe_model"]
 
@@ -38,7 +38,9 @@ def _ep_mode(attrs):
 
 
 def describe_model(path):
-    """A JSON-able summary of a model store (for ``saspa info``)."""
+    """A JSON-able summary of a model store (for ``saspa info``), read and checked as
+    scoring reads it (its checksum included)."""
+    read_fitted_posterior(path)
     group, attrs = read_model_attrs(path)
     report = report_of(attrs)
     summary = {k: attrs.get(k) for k in ("estimator", "task", "n_features_in", "n_bases",

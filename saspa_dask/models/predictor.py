@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..engines.chunks import is_lazy
 from ..files.atomic import write_text_file
+from ..files.outputs import HTML
 from .model_store import save_model
 from .report import model_report
 from .settings import execution_of
@@ -220,7 +221,7 @@ class PosteriorModel(BaseEstimator):
                 raise ValueError(f"y has shape {y.shape}; X has {X.shape[0]} rows")
         page = model_report(self, X, y, title=title)
         if path is not None:
-            write_text_file(path, page, overwrite=overwrite, what="the report")
+            write_text_file(path, page, HTML, overwrite=overwrite)
         return page
 
 

@@ -16,6 +16,7 @@ import csv
 import gzip
 
 from ..files.errors import StoreError
+from ..files.store import open_regular
 
 __all__ = ["DELIMITERS", "PARQUET_SUFFIXES", "choose_delimiter", "read_rows"]
 
@@ -30,13 +31,15 @@ def _is_parquet(path):
 
 
 def _is_gzip(path):
-    with open(path, "rb") as raw:
+    with open_regular(path, "a table to read") as raw:
         return raw.read(2) == b"\x1f\x8b"
 
 
 def _open_bytes(path):
-    """The file's bytes: gzip is recognised by its magic bytes, not its name."""
-    return gzip.open(path, "rb") if _is_gzip(path) else open(path, "rb")
+    """The file's bytes (a regular file's only: a FIFO or device is refused before it
+    is read): gzip is recognised by its magic bytes, not its name."""
+    raw = open_regular(path, "a table to read")
+    return gzip.GzipFile(fileobj=raw, mode="rb") if _is_gzip(path) else raw
 
 
 def _text_lines(handle, path):
@@ -132,8 +135,9 @@ def _parquet_rows(path, batch_rows=65536):
     except ImportError:
         raise StoreError(f"{path}: reading Parquet needs pyarrow: pip install "
                          "'saspa-dask[parquet]'") from None
+    raw = open_regular(path, "a table to read")
     try:
-        handle = pq.ParquetFile(str(path))
+        handle = pq.ParquetFile(raw)
     except Exception as err:  # pyarrow raises its own types for corrupt files
         raise StoreError(f"{path}: not a readable Parquet file ({err})") from None
     header = [str(name) for name in handle.schema_arrow.names]

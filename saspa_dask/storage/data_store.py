@@ -12,16 +12,21 @@ import dask.array as da
 import numpy as np
 
 from ..files.errors import StoreError
-from ..files.groups import chunk_counts, open_group, store_format
+from ..files.seals import check_seal
+from ..files.store import read_regular
+from ..files.groups import chunk_counts, open_group, store_format, zarr_array
 from .columns import match_columns
 
-__all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_data_complete",
-           "check_identity", "describe_data", "input_arrays", "is_data_store",
+__all__ = ["DATA_FORMAT", "FORMAT_VERSION", "check_chunks", "check_identity", "data_group",
+           "describe_data", "input_arrays", "is_data_store",
            "is_training_store", "open_data_store", "row_identity", "store_identity",
            "unreadable_chunk"]
 
 DATA_FORMAT = "saspa-data"
-FORMAT_VERSION = 3  # 3: row numbers, ids, imputation and column stats
+# 4: attributes sealed by a checksum (files.seals); 3: row numbers, ids, imputation and
+# column stats
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 def check_chunks(path, array, name):
@@ -76,8 +81,7 @@ def store_identity(path):
 
     try:
         folder = os.stat(path)
-        with open(Path(path) / "zarr.json", "rb") as handle:
-            meta = json.loads(handle.read(1 << 24) or b"{}")
+        meta = json.loads(read_regular(Path(path) / "zarr.json", limit=1 << 24) or b"{}")
     except (OSError, ValueError):
         return None
     recorded = (meta.get("attributes") or {}).get("fingerprint") if isinstance(meta,
@@ -108,10 +112,40 @@ def row_identity(group):
     return numbers, (group["id"] if "id" in keys else None)
 
 
-def check_data_complete(path, attrs):
-    """An ingest that did not finish left ``complete`` false."""
-    if attrs.get("format") == DATA_FORMAT and not attrs.get("complete", False):
+def data_group(path):
+    """The zarr group of the data store at ``path`` and its attributes, checked: a
+    store ingest wrote is complete, of a version this code reads, and its attributes
+    are those it was written with (their checksum, which every store of version 4 has;
+    its content fingerprint, which every such store records, is checked against the
+    arrays where they are read).  A group of another writer's (no ``format``) is read
+    as arrays alone, unless it has the arrays only ingest writes (``row``): then its
+    attributes were removed.
+
+    Raises
+    ------
+    StoreError
+        Missing, incomplete, of an unknown version, or with edited attributes.
+    """
+    group = open_group(path, "data store")
+    attrs = dict(group.attrs)
+    if attrs.get("format") != DATA_FORMAT:
+        if attrs.get("format") is not None or "row" in set(group.array_keys()):
+            raise StoreError(f"{path}: not a data store (its attributes say format "
+                             f"{attrs.get('format')!r}); if ingest wrote it, its "
+                             "attributes were removed or changed since: ingest it again")
+        return group, attrs
+    if not attrs.get("complete", False):
         raise StoreError(f"{path}: data store is incomplete (an ingest did not finish)")
+    version = attrs.get("format_version", 1)
+    if version not in READABLE_VERSIONS:
+        raise StoreError(f"{path}: data store format version {version!r}; this saspa "
+                         f"reads versions {list(READABLE_VERSIONS)}")
+    sealed = version >= 4
+    if sealed and not attrs.get("fingerprint"):
+        raise StoreError(f"{path}: the data store's fingerprint is missing (removed since "
+                         "it was written); refusing to read it: ingest it again")
+    check_seal(path, attrs, "data store", required=sealed)
+    return group, attrs
 
 
 def open_data_store(path):
@@ -123,9 +157,7 @@ def open_data_store(path):
         Missing path, not a zarr group, no ``X`` / ``y``, an ingest that did not
         finish, or shapes and chunks that do not fit together.
     """
-    group = open_group(path, "data store")
-    attrs = dict(group.attrs)
-    check_data_complete(path, attrs)
+    group, attrs = data_group(path)
     keys = set(group.array_keys())
     if not {"X", "y"} <= keys:
         raise StoreError(f"{path}: a data store needs arrays 'X' and 'y'; found {sorted(keys)}")
@@ -136,8 +168,8 @@ def open_data_store(path):
         raise StoreError(f"{path}: no rows")
     check_chunks(path, Xz, "X")
     check_chunks(path, yz, "y")
-    X = da.from_zarr(str(path), component="X")
-    y = da.from_zarr(str(path), component="y")
+    X = da.from_zarr(zarr_array(path, "X"))
+    y = da.from_zarr(zarr_array(path, "y"))
     rows = Xz.chunks[0]
     X = X.rechunk({0: rows, 1: -1})
     y = y.rechunk({0: rows})
@@ -155,9 +187,7 @@ def input_arrays(path, columns=None):
         ``y`` is None when the store has none; ``match`` says how the columns were
         matched.
     """
-    group = open_group(path, "data store")
-    attrs = dict(group.attrs)
-    check_data_complete(path, attrs)
+    group, attrs = data_group(path)
     if "X" not in set(group.array_keys()):
         raise StoreError(f"{path}: no array 'X' to score")
     Xz = group["X"]
@@ -166,11 +196,11 @@ def input_arrays(path, columns=None):
     match = match_columns(columns, attrs.get("columns"), str(path), n_store=Xz.shape[1])
     check_chunks(path, Xz, "X")
     rows = Xz.chunks[0]
-    X = da.from_zarr(str(path), component="X").rechunk({0: rows, 1: -1})
+    X = da.from_zarr(zarr_array(path, "X")).rechunk({0: rows, 1: -1})
     y = None
     if "y" in set(group.array_keys()) and group["y"].shape == (Xz.shape[0],):
         check_chunks(path, group["y"], "y")
-        y = da.from_zarr(str(path), component="y").rechunk({0: rows})
+        y = da.from_zarr(zarr_array(path, "y")).rechunk({0: rows})
     return match.apply(X), y, match
 
 
@@ -178,7 +208,7 @@ def is_training_store(model_fingerprint, path):
     """Whether the data store at ``path`` holds the rows a model was trained on: its
     recorded content fingerprint is the model's ``data_fingerprint_`` (so its metrics
     are not held-out ones)."""
-    recorded = open_group(Path(path), "data store").attrs.get("fingerprint")
+    recorded = data_group(Path(path))[1].get("fingerprint")
     return model_fingerprint is not None and recorded == model_fingerprint
 
 
@@ -192,8 +222,7 @@ def describe_data(path):
     """A JSON-able summary of a data store (``saspa info DATA``): its rows, inputs and
     columns, target and classes, chunking, where it came from (source file, split),
     preprocessing, drift, notes and fingerprint, and whether it is complete."""
-    group = open_group(path, "data store")
-    attrs = dict(group.attrs)
+    group, attrs = data_group(path)
     keys = set(group.array_keys())
     X = group["X"] if "X" in keys else None
     return {

@@ -23,10 +23,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import zarr
 
+from ..files.groups import zarr_group
 from ..files.errors import StoreError
 from ..files.names import aside
+from ..files.outputs import CSV, PARQUET, check_output
+from ..files.seals import check_seal
 from ..files.safe import create_file
 
 __all__ = ["EXPORT_FORMATS", "export_scores"]
@@ -92,10 +94,11 @@ def export_scores(store, path, fmt, escape_formulas=True, id_header=None):
     """
     if fmt not in EXPORT_FORMATS:
         raise StoreError(f"format must be one of {EXPORT_FORMATS}, got {fmt!r}")
-    group = zarr.open_group(str(store), mode="r")
+    group = zarr_group(store, "r")
     attrs = dict(group.attrs)
     if not attrs.get("complete"):
         raise StoreError(f"{store}: scores are incomplete; nothing exported")
+    check_seal(store, attrs, "score store", required=attrs.get("format_version", 1) >= 2)
     names, sources = _columns(group, attrs)
     if names and names[0] == "id":
         names[0] = _id_name(attrs, names, id_header, store)
@@ -108,6 +111,9 @@ def export_scores(store, path, fmt, escape_formulas=True, id_header=None):
         with writer:
             for start in range(0, n, step):
                 writer.write(_block(group, sources, attrs, start, min(start + step, n)))
+        # checked again just before the rename: only a file of this format (or a link,
+        # replaced as a link) is ever replaced, never a device or a folder
+        check_output(path, CSV if fmt == "csv" else PARQUET, overwrite=True)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

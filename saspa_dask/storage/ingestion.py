@@ -17,16 +17,18 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import zarr
 
-from ..files.atomic import aside_directory, check_destination, check_not_an_input, move_into_place
+from ..files.atomic import aside_directory, check_destination, move_into_place
+from ..files.outputs import DATA
 from ..files.errors import StoreError
-from ..files.groups import open_group
+from ..files.groups import zarr_group
+from ..files.seals import seal
+from ..files.store import open_regular
 from .chunk_writer import ChunkWriter
 from .column_plan import (MISSING_POLICIES, encode_row, feature_names, named_columns,
                           plan_columns, target_index)
 from .csv_reader import choose_delimiter, read_rows
-from .data_store import DATA_FORMAT, FORMAT_VERSION
+from .data_store import DATA_FORMAT, FORMAT_VERSION, data_group
 from .encoding import UNKNOWN_POLICIES, like_encoding, plan_like, recorded_ranges
 from .survey import SAMPLE_SIZE, TableSurvey, drift_report
 
@@ -97,10 +99,9 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     """
     source = Path(source)
     _check_options(source, missing, text, chunk_rows, unknown)
-    check_not_an_input(out, {"source file": source, "--like store": like})
+    check_destination(out, overwrite, DATA, {"source file": source, "--like store": like})
     if like is not None:
-        encoding = like_encoding(dict(open_group(like, "data store").attrs), like)
-    check_destination(out, overwrite)
+        encoding = like_encoding(data_group(like)[1], like)
     options = {"target": target, "missing": missing, "text": text, "id_column": id_column,
                "exclude": list(exclude), "delimiter": delimiter, "unknown": unknown,
                "chunk_rows": int(chunk_rows), "max_categories": max_categories}
@@ -111,7 +112,7 @@ def _write_store(source, out, options, encoding, like, overwrite):
     """The store, written aside and moved into place when complete."""
     tmp = aside_directory(out)
     try:
-        group = zarr.open_group(str(tmp), mode="w")
+        group = zarr_group(tmp, "w")
         if source.suffix.lower() == ".npy":
             if options["id_column"] or options["exclude"]:
                 raise StoreError(f"{source}: --id-column and --exclude name columns of a "
@@ -127,8 +128,8 @@ def _write_store(source, out, options, encoding, like, overwrite):
                      source_mtime_ns=stat.st_mtime_ns, complete=True)
         if encoding is not None:
             attrs["like"] = encoding["like"] if like is None else str(Path(like).resolve())
-        group.attrs.update(attrs)
-        move_into_place(tmp, out, overwrite)
+        seal(group, attrs)
+        move_into_place(tmp, out, overwrite, DATA)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -334,6 +335,7 @@ def _ingest_npy(path, group, target, chunk_rows, missing, encoding=None):
 
 def _load_npy(path):
     try:
+        open_regular(path, "a .npy array").close()  # a FIFO or device is never mapped
         data = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:
         raise StoreError(f"{path}: not a numeric .npy array ({err})") from None

@@ -29,25 +29,29 @@ scores of two contents.
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
 import dask
 import numpy as np
-import zarr
 from dask import delayed
 
+from ..files.groups import zarr_group
 from ..engines.chunks import chunk_bounds, spread_rows
 from ..fitting.held_out import class_metrics, metric_sums, metrics_from_sums
 from ..fitting.posterior import check_interval_level, label_text
 from .data_store import (check_identity, input_arrays, row_identity, store_identity,
                          unreadable_chunk)
 from ..files.errors import StoreError
+from ..files.outputs import SCORES, check_output, describe_path, discard
+from ..files.seals import seal
 from .fingerprint import check_recorded, chunk_digest, combine_digests
 
 __all__ = ["score", "evaluate", "check_scoring_input"]
 
 SCORES_FORMAT = "saspa-scores"
+SCORES_VERSION = 2  # 2: a complete store's attributes sealed (files.seals)
 REPLACED = "replaced"  # what a chunk task returns when the data store was replaced
 
 
@@ -87,7 +91,7 @@ def verify_fingerprint(path, fitted, X, y, match):
     the same pass as the input checks): a chunk replaced, truncated or rewritten since
     is refused.  Returns the fingerprint of what was read (it names the input of a
     score store)."""
-    attrs = zarr.open_group(str(path), mode="r").attrs
+    attrs = zarr_group(path, "r").attrs
     recorded = attrs.get("fingerprint")
     try:
         if recorded is None or y is None or match.reordered:
@@ -121,12 +125,12 @@ def _score_chunk(Xb, path, data, index, start, stop, fitted, names, owner, pin,
     flag (in that order); nothing when the store is no longer this run's (-1) or the
     data store was replaced since the run checked it (-2)."""
     values = fitted.outputs(Xb, names, interval_level)
-    numbers, ids = row_identity(zarr.open_group(str(data), mode="r"))
+    numbers, ids = row_identity(zarr_group(data, "r"))
     numbers = numbers(start, stop)
     ids = None if ids is None else np.asarray(ids[start:stop])
     if store_identity(data) != pin:  # after every read of the data store
         return -2
-    group = zarr.open_group(str(path), mode="r+")
+    group = zarr_group(path, "r+")
     if group.attrs.get("owner") != owner:
         return -1
     for name in names:
@@ -158,27 +162,29 @@ def _open_existing(path, expected, overwrite, private=False):
     A ``private`` store (a job's own, hidden beside its output) is reused when it is of
     the same model and input, complete or not, and otherwise started anew."""
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
     if private:
         try:
-            group = zarr.open_group(str(path), mode="r+")
+            group = zarr_group(path, "r+")
             same = all(group.attrs.get(k) == v for k, v in expected.items())
         except Exception:  # unreadable: start anew
             return None
         return group if same else None
+    # only a score store of this tool's is resumed or replaced (never a folder of the
+    # user's files, a device, ...): refused here with what it holds
+    check_output(path, SCORES, overwrite=True)
+    if overwrite:
+        discard(path, SCORES)
+        return None
+    if describe_path(path) == "an empty folder":
+        return None
     try:
-        group = zarr.open_group(str(path), mode="r+")
+        group = zarr_group(path, "r+")
         attrs = dict(group.attrs)
     except Exception as err:
-        if overwrite:
-            return None
-        raise StoreError(f"{path}: exists and is not a score store ({err}); "
-                         "use --overwrite") from None
-    if overwrite:
-        return None
-    if attrs.get("format") != SCORES_FORMAT:
-        raise StoreError(f"{path}: exists and is not a score store; use --overwrite")
+        raise StoreError(f"{path}: a score store that cannot be read ({err}); use "
+                         "--overwrite to score again") from None
     if attrs.get("complete"):
         raise StoreError(f"{path}: scores are complete; use --overwrite to score again")
     for key, value in expected.items():
@@ -189,7 +195,7 @@ def _open_existing(path, expected, overwrite, private=False):
 
 
 def _create(path, fitted, X, attrs, with_ids):
-    group = zarr.open_group(str(path), mode="w")
+    group = zarr_group(path, "w")
     rows = X.chunks[0][0]
     group.create_array("row", shape=(X.shape[0],), chunks=(rows,), dtype="i8", fill_value=-1)
     if with_ids:
@@ -309,7 +315,7 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
     written = _read_done(group)
     if not written.all():
         raise RuntimeError(f"{out}: {int((written == 0).sum())} chunks were not written")
-    group.attrs["complete"] = True
+    seal(group, {"complete": True})  # the labels and outputs exports read, sealed
     return {"chunks_total": len(blocks), "chunks_written": len(todo), "rows": int(X.shape[0]),
             "columns": match.describe()}
 
@@ -317,7 +323,7 @@ def score(model, data, out, *, overwrite=False, progress=None, columns=None,
 def _new_store(out, fitted, X, data, expected, class_labels):
     """A new score store for ``data``'s rows, with ids when the data has them (and
     their column's name in the source file, for the exports' header)."""
-    source = zarr.open_group(str(data), mode="r")
+    source = zarr_group(data, "r")
     has_ids = row_identity(source)[1] is not None
     named = {"id_column": (source.attrs.get("preprocessing") or {}).get("id_column")}
     return _create(out, fitted, X, {**expected, "input": str(Path(data).resolve()),
@@ -328,7 +334,8 @@ def _new_store(out, fitted, X, data, expected, class_labels):
 def _identity(fitted, X, input_fingerprint, interval_level):
     """What a score store records of its run, and a resumed run must match: the
     model, the input and its chunking, the outputs and (with intervals) their level."""
-    expected = {"format": SCORES_FORMAT, "model_fingerprint": fitted.fingerprint(),
+    expected = {"format": SCORES_FORMAT, "format_version": SCORES_VERSION,
+                "model_fingerprint": fitted.fingerprint(),
                 "input_fingerprint": input_fingerprint, "chunk_rows": int(X.chunks[0][0]),
                 "n_rows": int(X.shape[0]), "outputs": _outputs(fitted)}
     if fitted.has_intervals:
@@ -338,7 +345,7 @@ def _identity(fitted, X, input_fingerprint, interval_level):
 
 def _owner(path):
     try:
-        return zarr.open_group(str(path), mode="r").attrs.get("owner")
+        return zarr_group(path, "r").attrs.get("owner")
     except Exception:  # replaced or removed meanwhile
         return None
 

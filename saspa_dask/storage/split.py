@@ -21,12 +21,13 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import zarr
 
 from ..files.atomic import aside_directory, check_destination, move_into_place
+from ..files.outputs import DATA
 from .chunk_writer import ChunkWriter
-from .data_store import check_data_complete, row_identity
-from ..files.groups import open_group
+from .data_store import DATA_FORMAT, FORMAT_VERSION, data_group, row_identity
+from ..files.seals import seal
+from ..files.groups import zarr_group
 from ..files.errors import StoreError
 
 __all__ = ["split_store"]
@@ -73,19 +74,17 @@ def split_store(store, train_out, test_out, *, test_fraction=0.2, seed=0, overwr
     if source in outs or outs[0] == outs[1]:
         raise StoreError("the training store, the test store and the source must be three "
                          "different paths")
-    group = open_group(store, "data store")
-    attrs = dict(group.attrs)
-    check_data_complete(store, attrs)
+    group, attrs = data_group(store)
     if not {"X", "y"} <= set(group.array_keys()):
         raise StoreError(f"{store}: a data store to split needs arrays 'X' and 'y'")
     for out in (train_out, test_out):
-        check_destination(out, overwrite)
+        check_destination(out, overwrite, DATA, {"source store": store})
     tmps = []
     try:
         tmps = [aside_directory(train_out), aside_directory(test_out)]
         counts = _write_parts(group, attrs, tmps, float(test_fraction), int(seed), store)
         for tmp, out in zip(tmps, (train_out, test_out)):
-            move_into_place(tmp, out, overwrite)
+            move_into_place(tmp, out, overwrite, DATA)
     except BaseException:
         for tmp in tmps:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -97,7 +96,7 @@ def _write_parts(group, attrs, tmps, test_fraction, seed, store):
     X, y = group["X"], group["y"]
     numbers, ids = row_identity(group)
     rows = int(X.chunks[0])
-    parts = [zarr.open_group(str(tmp), mode="w") for tmp in tmps]
+    parts = [zarr_group(tmp, "w") for tmp in tmps]
     writers = [ChunkWriter(part, X.shape[1], rows, with_ids=ids is not None)
                for part in parts]
     for index, start in enumerate(range(0, X.shape[0], rows)):
@@ -113,10 +112,10 @@ def _write_parts(group, attrs, tmps, test_fraction, seed, store):
         if writer.n == 0:
             raise StoreError(f"{store}: the {name} part would be empty "
                              f"({X.shape[0]} rows, test fraction {test_fraction})")
-        part.attrs.update({**{k: attrs[k] for k in _KEPT if k in attrs},
-                           "n_rows": writer.n, "chunk_rows": rows,
-                           "split": {"source": str(Path(store).resolve()), "part": name,
-                                     "test_fraction": test_fraction, "seed": seed},
-                           "fingerprint": writer.hasher.hexdigest(writer.n),
-                           "complete": True})
+        seal(part, {**{k: attrs[k] for k in _KEPT if k in attrs},
+                    "format": DATA_FORMAT, "format_version": FORMAT_VERSION,
+                    "n_rows": writer.n, "chunk_rows": rows,
+                    "split": {"source": str(Path(store).resolve()), "part": name,
+                              "test_fraction": test_fraction, "seed": seed},
+                    "fingerprint": writer.hasher.hexdigest(writer.n), "complete": True})
     return writers[0].n, writers[1].n
