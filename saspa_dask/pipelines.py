@@ -45,7 +45,7 @@ from pathlib import Path
 from . import jobs
 from .files.errors import StoreError
 from .files.atomic import write_text_file
-from .files.outputs import JSON
+from .files.outputs import JSON, check_not_protected, protecting
 from .files.safe import write_new_text
 from .files.store import read_regular
 from .jobs import JobError
@@ -370,6 +370,39 @@ def run_job(path, *, force=False, echo=print, out=print):
              "running it again")
     _check_state_writable(state_path)
     options = _cluster_options(cluster)
+    with protecting(path, base):
+        _check_outputs(path, steps, templates, base, now)
+        done = _run_steps(path, job, steps, templates, base, now, options, echo, out)
+    for line in step_table(job["name"], done):
+        echo(line)
+    # Inputs as the job left them (it may move `latest` or rewrite a store it reads):
+    # the next run is a no-op while they stay so.
+    signatures = [_signature(s["kind"], _resolve(t, base, now), t)
+                  for s, t in zip(steps, templates)]
+    outputs = [settings[k] for settings in (_resolve(t, base, now) for t in templates)
+               for k in _OUTPUT_KEYS if k in settings]
+    state = {"completed": True, "signatures": signatures, "outputs": outputs,
+             "finished": now.isoformat()}
+    write_text_file(state_path, json.dumps(state, indent=2), JSON, overwrite=True)
+    return {"ran": [s["kind"] for s in steps], "skipped": False, "steps": done}
+
+
+def _check_outputs(path, steps, templates, base, now):
+    """Before any step runs: no step's output is the job file, its folder, the working
+    directory or another place no output may be
+    (:func:`~saspa_dask.files.outputs.check_not_protected`)."""
+    for i, (step, template) in enumerate(zip(steps, templates), start=1):
+        settings = _resolve(template, base, now)
+        for key in _OUTPUT_KEYS:
+            if settings.get(key) is not None:
+                try:
+                    check_not_protected(settings[key])
+                except StoreError as err:
+                    raise JobError(f"job {path}: step {i} ({step['kind']}): {key}: "
+                                   f"{err}") from None
+
+
+def _run_steps(path, job, steps, templates, base, now, options, echo, out):
     done = []
     for i, (step, template) in enumerate(zip(steps, templates), start=1):
         kind = step["kind"]
@@ -383,18 +416,7 @@ def run_job(path, *, force=False, echo=print, out=print):
         done.append({"step": i, "kind": kind, "seconds": time.perf_counter() - began,
                      "output": next((str(settings[k]) for k in _OUTPUT_KEYS
                                      if settings.get(k)), None)})
-    for line in step_table(job["name"], done):
-        echo(line)
-    # Inputs as the job left them (it may move `latest` or rewrite a store it reads):
-    # the next run is a no-op while they stay so.
-    signatures = [_signature(s["kind"], _resolve(t, base, now), t)
-                  for s, t in zip(steps, templates)]
-    outputs = [settings[k] for settings in (_resolve(t, base, now) for t in templates)
-               for k in _OUTPUT_KEYS if k in settings]
-    state = {"completed": True, "signatures": signatures, "outputs": outputs,
-             "finished": now.isoformat()}
-    write_text_file(state_path, json.dumps(state, indent=2), JSON, overwrite=True)
-    return {"ran": [s["kind"] for s in steps], "skipped": False, "steps": done}
+    return done
 
 
 def step_table(name, done):

@@ -32,7 +32,7 @@ from .names import replaced
 from .store import read_regular
 
 __all__ = ["DATA", "MODEL", "SCORES", "CSV", "PARQUET", "HTML", "JSON", "OutputKind",
-           "check_output", "describe_path", "discard", "protecting"]
+           "check_not_protected", "check_output", "describe_path", "discard", "protecting"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,15 @@ def _protected_reason(path, inputs):
         if _within(other, real):
             return "the job file's folder" if other.is_dir() else "the job file"
     return None
+
+
+def check_not_protected(path, inputs=None):
+    """Refuse ``path`` as any output: the working directory, the home folder, an input
+    or a folder holding one, a job file or its folder (:func:`protecting`)."""
+    path = Path(os.path.abspath(os.fspath(path)))
+    reason = _protected_reason(path, inputs or {})
+    if reason is not None:
+        raise StoreError(f"{path}: {reason}; refusing to write there: choose another path")
 
 
 def describe_path(path):

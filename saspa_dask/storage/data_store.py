@@ -214,8 +214,12 @@ def is_training_store(model_fingerprint, path):
 
 def is_data_store(path):
     """Whether ``path`` is a folder holding a data store ingest wrote (by its format
-    attribute; a model store or anything else is not)."""
-    return store_format(path) == DATA_FORMAT
+    attribute, or, where that is gone, by the ``row`` array only ingest writes; a model
+    store or anything else is not)."""
+    found = store_format(path)
+    if found is None and (Path(path) / "row" / "zarr.json").is_file():
+        return True  # its attributes were removed: describe_data says so
+    return found == DATA_FORMAT
 
 
 def describe_data(path):

@@ -137,8 +137,9 @@ def _write_store(source, out, options, encoding, like, overwrite):
 
 
 def _check_options(source, missing, text, chunk_rows, unknown):
-    if not source.is_file():
+    if not source.exists():
         raise StoreError(f"{source}: no such file")
+    open_regular(source, "a table to read").close()  # a FIFO or device: refused now
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
     if text not in ("error", "onehot", "drop"):

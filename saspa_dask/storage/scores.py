@@ -179,6 +179,10 @@ def _open_existing(path, expected, overwrite, private=False):
         return None
     if describe_path(path) == "an empty folder":
         return None
+    if path.is_symlink() and describe_path(path.resolve()) != "a score store":
+        raise StoreError(f"{path} exists (a symbolic link to {describe_path(path.resolve())}"
+                         "); pass --overwrite to replace the link (its target is left "
+                         "alone)")
     try:
         group = zarr_group(path, "r+")
         attrs = dict(group.attrs)
