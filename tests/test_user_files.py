@@ -370,3 +370,122 @@ def test_a_reader_of_a_recovered_store_in_python_is_warned(problem, tmp_path):
         with reading(path):
             pass
     assert json.loads((path / "zarr.json").read_text())["attributes"]["format"] == "saspa-data"
+
+
+# -- the low items: tables read as written, messages that name what the user named ------
+
+def _ingest_error(tmp_path, text, *args, name="t.csv"):
+    source = tmp_path / name
+    if isinstance(text, bytes):
+        source.write_bytes(text)
+    else:
+        source.write_text(text)
+    res = in_process.saspa("ingest", source, "--out", tmp_path / "t.zarr", *args)
+    return _error_line(res, str(source))
+
+
+def test_numbers_are_ascii_digits_only(tmp_path):
+    """Python's float reads "1_000" as 1000 and "３" (a full-width digit) as 3; a table
+    means them as text."""
+    line = _ingest_error(tmp_path, "a,b,y\n1_000,2,0\n5,4,1\n5,6,0\n7,8,1\n")
+    assert "column 'a' is text" in line and "'1_000'" in line
+    line = _ingest_error(tmp_path, "a,b,y\n\uff13,2,0\n5,4,1\n5,6,0\n7,8,1\n")
+    assert "column 'a' is text" in line
+    from saspa_dask.storage.survey import NUMBER, parse_token
+
+    for token, value in (("1e3", 1000.0), ("-.5", -0.5), ("+2.", 2.0), (" 7 ", 7.0)):
+        assert parse_token(token) == (NUMBER, value)
+
+
+def test_infinities_are_named_as_such(tmp_path):
+    line = _ingest_error(tmp_path, "a,b,y\ninf,2,0\n3,-Infinity,1\n1e999,6,0\n7,8,1\n")
+    assert "column 'a' has 2 infinite values" in line
+    assert "column 'b' has 1 infinite value " in line
+    assert "missing value" not in line
+    line = _ingest_error(tmp_path, "a,b,y\ninf,2,0\nNA,4,1\n5,6,0\n7,8,1\n")
+    assert "column 'a' has 2 missing values (1 of them infinite)" in line
+
+
+def test_files_that_are_not_tables_are_named(tmp_path):
+    import io
+    import zipfile
+
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.npy", b"\x93NUMPY")
+    line = _ingest_error(tmp_path, archive.getvalue(), name="a.npz")
+    assert "a zip archive" in line and "numpy.save" in line
+    line = _ingest_error(tmp_path, b"a,b\n\x00\x01\x02", name="b.csv")
+    assert "binary data" in line
+
+
+def test_an_unterminated_quote_is_reported_where_it_opens(tmp_path):
+    line = _ingest_error(tmp_path, 'a,b,y\n1,"x\n2,3,1\n3,4,0\n')
+    assert "t.csv:2: a quote opened on this line is never closed" in line
+    assert "runs on to line 4" in line
+    line = _ingest_error(tmp_path, 'a,b,y\n1,2,0\n3,"4,1\n')
+    assert "t.csv:3: a quote opened on this line is never closed" in line
+
+
+def test_max_categories_above_the_survey_cap_is_not_advised_again(tmp_path):
+    rows = "".join(f"v{k},{k % 2}\n" for k in range(1200))
+    line = _ingest_error(tmp_path, "a,y\n" + rows, "--text", "onehot",
+                         "--max-categories", "2000")
+    assert "--max-categories 2000 is more than the 1000" in line
+    line = _ingest_error(tmp_path, "a,y\n" + rows, "--text", "onehot")
+    assert "--max-categories N keeps the commonest" in line
+
+
+def test_os_errors_name_the_output_not_the_package_files_beside_it(tmp_path):
+    import errno
+
+    from saspa_dask.cli.options import bounded, os_error_text
+
+    inside = tmp_path / ".m.zarr.partial-0123abcd" / "X" / "c" / "0" / (
+        "0." + "ab" * 16 + ".partial")
+    text = os_error_text(OSError(errno.ENOSPC, "No space left on device", str(inside)))
+    assert text == f"{tmp_path / 'm.zarr'}: cannot be written there (no space left on the "\
+        "device while writing it)"
+    res = _run("ingest", problem_source(tmp_path), "--out", "/proc/self/x.zarr")
+    assert _error_line(res) == ("Error: /proc/self/x.zarr: cannot be written there (No "
+                                "such file or directory)")
+    long = "x" * 100_000
+    assert len(bounded(long)) < 2100 and "characters left out" in bounded(long)
+    res = in_process.saspa("ingest", problem_source(tmp_path), "--out", tmp_path / long)
+    assert res.returncode == 1 and len(res.stderr) < 2200, len(res.stderr)
+
+
+def problem_source(tmp_path):
+    source = tmp_path / "small.npy"
+    if not source.exists():
+        np.save(source, np.column_stack([np.arange(20.0), np.arange(20) % 2]))
+    return source
+
+
+def test_npy_ingest_does_no_work_per_row():
+    """A .npy source is copied a chunk at a time, never row by row: the Python calls
+    an ingest makes do not grow with the rows of a chunk (its speed, about 140 MB/s
+    here, is in benchmarks/RESULTS.md)."""
+    import tempfile
+
+    from saspa_dask.storage.ingestion import ingest
+
+    def calls(rows):
+        with tempfile.TemporaryDirectory() as d:
+            X = np.random.default_rng(0).normal(size=(rows, 6))
+            np.save(f"{d}/s.npy", X)
+            count = [0]
+
+            def profile(frame, event, arg):
+                if event in ("call", "c_call"):
+                    count[0] += 1
+
+            sys.setprofile(profile)
+            try:
+                ingest(f"{d}/s.npy", f"{d}/s.zarr", chunk_rows=rows)
+            finally:
+                sys.setprofile(None)
+            return count[0]
+
+    small, large = calls(2_000), calls(32_000)
+    assert large < 1.05 * small, (small, large)

@@ -4,12 +4,14 @@ the cluster options, one-line errors and signal handling, the sweep progress rep
 
 from __future__ import annotations
 
+import errno
 import functools
 import gc
 import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import click
 
@@ -104,10 +106,9 @@ def job_errors(command):
         try:
             return command(*args, **kwargs)
         except (JobError, StoreError) as err:
-            raise click.ClickException(str(err)) from None
+            raise click.ClickException(bounded(str(err))) from None
         except OSError as err:  # read-only output, disk full, a missing directory ...
-            where = f"{err.filename}: " if err.filename else ""
-            raise click.ClickException(f"{where}{err.strerror or err}") from None
+            raise click.ClickException(bounded(os_error_text(err))) from None
         except KeyboardInterrupt as err:
             name, code = ((err.signal_name, err.exit_code) if isinstance(err, Interrupted)
                           else ("SIGINT", 130))
@@ -119,14 +120,47 @@ def job_errors(command):
         except Exception as err:  # noqa: BLE001 - the last line of defence: one line
             if os.environ.get("SASPA_DEBUG"):
                 raise
-            raise click.ClickException(
+            raise click.ClickException(bounded(
                 f"unexpected {type(err).__name__}: {err} (run again with SASPA_DEBUG=1 for "
-                "the traceback, and please report it)") from None
+                "the traceback, and please report it)")) from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
     return run
+
+
+MESSAGE_CHARACTERS = 2000  # an error line a terminal and a log can hold
+
+
+def bounded(text, limit=MESSAGE_CHARACTERS):
+    """``text`` cut to at most about ``limit`` characters (its head and tail kept, the
+    count of what was left out said): a 100,000-character path or a list of 300,000
+    unknown keys is not printed whole."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]} ... ({len(text) - 2 * keep} characters left out) ... {text[-keep:]}"
+
+
+def os_error_text(err):
+    """An operating-system error as one line naming what the user named: a file inside
+    a store being written aside is reported as that store's output path
+    (:func:`~saspa_dask.files.names.output_of`), with the system's words for the
+    fault (no space left on device, permission denied ...)."""
+    from ..files.names import output_of
+
+    reason = err.strerror or str(err)
+    if err.errno == errno.ENOSPC:
+        reason = "no space left on the device while writing it"
+    elif err.errno == getattr(errno, "EDQUOT", None):
+        reason = "the disk quota is exceeded while writing it"
+    if not err.filename:
+        return reason
+    output = output_of(err.filename)
+    if output != Path(err.filename):  # one of the package's own files beside it
+        return f"{output}: cannot be written there ({reason})"
+    return f"{output}: {reason}"
 
 
 def _in_gc_callback(frame):

@@ -9,11 +9,13 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from pathlib import Path
 
-__all__ = ["aside", "lock_path", "partial_copies", "replaced", "swap_time", "waiting_stores"]
+__all__ = ["aside", "lock_path", "output_of", "partial_copies", "replaced", "swap_time",
+           "waiting_stores"]
 
 
 def lock_path(path):
@@ -41,6 +43,23 @@ def replaced(path):
     path = Path(path)
     return path.with_name(f".{path.name}.replaced-{time.time_ns():020d}-"
                           f"{uuid.uuid4().hex[:8]}")
+
+
+_HIDDEN = re.compile(r"\.(?P<name>.+)\.(?:partial-[0-9a-f]{8}|replaced-[0-9-]+[0-9a-f]{8}"
+                     r"|scores\.zarr|predict|lock|[0-9a-f]{8})")
+
+
+def output_of(path):
+    """The output a file of this package's belongs to: a path inside a store being
+    written aside (``.NAME.partial-*/...``), a waiting old store or a job's hidden work
+    beside ``NAME`` is reported as ``NAME`` (what the user named); any other path as
+    it is."""
+    path = Path(path)
+    for depth, part in enumerate(path.parts):
+        match = _HIDDEN.fullmatch(part)
+        if match:
+            return Path(*path.parts[:depth]) / match["name"]
+    return path
 
 
 def swap_time(waiting):

@@ -11,7 +11,7 @@ training rows had no missing value there: all zeros, counted as drift).
 from __future__ import annotations
 
 from ..files.errors import StoreError
-from .survey import MAX_CATEGORIES, MISSING, parse_date, parse_token
+from .survey import INFINITE, MAX_CATEGORIES, MISSING, parse_date, parse_token
 
 __all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "ZEROS", "encode_row", "feature_names",
            "named_columns", "plan_columns", "target_index"]
@@ -40,7 +40,7 @@ def plan_columns(survey, target, missing, text, path, max_categories=None, notes
             plan.append(entry)
     if survey.missing[target] and missing == "error":
         problems.append(f"target column {header[target]!r} has "
-                        f"{survey.missing[target]} missing values")
+                        f"{survey.missing_text(target)}")
     if problems:
         raise StoreError(f"{path}: " + "; ".join(problems))
     if not plan:
@@ -52,7 +52,7 @@ def _plan_one(survey, j, missing, text, max_categories=None, notes=None):
     """(plan entry or None for a dropped column, problem or None) of column ``j``."""
     name, cats, n_missing = survey.header[j], survey.categories[j], survey.missing[j]
     if n_missing and missing == "error":
-        return None, (f"column {name!r} has {n_missing} missing values in "
+        return None, (f"column {name!r} has {survey.missing_text(j)} in "
                       f"{survey.n_rows} rows; use missing='drop-rows' or 'impute' "
                       "(--missing drop-rows / impute)")
     if survey.is_date(j):  # days since 1970-01-01, whatever the text policy
@@ -64,9 +64,12 @@ def _plan_one(survey, j, missing, text, max_categories=None, notes=None):
         return (j, "numeric", None, survey.median(j) if missing == "impute" else None), None
     capped = max_categories is not None and len(cats) > max_categories
     if len(cats) > MAX_CATEGORIES and not capped:
+        advice = ("--max-categories N keeps the commonest" if max_categories is None else
+                  f"--max-categories {max_categories} is more than the {MAX_CATEGORIES} "
+                  f"this reader counts: give at most {MAX_CATEGORIES}")
         return None, (f"column {name!r} is text with over {MAX_CATEGORIES} distinct "
-                      "values; it cannot be one-hot encoded (--max-categories N keeps "
-                      "the commonest; or --exclude it, or give it as --id-column)")
+                      f"values; it cannot be one-hot encoded ({advice}; or --exclude it, "
+                      "or give it as --id-column)")
     if text == "error":
         return None, (f"column {name!r} is text ({len(cats)} distinct values, e.g. "
                       f"{next(iter(cats))!r}); use text='onehot' (--text onehot) or "
@@ -118,16 +121,17 @@ def encode_row(row, plan, target_index, target_codes):
     out = []
     for j, kind, cats, fill in plan:
         what, value = parse_token(row[j])
-        if what is MISSING and fill is None:
+        absent = what is MISSING or what is INFINITE
+        if absent and fill is None:
             return None
         if kind == "numeric":
-            out.append(fill if what is MISSING else value)
+            out.append(fill if absent else value)
             continue
         if kind == "date":
-            out.append(fill if what is MISSING else parse_date(value))
+            out.append(fill if absent else parse_date(value))
             continue
         hot = [0.0] * len(cats)
-        position = fill if what is MISSING else cats.get(
+        position = fill if absent else cats.get(
             row[j].strip(), cats.get(OTHER_CATEGORY, ZEROS))
         if position != ZEROS:
             hot[position] = 1.0
@@ -135,7 +139,7 @@ def encode_row(row, plan, target_index, target_codes):
     if target_index is None:
         return out, float("nan")
     what, value = parse_token(row[target_index])
-    if what is MISSING:
+    if what is MISSING or what is INFINITE:
         return None
     return out, float(value if target_codes is None else target_codes[row[target_index].strip()])
 

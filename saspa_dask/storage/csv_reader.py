@@ -91,6 +91,7 @@ def read_rows(path, delimiter=None):
     if _is_parquet(path):
         yield from _parquet_rows(path)
         return
+    _refuse_binary(path)
     delimiter = choose_delimiter(path, delimiter)
     csv.field_size_limit(FIELD_LIMIT)
     with _open_bytes(path) as handle:
@@ -108,9 +109,15 @@ def _checked_rows(reader, path, delimiter):
     if not header:
         raise StoreError(f"{path}: empty file (no header row)")
     yield 1, header
+    start = reader.line_num + 1
     for row in reader:
         if not row:
+            start = reader.line_num + 1
             continue
+        if len(row) != len(header) and any("\n" in field for field in row):
+            raise StoreError(f"{path}:{start}: a quote opened on this line is never "
+                             f"closed (the field runs on to line {reader.line_num}); "
+                             "close it, or double the quote inside a quoted field")
         if len(row) != len(header):
             hint = ""
             if len(header) == 1:
@@ -119,6 +126,27 @@ def _checked_rows(reader, path, delimiter):
             raise StoreError(f"{path}:{reader.line_num}: {len(row)} fields, the header "
                              f"has {len(header)}{hint}")
         yield reader.line_num, row
+        start = reader.line_num + 1
+
+
+# the first bytes of files that are not tables this reader takes, and what they are
+_NOT_TABLES = ((b"PK\x03\x04", "a zip archive (.npz, .xlsx, .zip)"),
+               (b"\x93NUMPY", "a NumPy array without the .npy suffix"),
+               (b"PAR1", "a Parquet file without the .parquet suffix"))
+
+
+def _refuse_binary(path):
+    """A file that is plainly not a CSV table (an archive, an array, binary bytes) is
+    refused by name before it is read as text, line by line."""
+    with _open_bytes(path) as handle:
+        head = handle.read(8192)
+    for magic, what in _NOT_TABLES:
+        if head.startswith(magic):
+            raise StoreError(f"{path}: {what}, not a CSV table: save the table as CSV "
+                             "or Parquet, or one array with numpy.save as .npy")
+    if b"\0" in head:
+        raise StoreError(f"{path}: binary data (NUL bytes in its first 8 KiB), not a CSV "
+                         "table")
 
 
 def _parquet_text(value):

@@ -117,7 +117,7 @@ def plan_like(encoding, survey, path, unknown="error"):
                                 f"{encoding['like']}: {new[:10]}; use --unknown ignore "
                                 "to encode them as all zeros")
         if survey.missing[j] and encoding["missing"] == "error":
-            problems.append(f"column {name!r} has {survey.missing[j]} missing values")
+            problems.append(f"column {name!r} has {survey.missing_text(j)}")
         plan.append((j, kind, cats, _fill(encoding, name, kind, cats)))
     if target is not None:
         problems += _target_problems(encoding, survey, target)
@@ -147,6 +147,5 @@ def _target_problems(encoding, survey, target):
             return [f"target {encoding['target']!r} has labels not seen in "
                     f"{encoding['like']}: {new[:10]}"]
     if survey.missing[target] and encoding["missing"] == "error":
-        return [f"target column {encoding['target']!r} has {survey.missing[target]} "
-                "missing values"]
+        return [f"target column {encoding['target']!r} has {survey.missing_text(target)}"]
     return []

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 
 import numpy as np
 
 from ..files.errors import StoreError
 
-__all__ = ["MAX_CATEGORIES", "MISSING_TOKENS", "SAMPLE_SIZE", "TableSurvey", "drift_report",
+__all__ = ["INFINITE", "MAX_CATEGORIES", "MISSING_TOKENS", "SAMPLE_SIZE", "TableSurvey", "drift_report",
            "parse_date", "parse_token"]
 
 MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "?"})
@@ -25,7 +26,11 @@ MAX_CATEGORIES = 1000
 SAMPLE_SIZE = 100_000  # values kept per numeric column for its median
 _BLOCK = 65536  # rows between vectorised merges of the numeric values
 
-MISSING, NUMBER, TEXT = "missing", "number", "text"
+MISSING, INFINITE, NUMBER, TEXT = "missing", "infinite", "number", "text"
+# a number as a table writes one: ASCII digits only (no "1_000", which Python's float
+# reads as 1000, and no other script's digits, which it reads as numbers too)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                     r"|[+-]?(?:inf|infinity)", re.ASCII | re.IGNORECASE)
 
 
 _EPOCH = datetime.datetime(1970, 1, 1)
@@ -47,18 +52,18 @@ def parse_date(text):
 
 
 def parse_token(token):
-    """What one field is, read once: ``(MISSING, None)`` for an empty or NA-like token
-    or a number that is not finite (``inf``, ``1e309``: one rule with the ``.npy``
-    reader, which calls NaN and inf missing), ``(NUMBER, value)``, or
+    """What one field is, read once: ``(MISSING, None)`` for an empty or NA-like token,
+    ``(INFINITE, None)`` for a number that is not finite (``inf``, ``1e309``: missing to
+    the policies, as in the ``.npy`` reader, but counted and named apart),
+    ``(NUMBER, value)`` for a number written in ASCII digits, or
     ``(TEXT, stripped token)``."""
     stripped = token.strip()
     if stripped.lower() in MISSING_TOKENS:
         return MISSING, None
-    try:
-        value = float(stripped)
-    except ValueError:
+    if not _NUMBER.fullmatch(stripped):
         return TEXT, stripped
-    return (NUMBER, value) if math.isfinite(value) else (MISSING, None)
+    value = float(stripped)
+    return (NUMBER, value) if math.isfinite(value) else (INFINITE, None)
 
 
 class TableSurvey:
@@ -85,7 +90,8 @@ class TableSurvey:
         self.target = target
         self.skip = frozenset(skip)
         self.n_rows = 0
-        self.missing = [0] * len(header)
+        self.missing = [0] * len(header)  # infinities included
+        self.infinite = [0] * len(header)
         self.categories = [dict() for _ in header]  # value -> rows holding it
         self.target_numbers = set()
         # per column: whether every text value so far is a date, and how many plain
@@ -106,8 +112,9 @@ class TableSurvey:
             if j in self.skip:
                 continue
             kind, value = parse_token(token)
-            if kind is MISSING:
+            if kind is MISSING or kind is INFINITE:
                 self.missing[j] += 1
+                self.infinite[j] += kind is INFINITE
             elif kind is TEXT:
                 cats = self.categories[j]
                 if value in cats:
@@ -129,6 +136,17 @@ class TableSurvey:
                     self.target_numbers.add(token.strip())
         if self.n_rows % _BLOCK == 0:
             self._merge()
+
+    def missing_text(self, j):
+        """Column ``j``'s missing values in words, infinities named apart."""
+        n, inf = self.missing[j], self.infinite[j]
+        text = f"{n} missing value{'s' if n != 1 else ''}"
+        if inf == n:
+            return (f"{n} infinite value{'s' if n != 1 else ''} (inf, -inf or a number "
+                    "beyond the float range)")
+        if inf:
+            return f"{text} ({inf} of them infinite)"
+        return text
 
     def _not_dates(self, j):
         """Column ``j`` holds something besides dates: the date values its number
