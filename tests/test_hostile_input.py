@@ -265,8 +265,8 @@ def test_evaluate_refuses_unknown_labels_and_non_finite_targets(problem, tmp_pat
 def test_csv_infinities_are_missing_as_in_npy(tmp_path):
     (tmp_path / "a.csv").write_text("a,b,label\n1,2,0\ninf,3,1\n4,1e309,0\n5,6,1\n7,8,inf\n")
     _one_line_error(_saspa("ingest", tmp_path / "a.csv", "--out", tmp_path / "a.zarr"),
-                    "column 'a' has 1 missing values", "column 'b' has 1 missing",
-                    "target column 'label' has 1 missing")
+                    "column 'a' has 1 infinite value", "column 'b' has 1 infinite value",
+                    "target column 'label' has 1 infinite value")
     res = _saspa("ingest", tmp_path / "a.csv", "--out", tmp_path / "a.zarr", "--missing",
                  "drop-rows")
     assert res.returncode == 0, res.stderr

@@ -67,7 +67,7 @@ def test_text_and_missing_policies(tmp_path):
     src = _write_csv(tmp_path / "h.csv", ["x", "where", "value"], rows)
     with pytest.raises(StoreError, match=r"column 'where' is text \(3 distinct values"):
         ingest(src, tmp_path / "a.zarr", target="value", missing="drop-rows")
-    with pytest.raises(StoreError, match="target column 'value' has 1 missing values"):
+    with pytest.raises(StoreError, match="target column 'value' has 1 missing value"):
         ingest(src, tmp_path / "a.zarr", target="value", text="onehot")
     attrs = ingest(src, tmp_path / "a.zarr", target="value", text="onehot", missing="drop-rows")
     assert attrs["columns"] == ["x", "where=INLAND", "where=ISLAND", "where=NEAR BAY"]
@@ -80,7 +80,7 @@ def test_text_and_missing_policies(tmp_path):
 
 
 @pytest.mark.parametrize("content,match", [
-    ("a,b,y\n1,,0\n2,3,1\n", "column 'b' has 1 missing values in 2 rows"),
+    ("a,b,y\n1,,0\n2,3,1\n", "column 'b' has 1 missing value in 2 rows"),
     ("a,b,y\n1,2,0\n2,3\n", ":3: 2 fields, the header has 3"),
     ("", "empty file"),
     ("a,b,y\n", "no data rows"),
