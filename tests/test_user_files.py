@@ -489,3 +489,19 @@ def test_npy_ingest_does_no_work_per_row():
 
     small, large = calls(2_000), calls(32_000)
     assert large < 1.05 * small, (small, large)
+
+
+def test_a_latest_pointer_never_replaces_a_users_file(problem, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("line one\nline two\n")
+    res = in_process.saspa("train", problem / "d.zarr", "--out", tmp_path / "m.zarr",
+                           "--latest", notes, "--n-bases", 4, "--fixed-hyperparameters")
+    _error_line(res, str(notes), "not a model pointer")
+    assert notes.read_text() == "line one\nline two\n" and not (tmp_path / "m.zarr").exists()
+    pointer = tmp_path / "latest"
+    for k in range(2):  # a pointer is moved from one version to the next
+        res = in_process.saspa("train", problem / "d.zarr", "--out", tmp_path / f"v{k}.zarr",
+                               "--latest", pointer, "--n-bases", 4,
+                               "--fixed-hyperparameters")
+        assert res.returncode == 0, res.stderr
+        assert pointer.read_text().strip() == f"v{k}.zarr"

@@ -17,11 +17,11 @@ from pathlib import Path
 from .errors import StoreError
 from .locks import reader_lock, writer_lock, writer_lock_if_free
 from .names import aside, partial_copies, replaced, waiting_stores
-from .outputs import check_output
+from .outputs import check_not_protected, check_output, describe_path
 from .safe import write_new_text
-from .store import open_regular
+from .store import open_regular, read_regular
 
-__all__ = ["aside", "aside_directory", "check_destination", "move_into_place",
+__all__ = ["aside", "aside_directory", "check_destination", "check_pointer", "move_into_place",
            "partial_copies", "reading", "recover_swap", "resolve_model_path", "tidy",
            "write_latest", "write_text_file"]
 
@@ -158,6 +158,7 @@ def write_latest(pointer, model_path):
     model lies inside it, so a folder of models can be moved as a whole.
     """
     pointer, model_path = Path(pointer), Path(model_path).resolve()
+    check_pointer(pointer)
     try:
         target = model_path.relative_to(pointer.resolve().parent)
     except ValueError:
@@ -188,6 +189,24 @@ def _remove_dead_pointer_copies(pointer):
 
 # a pointer holds one path on one line; anything larger is not a pointer
 _POINTER_BYTES = 4096
+
+
+def check_pointer(pointer, inputs=None):
+    """Refuse a ``latest`` pointer path where something other than a pointer file
+    (nothing, a link, or a small one-line text file) is: a user's file is never
+    replaced by a pointer."""
+    check_not_protected(pointer, inputs)
+    holds = describe_path(pointer)
+    if holds in (None, "a symbolic link"):
+        return
+    try:
+        raw = read_regular(pointer, limit=_POINTER_BYTES, what="a model pointer")
+        lines = raw.decode("utf-8").strip().splitlines()
+    except (StoreError, OSError, UnicodeDecodeError):
+        lines = None
+    if holds != "a file" or not lines or len(lines) != 1 or "\0" in lines[0]:
+        raise StoreError(f"{pointer}: {holds} that is not a model pointer (one line naming "
+                         "a model store); refusing to replace it: choose another --latest")
 
 
 def resolve_model_path(path):

@@ -16,7 +16,7 @@ from ..storage.columns import match_columns
 from ..storage import load_model_and_attrs
 from .errors import JobError, reported
 from .paths import absolute
-from .training import _say, fit_and_save, training_data
+from .training import _say, check_latest, fit_and_save, training_data
 
 __all__ = ["retrain", "retraining_parameters"]
 
@@ -122,6 +122,7 @@ def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweep
     """
     data, out, latest = absolute(data), absolute(out), absolute(latest)
     work_dir = absolute(work_dir)
+    check_latest(latest, data)
     old_path, old, old_attrs = _retrainable(model, out)
     X, y, attrs = training_data(data, out, overwrite)
     with reported():

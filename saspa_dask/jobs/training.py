@@ -18,7 +18,7 @@ import dask
 from ..engines.chunks import spread_rows
 from ..fitting.held_out import HeldOutError
 from ..fitting.hyperparameters import LearntBoundWarning, bound_advice
-from ..files.atomic import check_destination, reading, write_latest
+from ..files.atomic import check_destination, check_pointer, reading, write_latest
 from ..files.outputs import MODEL
 from ..files.errors import StoreError
 from ..storage.data_store import (check_identity, input_arrays, open_data_store,
@@ -96,6 +96,7 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     data, out, latest = absolute(data), absolute(out), absolute(latest)
     options = canonical_options(options)
     options["work_dir"] = absolute(options.get("work_dir")) or out.parent
+    check_latest(latest, data)
     X, y, attrs = _options_then_store(data, out, overwrite, task, options)
     cluster = dict(client=client, scheduler=scheduler, workers=workers, timeout=timeout,
                    security=security, dashboard=dashboard)
@@ -180,6 +181,14 @@ def training_data(data, out, overwrite):
     with reported():
         check_destination(out, overwrite, MODEL, {"data store": data})
         return open_data_store(data)
+
+
+def check_latest(latest, data):
+    """A ``latest`` pointer path is free or a pointer already (never a user's file),
+    checked before any work."""
+    if latest is not None:
+        with reported():
+            check_pointer(latest, {"data store": data})
 
 
 def fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, progress,
