@@ -145,30 +145,7 @@ class FitRun:
         the box the values are learnt in is centred where the data alone would start
         them."""
         plan, d = self.plan, self.X.shape[1]
-        learn = plan.learnt_bases
-        if learn and not plan.optimize_hyperparameters:
-            raise ValueError(f"learn_bases={learn!r} needs optimize_hyperparameters=True "
-                             "(the bases are learnt by the EP evidence)")
-        if learn == "means+blur" and plan.learn_blur_scale:
-            raise ValueError("learn_blur_scale=True is redundant with "
-                             "learn_bases='means+blur' (each basis learns its own blur)")
-        if plan.kernel != "se" and self.report["blur_"] in FOURIER_FAMILIES:
-            raise ValueError(f"kernel={plan.kernel!r}: frequency features "
-                             f"(blur={self.report['blur_']!r}) are built on the SE kernel")
-        if plan.kernel != "se" and self.report["blur_"] == "delta" \
-                and learn == "means+blur":
-            raise ValueError(f"kernel={plan.kernel!r} with blur='delta': its exact form has "
-                             "no blur to learn (learn_bases='means')")
-        if terms is not None and self.report["blur_"] in FOURIER_FAMILIES:
-            raise ValueError("additive_groups sums kernels over blurred bases: not with "
-                             f"frequency features (blur={self.report['blur_']!r})")
-        if plan.learn_offset and self.labels is not None:
-            raise ValueError("learn_offset needs one EP problem (a regression or a "
-                             "binary classification), not one per class")
-        if plan.min_noise_variance is not None and \
-                "noise_variance" not in likelihood.hyperparameters():
-            raise ValueError("min_noise_variance is a floor of the gaussian likelihood's "
-                             f"noise variance; the {likelihood.name} likelihood has none")
+        learn = plan.learnt_bases  # the plan's combinations were checked (FitPlan.validate)
         lengthscale = resolve_lengthscale(plan.lengthscale, d, column_std)
         if plan.lengthscale is None:  # each term's inputs as one kernel's would start
             lengthscale = additive_lengthscale(lengthscale, terms)
@@ -539,9 +516,6 @@ def start_term_weights(term_weights, terms):
     """An additive kernel's starting weights: ``term_weights`` normalised (checked
     against the terms), or equal ones; None without an additive kernel."""
     if terms is None:
-        if term_weights is not None:
-            raise ValueError("term_weights are the weights of additive_groups' terms: "
-                             "set additive_groups too")
         return None
     n_terms = int(terms.max()) + 1
     if term_weights is None:

@@ -19,6 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..core.bases import Basis
+from ..core.kernels import FOURIER_FAMILIES
 from ..core.likelihoods import powered
 from ..ep.approximation import approximation_named
 from ..ep.schedule import EPSchedule
@@ -114,6 +115,51 @@ class FitPlan:
     def stochastic_learning(self):
         return self.learning == "stochastic" and bool(self.optimize_hyperparameters)
 
+    def validate(self, likelihood=None, n_problems=None):
+        """Refuse a plan whose choices do not go together, before any data is read:
+        the estimators call this from ``_validate_params`` (so ``fit`` in Python,
+        ``saspa train`` and job files all refuse before any work), and :meth:`run`
+        again with what only the data says (``n_problems``).
+
+        Parameters
+        ----------
+        likelihood : Likelihood class or object, optional
+            Its ``learnable`` names decide whether ``min_noise_variance`` applies.
+        n_problems : int, optional
+            EP problems of the fit (one per class for one-vs-rest), when known.
+
+        Raises
+        ------
+        ValueError
+            Naming the parameters that do not go together.
+        """
+        learn, blur = self.learnt_bases, self.blur  # "auto" is never delta or features
+        if learn and not self.optimize_hyperparameters:
+            raise ValueError(f"learn_bases={learn!r} needs optimize_hyperparameters=True "
+                             "(the bases are learnt by the EP evidence)")
+        if learn == "means+blur" and self.learn_blur_scale:
+            raise ValueError("learn_blur_scale=True is redundant with "
+                             "learn_bases='means+blur' (each basis learns its own blur)")
+        if self.kernel != "se" and blur in FOURIER_FAMILIES:
+            raise ValueError(f"kernel={self.kernel!r}: frequency features "
+                             f"(blur={blur!r}) are built on the SE kernel")
+        if self.kernel != "se" and blur == "delta" and learn == "means+blur":
+            raise ValueError(f"kernel={self.kernel!r} with blur='delta': its exact form "
+                             "has no blur to learn (learn_bases='means')")
+        if self.additive_groups is not None and blur in FOURIER_FAMILIES:
+            raise ValueError("additive_groups sums kernels over blurred bases: not with "
+                             f"frequency features (blur={blur!r})")
+        if self.term_weights is not None and self.additive_groups is None:
+            raise ValueError("term_weights are the weights of additive_groups' terms: "
+                             "set additive_groups too")
+        if self.min_noise_variance is not None and likelihood is not None and \
+                "noise_variance" not in likelihood.learnable:
+            raise ValueError("min_noise_variance is a floor of the gaussian likelihood's "
+                             f"noise variance; the {likelihood.name} likelihood has none")
+        if self.learn_offset and n_problems is not None and n_problems > 1:
+            raise ValueError("learn_offset needs one EP problem (a regression or a "
+                             "binary classification), not one per class")
+
     def run(self, X, targets, likelihood, *, signal_variance, column_std, labels=None,
             init_sites=None, centre=None, progress=None, offset=0.0, classes=None,
             feature_names=None, held_out=None):
@@ -151,6 +197,7 @@ class FitPlan:
         -------
         FitResult
         """
+        self.validate(likelihood, 1 if labels is None else len(labels))
         run = FitRun(self, X, labels, progress)
 
         def posterior_of(outcome):

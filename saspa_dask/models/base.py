@@ -19,6 +19,7 @@ from sklearn.utils._param_validation import (Interval, InvalidParameterError, Op
                                             StrOptions)
 from sklearn.utils.validation import check_is_fitted
 
+from ..core.likelihoods import LIKELIHOODS
 from ..core.bases import Basis
 from ..core.kernel_profiles import KERNELS
 from ..core.kernels import BASIS_FAMILIES
@@ -99,6 +100,10 @@ class SASPABase(LegacyNames, PosteriorModel):
         super()._validate_params()
         for group in ("ep", "execution", "stochastic"):
             self._settings(group)
+        try:  # how the parameters combine (FitPlan.validate): before any data is read
+            self._fit_plan().validate(LIKELIHOODS.get(getattr(self, "likelihood", None)))
+        except ValueError as err:
+            raise InvalidParameterError(f"{type(self).__name__}: {err}") from None
 
     def _settings(self, group):
         """A grouped setting, checked; errors as scikit-learn's for its parameters."""
@@ -119,13 +124,14 @@ class SASPABase(LegacyNames, PosteriorModel):
         for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
             delattr(self, name)
 
-    def _fit_plan(self, damping):
-        """This estimator's fit: its parameters as a plan (``damping`` resolved)."""
+    def _fit_plan(self, damping=None):
+        """This estimator's fit: its parameters as a plan (``damping`` resolved for a
+        plan that runs; None for one that is only validated)."""
+        ep = self._ep if damping is None else replace(self._ep, damping=float(damping))
         return FitPlan(owner=type(self).__name__,
                        **{name: getattr(self, name) for name in _PLAN_PARAMETERS},
                        **self._task_plan_parameters(),
-                       stochastic=self._settings("stochastic"),
-                       ep=replace(self._ep, damping=float(damping)),
+                       stochastic=self._settings("stochastic"), ep=ep,
                        execution=self._execution)
 
     def _task_plan_parameters(self):

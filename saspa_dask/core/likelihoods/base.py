@@ -26,6 +26,8 @@ class Likelihood:
     name = "likelihood"
     is_classification = False
     alpha = 1.0  # the EP power (see Powered)
+    # the names :meth:`hyperparameters` may give (known before any value is)
+    learnable = ()
 
     @classmethod
     def from_params(cls, **params):

@@ -21,6 +21,7 @@ class Gaussian(Likelihood):
     """
 
     name = "gaussian"
+    learnable = ("noise_variance",)
 
     def __init__(self, noise_variance):
         if not noise_variance > 0:
@@ -104,6 +105,7 @@ class Step(Likelihood):
     """
 
     name = "step"
+    learnable = ("label_noise",)
     is_classification = True
 
     def __init__(self, label_noise):

@@ -87,6 +87,7 @@ class Quadrature(Likelihood):
 class Logistic(Quadrature):
     """Logistic classification, p(y | f) = 1 / (1 + exp(-y f)), y in {-1, +1}."""
 
+    name = "logistic"
     is_classification = True
 
     def __init__(self, n_points=256):
@@ -113,6 +114,8 @@ class Poisson(Quadrature):
     the mean count, so the zero-mean GP models the deviation from it).
     """
 
+    name = "poisson"
+
     def __init__(self, n_points=256, offset=0.0):
         self.offset = float(offset)
         o = self.offset
@@ -133,6 +136,9 @@ class StudentT(Quadrature):
     Not log-concave: sites can have negative precision (EP then needs damping and the
     invalid-cavity rule).
     """
+
+    name = "student_t"
+    learnable = ("dof", "scale")
 
     def __init__(self, dof=4.0, scale=1.0, n_points=256):
         if not dof > 0 or not scale > 0:
