@@ -63,6 +63,43 @@ def test_worker_killed_during_training(cluster):
     assert model.n_sweeps_ == reference.n_sweeps_
 
 
+def _kill_every_worker(client):
+    """SIGKILL every worker process at once; the nannies start new ones (at new
+    addresses)."""
+    pids = client.run(os.getpid)
+    for pid in pids.values():
+        os.kill(pid, signal.SIGKILL)
+    return sorted(pids)
+
+
+def test_every_worker_killed_at_once_during_training(cluster):
+    """Every worker SIGKILLed at once mid-sweep: their nannies start new workers at new
+    addresses, and the chunk blocks cached on the dead ones are rebuilt there (they were
+    once pinned to the dead addresses, and the job waited for ever)."""
+    X, y = synthetic_two_class(8_000, 4, seed=3)
+    bases = Basis(X[:20], None)
+    Xd, yd = da.from_array(X, chunks=(1_000, 4)), da.from_array(y, chunks=1_000)
+    settings = dict(optimize_hyperparameters=False, bases=bases, lengthscale=2.0,
+                    ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False})
+    reference = SASPAClassifier(**settings).fit(X, y)
+    killed = []
+    with Client(cluster, timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+
+        def kill_all_at_sweep_3(record):
+            if record["sweep"] == 3 and not killed:
+                killed.extend(_kill_every_worker(client))
+
+        model = SASPAClassifier(**settings)
+        model.fit(Xd, yd, progress=kill_all_at_sweep_3)
+        client.wait_for_workers(2, timeout=60)
+        assert not set(client.scheduler_info()["workers"]) & set(killed)
+    assert len(killed) == 2 and model.converged_
+    np.testing.assert_allclose(model.alpha_, reference.alpha_, rtol=1e-9,
+                               atol=1e-9 * np.abs(reference.alpha_).max())
+    assert model.n_sweeps_ == reference.n_sweeps_
+
+
 def test_worker_killed_during_scoring(cluster, tmp_path):
     X, model_path, data_path = scoring_problem(tmp_path, 40_000, 4_000, seed=4,
                                                chunk_rows=2_000)  # 20 chunks
@@ -88,3 +125,77 @@ def test_worker_killed_during_scoring(cluster, tmp_path):
     # the probit's predictive, in closed form
     np.testing.assert_allclose(g["proba"][...], norm.cdf(mean / np.sqrt(1.0 + var)),
                                rtol=1e-12)
+
+
+def test_every_worker_killed_at_once_during_scoring(cluster, tmp_path):
+    X, model_path, data_path = scoring_problem(tmp_path, 40_000, 4_000, seed=5,
+                                               chunk_rows=2_000)
+    model = load_model(model_path)
+    out = tmp_path / "s.zarr"
+    with Client(cluster, timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+    proc = subprocess.Popen([str(BIN / "saspa"), "score", str(model_path), str(data_path),
+                             "--out", str(out), "--scheduler", cluster],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = []
+    with Client(cluster, timeout=30) as client:
+        if wait_for_done_flags(out, proc, at_least=2) >= 2:
+            killed = _kill_every_worker(client)
+        stdout, stderr = proc.communicate(timeout=300)
+        client.wait_for_workers(2, timeout=60)
+    assert len(killed) == 2, "the scorer finished before the workers could be killed"
+    assert proc.returncode == 0, stderr
+    g = zarr.open_group(str(out), mode="r")
+    assert g.attrs["complete"] is True and g["done"][...].all()
+    mean, var = model.predict_latent(X)
+    np.testing.assert_allclose(g["mean"][...], mean, rtol=1e-12, atol=1e-14)
+
+
+def test_a_cluster_left_without_workers_ends_the_job_in_one_line(tmp_path):
+    """A scheduler whose only worker is killed and never comes back (no nanny): the
+    job cannot progress, and ends within the watchdog's bound (6 x --timeout) with one
+    line, instead of waiting for ever on a scheduler that still answers."""
+    import time
+
+    X, model_path, data_path = scoring_problem(tmp_path, 40_000, 4_000, seed=6,
+                                               chunk_rows=2_000)
+    sched_file = tmp_path / "scheduler.json"
+    scheduler = subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1",
+                                  "--port", "0", "--no-dashboard", "--scheduler-file",
+                                  str(sched_file)], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+    worker = None
+    try:
+        from conftest import _wait_for_file
+        import json
+
+        _wait_for_file(sched_file)
+        time.sleep(0.5)
+        address = json.loads(sched_file.read_text())["address"]
+        worker = subprocess.Popen([str(BIN / "dask"), "worker", address, "--no-nanny",
+                                   "--nthreads", "1", "--no-dashboard"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(1, timeout=60)
+        out = tmp_path / "s.zarr"
+        proc = subprocess.Popen([str(BIN / "saspa"), "score", str(model_path),
+                                 str(data_path), "--out", str(out), "--scheduler", address,
+                                 "--timeout", "2"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        assert wait_for_done_flags(out, proc, at_least=1) >= 1
+        worker.kill()
+        killed_at = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=120)
+        waited = time.monotonic() - killed_at
+    finally:
+        for p in (worker, scheduler):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    assert proc.returncode == 1, (stdout, stderr)
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("Error: ")]
+    assert len(errors) == 1 and "has had no worker for" in errors[0], stderr
+    assert "Traceback" not in stderr
+    assert waited < 60, waited  # 6 x 2 s, and the checks' own intervals
+    assert not zarr.open_group(str(out), mode="r").attrs.get("complete")

@@ -84,25 +84,14 @@ def add_tuples(a, b):
 
 
 def persist_balanced(build, n_blocks):
-    """Build and persist chunk blocks, spread round-robin over the active Client's workers.
+    """Build and persist chunk blocks on the workers (a plain ``dask.persist``).
 
-    ``build(i)`` returns the delayed block of chunk i; it is created under a worker
-    annotation so the block is *built* where it will stay.  Every sweep's task for a
-    chunk then runs where its block is (the scheduler follows the largest dependency),
-    and the workers carry equal shares.  The worker is a preference, not a
-    restriction: if a worker dies its blocks are rebuilt elsewhere.  Without a
-    distributed Client this is a plain ``dask.persist``.
+    The scheduler spreads the blocks' tasks over the workers it has (each is a root of
+    the graph: queued to the least busy worker), and every sweep's task for a chunk
+    then runs where its block is (it follows its largest dependency).  No block is
+    pinned to a worker's address: a block on a worker that is lost, or every worker
+    restarted at once by their nannies at new addresses, is rebuilt on the workers the
+    cluster has then (tasks restricted to an address, even loosely, stay in the
+    scheduler's "no-worker" state for ever once that address is gone).
     """
-    try:
-        from distributed import get_client
-
-        workers = sorted(get_client().scheduler_info()["workers"])
-    except (ImportError, ValueError):
-        workers = []
-    if not workers:
-        return list(dask.persist(*[build(i) for i in range(n_blocks)]))
-    placed = []
-    for i in range(n_blocks):
-        with dask.annotate(workers=[workers[i % len(workers)]], allow_other_workers=True):
-            placed.append(build(i))
-    return list(dask.persist(*placed, optimize_graph=False))
+    return list(dask.persist(*[build(i) for i in range(n_blocks)]))

@@ -110,6 +110,10 @@ def dask_client(client=None, *, scheduler=None, workers=None, timeout=10, securi
         if lost is not None:
             _quiet_distributed()
             where = scheduler or "the embedded cluster's scheduler"
+            if watchdog is not None and watchdog.no_workers:
+                raise JobError(f"the Dask cluster ({where}) cannot run the job: {lost}; "
+                               "nothing was marked complete: run the job again when it "
+                               "has workers (it resumes where it stopped)") from None
             raise JobError(f"lost the Dask scheduler ({where}) while the job ran "
                            f"({lost}); nothing was marked complete: run the job again "
                            "when the scheduler is back (it resumes where it stopped)") from None
@@ -293,32 +297,55 @@ def _close(client, timeout):
         pass
 
 
+#: a cluster with no worker for this many ``--timeout`` intervals cannot make progress:
+#: long enough for nannies to restart every worker (a few seconds), bounded all the same
+WORKERLESS_INTERVALS = 6
+
+
 class _Watchdog:
     """Asks the scheduler who it is every ``interval`` seconds; when it gives no
-    answer within ``3 * interval``, records why (``lost``) and cuts the client's
-    connections, which cancels the client's work: every wait on it then ends."""
+    answer within ``3 * interval``, or has had no worker for
+    :data:`WORKERLESS_INTERVALS` intervals (every worker lost and none back), records
+    why (``lost``; ``no_workers`` for the second) and cuts the client's connections,
+    which cancels the client's work: every wait on it then ends."""
 
     def __init__(self, client, interval):
         self.client, self.interval, self.bound = client, float(interval), 3.0 * interval
-        self.lost = None
+        self.lost, self.no_workers = None, False
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name="saspa-scheduler-watchdog")
         self._thread.start()
 
     def _run(self):
+        import time
+
+        workerless_since = None
         while not self._stopped.wait(self.interval):
             try:
-                self.client.sync(self.client.scheduler.identity,
-                                 callback_timeout=self.bound)
+                identity = self.client.sync(self.client.scheduler.identity,
+                                            callback_timeout=self.bound)
             except Exception as err:  # a time-out, a closed comm, a closed client
                 if self._stopped.is_set():
                     return
-                self.lost = (f"no answer within {self.bound:g}s" if _is_timeout(err)
-                             else "its connection closed")
-                _quiet_distributed()
-                self.client.loop.add_callback(_cut, self.client)
+                self._give_up(f"no answer within {self.bound:g}s" if _is_timeout(err)
+                              else "its connection closed")
                 return
+            if identity.get("workers"):
+                workerless_since = None
+                continue
+            now = time.monotonic()
+            workerless_since = workerless_since or now
+            waited = now - workerless_since
+            if waited >= WORKERLESS_INTERVALS * self.interval and not self._stopped.is_set():
+                self.no_workers = True
+                self._give_up(f"it has had no worker for {waited:.0f}s")
+                return
+
+    def _give_up(self, why):
+        self.lost = why
+        _quiet_distributed()
+        self.client.loop.add_callback(_cut, self.client)
 
     def stop(self):
         self._stopped.set()
