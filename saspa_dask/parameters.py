@@ -308,8 +308,9 @@ TRAIN_PARAMETERS = (
               "'all' alone learns on every row.", parse=parse_stages),
     Parameter("learning", str, "full-batch", "How hyperparameters and bases are learnt: "
               "full-batch (L-BFGS-B over EP, on a subsample of --hyper-subsample rows when "
-              "the data has more) or stochastic (Adam on minibatches of every row, EP's "
-              "sites tied; memory does not grow with the rows).",
+              "the data has more) or stochastic (Adam on minibatches of every row, by an "
+              "unbiased estimate of the EP energy's gradient; every row keeps its site, "
+              "16 bytes a row).",
               choices=("full-batch", "stochastic")),
     *_STOCHASTIC_FIELDS,
     Parameter("random_state", int, None, "Seed of K-means, the subsample and the spectral "

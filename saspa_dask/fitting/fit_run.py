@@ -68,9 +68,9 @@ def _scaled_starts(learnt, rows, n_samples, sites, learn_here):
     """Where EP on all rows after learning starts: the last stage's posterior at the
     learnt values, its sites on ``rows`` standing for all ``n_samples`` rows (what
     :func:`saspa_dask.ep.driver.coarse_start` builds from every 10th chunk, here from
-    a random sample EP has already converged on, at no cost), or stochastic
-    learning's tied posterior (``rows`` None: its one site already stands for every
-    row).  None when EP on all rows is warm-started by sites or learns itself."""
+    a random sample EP has already converged on, at no cost).  None when EP on all
+    rows is warm-started by sites (stochastic learning's, every row's) or learns
+    itself."""
     if learnt is None or sites is not None or learn_here:
         return None
     factor = 1.0 if rows is None else n_samples / rows.size
@@ -212,7 +212,10 @@ class FitRun:
                 hyper = self._exact_started(hyper, X, targets)
             say(f"EP on {X.shape[0]} rows"
                 + (", learning hyperparameters" if learn_here else ""))
-            covered = bool(stages) and stages[-1].size == X.shape[0]
+            # the stages' sites on every row, or stochastic learning's (it keeps one per
+            # row): EP on all rows starts from them
+            covered = (bool(stages) and stages[-1].size == X.shape[0]) or \
+                plan.stochastic_learning
             final_sites = stage_sites if learn_here or covered else sites
             # Dask inputs keep their sites in a scratch store (removed afterwards)
             with WorkDir(plan.execution.work_dir) if self.lazy else nullcontext() as work:
@@ -436,7 +439,8 @@ class FitRun:
         learnt = learn_stochastic(trainer_for(self.X, targets, None, True), likelihood, hyper,
                                   schedule, seed=seed, time_is_up=self.rule.time_is_up,
                                   callback=tell, watch=self._watch_of(self.X.shape[0]))
-        return learnt, None, None, [], learnt.info["stop_reason"] == "time"
+        sites = [(result.tau, result.nu) for result in learnt.results]
+        return learnt, None, sites, [], learnt.info["stop_reason"] == "time"
 
     # -- what the run says ---------------------------------------------------------
 

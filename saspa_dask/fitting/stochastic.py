@@ -1,34 +1,42 @@
 """Learning the EP energy stochastically, on minibatches of all rows.
 
 Full-batch learning (:mod:`saspa_dask.fitting.trainer`) runs EP to convergence for every
-optimiser evaluation, so it learns on a subsample.  Here, after Hernández-Lobato &
-Hernández-Lobato (AISTATS 2016) and stochastic EP (Li, Hernández-Lobato & Turner 2015),
-one step looks at a minibatch of rows only:
+optimiser evaluation, so it learns on a subsample.  Here, after Hernandez-Lobato &
+Hernandez-Lobato (AISTATS 2016), one step looks at a minibatch of rows only:
 
-1. **Tied sites.**  Every row shares one Gaussian site on the basis values u (M x M
-   and M natural parameters: the sums of the rows' shares), so memory does not grow
-   with N.  The site keeps its meaning on u (function values at the bases) while the
-   kernel changes; it is held in the whitened coordinates of the last kernel and
-   carried to the next by T = L^{-1} L' (near I for a small step: no precision is
-   lost to the conditioning of L).
-2. **EP on the minibatch.**  The cavity removes alpha of one row's share (power EP);
-   each row's tilted distribution gives its projected site (tau_i, nu_i) as a sweep
-   would (:func:`~saspa_dask.ep.sites.site_proposals`), and the tied site moves towards
-   the minibatch's average, N times: A <- (1 - e) A + e N/b Phi^T diag(tau) Phi.
-   The step e is the running average's 1/t at first (the first minibatch sets the
-   site, so a usable model exists after one step), then b/N (every row's information
-   is replaced once an epoch, as in stochastic EP).
-3. **A gradient step.**  The energy's gradient is a sum over rows
-   (:mod:`~saspa_dask.fitting.gradient`: at fixed sites, its terms through the
-   cavities cancel), so N/b times the minibatch's sum, at the tied posterior and the
-   minibatch's sites, estimates it; the kernel, likelihood and basis parameters move
-   together by Adam in the optimiser's coordinates (logs, and basis means scaled by
-   their input's lengthscale).
+1. **Per-row sites and one global approximation.**  Every row keeps its own site
+   (tau_i, nu_i) on its projection phi_i^T v, as full-batch EP does (arrays of N, in
+   the driver's memory: 16 bytes a row and problem).  The global approximation is
+   P = I + sum_i tau_i phi_i phi_i^T, h = sum_i nu_i phi_i over *every* row, held in
+   the whitened coordinates of the last kernel and carried to the next by
+   T = L^{-1} L' (so it keeps its meaning on u while the kernel moves).  Each epoch
+   it is summed again from every row's site at the current kernel (one pass of
+   statistics, the cost of one EP sweep), which clears what the moves left behind.
+2. **A gradient from the global approximation.**  The energy's gradient at fixed
+   sites is a sum over rows given the posterior (:mod:`~saspa_dask.fitting.gradient`;
+   at EP's fixed point it is the gradient of the converged energy, the terms through
+   the sites cancelling).  N/b times the minibatch's sum, at the global posterior and
+   the minibatch's own sites, has that sum as its expectation: unbiased, where a
+   posterior made from the minibatch itself (tied sites, stochastic EP) correlates
+   with the sum it weights and is not.
+3. **EP on the minibatch.**  The minibatch's sites are updated by one damped parallel
+   EP step against the global approximation (cavities remove each row's own site),
+   and the global sums take the difference.  The first epoch only updates sites (each
+   row gets one from the starting kernel), so that no gradient is taken from rows
+   without information.
+4. **Less noise.**  Each epoch the point and sites become the anchor of the next
+   epoch's estimates (SVRG, Johnson & Zhang 2013): a minibatch's sum at the anchor is
+   subtracted and the anchor's sum over every row (computed in the same pass as the
+   global sums) added, which keeps the expectation and takes away the spread the
+   point shares with the anchor.  Near the optimum the estimate's noise falls with
+   the distance moved, where plain minibatch estimates keep theirs.
+5. **A step.**  Adam in the optimiser's coordinates (logs, and basis means scaled by
+   their input's lengthscale), its rate shrinking with the epochs (:data:`RATE_DECAY`),
+   clipped to the box.
 
 Every likelihood, blur family, frequency feature and Power EP's alpha go through the
 same code as full-batch EP.  The learnt values are then polished by exact full-batch EP
-on all rows (the caller's final fit), which is also the reference the tests compare
-with: at the learnt point the full-batch evidence is close to full-batch learning's.
+on all rows, warm-started from the learnt sites.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from scipy.linalg import solve_triangular
 from ..engines.chunks import is_lazy
 from ..ep.driver import ep_evidence
 from ..ep.posterior import Posterior
-from ..ep.sites import site_proposals
+from ..ep.sites import block_pass
 from ..ep.whitening import make_block, relabel_block
 from .gradient import assemble_gradient, gradient_chunk, kernel_terms
 from .trainer import FitOutcome
@@ -99,8 +107,8 @@ class StochasticLearning:
 
 
 # the stop rule compares the mean energy estimate of the last WINDOW_STEPS steps with
-# that of the WINDOW_STEPS before: the estimate of one step is noisy, and early on (at a
-# tied site that lags the moving kernel) it can fall while the fit improves
+# that of the WINDOW_STEPS before: the estimate of one step is noisy, and early on (at
+# sites that lag the moving kernel) it can fall while the fit improves
 WINDOW_STEPS = 250
 
 
@@ -128,17 +136,17 @@ class _Adam:
 
 
 @dataclass
-class _TiedSite:
-    """One problem's tied site: the sums of every row's share, held in the whitened
-    coordinates v = L^{-1} u of the kernel it was last used with (``L``).  When the
-    kernel moves to L', the same site on u reads T^T A T and T^T b with T = L^{-1} L'
-    (close to I for a small step, so nothing is lost to the conditioning of L; a round
-    trip through u would multiply round-off by cond(L))."""
+class _Global:
+    """One problem's global approximation: the site sums A = sum tau_i phi_i phi_i^T
+    and b = sum nu_i phi_i of every row, in the whitened coordinates v = L^{-1} u of
+    the kernel they were last used with (``L``).  When the kernel moves to L', the
+    same sums on u read T^T A T and T^T b with T = L^{-1} L' (close to I for a small
+    step, so nothing is lost to the conditioning of L; a round trip through u would
+    multiply round-off by cond(L))."""
 
     A: np.ndarray
     b: np.ndarray
     L: np.ndarray
-    n_seen: int = 0  # minibatches folded in so far (the running average's count)
 
     def moved_to(self, L):
         """(A, b) in the coordinates of ``L``."""
@@ -146,14 +154,6 @@ class _TiedSite:
             return self.A, self.b
         T = solve_triangular(self.L, L, lower=True, check_finite=False)
         return T.T @ self.A @ T, T.T @ self.b
-
-    def fold_in(self, L, phi, tau, nu, weight, step):
-        """(A, b) in the coordinates of ``L`` moved towards the minibatch's sites
-        scaled by ``weight`` (N / b)."""
-        A, b = self.moved_to(L)
-        A_batch = (phi * tau[:, None]).T @ phi
-        A_new = (1 - step) * A + step * weight * A_batch
-        return 0.5 * (A_new + A_new.T), (1 - step) * b + step * weight * (phi.T @ nu)
 
 
 @dataclass
@@ -195,10 +195,13 @@ class _Minibatches:
         if self.lazy:
             self.x_parts = X.to_delayed().ravel()
             self.y_parts = y.to_delayed().ravel()
+            self.offsets = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]])
 
     def epoch(self):
+        """``(rows, X_B, y_B)``: each minibatch's row numbers (into all N rows) and
+        rows, every row once."""
         if not self.lazy:
-            yield from self._batches(self.X, self.y)
+            yield from self._batches(self.X, self.y, 0)
             return
         order = self.rng.permutation(len(self.x_parts))
         pending = self._fetch(order[0])
@@ -209,7 +212,7 @@ class _Minibatches:
                 raise box["error"]
             if k + 1 < len(order):
                 pending = self._fetch(order[k + 1])
-            yield from self._batches(*box["value"])
+            yield from self._batches(*box["value"], self.offsets[order[k]])
 
     def _fetch(self, index):
         box = {}
@@ -224,19 +227,23 @@ class _Minibatches:
         thread.start()
         return thread, box
 
-    def _batches(self, X, y):
+    def _batches(self, X, y, offset):
         n = X.shape[0]
         order = self.rng.permutation(n)
         for start in range(0, n, self.rows):
             rows = np.sort(order[start:start + self.rows])
             if rows.size:
-                yield X[rows], y[rows]
+                yield offset + rows, X[rows], y[rows]
 
 
 # a basis mean's step, in units of its input's lengthscale, per unit of the learning
 # rate: a tenth (measured on Kin-40k: one lengthscale per unit learnt an energy 0.23
 # nats per row lower at the same steps; benchmarks/RESULTS.md, "Stochastic learning")
 MEAN_STEP = 0.1
+# Adam's rate over the learning epochs e so far is rate / e^RATE_DECAY: the minibatch
+# noise stays as the point settles, so the steps must shrink (Robbins-Monro), slowly
+# enough that a point far from its optimum still gets there
+RATE_DECAY = 0.25
 
 
 def _step_scale(hyper, basis):
@@ -283,22 +290,24 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, time_is
         Called with a record after each epoch (and when the time is up).
     watch : callable, optional
         ``watch(make_outcome, iteration=steps)`` after each step: ``make_outcome()``
-        gives the point and tied posteriors so far, a model to measure
+        gives the point and the global posteriors so far, a model to measure
         (:class:`~saspa_dask.fitting.held_out.HeldOutWatch`).
 
     Returns
     -------
     FitOutcome
-        The learnt point; ``results`` hold each problem's tied posterior (an anytime
-        model), ``trace`` the per-epoch records, ``info`` how it stopped.
+        The learnt point; ``results`` hold each problem's global posterior and per-row
+        sites (an anytime model, and EP's warm start), ``trace`` the per-epoch records,
+        ``info`` how it stopped.
     """
     learner = _Learner(trainer, likelihood, start, schedule)
     stream = _Minibatches(trainer.X, trainer.y, schedule.batch_rows, seed)
     N, t0 = trainer.X.shape[0], time.perf_counter()
     stop_reason, epoch, trace = "cap", 0, []
     while epoch < math.ceil(schedule.max_epochs):
-        for X_B, y_B in stream.epoch():
-            learner.step(X_B, y_B)
+        learning = epoch > 0  # the first epoch gives every row its site
+        for rows, X_B, y_B in stream.epoch():
+            learner.step(rows, X_B, y_B, learning)
             if watch is not None:
                 watch(learner.current, iteration=learner.steps)
             if time_is_up is not None and time_is_up():
@@ -313,60 +322,181 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, time_is
             callback(trace[-1])
         if stop_reason == "time" or learner.rows_seen >= schedule.max_epochs * N:
             break
-        if learner.progress.converged(schedule.tol):
+        learner.refresh()
+        learner.anchor()
+        if learning and learner.progress.converged(schedule.tol):
             stop_reason = "energy"
             break
     return learner.outcome(stop_reason, trace, epoch, t0)
 
 
 class _Learner:
-    """The state of stochastic learning: the point, its kernel, the tied sites, Adam."""
+    """The state of stochastic learning: the point, its kernel, every row's sites, the
+    global approximations, Adam."""
 
     def __init__(self, trainer, likelihood, start, schedule):
         self.trainer, self.likelihood, self.schedule = trainer, likelihood, schedule
         self.hyper = start
         self.basis, self.L, self.jitter = trainer.whitening(start)
-        M = self.basis.means.shape[0]
+        M, self.N = self.basis.means.shape[0], trainer.X.shape[0]
         self.labels = trainer.labels or [None]
-        self.sites = [_TiedSite(np.zeros((M, M)), np.zeros(M), self.L) for _ in self.labels]
+        self.tau = [np.zeros(self.N) for _ in self.labels]
+        self.nu = [np.zeros(self.N) for _ in self.labels]
+        self.globals = [_Global(np.zeros((M, M)), np.zeros(M), self.L) for _ in self.labels]
+        self.damping = float(trainer.settings.step)
         self.adam = _Adam(schedule.learning_rate)
         self.progress = _Progress()
         self.bounds = np.array([(-np.inf if lo is None else lo, np.inf if hi is None else hi)
                                 for lo, hi in start.bounds()], dtype=np.float64)
-        self.N = trainer.X.shape[0]
         self.steps = self.rows_seen = self.n_rejected = self.n_invalid = 0
+        self.n_refreshes = 0  # sums made again within an epoch (an indefinite I + A)
+        self._anchor = None  # the gradient's control variate (gradient_estimate)
 
-    def step(self, X_B, y_B):
-        """EP on the minibatch's rows for every problem, then one Adam step."""
-        hyper, basis, L, N, b = self.hyper, self.basis, self.L, self.N, X_B.shape[0]
-        lik = hyper.bind(self.likelihood)
-        block = make_block(X_B, y_B, basis.means, basis.blur, hyper.lengthscale,
-                           hyper.signal_variance, L, self.trainer.approximation,
-                           basis.frequencies, basis.phases, hyper.kernel_spec)
-        total, energy = None, 0.0
-        full = self.trainer.full_moments(hyper)
-        for site, label in zip(self.sites, self.labels):
-            problem = block if label is None else relabel_block(block, label)
-            outcome = _site_step(site, problem, L, lik, N, b)
-            self.n_rejected += outcome["rejected"]
-            self.n_invalid += outcome["invalid"]
-            summary = _scaled(gradient_chunk(
-                X_B, problem, outcome["tau"], outcome["nu"], outcome["posterior"], lik, L,
-                basis.means, hyper.lengthscale, full, _fourier(basis, hyper),
-                kernel_terms(basis, hyper)), N / b)
-            energy += ep_evidence(outcome["posterior"], summary.evidence_terms)
-            total = summary if total is None else total.merge(summary)
-        self.progress.add(energy / N)
-        self._move(hyper.gradient_vector(assemble_gradient(total, basis, hyper, L)))
+    def _block(self, X, y):
+        hyper, basis = self.hyper, self.basis
+        return make_block(X, y, basis.means, basis.blur, hyper.lengthscale,
+                          hyper.signal_variance, self.L, self.trainer.approximation,
+                          basis.frequencies, basis.phases, hyper.kernel_spec)
+
+    def step(self, rows, X_B, y_B, learning=True):
+        """For every problem: the gradient's minibatch estimate at the global
+        approximation (when ``learning``), then EP on the minibatch's sites; then one
+        Adam step."""
+        lik = self.hyper.bind(self.likelihood)
+        block = self._block(X_B, y_B)
+        grad = self.gradient_estimate(rows, X_B, y_B, block) if learning else None
+        energy = 0.0
+        for k, problem in enumerate(self._problems(block)):
+            A_v, b_v, posterior = self._global_posterior(k)
+            tau, nu = self.tau[k][rows], self.nu[k][rows]
+            proposal = block_pass(problem, tau, nu, posterior, lik)
+            energy += ep_evidence(posterior, proposal.evidence_terms * self.N / rows.size)
+            self.n_invalid += proposal.n_invalid
+            self._update_sites(k, rows, problem.phi, tau, nu, proposal, A_v, b_v)
+        self.progress.add(energy / self.N)
+        if learning:
+            self._move(grad)
         self.steps += 1
-        self.rows_seen += b
+        self.rows_seen += rows.size
+
+    def _problems(self, block):
+        return [block if label is None else relabel_block(block, label)
+                for label in self.labels]
+
+    def gradient_estimate(self, rows, X_B, y_B, block=None):
+        """The energy gradient's estimate (in the optimiser's coordinates) from the
+        minibatch ``rows`` (its rows ``X_B``, ``y_B``; ``block`` their whitened block at
+        the current kernel, made when not given): N/b times its rows' sum at the global
+        posterior and their own sites, whose expectation over minibatches is the sum
+        over every row (module docstring); with an anchor (:meth:`anchor`), less the
+        same minibatch's sum at the anchor plus the anchor's sum over every row, whose
+        expectation is the same and whose spread shrinks as the point nears the anchor
+        (SVRG, Johnson & Zhang 2013)."""
+        state = self._state()
+        estimate = state.minibatch_gradient(rows, X_B, y_B, block)
+        if self._anchor is not None:
+            estimate = (estimate - self._anchor.minibatch_gradient(rows, X_B, y_B)
+                        + self._anchor.full_gradient)
+        return estimate
+
+    def _state(self):
+        """The current point as a :class:`_PointState` (its global posteriors)."""
+        posteriors = [self._global_posterior(k)[2] for k in range(len(self.labels))]
+        return _PointState(self, self.hyper, self.basis, self.L, posteriors,
+                           self.tau, self.nu)
+
+    def anchor(self):
+        """Make the current point and sites the anchor of the gradient estimates: its
+        gradient summed over every row (one pass, after :meth:`refresh`)."""
+        state = self._state()
+        state.tau = [t.copy() for t in self.tau]
+        state.nu = [n.copy() for n in self.nu]
+        total = None
+        for start, stop, X, y in self._row_blocks():
+            summary = state.summary(np.arange(start, stop), X, y, None, scale=1.0)
+            total = summary if total is None else total.merge(summary)
+        state.full_gradient = state.vector(total)
+        self._anchor = state
+
+    def _global_posterior(self, k):
+        """Problem ``k``'s global sums at the current kernel and their posterior.  The
+        running sums move sites along their rows' current directions, which a kernel
+        step since has turned: where that left I + A indefinite, they are summed
+        again from every row (:meth:`refresh`)."""
+        for _ in range(2):
+            A_v, b_v = self.globals[k].moved_to(self.L)
+            try:
+                return A_v, b_v, Posterior.from_statistics(A_v, b_v)
+            except LinAlgError:
+                self.n_refreshes += 1
+                self.refresh()
+        raise FloatingPointError("stochastic learning: the global approximation is not "
+                                 "positive definite even summed again from every row")
+
+    def _update_sites(self, k, rows, phi, tau, nu, proposal, A_v, b_v):
+        """The minibatch's sites moved by a damped EP step, and the global sums by the
+        difference; the step halved while the global precision is not positive
+        definite (negative site precisions), and dropped (counted) after 4 halvings."""
+        step = self.damping
+        for _ in range(5):
+            tau_new = tau + step * (proposal.tau_prop - tau)
+            nu_new = nu + step * (proposal.nu_prop - nu)
+            dt = tau_new - tau
+            A_new = A_v + (phi * dt[:, None]).T @ phi
+            b_new = b_v + phi.T @ (nu_new - nu)
+            A_new = 0.5 * (A_new + A_new.T)
+            try:
+                Posterior.from_statistics(A_new, b_new)
+            except LinAlgError:
+                step *= 0.5
+                continue
+            self.tau[k][rows], self.nu[k][rows] = tau_new, nu_new
+            self.globals[k] = _Global(A_new, b_new, self.L)
+            return
+        self.n_rejected += 1
+        self.globals[k] = _Global(A_v, b_v, self.L)
+
+    def refresh(self):
+        """The global sums summed again from every row's site at the current kernel
+        (one pass of statistics over the rows, as in an EP sweep)."""
+        M = self.basis.means.shape[0]
+        sums = [[np.zeros((M, M)), np.zeros(M)] for _ in self.labels]
+        for start, stop, X, y in self._row_blocks():
+            phi = self._block(X, y).phi
+            for k in range(len(self.labels)):
+                tau, nu = self.tau[k][start:stop], self.nu[k][start:stop]
+                sums[k][0] += (phi * tau[:, None]).T @ phi
+                sums[k][1] += phi.T @ nu
+        for k, (A, b) in enumerate(sums):
+            A = 0.5 * (A + A.T)
+            try:
+                Posterior.from_statistics(A, b)
+            except LinAlgError:  # keep the running sums (negative sites at a new kernel)
+                continue
+            self.globals[k] = _Global(A, b, self.L)
+
+    def _row_blocks(self):
+        """``(start, stop, X, y)`` of every row, a block (or a chunk) at a time."""
+        X, y = self.trainer.X, self.trainer.y
+        if is_lazy(X):
+            edges = np.concatenate([[0], np.cumsum(X.chunks[0])])
+            for k, (xb, yb) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed().ravel())):
+                Xc, yc = dask.compute(xb, yb)
+                yield edges[k], edges[k + 1], np.asarray(Xc, dtype=np.float64), np.asarray(yc)
+            return
+        step = self.trainer.block_rows
+        for start in range(0, self.N, step):
+            yield start, min(start + step, self.N), X[start:start + step], y[start:start + step]
 
     def _move(self, grad):
-        """Adam's step from the current point, clipped to the box; a point whose basis
+        """Adam's step from the current point (its rate divided by the learning epochs
+        so far to the power :data:`RATE_DECAY`), clipped to the box; a point whose basis
         covariance cannot be factorised is skipped (counted)."""
         if not np.all(np.isfinite(grad)):
             self.n_rejected += 1
             return
+        epochs = max(1.0, self.rows_seen / self.N)  # the first epoch learns nothing
+        self.adam.rate = self.schedule.learning_rate / epochs ** RATE_DECAY
         x = self.hyper.to_log() + self.adam.step(grad, _step_scale(self.hyper, self.basis))
         trial = self.hyper.from_log(np.clip(x, self.bounds[:, 0], self.bounds[:, 1]))
         try:
@@ -380,8 +510,11 @@ class _Learner:
                              self.hyper, t0)
 
     def current(self):
-        """The point and its tied posteriors so far (an anytime model)."""
-        results = [_tied_result(site, self.L) for site in self.sites]
+        """The point, its global posteriors and every row's sites so far (an anytime
+        model)."""
+        results = [_LearntResult(Posterior.from_statistics(*g.moved_to(self.L)),
+                                 self.tau[k].copy(), self.nu[k].copy())
+                   for k, g in enumerate(self.globals)]
         return FitOutcome(self.hyper, self.basis, self.L, self.jitter, results,
                           float("nan"))
 
@@ -434,43 +567,50 @@ def _fourier(basis, hyper):
     return (basis.frequencies, basis.phases, basis.window_variance, hyper.signal_variance)
 
 
-def _site_step(site, block, L, likelihood, N, b):
-    """One tied-site EP step of a problem on a minibatch: the minibatch's projected
-    sites at the cavity, the tied site moved towards them, and the posterior after."""
-    alpha = likelihood.alpha
-    A_v, b_v = site.moved_to(L)
-    share = alpha / N  # the cavity removes alpha of one row's share of the tied site
-    try:
-        cavity = Posterior.from_statistics((1 - share) * A_v, (1 - share) * b_v)
-    except LinAlgError:
-        cavity = Posterior.prior(A_v.shape[0])
-    mc, sc = cavity.marginals(block.phi)
-    tau, nu, _, ok = site_proposals(likelihood, block.y, mc, sc, block.lam)
-    tau, nu = np.where(ok, tau, 0.0), np.where(ok, nu, 0.0)
-    step = max(1.0 / (site.n_seen + 1), b / N)
-    rejected = 0
-    A_new, b_new = site.fold_in(L, block.phi, tau, nu, N / b, step)
-    try:
-        posterior = Posterior.from_statistics(A_new, b_new)
-        site.A, site.b, site.L = A_new, b_new, L
-        site.n_seen += 1
-    except LinAlgError:  # negative site precisions made P indefinite: keep the old site
-        rejected = 1
-        posterior = Posterior.from_statistics(A_v, b_v)
-        site.A, site.b, site.L = A_v, b_v, L
-    return {"posterior": posterior, "tau": tau, "nu": nu, "rejected": rejected,
-            "invalid": int((~ok).sum())}
+class _PointState:
+    """A point of learning with what its gradient terms need: the kernel, the global
+    posteriors, every row's sites (the current ones, or an anchor's copies)."""
+
+    def __init__(self, learner, hyper, basis, L, posteriors, tau, nu):
+        self.learner, self.hyper, self.basis, self.L = learner, hyper, basis, L
+        self.posteriors, self.tau, self.nu = posteriors, tau, nu
+        self.full_gradient = None
+
+    def summary(self, rows, X, y, block, scale):
+        """``scale`` times the rows' gradient sums at this point, every problem merged."""
+        hyper, basis, L = self.hyper, self.basis, self.L
+        if block is None:
+            block = make_block(X, y, basis.means, basis.blur, hyper.lengthscale,
+                               hyper.signal_variance, L, self.learner.trainer.approximation,
+                               basis.frequencies, basis.phases, hyper.kernel_spec)
+        lik = hyper.bind(self.learner.likelihood)
+        full, total = self.learner.trainer.full_moments(hyper), None
+        for k, problem in enumerate(self.learner._problems(block)):
+            summary = _scaled(gradient_chunk(
+                X, problem, self.tau[k][rows], self.nu[k][rows], self.posteriors[k], lik, L,
+                basis.means, hyper.lengthscale, full, _fourier(basis, hyper),
+                kernel_terms(basis, hyper)), scale)
+            total = summary if total is None else total.merge(summary)
+        return total
+
+    def vector(self, summary):
+        return self.hyper.gradient_vector(assemble_gradient(summary, self.basis, self.hyper,
+                                                            self.L))
+
+    def minibatch_gradient(self, rows, X_B, y_B, block=None):
+        """N/b times the minibatch's gradient sum at this point, as a vector."""
+        return self.vector(self.summary(rows, X_B, y_B, block,
+                                        self.learner.N / rows.size))
 
 
 @dataclass
-class _TiedResult:
-    """What the caller reads of a problem after stochastic learning: its posterior."""
+class _LearntResult:
+    """What the caller reads of a problem after stochastic learning: its global
+    posterior and every row's sites (EP on all rows starts from them)."""
 
     posterior: Posterior
+    tau: np.ndarray
+    nu: np.ndarray
     converged: bool = False
     n_sweeps: int = 0
     log_evidence: float = float("nan")
-
-
-def _tied_result(site, L):
-    return _TiedResult(Posterior.from_statistics(*site.moved_to(L)))

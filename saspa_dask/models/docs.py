@@ -161,11 +161,12 @@ _SHARED_PARAMS_DOC = """
         How the hyperparameters (and bases) are learnt.  ``full-batch``: L-BFGS-B,
         each evaluation a full EP run (on ``hyper_subsample`` rows when the data has
         more).  ``stochastic``: on minibatches of every row (Hernandez-Lobato &
-        Hernandez-Lobato 2016; stochastic EP): the rows' sites are tied into one
-        site on the basis values, moved by EP on each minibatch, while Adam moves
-        the kernel, likelihood and basis parameters by the minibatch's estimate of
-        the energy's gradient; memory does not grow with the rows, and
-        ``max_fit_time`` ends it with the values reached.  EP on all rows then runs
+        Hernandez-Lobato 2016): every row keeps its EP site (16 bytes a row), EP
+        updates a minibatch's sites against the global approximation, and Adam moves
+        the kernel, likelihood and basis parameters by the minibatch's unbiased
+        estimate of the energy's gradient (variance-reduced each epoch); memory
+        grows with the rows by those sites only, and ``max_fit_time`` ends it with
+        the values reached.  EP on all rows then runs
         at the learnt values either way.  Measured (``benchmarks/RESULTS.md``,
         "Stochastic learning"): on Kin-40k with delta bases it reached full-batch's
         held-out accuracy at a third of its CPU; on Pumadyn-32nm and with full blurs
