@@ -442,20 +442,20 @@ RETRAIN_JOB_PARAMETERS = (
     _LATEST, _TEST,
 )
 
-_ID_HEADER = Parameter("id_header", str, None, "CSV / Parquet: the ids' column header: "
-                       "id, or the source's own id column name (source).  Default: id, "
-                       "with a FutureWarning where the source named it otherwise (source "
-                       "becomes the default in the next release).", choices=("id", "source"))
+_ID_HEADER = Parameter("id_header", str, "source", "CSV / Parquet: the ids' column header: "
+                       "the source's own id column name (source; id where that name is "
+                       "also an output's), or id.", choices=("id", "source"))
 _INTERVAL = Parameter("interval_level", float, 0.95, "A gaussian regressor's lower and "
                       "upper: the central interval holding a new observation with this "
                       "probability (the noise included).")
 
 SCORE_PARAMETERS = (
     _MODEL, _DATA,
-    _path("out", "Score store to write (zarr), or the CSV / Parquet file with --format.",
-          required=True),
-    Parameter("format", str, "zarr", "zarr: a resumable score store; csv or parquet: one "
-              "file (Parquet needs pyarrow).", choices=("zarr", "csv", "parquet")),
+    _path("out", "Score store to write (zarr), or the CSV / Parquet file (by its suffix, "
+          "or --format).", required=True),
+    Parameter("format", str, None, "zarr: a resumable score store; csv or parquet: one "
+              "file (Parquet needs pyarrow).  Default: from --out's suffix (.csv, "
+              ".parquet or .pq; zarr otherwise).", choices=("zarr", "csv", "parquet")),
     _flag("overwrite", "Replace a complete or foreign store."),
     _ESCAPE, _INTERVAL, _ID_HEADER,
 )

@@ -230,18 +230,20 @@ def test_a_reader_never_undoes_a_live_writers_swap(tmp_path):
     assert zarr.open_group(str(store), mode="r").attrs["which"] == "new"
 
 
-def test_a_pointer_that_cannot_move_says_the_model_was_saved(tmp_path, threads_client):
+def test_a_pointer_that_cannot_be_written_is_refused_before_training(tmp_path,
+                                                                      threads_client):
     """The hostile pass's case: a failed --latest update exited 1 with a bare "No space
-    left on device" though the model was saved."""
+    left on device" though the model was saved.  A pointer path that cannot be written
+    (under a file) is now refused before any work, naming it."""
     from saspa_dask import jobs
 
     _, _, data = scoring_problem(tmp_path, 2_000, 500, seed=15)
     (tmp_path / "not-a-folder").write_text("")
-    with pytest.raises(jobs.JobError, match=r"the model was saved to .*t.zarr, but the "
-                                            r"pointer .*latest could not be moved to it"):
+    with pytest.raises(jobs.JobError, match=r"not-a-folder/latest: the pointer cannot be "
+                                            r"written there \(Not a directory\)"):
         jobs.train(data, tmp_path / "t.zarr", n_bases=4, optimize_hyperparameters=False,
                    latest=tmp_path / "not-a-folder" / "latest", client=threads_client)
-    assert load_model(tmp_path / "t.zarr").n_features_in_ == 6
+    assert not (tmp_path / "t.zarr").exists()
 
 
 def test_a_missing_data_store_is_named_not_its_lock_file(tmp_path):

@@ -72,11 +72,16 @@ def test_evaluate_matches_metrics_from_predictions(classification):
     assert metrics["rows"] == 12_000
     assert metrics["error"] == pytest.approx(np.mean(model.predict(X) != y), abs=1e-12)
     assert metrics["nlp"] == pytest.approx(-np.mean(np.log(p_true)), rel=1e-9)
-    # the error's context: always the commonest class; the Brier score of two classes
+    # the error's context: always the commonest class; the Brier score of two classes,
+    # scikit-learn's (the mean squared error of P(positive))
+    from sklearn.metrics import brier_score_loss
+
     positive = np.mean(y == model.classes_[1])
     assert metrics["base_error"] == pytest.approx(min(positive, 1 - positive), abs=1e-12)
     is_positive = (y == model.classes_[1]).astype(float)
-    assert metrics["brier"] == pytest.approx(2 * np.mean((proba[:, 1] - is_positive) ** 2),
+    assert metrics["brier"] == pytest.approx(np.mean((proba[:, 1] - is_positive) ** 2),
+                                             rel=1e-9)
+    assert metrics["brier"] == pytest.approx(brier_score_loss(is_positive, proba[:, 1]),
                                              rel=1e-9)
 
 
@@ -227,3 +232,17 @@ def test_killed_scorer_resumes_and_marks_only_written_chunks(tmp_path):
     np.testing.assert_allclose(g["mean"][...], mean, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(g["variance"][...], var, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(g["proba"][...], proba, rtol=1e-12)
+
+
+def test_the_brier_score_is_scikit_learns_for_two_classes_and_more():
+    from sklearn.metrics import brier_score_loss
+
+    from saspa_dask.fitting.held_out import class_metrics
+
+    rng = np.random.default_rng(3)
+    for k in (2, 3, 5):
+        proba = rng.dirichlet(np.ones(k), size=200)
+        codes = rng.integers(0, k, 200)
+        expected = (brier_score_loss(codes, proba[:, 1]) if k == 2
+                    else brier_score_loss(codes, proba, labels=np.arange(k)))
+        assert class_metrics(proba, codes)["brier"] == pytest.approx(expected, rel=1e-12)

@@ -95,7 +95,7 @@ def test_ids_imputation_and_row_numbers_reach_the_exported_scores(people_store, 
         out = list(csv.DictReader(fh))
     model = load_model(d / "m.zarr")
     source_rows = [int(r["row"]) for r in out]
-    assert [r["id"] for r in out] == [rows[1 + k][0] for k in source_rows]
+    assert [r["key"] for r in out] == [rows[1 + k][0] for k in source_rows]
     proba = model.predict_proba(X[source_rows])[:, list(model.classes_).index(1.0)]
     np.testing.assert_allclose([float(r["proba[good]"]) for r in out], proba, rtol=1e-10)
     assert {r["label"] for r in out} <= {"good", "bad"}
@@ -123,7 +123,7 @@ def test_ids_are_kept_exactly_and_formulas_escaped_in_csv(tmp_path, threads_clie
         jobs.score(tmp_path / "m.zarr", tmp_path / "t.zarr", out, format="csv",
                    escape_formulas=escape, client=threads_client)
         with open(out, newline="") as fh:
-            written = [r["id"] for r in csv.DictReader(fh)]
+            written = [r["key"] for r in csv.DictReader(fh)]
         expected = [(escaped.get(k, "'" + k) if escape else k) for k in ids * 20]
         assert written == expected
 
@@ -231,7 +231,7 @@ def test_predict_scores_a_file_directly_and_resumes(people_store, tmp_path):
     import pyarrow.parquet as pq
 
     table = pq.read_table(tmp_path / "p.parquet").to_pydict()
-    assert table["id"] == [r[0] for r in new[1:]] and table["row"] == list(range(50))
+    assert table["key"] == [r[0] for r in new[1:]] and table["row"] == list(range(50))
     ages = np.array([float(r[1]) for r in rows[1:] if r[1]])
     X, _ = own_encoding([r + ["bad"] for r in new], {"age": float(np.median(ages))})
     model = load_model(d / "m.zarr")
@@ -498,9 +498,9 @@ def test_max_categories_keeps_the_commonest_and_groups_the_rest(tmp_path):
 
 
 def test_the_ids_header_is_the_sources_name_when_asked(tmp_path, threads_client):
-    """The id column keeps the source's name (``key``) with ``id_header="source"``,
-    in CSV and Parquet (as text); the default writes ``id`` and says, once, that the
-    next release writes the source's name; ``id_header="id"`` chooses ``id`` quietly."""
+    """The id column keeps the source's name (``key``) with ``id_header="source"`` (the
+    default), in CSV and Parquet (as text), without a warning; ``id_header="id"``
+    chooses ``id``."""
     import warnings
 
     pq = pytest.importorskip("pyarrow.parquet")
@@ -529,11 +529,12 @@ def test_the_ids_header_is_the_sources_name_when_asked(tmp_path, threads_client)
     assert table.column("key").to_pylist() == ids
     with open(tmp_path / "i.csv", newline="") as fh:
         assert [r["id"] for r in csv.DictReader(fh)] == ids
-    with pytest.warns(FutureWarning, match="'key', the source's name"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the default warns nothing
         jobs.score(tmp_path / "m.zarr", tmp_path / "t.zarr", tmp_path / "d.csv",
                    format="csv", client=threads_client)
     with open(tmp_path / "d.csv", newline="") as fh:
-        assert [r["id"] for r in csv.DictReader(fh)] == ids
+        assert [r["key"] for r in csv.DictReader(fh)] == ids
     shown = in_process.saspa("score", tmp_path / "m.zarr", tmp_path / "t.zarr",
                              "--out", tmp_path / "c.csv", "--format", "csv",
                              "--id-header", "source")

@@ -199,6 +199,9 @@ def check_pointer(pointer, inputs=None):
     holds = describe_path(pointer)
     if holds in (None, "a symbolic link"):
         return
+    if holds.startswith("something that cannot be examined"):
+        raise StoreError(f"{pointer}: the pointer cannot be written there "
+                         f"({holds.split('(', 1)[-1].rstrip(')')}); choose another --latest")
     try:
         raw = read_regular(pointer, limit=_POINTER_BYTES, what="a model pointer")
         lines = raw.decode("utf-8").strip().splitlines()

@@ -81,16 +81,20 @@ def metric_sums_at(posterior, mean, var, y):
 
 
 def class_metrics(proba, codes):
-    """What a classifier's probabilities say beyond the error: the Brier score (the
-    mean over rows of the squared distance between the class probabilities and the
-    one-hot truth) and ``base_error``, the error of always predicting the commonest
-    class of these rows (the error's context)."""
+    """What a classifier's probabilities say beyond the error: the Brier score as
+    scikit-learn's ``brier_score_loss`` defines it (two classes: the mean squared
+    difference between P(positive) and the 0/1 truth; more: the mean over rows of the
+    squared distance between the class probabilities and the one-hot truth, summed
+    over the classes) and ``base_error``, the error of always predicting the
+    commonest class of these rows (the error's context)."""
     proba = np.asarray(proba, dtype=np.float64)
     codes = np.asarray(codes)
     n_rows, n_classes = proba.shape
     counts = np.bincount(codes, minlength=n_classes)
     squared = (proba * proba).sum(axis=1) - 2.0 * proba[np.arange(n_rows), codes] + 1.0
-    return {"brier": float(squared.mean()), "base_error": 1.0 - counts.max() / n_rows}
+    # two classes: the sum over both is twice P(positive)'s squared error
+    brier = squared.mean() / (2.0 if n_classes == 2 else 1.0)
+    return {"brier": float(brier), "base_error": 1.0 - counts.max() / n_rows}
 
 
 def metrics_from_sums(sums, is_classifier, context=False):

@@ -49,7 +49,7 @@ def _load(model):
     return _LoadedModel(fitted, columns, attrs.get("target_classes"), path, attrs)
 
 
-def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=True,
+def score(model, data, out, *, overwrite=False, format=None, escape_formulas=True,
           interval_level=0.95, id_header=None, client=None, scheduler=None, workers=None, timeout=10,
           security=None, echo=None, dashboard=False):
     """Score a data store's X with a model into a zarr score store, resumably.
@@ -70,8 +70,9 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
         Score store (``format="zarr"``), or the CSV / Parquet file to write.
     overwrite : bool
         Replace a complete or foreign store (or an existing file) at ``out``.
-    format : {"zarr", "csv", "parquet"}
-        With csv or parquet the zarr score store is written beside ``out`` (hidden,
+    format : {"zarr", "csv", "parquet"}, optional
+        Default: from ``out``'s suffix (``.csv``; ``.parquet`` or ``.pq``; zarr for any
+        other).  With csv or parquet the zarr score store is written beside ``out`` (hidden,
         resumable: reused by a rerun with the same model and data, started anew
         otherwise), exported chunk by chunk, then removed.
     escape_formulas : bool
@@ -79,19 +80,20 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
         leading ``'`` (:mod:`~saspa_dask.storage.export`).
     interval_level : float in (0, 1)
         The probability of a gaussian regressor's ``lower`` / ``upper`` interval.
-    id_header : {"id", "source"}, optional
-        CSV / Parquet: the ids' header, ``id`` or the source's own id column name
-        (:func:`~saspa_dask.storage.export.export_scores`; None: ``id``, with a
-        FutureWarning where the source named it otherwise).
+    id_header : {"source", "id"}, optional
+        CSV / Parquet: the ids' header, the source's own id column name (None:
+        the same) or ``id`` (:func:`~saspa_dask.storage.export.export_scores`).
     client, scheduler, workers, timeout, security, echo, dashboard
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
 
     Returns
     -------
     dict
-        ``chunks_total``, ``chunks_written`` (this run), ``rows``, ``columns`` (how
-        the data's columns were matched to the model's).
+        ``chunks_total``, ``chunks_written`` (this run), ``rows``, ``format`` (what was
+        written), ``columns`` (how the data's columns were matched to the model's).
     """
+    if format is None:
+        format = _format_of(out, default="zarr")
     if format not in ("zarr", *EXPORT_FORMATS):
         raise JobError(f"format must be zarr, csv or parquet, got {format!r}")
     _check_level(interval_level)
@@ -101,11 +103,12 @@ def score(model, data, out, *, overwrite=False, format="zarr", escape_formulas=T
         check_destination(out, overwrite or format == "zarr", _OUTPUT_KINDS[format],
                           {"data store": data, "model": loaded.path, "model pointer": model})
     with locked(out, "score output"):
-        return _score_locked(loaded, data, out, overwrite, (format, escape_formulas,
-                                                            id_header),
-                             dict(client=client, scheduler=scheduler, workers=workers,
-                                  timeout=timeout, security=security, echo=echo,
-                                  dashboard=dashboard), interval_level)
+        result = _score_locked(loaded, data, out, overwrite, (format, escape_formulas,
+                                                              id_header),
+                               dict(client=client, scheduler=scheduler, workers=workers,
+                                    timeout=timeout, security=security, echo=echo,
+                                    dashboard=dashboard), interval_level)
+    return {**result, "format": format}
 
 
 # what each format writes at --out; a zarr score store that exists is resumed when
@@ -281,12 +284,16 @@ def _reusable_work(work, recipe):
     return None if complete else "the interrupted run had not encoded every row"
 
 
-def _format_of(out):
+def _format_of(out, default=None):
+    """The format ``out``'s suffix names (``default`` for any other suffix; without a
+    default, an error)."""
     suffix = Path(out).suffix.lower()
     if suffix == ".csv":
         return "csv"
     if suffix in (".parquet", ".pq"):
         return "parquet"
+    if default is not None:
+        return default
     raise JobError(f"{out}: say --format csv or parquet (the name ends in neither .csv "
                    "nor .parquet)")
 

@@ -1,7 +1,8 @@
 """Exporting a complete score store to CSV or Parquet, one row chunk at a time.
 
-Columns: ``id`` (when the scored data had an id column; with ``id_header="source"``
-named as the source file named it) and ``row`` (the row's number in the file the data
+Columns: the ids (when the scored data had an id column: under the source file's own
+name for it, or ``id`` with ``id_header="id"`` or where that name is also an output's)
+and ``row`` (the row's number in the file the data
 came from) first, then ``mean`` and ``variance`` (one per class for
 a one-vs-rest model, named ``mean[LABEL]``), ``proba[LABEL]`` for each class whose probability the store holds,
 ``label`` (the predicted class's original label) and ``rate`` (Poisson).  The file is
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -81,9 +81,8 @@ def _label_text(attrs, values):
 
 def export_scores(store, path, fmt, escape_formulas=True, id_header=None):
     """Write a complete score store's outputs to ``path`` as CSV or Parquet
-    (``escape_formulas``: see the module docstring; ``id_header``: ``"id"``, or
-    ``"source"`` for the source's own id column name; None is ``"id"``, with a
-    FutureWarning where the source named it otherwise).
+    (``escape_formulas``: see the module docstring; ``id_header``: ``"source"`` (or
+    None) for the source's own id column name, ``"id"`` for ``id``).
 
     Returns the number of rows written.
 
@@ -122,22 +121,14 @@ def export_scores(store, path, fmt, escape_formulas=True, id_header=None):
 
 
 def _id_name(attrs, names, id_header, store):
-    """The ids' column header (:func:`export_scores`)."""
+    """The ids' column header (:func:`export_scores`): the source's own id column name
+    (``id_header`` "source" or None), or ``id`` (asked, or where the source's name is
+    also an output column's)."""
     source = attrs.get("id_column") or "id"
-    if id_header is None:
-        if source != "id":
-            warnings.warn(f"the ids are written under the header 'id'; the next release "
-                          f"writes them as {source!r}, the source's name: pass "
-                          "id_header='source' (--id-header source) or 'id' to choose now",
-                          FutureWarning, stacklevel=5)  # the job function's caller
-        return "id"
-    if id_header not in ("id", "source"):
+    if id_header not in (None, "id", "source"):
         raise StoreError(f"id_header must be 'id' or 'source', got {id_header!r}")
-    if id_header == "id" or source == "id":
+    if id_header == "id" or source in names:
         return "id"
-    if source in names:
-        raise StoreError(f"{store}: the source's id column {source!r} is also the name of "
-                         "an output column; use id_header='id' (--id-header id)")
     return source
 
 
