@@ -32,6 +32,7 @@ _PUBLIC = {
     "FullGPRegressor": ".models",
     "IVMClassifier": ".models",
     "LearntBoundWarning": ".fitting.hyperparameters",
+    "LearningStoppedWarning": ".fitting.hyperparameters",
     "SASPAClassifier": ".models",
     "SASPARegressor": ".models",
     "SparseOnlineGPClassifier": ".models",

@@ -139,7 +139,7 @@ def test_a_time_budget_stops_learning_with_a_usable_model(monkeypatch):
     decides on any machine."""
     from saspa_dask.fitting import stochastic
 
-    monkeypatch.setattr(stochastic._Progress, "converged", lambda self, tol: False)
+    monkeypatch.setattr(stochastic._Progress, "converged", lambda self, *args: False)
     rng = np.random.default_rng(4)
     X = rng.normal(size=(20_000, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=20_000)
@@ -264,7 +264,7 @@ def test_300_epochs_at_the_default_step_end_at_the_full_batch_optimum(name, seed
     signal variance's ridge and ended 1.08 nats per row below on the Gaussian)."""
     from saspa_dask.fitting import stochastic
 
-    monkeypatch.setattr(stochastic._Progress, "converged", lambda self, tol: False)
+    monkeypatch.setattr(stochastic._Progress, "converged", lambda self, *args: False)
     N = 800
     X, y = _two_d(name, N, seed=20 + seed)
     cls = SASPARegressor if name == "gaussian" else SASPAClassifier

@@ -505,3 +505,19 @@ def test_a_latest_pointer_never_replaces_a_users_file(problem, tmp_path):
                                "--fixed-hyperparameters")
         assert res.returncode == 0, res.stderr
         assert pointer.read_text().strip() == f"v{k}.zarr"
+
+
+def test_a_fit_stopped_by_its_cap_warns_in_python_and_says_so_on_the_command_line(
+        problem, tmp_path):
+    """Issue 58: a budget- or cap-stopped fit said "converged True" and, from Python,
+    nothing at all."""
+    from saspa_dask import LearningStoppedWarning, SASPAClassifier
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 2))
+    with pytest.warns(LearningStoppedWarning, match="max_hyper_iter"):
+        SASPAClassifier(n_bases=6, max_hyper_iter=2, random_state=0).fit(X, X[:, 0] > 0)
+    res = in_process.saspa("train", problem / "d.zarr", "--out", tmp_path / "m.zarr",
+                           "--n-bases", 4, "--max-hyper-iter", 2)
+    assert res.returncode == 0, res.stderr
+    assert "learning stopped-at-cap" in res.stdout and "EP converged True" in res.stdout

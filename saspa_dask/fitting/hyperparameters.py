@@ -11,7 +11,8 @@ from ..core.kernel_sums import AdditiveKernel
 from ..core.likelihoods import Shifted
 from .basis_parameters import LearntBases, LearntFeatures
 
-__all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearntBoundWarning", "OFFSET_SPAN",
+__all__ = ["Hyperparameters", "LIKELIHOOD_BOUNDS", "LearningStoppedWarning",
+           "LearntBoundWarning", "OFFSET_SPAN", "learning_stopped_advice",
            "OFFSET_UNIT", "FEATURE_GROUP_RULES", "bound_advice", "by_input_name",
            "additive_lengthscale", "additive_terms_of", "default_lengthscale",
            "feature_groups_of", "resolve_lengthscale", "tied_lengthscale"]
@@ -263,6 +264,26 @@ class Hyperparameters:
                    {"term_weights": [float(w) for w in self.term_weights]}),
                 "blur_scale": float(self.blur_scale), "likelihood": dict(self.likelihood),
                 **({} if self.mean_offset is None else {"mean_offset": self.mean_offset})}
+
+
+class LearningStoppedWarning(UserWarning):
+    """Learning stopped at its iteration or epoch cap, or by ``max_fit_time``, before
+    its stop rule said the energy had settled (``hyperparameter_info_`` says which)."""
+
+
+def learning_stopped_advice(info):
+    """The warning's text for a learning ``info`` stopped by a cap or the budget, or
+    None when learning ended by its rule (or did not run)."""
+    if info.get("hit_time_budget"):
+        return (f"the max_fit_time budget stopped learning after {info['n_iterations']} "
+                "iterations, before its energy settled: the model is the values reached "
+                "(raise max_fit_time)")
+    if info.get("hit_iteration_cap"):
+        what = ("max_epochs (stochastic learning's cap)" if info.get("method") ==
+                "stochastic" else "max_hyper_iter (the optimiser's cap)")
+        return (f"learning stopped at {what} after {info['n_iterations']} iterations, "
+                "before its energy settled (raise the cap)")
+    return None
 
 
 class LearntBoundWarning(UserWarning):

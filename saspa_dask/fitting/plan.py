@@ -25,8 +25,9 @@ from ..ep.approximation import approximation_named
 from ..ep.schedule import EPSchedule
 from .fit_run import FitRun
 from .held_out import HeldOutWatch
-from .hyperparameters import (LearntBoundWarning, additive_terms_of, bound_advice, by_input_name,
-                              feature_groups_of)
+from .hyperparameters import (LearningStoppedWarning, LearntBoundWarning, additive_terms_of,
+                              bound_advice, by_input_name, feature_groups_of,
+                              learning_stopped_advice)
 from .posterior import FittedPosterior, stacked
 from .settings import Execution, StochasticLearning
 from .stages import check_init_sites
@@ -254,6 +255,9 @@ class FitPlan:
         if info.get("at_bounds"):
             warnings.warn(bound_advice(by_input_name(info["at_bounds"], feature_names)),
                           LearntBoundWarning, stacklevel=6)
+        stopped = learning_stopped_advice(info)
+        if stopped is not None:  # as the CLI says it: a Python fit warns too
+            warnings.warn(stopped, LearningStoppedWarning, stacklevel=6)
         results = outcome.results
         one = len(results) == 1
         report = {

@@ -73,8 +73,8 @@ class StochasticLearning:
         Rows per minibatch.
     learning_rate : float, default=0.05
         Adam's step: in log space for lengthscales, variances and likelihood
-        parameters; a basis mean moves a tenth of its input's lengthscale per unit
-        (:data:`MEAN_STEP`).
+        parameters; a basis mean moves :data:`MEAN_STEP` of its input's lengthscale
+        per unit.
     max_epochs : float, default=100
         Passes over the rows at most (on large data ``max_fit_time`` usually ends
         learning first).
@@ -106,10 +106,15 @@ class StochasticLearning:
                 raise ValueError(f"{name}.{field_name} must be a float > 0, got {value!r}")
 
 
-# the stop rule compares the mean energy estimate of the last WINDOW_STEPS steps with
-# that of the WINDOW_STEPS before: the estimate of one step is noisy, and early on (at
-# sites that lag the moving kernel) it can fall while the fit improves
+# the stop rule compares the anchors' energy per row with that of the epochs holding the
+# last WINDOW_STEPS steps: over fewer, a slow climb looks like a plateau
 WINDOW_STEPS = 250
+# an epoch whose anchor lost more than this many nats per row on the last one went too
+# far for the rate: it is undone and the rate halved (at this size, not EP's own
+# transient at sites one epoch old)
+REVERT_DROP = 1e-3
+# and an epoch that gained lets the rate grow back by this factor (at most to its own)
+RATE_GROWTH = 1.5
 
 
 @dataclass
@@ -158,10 +163,12 @@ class _Global:
 
 @dataclass
 class _Progress:
-    """Energy estimates per row: every step's, and their means per epoch."""
+    """Energy estimates per row: every step's, and their means per epoch; and the
+    energy per row of each epoch's anchor (exact at its sites, :meth:`_Learner.anchor`)."""
 
     steps: list = field(default_factory=list)
     per_epoch: list = field(default_factory=list)
+    anchors: list = field(default_factory=list)
     epoch_start: int = 0
 
     def add(self, value):
@@ -173,14 +180,13 @@ class _Progress:
         self.per_epoch.append(float(finite.mean()) if finite.size else -np.inf)
         self.epoch_start = len(self.steps)
 
-    def converged(self, tol):
-        """The mean of the last WINDOW_STEPS estimates gained less than ``tol`` on the
-        mean of the WINDOW_STEPS before them."""
-        if len(self.steps) < 2 * WINDOW_STEPS:
+    def converged(self, tol, steps_per_epoch=1):
+        """The anchors' energy per row gained less than ``tol`` over the last epochs
+        that hold WINDOW_STEPS steps (two at least)."""
+        window = max(2, math.ceil(WINDOW_STEPS / max(steps_per_epoch, 1)))
+        if len(self.anchors) <= window:
             return False
-        last = np.nanmean(self.steps[-WINDOW_STEPS:])
-        before = np.nanmean(self.steps[-2 * WINDOW_STEPS:-WINDOW_STEPS])
-        return bool(last - before < tol)
+        return bool(self.anchors[-1] - self.anchors[-1 - window] < tol)
 
 
 class _Minibatches:
@@ -237,9 +243,9 @@ class _Minibatches:
 
 
 # a basis mean's step, in units of its input's lengthscale, per unit of the learning
-# rate: a tenth (measured on Kin-40k: one lengthscale per unit learnt an energy 0.23
-# nats per row lower at the same steps; benchmarks/RESULTS.md, "Stochastic learning")
-MEAN_STEP = 0.1
+# rate: Pole does best with small steps, Kin-40k with large ones; this is between
+# (benchmarks/RESULTS.md, "Stochastic learning with per-row sites")
+MEAN_STEP = 0.01
 # Adam's rate over the learning epochs e so far is rate / e^RATE_DECAY: the minibatch
 # noise stays as the point settles, so the steps must shrink (Robbins-Monro), slowly
 # enough that a point far from its optimum still gets there
@@ -317,14 +323,16 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, time_is
                 break
         epoch += 1
         learner.progress.end_epoch()
+        ended = stop_reason == "time" or learner.rows_seen >= schedule.max_epochs * N
+        if not ended:  # the next epoch's global sums and anchor (and this one's check)
+            learner.refresh(sweep=True)
+            learner.anchor()
         trace.append(learner.epoch_record(epoch, t0))
         if callback is not None:
             callback(trace[-1])
-        if stop_reason == "time" or learner.rows_seen >= schedule.max_epochs * N:
+        if ended:
             break
-        learner.refresh()
-        learner.anchor()
-        if learning and learner.progress.converged(schedule.tol):
+        if learning and learner.progress.converged(schedule.tol, learner.steps_per_epoch):
             stop_reason = "energy"
             break
     return learner.outcome(stop_reason, trace, epoch, t0)
@@ -351,6 +359,8 @@ class _Learner:
         self.steps = self.rows_seen = self.n_rejected = self.n_invalid = 0
         self.n_refreshes = 0  # sums made again within an epoch (an indefinite I + A)
         self._anchor = None  # the gradient's control variate (gradient_estimate)
+        self.rate_scale, self.n_reverts = 1.0, 0  # halved by each epoch undone
+        self.steps_per_epoch = math.ceil(self.N / schedule.batch_rows)
 
     def _block(self, X, y):
         hyper, basis = self.hyper, self.basis
@@ -407,16 +417,40 @@ class _Learner:
 
     def anchor(self):
         """Make the current point and sites the anchor of the gradient estimates: its
-        gradient summed over every row (one pass, after :meth:`refresh`)."""
+        gradient and its energy summed over every row (one pass, after
+        :meth:`refresh`).  An epoch whose anchor lost more than :data:`REVERT_DROP`
+        nats per row on the last anchor stepped too far: it is undone (the point and
+        sites back to the last anchor's) and Adam starts again at half the rate, so
+        learning cannot run down the energy."""
         state = self._state()
         state.tau = [t.copy() for t in self.tau]
         state.nu = [n.copy() for n in self.nu]
-        total = None
+        total, terms = None, np.zeros(len(self.labels))
         for start, stop, X, y in self._row_blocks():
-            summary = state.summary(np.arange(start, stop), X, y, None, scale=1.0)
+            summary = state.summary(np.arange(start, stop), X, y, None, 1.0, terms)
             total = summary if total is None else total.merge(summary)
         state.full_gradient = state.vector(total)
+        state.energy = sum(ep_evidence(p, t) for p, t in zip(state.posteriors, terms))
+        previous = self._anchor
+        if previous is not None and np.isfinite(previous.energy) and not (
+                state.energy >= previous.energy - REVERT_DROP * self.N):
+            self._restore(previous)
+            return
+        if previous is not None:  # an epoch that gained: the rate may grow again
+            self.rate_scale = min(RATE_GROWTH * self.rate_scale, 1.0)
         self._anchor = state
+        self.progress.anchors.append(state.energy / self.N)
+
+    def _restore(self, state):
+        """Back to an anchor's point and sites (its copies kept), the rate halved."""
+        self.hyper, self.basis, self.L = state.hyper, state.basis, state.L
+        self.jitter = self.trainer.whitening(state.hyper)[2]
+        self.tau = [t.copy() for t in state.tau]
+        self.nu = [n.copy() for n in state.nu]
+        self.refresh()
+        self.rate_scale *= 0.5
+        self.adam = _Adam(self.schedule.learning_rate)
+        self.n_reverts += 1
 
     def _global_posterior(self, k):
         """Problem ``k``'s global sums at the current kernel and their posterior.  The
@@ -456,15 +490,34 @@ class _Learner:
         self.n_rejected += 1
         self.globals[k] = _Global(A_v, b_v, self.L)
 
-    def refresh(self):
+    def refresh(self, sweep=False):
         """The global sums summed again from every row's site at the current kernel
-        (one pass of statistics over the rows, as in an EP sweep)."""
+        (one pass of statistics over the rows); with ``sweep``, then one damped
+        parallel EP sweep of every row's site against them at the current kernel and
+        likelihood, and the sums of the new sites (a second pass): the anchor's sites
+        are then of its own point, not of the points the epoch passed."""
+        self._sum_sites()
+        if sweep:
+            self._sum_sites(self.hyper.bind(self.likelihood))
+
+    def _sum_sites(self, likelihood=None):
+        """One pass: the global sums of every row's site, each site first moved by one
+        damped EP step against the current sums when a ``likelihood`` is given."""
         M = self.basis.means.shape[0]
         sums = [[np.zeros((M, M)), np.zeros(M)] for _ in self.labels]
+        posteriors = None
+        if likelihood is not None:
+            posteriors = [self._global_posterior(k)[2] for k in range(len(self.labels))]
         for start, stop, X, y in self._row_blocks():
-            phi = self._block(X, y).phi
-            for k in range(len(self.labels)):
+            block = self._block(X, y)
+            phi = block.phi
+            for k, problem in enumerate(self._problems(block)):
                 tau, nu = self.tau[k][start:stop], self.nu[k][start:stop]
+                if posteriors is not None:
+                    p = block_pass(problem, tau, nu, posteriors[k], likelihood)
+                    tau = tau + self.damping * (p.tau_prop - tau)
+                    nu = nu + self.damping * (p.nu_prop - nu)
+                    self.tau[k][start:stop], self.nu[k][start:stop] = tau, nu
                 sums[k][0] += (phi * tau[:, None]).T @ phi
                 sums[k][1] += phi.T @ nu
         for k, (A, b) in enumerate(sums):
@@ -496,7 +549,7 @@ class _Learner:
             self.n_rejected += 1
             return
         epochs = max(1.0, self.rows_seen / self.N)  # the first epoch learns nothing
-        self.adam.rate = self.schedule.learning_rate / epochs ** RATE_DECAY
+        self.adam.rate = self.rate_scale * self.schedule.learning_rate / epochs ** RATE_DECAY
         x = self.hyper.to_log() + self.adam.step(grad, _step_scale(self.hyper, self.basis))
         trial = self.hyper.from_log(np.clip(x, self.bounds[:, 0], self.bounds[:, 1]))
         try:
@@ -506,8 +559,8 @@ class _Learner:
             self.n_rejected += 1
 
     def epoch_record(self, epoch, t0):
-        return _epoch_record(epoch, self.steps, self.rows_seen, self.progress, self.N,
-                             self.hyper, t0)
+        return {**_epoch_record(epoch, self.steps, self.rows_seen, self.progress, self.N,
+                                self.hyper, t0), "reverts": self.n_reverts}
 
     def current(self):
         """The point, its global posteriors and every row's sites so far (an anytime
@@ -522,23 +575,27 @@ class _Learner:
         outcome = self.current()
         outcome.trace = trace
         outcome.info = _info(stop_reason, self.schedule, trace, self.steps, epochs,
-                             self.rows_seen, self.n_rejected, self.n_invalid, self.hyper,
-                             self.bounds, t0)
+                             self.rows_seen, self.n_rejected + self.n_reverts, self.n_invalid,
+                             self.hyper, self.bounds, t0)
         return outcome
 
 
-_MESSAGES = {"energy": f"converged: the energy per row rose by less than tol over "
-                       f"{WINDOW_STEPS} steps",
+_MESSAGES = {"energy": f"converged: the energy per row rose by less than tol over the "
+                       f"last epochs of {WINDOW_STEPS} steps",
              "cap": "stopped at max_epochs", "time": "stopped by the time budget"}
 
 
 def _epoch_record(epoch, steps, rows_seen, progress, N, hyper, t0):
     """An epoch's record, shaped as the full-batch optimiser's iterations (the energy
-    is the epoch's mean minibatch estimate)."""
-    energy = progress.per_epoch[-1] * N
+    is the last anchor's, exact at its sites; the epoch's mean minibatch estimate when
+    the epoch made none)."""
+    per_row = progress.anchors[-1] if progress.anchors else progress.per_epoch[-1]
+    energy = per_row * N
     previous = progress.per_epoch[-2] * N if len(progress.per_epoch) > 1 else None
+    if len(progress.anchors) > 1:
+        previous = progress.anchors[-2] * N
     return {"iteration": epoch, "epoch": epoch, "steps": steps, "rows": rows_seen,
-            "log_evidence": float(energy), "energy_per_row": progress.per_epoch[-1],
+            "log_evidence": float(energy), "energy_per_row": per_row,
             "relative_change": None if previous is None else float((energy - previous) / N),
             "projected_gradient": None, "hyperparameters": hyper.as_dict(),
             "n_evaluations": steps, "seconds": time.perf_counter() - t0}
@@ -574,10 +631,11 @@ class _PointState:
     def __init__(self, learner, hyper, basis, L, posteriors, tau, nu):
         self.learner, self.hyper, self.basis, self.L = learner, hyper, basis, L
         self.posteriors, self.tau, self.nu = posteriors, tau, nu
-        self.full_gradient = None
+        self.full_gradient, self.energy = None, float("nan")
 
-    def summary(self, rows, X, y, block, scale):
-        """``scale`` times the rows' gradient sums at this point, every problem merged."""
+    def summary(self, rows, X, y, block, scale, terms=None):
+        """``scale`` times the rows' gradient sums at this point, every problem merged;
+        each problem's evidence terms added to ``terms`` (its energy's row sums)."""
         hyper, basis, L = self.hyper, self.basis, self.L
         if block is None:
             block = make_block(X, y, basis.means, basis.blur, hyper.lengthscale,
@@ -586,10 +644,13 @@ class _PointState:
         lik = hyper.bind(self.learner.likelihood)
         full, total = self.learner.trainer.full_moments(hyper), None
         for k, problem in enumerate(self.learner._problems(block)):
-            summary = _scaled(gradient_chunk(
+            summary = gradient_chunk(
                 X, problem, self.tau[k][rows], self.nu[k][rows], self.posteriors[k], lik, L,
                 basis.means, hyper.lengthscale, full, _fourier(basis, hyper),
-                kernel_terms(basis, hyper)), scale)
+                kernel_terms(basis, hyper))
+            if terms is not None:
+                terms[k] += summary.evidence_terms
+            summary = _scaled(summary, scale)
             total = summary if total is None else total.merge(summary)
         return total
 
