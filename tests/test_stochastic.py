@@ -17,7 +17,8 @@ from saspa_dask.core.likelihoods import Gaussian
 from saspa_dask.ep import EPSchedule
 from saspa_dask.fitting.gradient import gradient_chunk
 from saspa_dask.fitting.hyperparameters import Hyperparameters
-from saspa_dask.fitting.stochastic import StochasticLearning, _scaled, learn_stochastic
+from saspa_dask.fitting.anchors import scaled_summary as _scaled
+from saspa_dask.fitting.stochastic import StochasticLearning, learn_stochastic
 from saspa_dask.fitting.trainer import Trainer
 from saspa_dask.ep.whitening import make_block
 

@@ -6,7 +6,9 @@ gradient, the optimiser, the trainer.
 - :mod:`~saspa_dask.fitting.basis_start`: where the bases start (given, K-means,
   frequency features);
 - :mod:`~saspa_dask.fitting.stages`: the subsample stages of full-batch learning;
-- :mod:`~saspa_dask.fitting.stochastic`: stochastic EP learning on every row;
+- :mod:`~saspa_dask.fitting.stochastic`: stochastic learning on minibatches of every
+  row (:mod:`~saspa_dask.fitting.anchors`: its global sums and anchors;
+  :mod:`~saspa_dask.fitting.minibatches`; :mod:`~saspa_dask.fitting.adam`);
 - :mod:`~saspa_dask.fitting.settings`: the EP schedule, execution and stochastic settings;
 - :mod:`~saspa_dask.fitting.new_rows`: ADF and update passes over unseen rows;
 - :mod:`~saspa_dask.fitting.progress`: what a fit prints while it runs;

@@ -36,20 +36,16 @@ __all__ = ["evaluation_flops", "evaluation_cost", "matmul_rate", "choose_blur",
            "EFFICIENCY", "FULL_BLUR_MAX_DIMS", "SLOW_EVALUATION_SECONDS", "TERM_COSTS"]
 
 EP_PASSES = 8
-# Full blurs: the measured fraction of the one-core matmul rate an evaluation's flops
-# reach, the median of bench_costs's cases (2026-11-24; 10-90% range 0.075-0.24).
+# Full blurs: the fraction of the one-core matmul rate an evaluation's flops reach, the
+# median of bench_costs's cases (RESULTS, "What learning costs").
 EFFICIENCY = {"full": 0.12}
 # The other families, by term: one-core matmul flops a unit of each term costs, fitted
-# to bench_costs's 48 runs at d = 8 to 20,000 (2026-11-27; every estimate 0.61-1.41 of
-# the measured time): EP's n M^2 passes (per EP_PASSES * 2 n M^2 flops), the rows'
-# features and moments (per n M d), the basis pairs' elementwise work (per M^2 d: a
-# logarithm and divisions a value, far dearer than a product's flop) and L-BFGS-B's own
-# work per learnt value (per M d learnt means or blurs), which at d in the thousands
-# is as much as the rest.  Delta bases' pairs are a product (their distances from the
-# means' Gram matrix): 100 per M^2 d, from bench_costs's delta runs at d = 5,000 and
-# 20,000 after that change (estimates 0.7-1.2 of the times).  Rechecked on the 48 cases
-# with the code as it now is: every estimate 0.55-1.72 of the measured time (RESULTS,
-# "The cost estimate, rechecked").
+# to bench_costs's runs at d = 8 to 20,000: EP's n M^2 passes (per EP_PASSES * 2 n M^2
+# flops), the rows' features and moments (per n M d), the basis pairs' elementwise work
+# (per M^2 d: a logarithm and divisions a value, far dearer than a product's flop),
+# L-BFGS-B's own work per learnt value (per M d learnt means or blurs), and delta
+# bases' pairs, a product (their distances from the means' Gram matrix); the fit and
+# its check are in RESULTS, "The cost estimate, rechecked".
 TERM_COSTS = {"ep": 13.7, "rows": 10.0, "pairs": 2100.0, "delta_pairs": 100.0,
               "learnt": 124_000.0}
 # blur="auto": full covariances up to this many inputs, diagonal above (bench_costs: at

@@ -1,6 +1,6 @@
 """The settings of a fit a user rarely touches, one type each: the EP schedule (from
 :mod:`saspa_dask.ep.schedule`), where the work runs (:class:`Execution`), and how
-stochastic learning runs (from :mod:`saspa_dask.fitting.stochastic`).
+stochastic learning runs (:class:`StochasticLearning`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import os
 from dataclasses import dataclass
 
 from ..ep.schedule import EPSchedule, check_field, is_whole
-from .stochastic import StochasticLearning
 
 __all__ = ["EPSchedule", "Execution", "LEARNING_METHODS", "StochasticLearning"]
 
@@ -50,3 +49,47 @@ class Execution:
                "work_dir", "None or a path", self.work_dir)
         if self.work_dir is not None:
             object.__setattr__(self, "work_dir", os.fspath(self.work_dir))
+
+
+@dataclass(frozen=True)
+class StochasticLearning:
+    """How stochastic learning runs (the estimators' ``stochastic`` parameter: this,
+    a dict of some of its fields, or None).
+
+    Parameters
+    ----------
+    batch_rows : int, default=2048
+        Rows per minibatch.
+    learning_rate : float, default=0.05
+        Adam's step: in log space for lengthscales, variances and likelihood
+        parameters; a basis mean moves :data:`MEAN_STEP` of its input's lengthscale
+        per unit.
+    max_epochs : float, default=100
+        Passes over the rows at most (on large data ``max_fit_time`` usually ends
+        learning first).
+    tol : float, default=1e-3
+        Stop when the energy per row, averaged over the last :data:`WINDOW_STEPS`
+        steps, rose by less than this over the :data:`WINDOW_STEPS` steps before.
+
+    Examples
+    --------
+    >>> from saspa_dask import SASPARegressor
+    >>> reg = SASPARegressor(learning="stochastic", stochastic={"batch_rows": 4096})
+    """
+
+    batch_rows: int = 2048
+    learning_rate: float = 0.05
+    max_epochs: float = 100.0
+    tol: float = 1e-3
+
+    def __post_init__(self):
+        name = type(self).__name__
+        if not (isinstance(self.batch_rows, int) and not isinstance(self.batch_rows, bool)
+                and self.batch_rows >= 1):
+            raise ValueError(f"{name}.batch_rows must be an integer >= 1, got "
+                             f"{self.batch_rows!r}")
+        for field_name in ("learning_rate", "max_epochs", "tol"):
+            value = getattr(self, field_name)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and value > 0):
+                raise ValueError(f"{name}.{field_name} must be a float > 0, got {value!r}")

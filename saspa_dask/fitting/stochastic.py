@@ -42,68 +42,26 @@ on all rows, warm-started from the learnt sites.
 from __future__ import annotations
 
 import math
-import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import dask
 import numpy as np
 from numpy.linalg import LinAlgError
-from scipy.linalg import solve_triangular
 
 from ..engines.chunks import is_lazy
 from ..ep.driver import ep_evidence
 from ..ep.posterior import Posterior
 from ..ep.sites import block_pass
 from ..ep.whitening import make_block, relabel_block
-from .gradient import assemble_gradient, gradient_chunk, kernel_terms
+from .adam import Adam
+from .anchors import GlobalSums, PointState
+from .minibatches import Minibatches
+from .settings import StochasticLearning
 from .trainer import FitOutcome
 
 __all__ = ["MEAN_STEP", "StochasticLearning", "learn_stochastic"]
 
-
-@dataclass(frozen=True)
-class StochasticLearning:
-    """How stochastic learning runs (the estimators' ``stochastic`` parameter: this,
-    a dict of some of its fields, or None).
-
-    Parameters
-    ----------
-    batch_rows : int, default=2048
-        Rows per minibatch.
-    learning_rate : float, default=0.05
-        Adam's step: in log space for lengthscales, variances and likelihood
-        parameters; a basis mean moves :data:`MEAN_STEP` of its input's lengthscale
-        per unit.
-    max_epochs : float, default=100
-        Passes over the rows at most (on large data ``max_fit_time`` usually ends
-        learning first).
-    tol : float, default=1e-3
-        Stop when the energy per row, averaged over the last :data:`WINDOW_STEPS`
-        steps, rose by less than this over the :data:`WINDOW_STEPS` steps before.
-
-    Examples
-    --------
-    >>> from saspa_dask import SASPARegressor
-    >>> reg = SASPARegressor(learning="stochastic", stochastic={"batch_rows": 4096})
-    """
-
-    batch_rows: int = 2048
-    learning_rate: float = 0.05
-    max_epochs: float = 100.0
-    tol: float = 1e-3
-
-    def __post_init__(self):
-        name = type(self).__name__
-        if not (isinstance(self.batch_rows, int) and not isinstance(self.batch_rows, bool)
-                and self.batch_rows >= 1):
-            raise ValueError(f"{name}.batch_rows must be an integer >= 1, got "
-                             f"{self.batch_rows!r}")
-        for field_name in ("learning_rate", "max_epochs", "tol"):
-            value = getattr(self, field_name)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                    and value > 0):
-                raise ValueError(f"{name}.{field_name} must be a float > 0, got {value!r}")
 
 
 # the stop rule compares the anchors' energy per row with that of the epochs holding the
@@ -115,50 +73,6 @@ WINDOW_STEPS = 250
 REVERT_DROP = 1e-3
 # and an epoch that gained lets the rate grow back by this factor (at most to its own)
 RATE_GROWTH = 1.5
-
-
-@dataclass
-class _Adam:
-    """Adam (Kingma & Ba) ascending an objective, step sizes per coordinate."""
-
-    rate: float
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    t: int = 0
-    m: np.ndarray | None = None
-    v: np.ndarray | None = None
-
-    def step(self, grad, scale):
-        if self.m is None:
-            self.m, self.v = np.zeros_like(grad), np.zeros_like(grad)
-        self.t += 1
-        self.m = self.beta1 * self.m + (1 - self.beta1) * grad
-        self.v = self.beta2 * self.v + (1 - self.beta2) * grad * grad
-        m_hat = self.m / (1 - self.beta1 ** self.t)
-        v_hat = self.v / (1 - self.beta2 ** self.t)
-        return self.rate * scale * m_hat / (np.sqrt(v_hat) + self.eps)
-
-
-@dataclass
-class _Global:
-    """One problem's global approximation: the site sums A = sum tau_i phi_i phi_i^T
-    and b = sum nu_i phi_i of every row, in the whitened coordinates v = L^{-1} u of
-    the kernel they were last used with (``L``).  When the kernel moves to L', the
-    same sums on u read T^T A T and T^T b with T = L^{-1} L' (close to I for a small
-    step, so nothing is lost to the conditioning of L; a round trip through u would
-    multiply round-off by cond(L))."""
-
-    A: np.ndarray
-    b: np.ndarray
-    L: np.ndarray
-
-    def moved_to(self, L):
-        """(A, b) in the coordinates of ``L``."""
-        if L is self.L:
-            return self.A, self.b
-        T = solve_triangular(self.L, L, lower=True, check_finite=False)
-        return T.T @ self.A @ T, T.T @ self.b
 
 
 @dataclass
@@ -189,59 +103,6 @@ class _Progress:
         return bool(self.anchors[-1] - self.anchors[-1 - window] < tol)
 
 
-class _Minibatches:
-    """Minibatches of rows in a random order, epoch after epoch: NumPy rows directly;
-    dask (zarr) rows one row chunk at a time in a random chunk order, the next chunk
-    read by a background thread while this one is used."""
-
-    def __init__(self, X, y, batch_rows, seed):
-        self.X, self.y, self.rows = X, y, int(batch_rows)
-        self.rng = np.random.default_rng(seed)
-        self.lazy = is_lazy(X)
-        if self.lazy:
-            self.x_parts = X.to_delayed().ravel()
-            self.y_parts = y.to_delayed().ravel()
-            self.offsets = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]])
-
-    def epoch(self):
-        """``(rows, X_B, y_B)``: each minibatch's row numbers (into all N rows) and
-        rows, every row once."""
-        if not self.lazy:
-            yield from self._batches(self.X, self.y, 0)
-            return
-        order = self.rng.permutation(len(self.x_parts))
-        pending = self._fetch(order[0])
-        for k in range(len(order)):
-            thread, box = pending
-            thread.join()
-            if "error" in box:
-                raise box["error"]
-            if k + 1 < len(order):
-                pending = self._fetch(order[k + 1])
-            yield from self._batches(*box["value"], self.offsets[order[k]])
-
-    def _fetch(self, index):
-        box = {}
-
-        def read():
-            try:
-                X, y = dask.compute(self.x_parts[index], self.y_parts[index])
-                box["value"] = (np.asarray(X, dtype=np.float64), np.asarray(y))
-            except Exception as err:  # raised in the learning thread
-                box["error"] = err
-        thread = threading.Thread(target=read, daemon=True)
-        thread.start()
-        return thread, box
-
-    def _batches(self, X, y, offset):
-        n = X.shape[0]
-        order = self.rng.permutation(n)
-        for start in range(0, n, self.rows):
-            rows = np.sort(order[start:start + self.rows])
-            if rows.size:
-                yield offset + rows, X[rows], y[rows]
-
-
 # a basis mean's step, in units of its input's lengthscale, per unit of the learning
 # rate: Pole does best with small steps, Kin-40k with large ones; this is between
 # (benchmarks/RESULTS.md, "Stochastic learning with per-row sites")
@@ -262,18 +123,6 @@ def _step_scale(hyper, basis):
         M, d = bases.means.shape
         scale[start:start + M * d] = MEAN_STEP * np.tile(hyper.lengthscale, M)
     return scale
-
-
-def _scaled(summary, factor):
-    """A gradient summary of a minibatch as an estimate of all rows' sums."""
-    return replace(summary, m0=summary.m0 * factor, m1=summary.m1 * factor,
-                   m2=summary.m2 * factor, A=summary.A * factor,
-                   g_sum=summary.g_sum * factor,
-                   likelihood={k: v * factor for k, v in summary.likelihood.items()},
-                   evidence_terms=summary.evidence_terms * factor,
-                   kt_sum=summary.kt_sum * factor,
-                   s0=None if summary.s0 is None else summary.s0 * factor,
-                   s1=None if summary.s1 is None else summary.s1 * factor)
 
 
 def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, time_is_up=None,
@@ -307,7 +156,7 @@ def learn_stochastic(trainer, likelihood, start, schedule, *, seed=None, time_is
         ``info`` how it stopped.
     """
     learner = _Learner(trainer, likelihood, start, schedule)
-    stream = _Minibatches(trainer.X, trainer.y, schedule.batch_rows, seed)
+    stream = Minibatches(trainer.X, trainer.y, schedule.batch_rows, seed)
     N, t0 = trainer.X.shape[0], time.perf_counter()
     stop_reason, epoch, trace = "cap", 0, []
     while epoch < math.ceil(schedule.max_epochs):
@@ -350,9 +199,9 @@ class _Learner:
         self.labels = trainer.labels or [None]
         self.tau = [np.zeros(self.N) for _ in self.labels]
         self.nu = [np.zeros(self.N) for _ in self.labels]
-        self.globals = [_Global(np.zeros((M, M)), np.zeros(M), self.L) for _ in self.labels]
+        self.globals = [GlobalSums(np.zeros((M, M)), np.zeros(M), self.L) for _ in self.labels]
         self.damping = float(trainer.settings.step)
-        self.adam = _Adam(schedule.learning_rate)
+        self.adam = Adam(schedule.learning_rate)
         self.progress = _Progress()
         self.bounds = np.array([(-np.inf if lo is None else lo, np.inf if hi is None else hi)
                                 for lo, hi in start.bounds()], dtype=np.float64)
@@ -410,9 +259,9 @@ class _Learner:
         return estimate
 
     def _state(self):
-        """The current point as a :class:`_PointState` (its global posteriors)."""
+        """The current point as a :class:`~saspa_dask.fitting.anchors.PointState` (its global posteriors)."""
         posteriors = [self._global_posterior(k)[2] for k in range(len(self.labels))]
-        return _PointState(self, self.hyper, self.basis, self.L, posteriors,
+        return PointState(self, self.hyper, self.basis, self.L, posteriors,
                            self.tau, self.nu)
 
     def anchor(self):
@@ -449,7 +298,7 @@ class _Learner:
         self.nu = [n.copy() for n in state.nu]
         self.refresh()
         self.rate_scale *= 0.5
-        self.adam = _Adam(self.schedule.learning_rate)
+        self.adam = Adam(self.schedule.learning_rate)
         self.n_reverts += 1
 
     def _global_posterior(self, k):
@@ -485,10 +334,10 @@ class _Learner:
                 step *= 0.5
                 continue
             self.tau[k][rows], self.nu[k][rows] = tau_new, nu_new
-            self.globals[k] = _Global(A_new, b_new, self.L)
+            self.globals[k] = GlobalSums(A_new, b_new, self.L)
             return
         self.n_rejected += 1
-        self.globals[k] = _Global(A_v, b_v, self.L)
+        self.globals[k] = GlobalSums(A_v, b_v, self.L)
 
     def refresh(self, sweep=False):
         """The global sums summed again from every row's site at the current kernel
@@ -526,7 +375,7 @@ class _Learner:
                 Posterior.from_statistics(A, b)
             except LinAlgError:  # keep the running sums (negative sites at a new kernel)
                 continue
-            self.globals[k] = _Global(A, b, self.L)
+            self.globals[k] = GlobalSums(A, b, self.L)
 
     def _row_blocks(self):
         """``(start, stop, X, y)`` of every row, a block (or a chunk) at a time."""
@@ -616,52 +465,6 @@ def _info(stop_reason, schedule, trace, steps, epochs, rows_seen, n_rejected, n_
             "at_bounds": on_bound, "seconds": time.perf_counter() - t0,
             "log_evidence_start": trace[0]["log_evidence"] if trace else float("nan"),
             "log_evidence_end": trace[-1]["log_evidence"] if trace else float("nan")}
-
-
-def _fourier(basis, hyper):
-    if not basis.is_fourier:
-        return None
-    return (basis.frequencies, basis.phases, basis.window_variance, hyper.signal_variance)
-
-
-class _PointState:
-    """A point of learning with what its gradient terms need: the kernel, the global
-    posteriors, every row's sites (the current ones, or an anchor's copies)."""
-
-    def __init__(self, learner, hyper, basis, L, posteriors, tau, nu):
-        self.learner, self.hyper, self.basis, self.L = learner, hyper, basis, L
-        self.posteriors, self.tau, self.nu = posteriors, tau, nu
-        self.full_gradient, self.energy = None, float("nan")
-
-    def summary(self, rows, X, y, block, scale, terms=None):
-        """``scale`` times the rows' gradient sums at this point, every problem merged;
-        each problem's evidence terms added to ``terms`` (its energy's row sums)."""
-        hyper, basis, L = self.hyper, self.basis, self.L
-        if block is None:
-            block = make_block(X, y, basis.means, basis.blur, hyper.lengthscale,
-                               hyper.signal_variance, L, self.learner.trainer.approximation,
-                               basis.frequencies, basis.phases, hyper.kernel_spec)
-        lik = hyper.bind(self.learner.likelihood)
-        full, total = self.learner.trainer.full_moments(hyper), None
-        for k, problem in enumerate(self.learner._problems(block)):
-            summary = gradient_chunk(
-                X, problem, self.tau[k][rows], self.nu[k][rows], self.posteriors[k], lik, L,
-                basis.means, hyper.lengthscale, full, _fourier(basis, hyper),
-                kernel_terms(basis, hyper))
-            if terms is not None:
-                terms[k] += summary.evidence_terms
-            summary = _scaled(summary, scale)
-            total = summary if total is None else total.merge(summary)
-        return total
-
-    def vector(self, summary):
-        return self.hyper.gradient_vector(assemble_gradient(summary, self.basis, self.hyper,
-                                                            self.L))
-
-    def minibatch_gradient(self, rows, X_B, y_B, block=None):
-        """N/b times the minibatch's gradient sum at this point, as a vector."""
-        return self.vector(self.summary(rows, X_B, y_B, block,
-                                        self.learner.N / rows.size))
 
 
 @dataclass

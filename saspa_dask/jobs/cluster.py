@@ -39,6 +39,7 @@ import signal
 import threading
 
 from .errors import JobError
+from .watchdog import Watchdog, quiet_distributed
 
 __all__ = ["IN_PROCESS_VALUES", "StartingCluster", "dask_client", "dashboard_link",
            "input_values", "n_workers", "runs_in_process", "start_embedded", "tls_security"]
@@ -80,7 +81,7 @@ def dask_client(client=None, *, scheduler=None, workers=None, timeout=10, securi
         from distributed import Client
 
         client = _connect(Client, scheduler, timeout, security)
-        watchdog = _Watchdog(client, timeout)
+        watchdog = Watchdog(client, timeout)
         where = scheduler
     elif runs_in_process(workers=workers, values=values):
         cluster, client = _in_process(dashboard)
@@ -108,7 +109,7 @@ def dask_client(client=None, *, scheduler=None, workers=None, timeout=10, securi
         if lost is None and isinstance(err, Exception) and _scheduler_lost(err, client):
             lost = "its connection closed"
         if lost is not None:
-            _quiet_distributed()
+            quiet_distributed()
             where = scheduler or "the embedded cluster's scheduler"
             if watchdog is not None and watchdog.no_workers:
                 raise JobError(f"the Dask cluster ({where}) cannot run the job: {lost}; "
@@ -283,7 +284,7 @@ def _abandon(clusters):
     its traceback (a worker still in its first state fails an assertion there)."""
     from distributed.deploy.spec import SpecCluster
 
-    _quiet_distributed()
+    quiet_distributed()
     for cluster in clusters:
         _stop_workers_now(cluster)
         SpecCluster._instances.discard(cluster)
@@ -295,89 +296,6 @@ def _close(client, timeout):
         client.close(timeout=max(2 * timeout, 5))
     except Exception:  # a lost scheduler's client: it is being given up anyway
         pass
-
-
-#: a cluster with no worker for this many ``--timeout`` intervals cannot make progress:
-#: long enough for nannies to restart every worker (a few seconds), bounded all the same
-WORKERLESS_INTERVALS = 6
-
-
-class _Watchdog:
-    """Asks the scheduler who it is every ``interval`` seconds; when it gives no
-    answer within ``3 * interval``, or has had no worker for
-    :data:`WORKERLESS_INTERVALS` intervals (every worker lost and none back), records
-    why (``lost``; ``no_workers`` for the second) and cuts the client's connections,
-    which cancels the client's work: every wait on it then ends."""
-
-    def __init__(self, client, interval):
-        self.client, self.interval, self.bound = client, float(interval), 3.0 * interval
-        self.lost, self.no_workers = None, False
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name="saspa-scheduler-watchdog")
-        self._thread.start()
-
-    def _run(self):
-        import time
-
-        workerless_since = None
-        while not self._stopped.wait(self.interval):
-            try:
-                identity = self.client.sync(self.client.scheduler.identity,
-                                            callback_timeout=self.bound)
-            except Exception as err:  # a time-out, a closed comm, a closed client
-                if self._stopped.is_set():
-                    return
-                self._give_up(f"no answer within {self.bound:g}s" if _is_timeout(err)
-                              else "its connection closed")
-                return
-            if identity.get("workers"):
-                workerless_since = None
-                continue
-            now = time.monotonic()
-            workerless_since = workerless_since or now
-            waited = now - workerless_since
-            if waited >= WORKERLESS_INTERVALS * self.interval and not self._stopped.is_set():
-                self.no_workers = True
-                self._give_up(f"it has had no worker for {waited:.0f}s")
-                return
-
-    def _give_up(self, why):
-        self.lost = why
-        _quiet_distributed()
-        self.client.loop.add_callback(_cut, self.client)
-
-    def stop(self):
-        self._stopped.set()
-
-
-def _is_timeout(err):
-    import asyncio
-
-    return isinstance(err, (TimeoutError, asyncio.TimeoutError))
-
-
-async def _cut(client):
-    """Abort the client's connections to a lost scheduler: its report stream (which
-    cancels every future the client waits on) and its pooled RPCs."""
-    comm = getattr(getattr(client, "scheduler_comm", None), "comm", None)
-    if comm is not None:
-        comm.abort()
-    try:
-        await client.rpc.close()
-    except Exception:  # already closing
-        pass
-
-
-def _quiet_distributed():
-    """A lost scheduler is the job's error to report, in one line: distributed's own
-    tracebacks and reconnection attempts are not shown."""
-    import logging
-
-    names = [n for n in list(logging.root.manager.loggerDict)
-             if n.split(".")[0] in ("distributed", "tornado", "asyncio")]
-    for name in names:  # children too: distributed.client has a level of its own
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def _scheduler_lost(err, client):
