@@ -521,3 +521,29 @@ def test_a_fit_stopped_by_its_cap_warns_in_python_and_says_so_on_the_command_lin
                            "--n-bases", 4, "--max-hyper-iter", 2)
     assert res.returncode == 0, res.stderr
     assert "learning stopped-at-cap" in res.stdout and "EP converged True" in res.stdout
+
+
+def test_none_is_a_category_in_text_columns_and_missing_in_numeric_ones(tmp_path):
+    """Issue 58: "none" was always a missing value; airbag=none and seatbelt=none are
+    categories.  In a column of numbers it is still missing, and the store says so."""
+    rows = ["airbag,speed,dead"] + [f"{a},{s},{d}" for a, s, d in (
+        ("none", "40", 0), ("front", "none", 1), ("side", "35", 0), ("none", "50", 1),
+        ("front", "45", 0), ("None", "30", 1))]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    res = in_process.saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "e.zarr",
+                           "--text", "onehot")
+    line = _error_line(res, "column 'speed' has 1 missing value",
+                       "counting 'none' in a column of numbers")
+    assert "airbag" not in line
+    res = in_process.saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "t.zarr",
+                           "--text", "onehot", "--missing", "impute")
+    assert res.returncode == 0, res.stderr
+    attrs = zarr.open_group(str(tmp_path / "t.zarr"), mode="r").attrs
+    assert attrs["preprocessing"]["onehot"]["airbag"] == ["None", "front", "none", "side"]
+    assert attrs["preprocessing"]["missing_words"] == {"speed": ["none"]}
+    X = zarr.open_group(str(tmp_path / "t.zarr"), mode="r")["X"][...]
+    columns = attrs["columns"]
+    none_col = columns.index("airbag=none")
+    np.testing.assert_array_equal(X[:, none_col], [1, 0, 0, 1, 0, 0])
+    speed = X[:, columns.index("speed")]
+    assert speed[1] == np.median([40, 35, 50, 45, 30])  # imputed, the others as read

@@ -11,7 +11,7 @@ training rows had no missing value there: all zeros, counted as drift).
 from __future__ import annotations
 
 from ..files.errors import StoreError
-from .survey import INFINITE, MAX_CATEGORIES, MISSING, parse_date, parse_token
+from .survey import INFINITE, MAX_CATEGORIES, MISSING, NONE_WORD, parse_date, parse_token
 
 __all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "ZEROS", "encode_row", "feature_names",
            "named_columns", "plan_columns", "target_index"]
@@ -121,7 +121,9 @@ def encode_row(row, plan, target_index, target_codes):
     out = []
     for j, kind, cats, fill in plan:
         what, value = parse_token(row[j])
-        absent = what is MISSING or what is INFINITE
+        # a "none" word is a category of a text column, a missing value of any other
+        absent = what is MISSING or what is INFINITE or (what is NONE_WORD
+                                                         and kind != "onehot")
         if absent and fill is None:
             return None
         if kind == "numeric":
@@ -139,7 +141,8 @@ def encode_row(row, plan, target_index, target_codes):
     if target_index is None:
         return out, float("nan")
     what, value = parse_token(row[target_index])
-    if what is MISSING or what is INFINITE:
+    if what is MISSING or what is INFINITE or (what is NONE_WORD and (
+            target_codes is None or row[target_index].strip() not in target_codes)):
         return None
     return out, float(value if target_codes is None else target_codes[row[target_index].strip()])
 

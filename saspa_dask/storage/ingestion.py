@@ -288,6 +288,8 @@ def _preprocessing(survey, plan, encoding, options, missing, text, dropped, id_a
         "id_column": options["id_column"], "excluded": options["exclude"],
         "delimiter": options["delimiter"], "max_categories": options["max_categories"],
         "column_stats": {header[j]: survey.stats(j) for j in used},
+        # the "none" words read as missing (their columns hold numbers), said per column
+        "missing_words": survey.missing_words,
     }
 
 

@@ -18,15 +18,19 @@ import numpy as np
 
 from ..files.errors import StoreError
 
-__all__ = ["INFINITE", "MAX_CATEGORIES", "MISSING_TOKENS", "SAMPLE_SIZE", "TableSurvey", "drift_report",
+__all__ = ["INFINITE", "MAX_CATEGORIES", "MISSING_IN_NUMBERS", "NONE_WORD", "MISSING_TOKENS", "SAMPLE_SIZE", "TableSurvey", "drift_report",
            "parse_date", "parse_token"]
 
-MISSING_TOKENS = frozenset({"", "na", "nan", "null", "none", "?"})
+MISSING_TOKENS = frozenset({"", "na", "nan", "null", "?"})
+# missing in a column of numbers, but a category where a column holds text ("airbag =
+# none" is a value); decided per column when the survey ends (TableSurvey.finish)
+MISSING_IN_NUMBERS = frozenset({"none"})
 MAX_CATEGORIES = 1000
 SAMPLE_SIZE = 100_000  # values kept per numeric column for its median
 _BLOCK = 65536  # rows between vectorised merges of the numeric values
 
 MISSING, INFINITE, NUMBER, TEXT = "missing", "infinite", "number", "text"
+NONE_WORD = "none-word"  # a MISSING_IN_NUMBERS token: missing or text by its column
 # a number as a table writes one: ASCII digits only (no "1_000", which Python's float
 # reads as 1000, and no other script's digits, which it reads as numbers too)
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
@@ -58,8 +62,11 @@ def parse_token(token):
     ``(NUMBER, value)`` for a number written in ASCII digits, or
     ``(TEXT, stripped token)``."""
     stripped = token.strip()
-    if stripped.lower() in MISSING_TOKENS:
+    lowered = stripped.lower()
+    if lowered in MISSING_TOKENS:
         return MISSING, None
+    if lowered in MISSING_IN_NUMBERS:
+        return NONE_WORD, stripped
     if not _NUMBER.fullmatch(stripped):
         return TEXT, stripped
     value = float(stripped)
@@ -91,6 +98,8 @@ class TableSurvey:
         self.skip = frozenset(skip)
         self.n_rows = 0
         self.missing = [0] * len(header)  # infinities included
+        self.none_words = [dict() for _ in header]  # "none" as written -> rows
+        self.missing_words = {}  # column -> the none-words counted as missing
         self.infinite = [0] * len(header)
         self.categories = [dict() for _ in header]  # value -> rows holding it
         self.target_numbers = set()
@@ -115,6 +124,9 @@ class TableSurvey:
             if kind is MISSING or kind is INFINITE:
                 self.missing[j] += 1
                 self.infinite[j] += kind is INFINITE
+            elif kind is NONE_WORD:
+                words = self.none_words[j]
+                words[value] = words.get(value, 0) + 1
             elif kind is TEXT:
                 cats = self.categories[j]
                 if value in cats:
@@ -145,7 +157,10 @@ class TableSurvey:
             return (f"{n} infinite value{'s' if n != 1 else ''} (inf, -inf or a number "
                     "beyond the float range)")
         if inf:
-            return f"{text} ({inf} of them infinite)"
+            text = f"{text} ({inf} of them infinite)"
+        words = self.missing_words.get(self.header[j])
+        if words:
+            text += f" (counting {', '.join(repr(w) for w in words)} in a column of numbers)"
         return text
 
     def _not_dates(self, j):
@@ -161,8 +176,19 @@ class TableSurvey:
             self.range_counts[j] = [0, 0]
 
     def finish(self):
-        """Merge the last block; returns the survey."""
+        """Merge the last block, and decide each column's "none" words: categories
+        where the column holds other text, missing values where it holds numbers (or
+        nothing else).  Returns the survey."""
         self._merge()
+        for j, words in enumerate(self.none_words):
+            if not words:
+                continue
+            if self.categories[j] and not self.all_dates[j]:  # text (not only dates)
+                for word, rows in words.items():
+                    self.categories[j][word] = self.categories[j].get(word, 0) + rows
+            else:
+                self.missing[j] += sum(words.values())
+                self.missing_words[self.header[j]] = sorted(words)
         return self
 
     def _merge(self):
