@@ -100,16 +100,22 @@ def test_every_worker_killed_at_once_during_training(cluster):
     assert model.n_sweeps_ == reference.n_sweeps_
 
 
-def test_worker_killed_during_scoring(cluster, tmp_path):
-    X, model_path, data_path = scoring_problem(tmp_path, 40_000, 4_000, seed=4,
-                                               chunk_rows=2_000)  # 20 chunks
-    model = load_model(model_path)
+def _scoring_started(cluster, tmp_path, seed):
+    """A 40,000-row store in 20 chunks, its model, and ``saspa score`` of it started on
+    the cluster (both workers up): (X, model, out, process)."""
+    X, model_path, data_path = scoring_problem(tmp_path, 40_000, 4_000, seed=seed,
+                                               chunk_rows=2_000)
     out = tmp_path / "s.zarr"
     with Client(cluster, timeout=30) as client:
         client.wait_for_workers(2, timeout=60)
     proc = subprocess.Popen([str(BIN / "saspa"), "score", str(model_path), str(data_path),
                              "--out", str(out), "--scheduler", cluster],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return X, load_model(model_path), out, proc
+
+
+def test_worker_killed_during_scoring(cluster, tmp_path):
+    X, model, out, proc = _scoring_started(cluster, tmp_path, seed=4)
     killed = None
     with Client(cluster, timeout=30) as client:
         if wait_for_done_flags(out, proc, at_least=2) >= 2:
@@ -128,15 +134,7 @@ def test_worker_killed_during_scoring(cluster, tmp_path):
 
 
 def test_every_worker_killed_at_once_during_scoring(cluster, tmp_path):
-    X, model_path, data_path = scoring_problem(tmp_path, 40_000, 4_000, seed=5,
-                                               chunk_rows=2_000)
-    model = load_model(model_path)
-    out = tmp_path / "s.zarr"
-    with Client(cluster, timeout=30) as client:
-        client.wait_for_workers(2, timeout=60)
-    proc = subprocess.Popen([str(BIN / "saspa"), "score", str(model_path), str(data_path),
-                             "--out", str(out), "--scheduler", cluster],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    X, model, out, proc = _scoring_started(cluster, tmp_path, seed=5)
     killed = []
     with Client(cluster, timeout=30) as client:
         if wait_for_done_flags(out, proc, at_least=2) >= 2:

@@ -29,7 +29,7 @@ from zarr.abc.store import RangeByteRequest
 
 from .errors import StoreError
 from .names import replaced
-from .store import read_regular
+from .store import read_regular, special_kind
 
 __all__ = ["DATA", "MODEL", "SCORES", "CSV", "PARQUET", "HTML", "JSON", "OutputKind",
            "check_not_protected", "check_output", "describe_path", "discard", "protecting"]
@@ -138,12 +138,6 @@ def describe_path(path):
     mode = info.st_mode
     if stat.S_ISLNK(mode):
         return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
     if stat.S_ISREG(mode):
         return "a file"
     if stat.S_ISDIR(mode):
@@ -151,7 +145,7 @@ def describe_path(path):
         if found in _STORE_FORMATS:
             return f"a {_STORE_FORMATS[found].name}"
         return "a folder" if any(os.scandir(path)) else "an empty folder"
-    return "something that is neither a file nor a folder"
+    return special_kind(mode)
 
 
 def _store_format(path):

@@ -23,7 +23,8 @@ from zarr.storage import LocalStore
 
 from .errors import StoreError
 
-__all__ = ["MAX_FILE_BYTES", "SafeLocalStore", "local_store", "open_regular", "read_regular"]
+__all__ = ["MAX_FILE_BYTES", "SafeLocalStore", "local_store", "open_regular", "read_regular",
+           "special_kind"]
 
 # a chunk file is at most its array's chunk (codecs.chunk_limit: 2 GiB for text)
 # plus the codecs' headers; metadata files are far smaller
@@ -31,7 +32,8 @@ MAX_FILE_BYTES = (1 << 31) + (1 << 20)
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
-def _kind(mode):
+def special_kind(mode):
+    """What a file of ``mode`` that is not a regular file or folder is, in words."""
     if stat.S_ISFIFO(mode):
         return "a FIFO (named pipe)"
     if stat.S_ISSOCK(mode):
@@ -50,7 +52,7 @@ def _open_checked(path, what):
         if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(21, "is a directory", str(path))
         if not stat.S_ISREG(info.st_mode):
-            raise StoreError(f"{path}: {_kind(info.st_mode)}, not a regular file; "
+            raise StoreError(f"{path}: {special_kind(info.st_mode)}, not a regular file; "
                              f"refusing to read it as {what}")
     except BaseException:
         os.close(fd)
