@@ -547,3 +547,38 @@ def test_none_is_a_category_in_text_columns_and_missing_in_numeric_ones(tmp_path
     np.testing.assert_array_equal(X[:, none_col], [1, 0, 0, 1, 0, 0])
     speed = X[:, columns.index("speed")]
     assert speed[1] == np.median([40, 35, 50, 45, 30])  # imputed, the others as read
+
+
+def test_a_users_own_file_of_the_format_is_not_replaced(problem, tmp_path):
+    """--overwrite replaces a CSV, Parquet or HTML file only when saspa wrote it (an
+    export's header, its columns, a report's generator mark), never a user's table or
+    page of the same suffix."""
+    import pandas as pd
+
+    mine = tmp_path / "mine.csv"
+    mine.write_text("name,amount\nann,3\n")
+    res = in_process.saspa("score", problem / "m.zarr", problem / "d.zarr", "--out", mine,
+                           "--overwrite")
+    _error_line(res, "a file, not a CSV file this tool wrote")
+    assert mine.read_text() == "name,amount\nann,3\n"
+    table = tmp_path / "mine.parquet"
+    pd.DataFrame({"name": ["ann"], "amount": [3]}).to_parquet(table)
+    before = table.read_bytes()
+    res = in_process.saspa("score", problem / "m.zarr", problem / "d.zarr", "--out", table,
+                           "--overwrite")
+    _error_line(res, "a file, not a Parquet file this tool wrote")
+    assert table.read_bytes() == before
+    page = tmp_path / "index.html"
+    page.write_text("<html><body>my page</body></html>")
+    res = in_process.saspa("report", problem / "m.zarr", "--out", page, "--overwrite")
+    _error_line(res, "a file, not a HTML page this tool wrote")
+    # what saspa wrote there is replaced
+    ours = tmp_path / "s.csv"
+    for _ in range(2):
+        res = in_process.saspa("score", problem / "m.zarr", problem / "d.zarr", "--out",
+                               ours, "--overwrite")
+        assert res.returncode == 0, res.stderr
+    for _ in range(2):
+        res = in_process.saspa("report", problem / "m.zarr", "--out", tmp_path / "r.html",
+                               "--overwrite")
+        assert res.returncode == 0, res.stderr

@@ -53,7 +53,7 @@ class OutputKind:
 DATA = OutputKind("data store", "saspa-data", default_name="data.zarr")
 MODEL = OutputKind("model store", "saspa-model", default_name="model.zarr")
 SCORES = OutputKind("score store", "saspa-scores", default_name="scores.zarr")
-CSV = OutputKind("CSV file", suffixes=(".csv", ".txt", ".tsv"), default_name="scores.csv")
+CSV = OutputKind("CSV file", suffixes=(".csv",), default_name="scores.csv")
 PARQUET = OutputKind("Parquet file", suffixes=(".parquet", ".pq"),
                      default_name="scores.parquet")
 HTML = OutputKind("HTML page", suffixes=(".html", ".htm"), default_name="report.html")
@@ -182,8 +182,10 @@ def _foreign_entry(root):
 
 
 def _file_matches(path, kind):
-    """Whether the regular file at ``path`` is of ``kind``'s format: its name ends in
-    one of the kind's suffixes and its first bytes look like the format."""
+    """Whether the regular file at ``path`` is one this tool wrote as ``kind``: its
+    name ends in one of the kind's suffixes and its first bytes are what the tool
+    writes there (an export's header with its ``row`` and ``mean`` columns, a report
+    page's generator mark, a job's state record, a Parquet file's magic)."""
     name = Path(path).name.lower()
     if not any(name.endswith(s) for s in kind.suffixes):
         return False
@@ -192,15 +194,30 @@ def _file_matches(path, kind):
     except (OSError, StoreError):
         return False
     if kind is PARQUET:
-        return head[:4] == b"PAR1" or not head
-    if b"\0" in head:
+        return head[:4] == b"PAR1" and _parquet_is_export(path)
+    text = head.decode("utf-8", errors="replace")
+    if "\0" in text:
         return False
+    if kind is CSV:
+        header = text.splitlines()[0].split(",") if text else []
+        return "row" in header and "mean" in header
+    if kind is HTML:
+        return '<meta name="generator" content="saspa_dask">' in text
+    if kind is JSON:
+        return text.lstrip().startswith("{") and '"completed"' in text
+    return False
+
+
+def _parquet_is_export(path):
+    """Whether a Parquet file's columns are an export's (``row`` and ``mean``); a file
+    whose schema cannot be read (no pyarrow, or damaged) is not taken to be one."""
     try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as err:  # a cut multi-byte character at the end is text
-        if err.start < len(head) - 4:
-            return False
-    return True
+        import pyarrow.parquet as pq
+
+        names = pq.read_schema(str(path)).names
+    except Exception:  # pyarrow missing, or not a readable file: not ours to replace
+        return False
+    return "row" in names and "mean" in names
 
 
 def _another(path, kind):
@@ -266,8 +283,6 @@ def check_output(path, kind, *, overwrite=False, inputs=None):
         replaceable = replaceable or holds == "an empty folder"
     else:
         replaceable = holds == "a file" and _file_matches(path, kind)
-        if holds == "a file" and not replaceable:
-            holds = f"a file that is not a {kind.name}"
     if not replaceable:
         raise _refusal(path, kind, holds)
     if not overwrite:

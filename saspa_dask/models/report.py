@@ -92,6 +92,7 @@ def model_report(model, X=None, y=None, *, title=None, drift=None, source=None,
 def _page(title, sections):
     made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"generator\" content=\"saspa_dask\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
             "img-src data:; style-src 'unsafe-inline'\">"
             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
