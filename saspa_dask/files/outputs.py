@@ -213,9 +213,11 @@ def _parquet_is_export(path):
     whose schema cannot be read (no pyarrow, or damaged) is not taken to be one."""
     try:
         import pyarrow.parquet as pq
-
+    except ImportError:  # without pyarrow no export was written as Parquet here
+        return False
+    try:
         names = pq.read_schema(str(path)).names
-    except Exception:  # pyarrow missing, or not a readable file: not ours to replace
+    except Exception:  # pyarrow's own errors: not a readable file, not ours to replace
         return False
     return "row" in names and "mean" in names
 
