@@ -148,8 +148,10 @@ _STOCHASTIC_FIELDS = (
 )
 
 _EXECUTION_FIELDS = (
-    Parameter("cache", str, "memory", "Keep whitened chunk blocks in worker memory between "
-              "sweeps.", "execution", "cache", ("memory", "none")),
+    Parameter("cache", str, "auto", "Keep whitened chunk blocks in worker memory between "
+              "sweeps (memory), rebuild them every sweep (none), or cache them where they "
+              "fit within a share of the workers' memory limits (auto).", "execution",
+              "cache", ("auto", "memory", "none")),
     Parameter("work_dir", str, None, "Directory for site arrays during training (default: "
               "beside --out).", "execution", "work_dir"),
     Parameter("block_rows", int, 8192, "Rows per in-memory block and per prediction block "

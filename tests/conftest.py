@@ -86,15 +86,18 @@ class Cluster:
         stop_cluster(self)
 
 
-def start_cluster(directory, n_workers=2, tls=None, client_security=None):
+def start_cluster(directory, n_workers=2, tls=None, client_security=None,
+                  memory_limit="4GB"):
     """Start ``cluster/start-local.sh``: ``dask scheduler`` and ``n_workers`` ``dask
-    worker`` processes (nannies, one thread each) on 127.0.0.1.  ``tls`` is a dict of
-    ``--tls-*`` options.  Returns a Cluster (``.address``, ``.stop()``)."""
+    worker`` processes (nannies, one thread each, ``memory_limit`` each) on 127.0.0.1.
+    ``tls`` is a dict of ``--tls-*`` options.  Returns a Cluster (``.address``,
+    ``.stop()``)."""
     from distributed import Client
 
     sched_file = Path(directory) / "scheduler.json"
     args = ["bash", str(ROOT / "cluster" / "start-local.sh"), "--workers", str(n_workers),
-            "--port", "0", "--memory-limit", "4GB", "--scheduler-file", str(sched_file)]
+            "--port", "0", "--memory-limit", str(memory_limit), "--scheduler-file",
+            str(sched_file)]
     for key, value in (tls or {}).items():
         args += [f"--{key}", str(value)]
     env = {**os.environ, "DASK": str(BIN / "dask")}

@@ -197,3 +197,41 @@ def test_a_cluster_left_without_workers_ends_the_job_in_one_line(tmp_path):
     assert "Traceback" not in stderr
     assert waited < 60, waited  # 6 x 2 s, and the checks' own intervals
     assert not zarr.open_group(str(out), mode="r").attrs.get("complete")
+
+
+def test_blocks_larger_than_the_workers_memory_are_rebuilt_not_cached(tmp_path):
+    """Two workers limited to 300 MB each (the share the cached blocks may take: 240
+    MB) and 480,000 rows with M = 64 (257 MB of blocks): cache="auto" rebuilds the
+    blocks every sweep, says so, and trains the model an in-memory fit gives, with no
+    worker restarted."""
+    from saspa_dask.engines.cache_policy import block_bytes
+
+    X, y = synthetic_two_class(480_000, 4, seed=7)
+    bases = Basis(X[:64], None)
+    settings = dict(optimize_hyperparameters=False, bases=bases, lengthscale=1.5,
+                    ep={"tol": 1e-4, "max_sweeps": 30, "coarse_start": False})
+    assert block_bytes(480_000, 64) > 0.4 * 2 * 300e6
+    (tmp_path / "c").mkdir()
+    started = start_cluster(tmp_path / "c", memory_limit="300MB")
+    said = []
+    try:
+        with Client(started.address, timeout=30) as client:
+            client.wait_for_workers(2, timeout=60)
+            pids = client.run(os.getpid)
+            model = SASPAClassifier(**settings, verbose=1)
+            import contextlib
+            import io
+
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(err):
+                model.fit(da.from_array(X, chunks=(40_000, 4)),
+                          da.from_array(y, chunks=40_000))
+            said.append(err.getvalue())
+            assert client.run(os.getpid) == pids  # no worker was restarted
+    finally:
+        stop_cluster(started)
+    assert "cache: blocks rebuilt every sweep" in said[0], said[0][-2000:]
+    reference = SASPAClassifier(**settings).fit(X, y)
+    assert model.n_sweeps_ == reference.n_sweeps_
+    np.testing.assert_allclose(model.alpha_, reference.alpha_, rtol=1e-8,
+                               atol=1e-8 * np.abs(reference.alpha_).max())

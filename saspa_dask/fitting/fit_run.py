@@ -21,6 +21,7 @@ from sklearn.utils import check_random_state
 
 from ..core.kernel_profiles import kernel_named
 from ..core.kernels import FOURIER_FAMILIES
+from ..engines.cache_policy import choose_cache
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from ..ep.approximation import approximation_named
@@ -107,6 +108,8 @@ class FitRun:
         # learning on every row from the data-driven start is checked against an exact
         # GP's start afterwards (decided by fit(): _exact_check)
         self.exact_check = False
+        # Dask inputs: whether the chunks' blocks stay in worker memory (fit() decides)
+        self.cache = "memory"
 
     # -- the starting point --------------------------------------------------------
 
@@ -175,6 +178,11 @@ class FitRun:
         """Learning (if asked), then EP on all rows; the trainer's outcome with the
         stages' report merged in, and the rows learnt on (None: all)."""
         plan, X, say = self.plan, self.X, self.say
+        if self.lazy:
+            self.cache, why = choose_cache(plan.execution.cache, X.shape[0],
+                                           basis.means.shape[0])
+            if why:
+                say(f"cache: {why}")
         trainer_for = self._trainer_factory(basis)
         fit = self._fitter(likelihood, restart_positions(
             hyper.bases, plan.n_restarts_optimizer, self.report["blur_"], plan.random_state))
@@ -339,7 +347,7 @@ class FitRun:
             return Trainer(X, targets, self.labels, basis.means, basis.blur, plan.ep,
                            frequencies=basis.frequencies, phases=basis.phases,
                            jitter=plan.jitter, block_rows=execution.block_rows,
-                           cache=execution.cache, work_dir=work_dir,
+                           cache=self.cache, work_dir=work_dir,
                            callback=self._timing_sweeps(callback, X.shape[0], learning),
                            approximation=approximation_named(plan.approximation))
         return trainer_for

@@ -27,24 +27,26 @@ class Execution:
         Rows per in-memory block (bounds memory) and per prediction block.  The sweeps
         do not depend on it; with ``coarse_start`` the coarse run's rows do, and so
         the path, not the fixed point.
-    cache : {"memory", "none"}, default="memory"
+    cache : {"auto", "memory", "none"}, default="auto"
         Dask inputs only: keep each chunk's whitened block (N M floats over the
-        cluster) in worker memory between sweeps, or rebuild it in every sweep.
+        cluster) in worker memory between sweeps, or rebuild it in every sweep;
+        ``auto`` keeps them where they fit within a share of the workers' memory limits
+        (:mod:`saspa_dask.engines.cache_policy`) and says which it chose.
     work_dir : str, default=None
         Dask inputs only: where the per-row site arrays live during training (a
         directory every worker can reach; default: the system temporary directory).
     """
 
     block_rows: int = 8192
-    cache: str = "memory"
+    cache: str = "auto"
     work_dir: str | None = None
 
     def __post_init__(self):
         name = type(self).__name__
         check_field(is_whole(self.block_rows, 1), name, "block_rows", "an integer >= 1",
                self.block_rows)
-        check_field(self.cache in ("memory", "none"), name, "cache", "'memory' or 'none'",
-               self.cache)
+        check_field(self.cache in ("auto", "memory", "none"), name, "cache",
+                    "'auto', 'memory' or 'none'", self.cache)
         check_field(self.work_dir is None or isinstance(self.work_dir, (str, os.PathLike)), name,
                "work_dir", "None or a path", self.work_dir)
         if self.work_dir is not None:

@@ -27,7 +27,7 @@ _CARRIED_LIKELIHOOD = (("noise_variance_", "noise_variance"), ("label_noise_", "
 
 
 def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None,
-                          cache="memory", work_dir=None, block_rows=None, refit_bases=False,
+                          cache="auto", work_dir=None, block_rows=None, refit_bases=False,
                           optimize_hyperparameters=True, max_hyper_iter=None, hyper_tol=None,
                           max_fit_time=None):
     """The retrained model's parameters: the old model's, with its (possibly learnt)
@@ -76,7 +76,7 @@ def _retrainable(model, out):
 
 
 def retrain(model, data, out, *, refit_bases=False, new_rows="update", max_sweeps=100,
-            tol=None, anderson_memory=None, cache="memory", work_dir=None, block_rows=None,
+            tol=None, anderson_memory=None, cache="auto", work_dir=None, block_rows=None,
             optimize_hyperparameters=True, max_hyper_iter=None, hyper_tol=None,
             max_fit_time=None, overwrite=False,
             latest=None, test=None, client=None, scheduler=None, workers=None, timeout=10,
