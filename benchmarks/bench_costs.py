@@ -8,7 +8,7 @@ Gaussian columns, the rest 0/1 with 10% ones, as a wide encoded table), and divi
 by the evaluations.  The float64 matmul rate of this machine is measured in the same
 run (one core: the fits run with single-threaded BLAS), and
 :func:`saspa_dask.fitting.costs.evaluation_flops` is compared with the times, which
-calibrates :data:`saspa_dask.fitting.costs.EFFICIENCY`.
+calibrates the fit policy's ``full_blur_efficiency`` (:mod:`saspa_dask.fitting.policy`).
 
 Writes results/costs.json.
 """

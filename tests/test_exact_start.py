@@ -13,8 +13,11 @@ from scipy.stats import multivariate_normal
 from conftest import DATASETS, needs_dataset
 
 from saspa_dask import SASPAClassifier, SASPARegressor
-from saspa_dask.fitting import exact_start
-from saspa_dask.fitting.exact_start import (START_ROWS, exact_gp_start, log_marginal,
+from dataclasses import replace
+
+from saspa_dask.fitting import policy
+from saspa_dask.fitting.policy import POLICY
+from saspa_dask.fitting.exact_start import (exact_gp_start, log_marginal,
                                              start_rows)
 from saspa_dask.fitting.hyperparameters import Hyperparameters, default_lengthscale
 from saspa_dask.parameters import parse_exact_start
@@ -120,7 +123,7 @@ def test_learning_stopped_on_the_plateau_goes_on_from_the_exact_start(monkeypatc
     X, y = _pumadyn_rows(2000)
     short = SASPARegressor(16, random_state=3).fit(X, y)
     assert "start" not in short.hyperparameter_info_
-    monkeypatch.setattr(exact_start, "CHECK_WORK_RATIO", 0.0)
+    monkeypatch.setattr(policy, "POLICY", replace(policy.POLICY, exact_check_work_ratio=0.0))
     model = SASPARegressor(16, random_state=3).fit(X, y)
     start = model.hyperparameter_info_["start"]
     assert start["method"] == "exact-gp" and start["checked_after_learning"]
@@ -145,7 +148,7 @@ def test_learning_stopped_on_the_plateau_goes_on_from_the_exact_start(monkeypatc
 
 @needs_dataset(PUMADYN)
 def test_learning_that_ended_above_the_exact_start_is_kept_as_it_is(monkeypatch, tmp_path):
-    monkeypatch.setattr(exact_start, "CHECK_WORK_RATIO", 0.0)
+    monkeypatch.setattr(policy, "POLICY", replace(policy.POLICY, exact_check_work_ratio=0.0))
     X, y = _pumadyn_rows(2000)
     checked = SASPARegressor(16, random_state=0).fit(X, y)
     plain = SASPARegressor(16, random_state=0, exact_start=False).fit(X, y)
@@ -185,11 +188,11 @@ def test_a_regression_starts_from_the_exact_gp_when_asked_and_not_from_a_given_s
         fixed = SASPARegressor(16, random_state=0, exact_start=True,
                                optimize_hyperparameters=False).fit(X, y)
     start = fitted.hyperparameter_info_["start"]
-    assert start["method"] == "exact-gp" and start["rows"] == min(START_ROWS, 800)
+    assert start["method"] == "exact-gp" and start["rows"] == min(POLICY.exact_start_rows, 800)
     assert "start" not in given.hyperparameter_info_
     assert "start" not in auto_all.hyperparameter_info_
     assert "start" not in auto_unbudgeted.hyperparameter_info_
-    assert auto_sample.hyperparameter_info_["start"]["rows"] == START_ROWS
+    assert auto_sample.hyperparameter_info_["start"]["rows"] == POLICY.exact_start_rows
     assert "start" not in fixed.hyperparameter_info_
     # from the exact GP's start, three iterations are past the data-driven start's
     assert fitted.log_evidence_ > given.log_evidence_
@@ -238,7 +241,7 @@ def test_a_saved_model_keeps_its_start_and_saspa_info_says_it(tmp_path):
             X, y).save(tmp_path / "m.zarr")
     loaded = load_model(tmp_path / "m.zarr")
     assert loaded.exact_start is True
-    assert loaded.hyperparameter_info_["start"]["rows"] == START_ROWS
+    assert loaded.hyperparameter_info_["start"]["rows"] == POLICY.exact_start_rows
     res = in_process.saspa("info", str(tmp_path / "m.zarr"))
     assert res.returncode == 0, res.stderr
-    assert f"start: an exact GP on {START_ROWS} rows" in res.stdout
+    assert f"start: an exact GP on {POLICY.exact_start_rows} rows" in res.stdout

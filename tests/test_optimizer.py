@@ -263,8 +263,11 @@ def test_a_budget_keeps_room_for_ep_on_all_rows_by_the_sweeps_it_timed():
     needs room for EVALUATIONS_ON_ALL evaluations of EVALUATION_SWEEPS sweeps besides."""
     import time
 
-    from saspa_dask.fitting.budget import (BUILD_SWEEPS, EVALUATION_SWEEPS,
-                                           EVALUATIONS_ON_ALL, FINAL_SWEEPS, FitBudget)
+    from saspa_dask.fitting.budget import FitBudget
+    from saspa_dask.fitting.policy import POLICY
+
+    BUILD_SWEEPS, FINAL_SWEEPS = POLICY.build_sweeps, POLICY.final_sweeps
+    EVALUATIONS_ON_ALL, EVALUATION_SWEEPS = POLICY.evaluations_on_all, POLICY.evaluation_sweeps
 
     began = time.perf_counter()
     budget = FitBudget(1000.0, began, n_rows=10**6)
@@ -290,8 +293,12 @@ def test_a_budget_pays_for_the_k_means_rows_it_affords(monkeypatch):
     power of two, never below its start's sample nor above its default; a fit hands
     them to K-means."""
     from saspa_dask.datasets import synthetic_two_class
-    from saspa_dask.fitting import budget as budget_module
-    from saspa_dask.fitting.budget import KMEANS_ROW_COST, KMEANS_SHARE, FitBudget
+    from dataclasses import replace
+
+    from saspa_dask.fitting import policy
+    from saspa_dask.fitting.budget import FitBudget
+
+    KMEANS_ROW_COST, KMEANS_SHARE = policy.POLICY.kmeans_row_cost, policy.POLICY.kmeans_share
 
     monkeypatch.setattr("saspa_dask.fitting.costs.matmul_rate", lambda: 4.8e10)
     # 10 s: 0.05 * 10 * 4.8e10 / (240 * 256 * 8) = 48,828 rows: 2^15
@@ -303,7 +310,7 @@ def test_a_budget_pays_for_the_k_means_rows_it_affords(monkeypatch):
     assert FitBudget(1e-3, time.perf_counter(), 10**6).lloyd_rows(256, 8) == 10_000
     assert FitBudget(1e-3, time.perf_counter(), 10**6).lloyd_rows(1024, 8) == 20_480
     # through a fit: nothing affordable, so the start's sample of 10,000 of 30,000 rows
-    monkeypatch.setattr(budget_module, "KMEANS_SHARE", 0.0)
+    monkeypatch.setattr(policy, "POLICY", replace(policy.POLICY, kmeans_share=0.0))
     X, y = synthetic_two_class(30_000, 2, seed=3)
     clf = SASPAClassifier(n_bases=8, blur="delta", random_state=0, max_fit_time=60.0,
                           optimize_hyperparameters=False).fit(X, y)
@@ -318,8 +325,11 @@ def test_a_short_budget_learns_first_on_half_the_first_stage(monkeypatch):
     stage learns first on half its rows (not below HALF_STAGE_ROWS_PER_BASIS rows a
     basis), then on the stages asked for: prefixes of one permutation."""
     from saspa_dask.datasets import synthetic_two_class
-    from saspa_dask.fitting.budget import (HALF_STAGE_EVALUATIONS,
-                                           HALF_STAGE_ROWS_PER_BASIS, FitBudget)
+    from saspa_dask.fitting.budget import FitBudget
+    from saspa_dask.fitting.policy import POLICY
+
+    HALF_STAGE_EVALUATIONS = POLICY.half_stage_evaluations
+    HALF_STAGE_ROWS_PER_BASIS = POLICY.half_stage_rows_per_basis
 
     budget = FitBudget(10.0, time.perf_counter(), 10**6)
     just_over = 10.0 / HALF_STAGE_EVALUATIONS * 1.001

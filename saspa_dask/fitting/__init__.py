@@ -10,6 +10,7 @@ gradient, the optimiser, the trainer.
   row (:mod:`~saspa_dask.fitting.anchors`: its global sums and anchors;
   :mod:`~saspa_dask.fitting.minibatches`; :mod:`~saspa_dask.fitting.adam`);
 - :mod:`~saspa_dask.fitting.settings`: the EP schedule, execution and stochastic settings;
+- :mod:`~saspa_dask.fitting.policy`: every tuned number of the fit's policies, with why;
 - :mod:`~saspa_dask.fitting.new_rows`: ADF and update passes over unseen rows;
 - :mod:`~saspa_dask.fitting.progress`: what a fit prints while it runs;
 - :mod:`~saspa_dask.fitting.hyperparameters`: values, which are learnt, bounds, logs;

@@ -4,7 +4,7 @@ One optimiser *evaluation* rebuilds the whitened blocks at the trial point, runs
 warm-started from the best sites so far, and makes one gradient pass.  Its floating
 point work, by term (n rows learnt on, M bases, d inputs):
 
-- EP and whitening: about ``EP_PASSES * 2 n M^2`` (a few warm sweeps, the whitening
+- EP and whitening: about ``ep_passes * 2 n M^2`` (a few warm sweeps, the whitening
   solve and the gradient's products are all n x M x M);
 - rows against bases: the blurred kernel and the gradient's input moments,
   ``n M d^2`` for full blur covariances (a d x d quadratic form per pair), ``n M d``
@@ -18,11 +18,12 @@ A Matérn kernel with a blur repeats the last two for each term of its SE mixtur
 
 The flops are turned into seconds with the machine's float64 matmul rate on one core
 (measured once per process, a few milliseconds) and, for full blurs,
-:data:`EFFICIENCY`, the fraction of that rate they reach; for the other families each
-term has its own measured cost (:data:`TERM_COSTS`: the pairs' elementwise work and the
-optimiser's own work per learnt value are far dearer than a flop of a product).  Both
-measured by ``benchmarks/bench_costs.py`` (``benchmarks/RESULTS.md``, "What learning
-costs" and "Wide one-hot tables, a third time").
+``full_blur_efficiency``, the fraction of that rate they reach; for the other families
+each term has its own measured cost (``term_costs``: the pairs' elementwise work and the
+optimiser's own work per learnt value are far dearer than a flop of a product), both in
+:mod:`saspa_dask.fitting.policy` and measured by ``benchmarks/bench_costs.py``
+(``benchmarks/RESULTS.md``, "What learning costs" and "Wide one-hot tables, a third
+time").
 """
 
 from __future__ import annotations
@@ -32,29 +33,9 @@ import time
 
 import numpy as np
 
-__all__ = ["evaluation_flops", "evaluation_cost", "matmul_rate", "choose_blur",
-           "EFFICIENCY", "FULL_BLUR_MAX_DIMS", "SLOW_EVALUATION_SECONDS", "TERM_COSTS"]
+from . import policy
 
-EP_PASSES = 8
-# Full blurs: the fraction of the one-core matmul rate an evaluation's flops reach, the
-# median of bench_costs's cases (RESULTS, "What learning costs").
-EFFICIENCY = {"full": 0.12}
-# The other families, by term: one-core matmul flops a unit of each term costs, fitted
-# to bench_costs's runs at d = 8 to 20,000: EP's n M^2 passes (per EP_PASSES * 2 n M^2
-# flops), the rows' features and moments (per n M d), the basis pairs' elementwise work
-# (per M^2 d: a logarithm and divisions a value, far dearer than a product's flop),
-# L-BFGS-B's own work per learnt value (per M d learnt means or blurs), and delta
-# bases' pairs, a product (their distances from the means' Gram matrix); the fit and
-# its check are in RESULTS, "The cost estimate, rechecked".
-TERM_COSTS = {"ep": 13.7, "rows": 10.0, "pairs": 2100.0, "delta_pairs": 100.0,
-              "learnt": 124_000.0}
-# blur="auto": full covariances up to this many inputs, diagonal above (bench_costs: at
-# 8,000 rows a full evaluation costs 1.4-1.7 times a diagonal one up to 16 inputs, 2.4-5
-# times at 32 and 20 times at 64-105)
-FULL_BLUR_MAX_DIMS = 16
-# warn when one evaluation is expected to take longer than this
-SLOW_EVALUATION_SECONDS = 60.0
-
+__all__ = ["evaluation_flops", "evaluation_cost", "matmul_rate", "choose_blur"]
 
 def evaluation_flops(n, M, d, blur, learn_bases=False, kernel_terms=1):
     """Floating-point work of one optimiser evaluation (see the module docstring)."""
@@ -62,17 +43,20 @@ def evaluation_flops(n, M, d, blur, learn_bases=False, kernel_terms=1):
     rows = n * M * (d * d if full else d) * kernel_terms
     pairs = M * M * (d ** 3 if full else d) * kernel_terms
     extra = 2.0 if learn_bases == "means+blur" and full else 1.0
-    return float(EP_PASSES * 2 * n * M * M + 6 * rows * extra + 8 * pairs * extra)
+    return float(policy.POLICY.ep_passes * 2 * n * M * M + 6 * rows * extra
+                 + 8 * pairs * extra)
 
 
 def _matmul_equivalent(n, M, d, blur, learn_bases, kernel_terms):
     """One evaluation's cost in one-core matmul flops for a blur other than full
-    (:data:`TERM_COSTS`)."""
+    (the policy's ``term_costs``)."""
+    rules = policy.POLICY
+    costs = rules.term_costs
     learnt = {"means": 1, "means+blur": 2}.get(learn_bases, 0) * M * d
-    pairs = TERM_COSTS["delta_pairs" if blur == "delta" else "pairs"]
-    return (TERM_COSTS["ep"] * EP_PASSES * 2 * n * M * M
-            + (TERM_COSTS["rows"] * n * M * d + pairs * M * M * d) * kernel_terms
-            + TERM_COSTS["learnt"] * learnt)
+    pairs = costs["delta_pairs" if blur == "delta" else "pairs"]
+    return (costs["ep"] * rules.ep_passes * 2 * n * M * M
+            + (costs["rows"] * n * M * d + pairs * M * M * d) * kernel_terms
+            + costs["learnt"] * learnt)
 
 
 @functools.lru_cache(maxsize=1)
@@ -97,15 +81,15 @@ def evaluation_cost(n, M, d, blur, learn_bases=False, kernel_terms=1):
     of this machine."""
     flops = evaluation_flops(n, M, d, blur, learn_bases, kernel_terms)
     if blur == "full":
-        seconds = flops / (matmul_rate() * EFFICIENCY["full"])
+        seconds = flops / (matmul_rate() * policy.POLICY.full_blur_efficiency)
     else:
         seconds = _matmul_equivalent(n, M, d, blur, learn_bases, kernel_terms) / matmul_rate()
     return {"flops_per_evaluation": flops, "seconds_per_evaluation": seconds}
 
 
 def choose_blur(blur, d):
-    """``blur="auto"``: full covariances while d is at most
-    :data:`FULL_BLUR_MAX_DIMS`, diagonal above; any other value as given."""
+    """``blur="auto"``: full covariances while d is at most the policy's
+    ``full_blur_max_dims``, diagonal above; any other value as given."""
     if blur != "auto":
         return blur
-    return "full" if d <= FULL_BLUR_MAX_DIMS else "diagonal"
+    return "full" if d <= policy.POLICY.full_blur_max_dims else "diagonal"

@@ -6,10 +6,11 @@ tens of iterations on all rows (or a 20,000-row sample) are spent finding the
 lengthscales, and the model is poor until then.  The SPGP and IDGP papers start from
 the hyperparameters of a full GP on a subset instead (Snelson & Ghahramani 2006;
 Lázaro-Gredilla & Figueiras-Vidal 2009).  Here: the exact SE-ARD GP's log marginal
-likelihood on :data:`START_ROWS` seeded rows, maximised by L-BFGS-B from the
+likelihood on ``exact_start_rows`` seeded rows (:mod:`saspa_dask.fitting.policy`),
+maximised by L-BFGS-B from the
 data-driven start within the box learning itself uses, so the start never moves the
 box.  With the Gaussian likelihood the marginal likelihood is closed-form; its cost is
-a few Cholesky factorisations of a :data:`START_ROWS`-square matrix per iteration.
+a few Cholesky factorisations of a square matrix of that size per iteration.
 
 When (the regressor's ``exact_start``): by default as the start of a fit with a time
 budget whose learning runs on a row sample of larger data, where the first model is far
@@ -33,31 +34,10 @@ from scipy.optimize import minimize
 from sklearn.utils import check_random_state
 
 from ..core.kernels import scaled_sq_distances
+from . import policy
 
-__all__ = ["CHECK_WORK_RATIO", "START_ROWS", "exact_check_applies", "exact_gp_flops",
-           "exact_gp_start", "exact_start_applies", "exact_start_possible", "log_marginal",
-           "start_rows"]
-
-# rows of the exact GP (the SPGP and IDGP papers used 1,024): at 512 and d = 8 the start
-# took 0.78-0.92 s (benchmarks/RESULTS.md, "An exact GP's start"); its cost grows as rows^3
-START_ROWS = 512
-# L-BFGS-B iterations at most: the start need not be converged, only near
-MAX_ITER = 100
-# the exact GP must beat independent noise (every target N(0, var y)) by this much per
-# row for its values to be a start: an exact GP on the all-noise optimum (every
-# lengthscale short, the signal a second noise) is no start to learn from
-STRUCTURE_PER_ROW = 0.05
-# the check after learning (exact_check_applies) runs only after learning whose work
-# (its evaluations at costs.evaluation_flops) was at least this many times the exact
-# GP's most (exact_gp_flops): the check costs the exact GP (0.3-2.2 s measured at 512
-# rows) and one EP run, which doubled fits of 0.1-1.3 s (benchmarks/RESULTS.md,
-# "Learning that stopped on a plateau"); a count of work, not of seconds, so that a fit
-# is checked or not on any machine alike
-CHECK_WORK_RATIO = 1.0
-# rows of the sample per learnt value at least (d lengthscales, signal and noise):
-# an ARD GP with about as many lengthscales as rows fits its sample's noise
-ROWS_PER_VALUE = 8
-
+__all__ = ["exact_check_applies", "exact_gp_flops", "exact_gp_start",
+           "exact_start_applies", "exact_start_possible", "log_marginal", "start_rows"]
 
 def exact_start_applies(plan, likelihood, hyper, n_rows, on_sample):
     """Whether a fit on ``n_rows`` rows starts from an exact GP on a sample: asked
@@ -78,21 +58,25 @@ def exact_check_applies(plan, likelihood, hyper, n_rows):
 
 
 def exact_gp_flops(n_rows, d):
-    """The exact GP's floating-point work at most: :data:`MAX_ITER` evaluations on
-    min(``n_rows``, :data:`START_ROWS`) rows, each a Cholesky factor and its inverse
-    (n^3) and the distances and lengthscale gradients (6 n^2 d)."""
-    n = min(n_rows, START_ROWS)
-    return float(MAX_ITER * (n ** 3 + 6 * n * n * d))
+    """The exact GP's floating-point work at most: the policy's ``exact_start_max_iter``
+    evaluations on min(``n_rows``, ``exact_start_rows``) rows, each a Cholesky factor and
+    its inverse (n^3) and the distances and lengthscale gradients (6 n^2 d)."""
+    rules = policy.POLICY
+    n = min(n_rows, rules.exact_start_rows)
+    return float(rules.exact_start_max_iter * (n ** 3 + 6 * n * n * d))
 
 
 def exact_start_possible(plan, likelihood, hyper, n_rows):
     """A Gaussian regression that learns its hyperparameters from the data-driven start
     (no lengthscale, signal or noise variance given: the start equals the box's centre,
     ``hyper.centre``), one SE kernel over every input (no feature groups or additive
-    terms), and a sample of at least :data:`ROWS_PER_VALUE` rows per value."""
+    terms), and a sample of at least the policy's ``exact_rows_per_value`` rows per
+    value."""
     if not plan.optimize_hyperparameters or plan.lengthscale is not None:
         return False
-    if min(n_rows, START_ROWS) < ROWS_PER_VALUE * (hyper.lengthscale.size + 2):
+    rules = policy.POLICY
+    if min(n_rows, rules.exact_start_rows) < rules.exact_rows_per_value * (
+            hyper.lengthscale.size + 2):
         return False
     if likelihood.name != "gaussian" or "noise_variance" not in hyper.likelihood:
         return False
@@ -143,7 +127,8 @@ def log_marginal(log_values, X, y):
 def start_rows(n_rows, random_state):
     """The sorted indices of the exact GP's seeded sample of ``n_rows`` rows."""
     rng = check_random_state(random_state)
-    return np.sort(rng.choice(n_rows, size=min(n_rows, START_ROWS), replace=False))
+    size = min(n_rows, policy.POLICY.exact_start_rows)
+    return np.sort(rng.choice(n_rows, size=size, replace=False))
 
 
 def exact_gp_start(hyper, bounds, X, y):
@@ -153,7 +138,7 @@ def exact_gp_start(hyper, bounds, X, y):
     iterations, seconds, the exact GP's log marginal likelihood per row before and
     after).  ``hyper`` itself is returned (with the record's ``method`` "data" and its
     ``reason``) when the exact GP explains the sample by less than
-    :data:`STRUCTURE_PER_ROW` nats per row beyond independent noise, or fails at the
+    the policy's ``exact_structure_per_row`` nats per row beyond independent noise, or fails at the
     start.  A trial point whose kernel matrix cannot be factorised is refused (L-BFGS-B's
     line search steps back).
     """
@@ -188,10 +173,10 @@ def exact_gp_start(hyper, bounds, X, y):
     if not np.isfinite(start_value):
         return hyper, {"method": "data", "reason": "the exact GP's kernel matrix failed"}
     result = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=box,
-                      options={"maxiter": MAX_ITER})
+                      options={"maxiter": policy.POLICY.exact_start_max_iter})
     found = -result.fun
     noise_only = -0.5 * (math.log(2 * math.pi * max(float(ys.var()), 1e-300)) + 1.0)
-    if not found > noise_only + STRUCTURE_PER_ROW:
+    if not found > noise_only + policy.POLICY.exact_structure_per_row:
         return hyper, {"method": "data", "rows": int(ys.size),
                        "reason": f"the exact GP found no structure ({found:.4g} nats per "
                                  f"row against independent noise's {noise_only:.4g})"}

@@ -27,10 +27,10 @@ from ..engines.dask_engine import WorkDir
 from ..ep.approximation import approximation_named
 from ..ep.driver import EPConvergenceWarning
 from ..parameters import bases_for_rows
-from . import exact_start as exact_starts
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
-from .costs import SLOW_EVALUATION_SECONDS, choose_blur, evaluation_cost, evaluation_flops
+from . import policy
+from .costs import choose_blur, evaluation_cost, evaluation_flops
 from .exact_start import (exact_check_applies, exact_gp_flops, exact_gp_start,
                           exact_start_applies, start_rows)
 from .hyperparameters import (Hyperparameters, additive_lengthscale, resolve_lengthscale,
@@ -44,10 +44,6 @@ from .trainer import fit as fit_hyperparameters
 
 __all__ = ["FitRun"]
 
-# at most this many rows of the learning sample, spread over it, probe whether EP on
-# all rows has settled (EPSchedule.prediction_tol): the mean divergence over 4,096
-# rows is estimated to a few percent, at 4,096 M^2 flops a sweep
-PROBE_ROWS = 4096
 
 
 def _sample_model(learnt, rows, n_samples):
@@ -249,7 +245,7 @@ class FitRun:
         """Whether learning on every row from the data-driven start (where the fit is
         checked at all: ``exact_check``), which ended by its stop rule in ``outcome``
         (not by a cap or a budget) after work of at least
-        :data:`~saspa_dask.fitting.exact_start.CHECK_WORK_RATIO` times the exact GP's
+        the policy's ``exact_check_work_ratio`` times the exact GP's
         most, is checked against an exact GP's start (:func:`_checked_against_exact`)."""
         info, n_rows = outcome.info, self.X.shape[0]
         if not self.exact_check or info is None or info.get("stop_reason") not in (
@@ -258,7 +254,7 @@ class FitRun:
         work = info["n_evaluations"] * evaluation_flops(*self._cost_terms(n_rows,
                                                                           outcome.basis))
         d = outcome.basis.means.shape[1]
-        return work >= exact_starts.CHECK_WORK_RATIO * exact_gp_flops(n_rows, d)
+        return work >= policy.POLICY.exact_check_work_ratio * exact_gp_flops(n_rows, d)
 
     def _checked_against_exact(self, outcome, fit, trainer_for, hyper, X, targets):
         """After learning on every row (``X``, ``targets`` in memory) from the
@@ -291,9 +287,9 @@ class FitRun:
 
     def _sample_model_only(self, rows, sites, learn_on_all):
         """Whether the model is EP on the learning sample: the budget (if any) left
-        no room for EP on all rows (:data:`~saspa_dask.fitting.budget.
-        SAMPLE_MODEL_RATIO`), learning ran on a sample, and no warm-start sites give
-        the other rows information EP on the sample would not use.  Said and warned."""
+        no room for EP on all rows (the policy's ``sample_model_ratio``), learning ran
+        on a sample, and no warm-start sites give the other rows information EP on the
+        sample would not use.  Said and warned."""
         if (self.budget is None or not self.budget.sample_model or rows is None
                 or sites is not None or learn_on_all or rows.size == self.X.shape[0]):
             return False
@@ -395,9 +391,9 @@ class FitRun:
             if self.watch is not None:  # the stage's end, if not measured already
                 self.watch(lambda: learnt, rows=rows.size, always=True,
                            iteration=learnt.info.get("n_iterations"))
-            hyper = learnt.hyper
+            hyper, probe = learnt.hyper, policy.POLICY.probe_rows
             self.probe_rows = (None if rows.size == X.shape[0] else
-                               X_sub[::max(1, rows.size // PROBE_ROWS)][:PROBE_ROWS])
+                               X_sub[::max(1, rows.size // probe)][:probe])
             sites = sites_on_all(learnt, rows, X.shape[0], sites)
             done.append((learnt, rows.size, "driver (in memory)"))
             if stages_end(done, say):
@@ -504,7 +500,7 @@ class FitRun:
                 + f", bases learnt: {learn or 'no'}, {n_rows} rows")
         self.say(f"learning: about {seconds:.2g}s per optimiser evaluation on one core "
                  f"({what})")
-        if seconds > SLOW_EVALUATION_SECONDS:
+        if seconds > policy.POLICY.slow_evaluation_seconds:
             warnings.warn(
                 f"learning is expected to take about {seconds:.0f}s per optimiser "
                 f"evaluation ({what}), and a fit needs tens to hundreds of them; for "

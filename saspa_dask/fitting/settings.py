@@ -64,14 +64,15 @@ class StochasticLearning:
         Rows per minibatch.
     learning_rate : float, default=0.05
         Adam's step: in log space for lengthscales, variances and likelihood
-        parameters; a basis mean moves :data:`MEAN_STEP` of its input's lengthscale
+        parameters; a basis mean moves the fit policy's ``mean_step`` of its input's lengthscale
         per unit.
     max_epochs : float, default=100
         Passes over the rows at most (on large data ``max_fit_time`` usually ends
         learning first).
     tol : float, default=1e-3
-        Stop when the energy per row, averaged over the last :data:`WINDOW_STEPS`
-        steps, rose by less than this over the :data:`WINDOW_STEPS` steps before.
+        Stop when the energy per row of the epochs' anchors rose by less than this
+        over the last epochs holding the fit policy's ``window_steps`` steps
+        (:mod:`saspa_dask.fitting.policy`).
 
     Examples
     --------

@@ -11,11 +11,11 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError
 
-__all__ = ["STAGE_GAIN_PER_ROW", "check_init_sites", "learning_stages", "merge_stages",
+from . import policy
+
+__all__ = ["check_init_sites", "learning_stages", "merge_stages",
            "sites_at", "sites_on_all", "stages_end"]
 
-# a later learning stage that gains less energy than this per row ends the stages
-STAGE_GAIN_PER_ROW = 1e-3
 
 
 def learning_stages(hyper_subsample, n_samples, random_state, lazy=False):
@@ -55,15 +55,15 @@ def _stage_rows(sizes, n_samples, random_state):
 
 def stages_end(stages, say):
     """After a stage: True when later stages are not worth running (this stage's
-    energy gain per row was below :data:`STAGE_GAIN_PER_ROW`, or the time budget is
+    energy gain per row was below the policy's ``stage_gain_per_row``, or the time budget is
     spent).  ``stages`` are (outcome, rows, where)."""
     last = _stage_record(*stages[-1])
     if last["stop_reason"] == "time":
         say("learning: the time budget is spent; no further stages")
         return True
-    if len(stages) > 1 and last["gain_per_row"] < STAGE_GAIN_PER_ROW:
+    if len(stages) > 1 and last["gain_per_row"] < policy.POLICY.stage_gain_per_row:
         say(f"learning: the stage on {last['rows']} rows gained "
-            f"{last['gain_per_row']:.2g} nats per row (< {STAGE_GAIN_PER_ROW:g}); no "
+            f"{last['gain_per_row']:.2g} nats per row (< {policy.POLICY.stage_gain_per_row:g}); no "
             "further stages")
         return True
     return False

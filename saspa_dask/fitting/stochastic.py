@@ -31,7 +31,7 @@ Hernandez-Lobato (AISTATS 2016), one step looks at a minibatch of rows only:
    point shares with the anchor.  Near the optimum the estimate's noise falls with
    the distance moved, where plain minibatch estimates keep theirs.
 5. **A step.**  Adam in the optimiser's coordinates (logs, and basis means scaled by
-   their input's lengthscale), its rate shrinking with the epochs (:data:`RATE_DECAY`),
+   their input's lengthscale), its rate shrinking with the epochs (the policy's ``rate_decay``),
    clipped to the box.
 
 Every likelihood, blur family, frequency feature and Power EP's alpha go through the
@@ -54,25 +54,17 @@ from ..ep.driver import ep_evidence
 from ..ep.posterior import Posterior
 from ..ep.sites import block_pass
 from ..ep.whitening import make_block, relabel_block
+from . import policy
 from .adam import Adam
 from .anchors import GlobalSums, PointState
 from .minibatches import Minibatches
 from .settings import StochasticLearning
 from .trainer import FitOutcome
 
-__all__ = ["MEAN_STEP", "StochasticLearning", "learn_stochastic"]
+__all__ = ["StochasticLearning", "learn_stochastic"]
 
 
 
-# the stop rule compares the anchors' energy per row with that of the epochs holding the
-# last WINDOW_STEPS steps: over fewer, a slow climb looks like a plateau
-WINDOW_STEPS = 250
-# an epoch whose anchor lost more than this many nats per row on the last one went too
-# far for the rate: it is undone and the rate halved (at this size, not EP's own
-# transient at sites one epoch old)
-REVERT_DROP = 1e-3
-# and an epoch that gained lets the rate grow back by this factor (at most to its own)
-RATE_GROWTH = 1.5
 
 
 @dataclass
@@ -96,32 +88,24 @@ class _Progress:
 
     def converged(self, tol, steps_per_epoch=1):
         """The anchors' energy per row gained less than ``tol`` over the last epochs
-        that hold WINDOW_STEPS steps (two at least)."""
-        window = max(2, math.ceil(WINDOW_STEPS / max(steps_per_epoch, 1)))
+        that hold policy.POLICY.window_steps steps (two at least)."""
+        window = max(2, math.ceil(policy.POLICY.window_steps / max(steps_per_epoch, 1)))
         if len(self.anchors) <= window:
             return False
         return bool(self.anchors[-1] - self.anchors[-1 - window] < tol)
 
 
-# a basis mean's step, in units of its input's lengthscale, per unit of the learning
-# rate: Pole does best with small steps, Kin-40k with large ones; this is between
-# (benchmarks/RESULTS.md, "Stochastic learning with per-row sites")
-MEAN_STEP = 0.01
-# Adam's rate over the learning epochs e so far is rate / e^RATE_DECAY: the minibatch
-# noise stays as the point settles, so the steps must shrink (Robbins-Monro), slowly
-# enough that a point far from its optimum still gets there
-RATE_DECAY = 0.25
 
 
 def _step_scale(hyper, basis):
     """Adam's step per coordinate of ``hyper.to_log()``: 1 for logs, a tenth of a basis
-    mean's input lengthscale for that mean (:data:`MEAN_STEP`)."""
+    mean's input lengthscale for that mean (the policy's ``mean_step``)."""
     scale = np.ones(hyper.to_log().size)
     bases = hyper.bases
     if bases is not None and hasattr(bases, "means") and not basis.is_fourier:
         start = hyper._bases_offset()
         M, d = bases.means.shape
-        scale[start:start + M * d] = MEAN_STEP * np.tile(hyper.lengthscale, M)
+        scale[start:start + M * d] = policy.POLICY.mean_step * np.tile(hyper.lengthscale, M)
     return scale
 
 
@@ -259,7 +243,8 @@ class _Learner:
         return estimate
 
     def _state(self):
-        """The current point as a :class:`~saspa_dask.fitting.anchors.PointState` (its global posteriors)."""
+        """The current point as a :class:`~saspa_dask.fitting.anchors.PointState` (its
+        global posteriors)."""
         posteriors = [self._global_posterior(k)[2] for k in range(len(self.labels))]
         return PointState(self, self.hyper, self.basis, self.L, posteriors,
                            self.tau, self.nu)
@@ -267,7 +252,7 @@ class _Learner:
     def anchor(self):
         """Make the current point and sites the anchor of the gradient estimates: its
         gradient and its energy summed over every row (one pass, after
-        :meth:`refresh`).  An epoch whose anchor lost more than :data:`REVERT_DROP`
+        :meth:`refresh`).  An epoch whose anchor lost more than the policy's ``revert_drop``
         nats per row on the last anchor stepped too far: it is undone (the point and
         sites back to the last anchor's) and Adam starts again at half the rate, so
         learning cannot run down the energy."""
@@ -282,11 +267,11 @@ class _Learner:
         state.energy = sum(ep_evidence(p, t) for p, t in zip(state.posteriors, terms))
         previous = self._anchor
         if previous is not None and np.isfinite(previous.energy) and not (
-                state.energy >= previous.energy - REVERT_DROP * self.N):
+                state.energy >= previous.energy - policy.POLICY.revert_drop * self.N):
             self._restore(previous)
             return
         if previous is not None:  # an epoch that gained: the rate may grow again
-            self.rate_scale = min(RATE_GROWTH * self.rate_scale, 1.0)
+            self.rate_scale = min(policy.POLICY.rate_growth * self.rate_scale, 1.0)
         self._anchor = state
         self.progress.anchors.append(state.energy / self.N)
 
@@ -392,13 +377,14 @@ class _Learner:
 
     def _move(self, grad):
         """Adam's step from the current point (its rate divided by the learning epochs
-        so far to the power :data:`RATE_DECAY`), clipped to the box; a point whose basis
+        so far to the power the policy's ``rate_decay``), clipped to the box; a point whose basis
         covariance cannot be factorised is skipped (counted)."""
         if not np.all(np.isfinite(grad)):
             self.n_rejected += 1
             return
         epochs = max(1.0, self.rows_seen / self.N)  # the first epoch learns nothing
-        self.adam.rate = self.rate_scale * self.schedule.learning_rate / epochs ** RATE_DECAY
+        decay = epochs ** policy.POLICY.rate_decay
+        self.adam.rate = self.rate_scale * self.schedule.learning_rate / decay
         x = self.hyper.to_log() + self.adam.step(grad, _step_scale(self.hyper, self.basis))
         trial = self.hyper.from_log(np.clip(x, self.bounds[:, 0], self.bounds[:, 1]))
         try:
@@ -430,7 +416,7 @@ class _Learner:
 
 
 _MESSAGES = {"energy": f"converged: the energy per row rose by less than tol over the "
-                       f"last epochs of {WINDOW_STEPS} steps",
+                       f"last epochs of {policy.POLICY.window_steps} steps",
              "cap": "stopped at max_epochs", "time": "stopped by the time budget"}
 
 
