@@ -5,6 +5,7 @@ gradient, the optimiser, the trainer.
 - :mod:`~saspa_dask.fitting.posterior`: :class:`FittedPosterior`, what predictions use;
 - :mod:`~saspa_dask.fitting.basis_start`: where the bases start (given, K-means,
   frequency features);
+- :mod:`~saspa_dask.fitting.phases`: the phases a plan lists (learning, then the model);
 - :mod:`~saspa_dask.fitting.stages`: the subsample stages of full-batch learning;
 - :mod:`~saspa_dask.fitting.stochastic`: stochastic learning on minibatches of every
   row (:mod:`~saspa_dask.fitting.anchors`: its global sums and anchors;

@@ -2,9 +2,8 @@
 
 :class:`FitRun` holds what a run learns on the way (its clock, phase lines, budget,
 stop rule and the report's ``blur_``, ``damping_``, ``timings_``, ``kmeans_info_``,
-``cost_estimate_``) and does the phases: starting bases and hyperparameters, learning
-(subsample stages in memory or stochastic on every row), then EP on all rows, or the
-learning sample's model when a time budget leaves no room for it.
+``cost_estimate_``), makes the starting bases and hyperparameters, and runs the plan's
+phases (:mod:`saspa_dask.fitting.phases`) over one fit state.
 """
 
 from __future__ import annotations
@@ -12,66 +11,29 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from contextlib import nullcontext
-from dataclasses import replace
 
-import dask
 import numpy as np
-from sklearn.utils import check_random_state
 
 from ..core.kernel_profiles import kernel_named
-from ..core.kernels import FOURIER_FAMILIES
 from ..engines.cache_policy import choose_cache
 from ..engines.chunks import is_lazy
-from ..engines.dask_engine import WorkDir
 from ..ep.approximation import approximation_named
-from ..ep.driver import EPConvergenceWarning
 from ..parameters import bases_for_rows
 from .basis_start import learnt_start, restart_positions, start_bases
 from .budget import FitBudget
+from .phases import FitState
 from . import policy
-from .costs import choose_blur, evaluation_cost, evaluation_flops
-from .exact_start import (exact_check_applies, exact_gp_flops, exact_gp_start,
-                          exact_start_applies, start_rows)
+from .costs import choose_blur, evaluation_cost
 from .hyperparameters import (Hyperparameters, additive_lengthscale, resolve_lengthscale,
                               tied_lengthscale)
 from .optimizer import StopRule
 from .progress import phase_printer, print_hyper, print_sweep
-from .stages import learning_stages, merge_stages, sites_at, sites_on_all, stages_end
-from .stochastic import learn_stochastic
-from .trainer import FitOutcome, Trainer
+from .stages import learning_stages
+from .trainer import Trainer
 from .trainer import fit as fit_hyperparameters
 
 __all__ = ["FitRun"]
 
-
-
-def _sample_model(learnt, rows, n_samples):
-    """The outcome of learning on ``rows`` as a model of all ``n_samples`` rows: its
-    sites on ``rows`` and zero elsewhere (no information; the posterior is the same),
-    no sweep on all rows, not converged (stopped by the time budget), and no evidence
-    (it needs every row)."""
-    results = []
-    for result, (tau, nu) in zip(learnt.results, sites_on_all(learnt, rows, n_samples,
-                                                             None)):
-        results.append(replace(result, tau=tau, nu=nu, n_sweeps=0, converged=False,
-                               stopped_by_time=True, log_evidence=float("nan"),
-                               history=[], coarse_start=[]))
-    return FitOutcome(learnt.hyper, learnt.basis, learnt.L, learnt.jitter, results,
-                      float("nan"), learnt.trace, learnt.info)
-
-
-def _scaled_starts(learnt, rows, n_samples, sites, learn_here):
-    """Where EP on all rows after learning starts: the last stage's posterior at the
-    learnt values, its sites on ``rows`` standing for all ``n_samples`` rows (what
-    :func:`saspa_dask.ep.driver.coarse_start` builds from every 10th chunk, here from
-    a random sample EP has already converged on, at no cost).  None when EP on all
-    rows is warm-started by sites (stochastic learning's, every row's) or learns
-    itself."""
-    if learnt is None or sites is not None or learn_here:
-        return None
-    factor = 1.0 if rows is None else n_samples / rows.size
-    return [result.posterior.scaled(factor) for result in learnt.results]
 
 
 class FitRun:
@@ -171,144 +133,23 @@ class FitRun:
     # -- learning and EP -----------------------------------------------------------
 
     def fit(self, targets, likelihood, basis, hyper, sites):
-        """Learning (if asked), then EP on all rows; the trainer's outcome with the
-        stages' report merged in, and the rows learnt on (None: all)."""
-        plan, X, say = self.plan, self.X, self.say
+        """The plan's phases (:meth:`FitPlan.phases`: learning, then EP on all rows or
+        the sample's model) over one :class:`~saspa_dask.fitting.phases.FitState`;
+        the outcome with the stages' report merged in, and the rows learnt on (None:
+        all)."""
+        plan = self.plan
         if self.lazy:
-            self.cache, why = choose_cache(plan.execution.cache, X.shape[0],
+            self.cache, why = choose_cache(plan.execution.cache, self.X.shape[0],
                                            basis.means.shape[0])
             if why:
-                say(f"cache: {why}")
-        trainer_for = self._trainer_factory(basis)
+                self.say(f"cache: {why}")
         fit = self._fitter(likelihood, restart_positions(
             hyper.bases, plan.n_restarts_optimizer, self.report["blur_"], plan.random_state))
-        stages, learn_on_all = [], False
-        if plan.optimize_hyperparameters and not plan.stochastic_learning:
-            stages, learn_on_all = learning_stages(plan.hyper_subsample, X.shape[0],
-                                                   plan.random_state, self.lazy)
-            stages = self._budgeted_stages(stages, learn_on_all, basis)
-        if plan.optimize_hyperparameters:
-            self._announce_cost(stages[0].size if stages else X.shape[0], basis)
-        on_sample = bool(stages) and stages[0].size < X.shape[0]
-        self.exact_start = self.report["blur_"] not in FOURIER_FAMILIES and \
-            exact_start_applies(plan, likelihood, hyper, X.shape[0], on_sample)
-        self.exact_check = not self.exact_start and exact_check_applies(
-            plan, likelihood, hyper, X.shape[0])
-        start = time.perf_counter()
-        if plan.stochastic_learning:
-            hyper = self._exact_started(hyper, self.X, targets)
-            learnt, rows, stage_sites, done, ended = self._learn_stochastically(
-                targets, hyper, likelihood, trainer_for)
-        else:
-            learnt, rows, stage_sites, done, ended = self._learn_in_stages(
-                targets, stages, hyper, sites, trainer_for, fit)
-        learn_here = False
-        if learnt is not None:
-            hyper = learnt.hyper
-            self.report["timings_"]["hyperparameters"] = time.perf_counter() - start
-            learn_on_all = learn_on_all and not ended and self._room_to_learn_on_all()
-        if learnt is not None and self._sample_model_only(rows, sites, learn_on_all):
-            self.sample_model = True
-            outcome = _sample_model(learnt, rows, X.shape[0])
-        else:
-            learn_here = bool(plan.optimize_hyperparameters) and learn_on_all
-            if learn_here and learnt is None:  # learning starts here, on all rows
-                hyper = self._exact_started(hyper, X, targets)
-            say(f"EP on {X.shape[0]} rows"
-                + (", learning hyperparameters" if learn_here else ""))
-            # the stages' sites on every row, or stochastic learning's (it keeps one per
-            # row): EP on all rows starts from them
-            covered = (bool(stages) and stages[-1].size == X.shape[0]) or \
-                plan.stochastic_learning
-            final_sites = stage_sites if learn_here or covered else sites
-            # Dask inputs keep their sites in a scratch store (removed afterwards)
-            with WorkDir(plan.execution.work_dir) if self.lazy else nullcontext() as work:
-                outcome = fit(trainer_for(X, targets, work, learn_here), hyper, final_sites,
-                              learn_here,
-                              restarts=not stages, rows=X.shape[0],
-                              starts=_scaled_starts(learnt, rows, X.shape[0], final_sites,
-                                                    learn_here),
-                              probe_rows=None if learn_here else self.probe_rows)
-            if learn_here and learnt is None and self._exact_check(outcome):
-                outcome = self._checked_against_exact(outcome, fit, trainer_for, hyper,
-                                                      X, targets)
-        self.report["timings_"]["ep"] = time.perf_counter() - start
-        if learn_here:
-            done.append((outcome, X.shape[0], "workers" if self.lazy else "driver (in memory)"))
-            rows = None
-        merge_stages(outcome, learnt if not learn_here else None, done)
-        if self.start_record is not None:
-            outcome.info = {**(outcome.info or {}), "start": self.start_record}
-        return outcome, rows
-
-    def _exact_check(self, outcome):
-        """Whether learning on every row from the data-driven start (where the fit is
-        checked at all: ``exact_check``), which ended by its stop rule in ``outcome``
-        (not by a cap or a budget) after work of at least
-        the policy's ``exact_check_work_ratio`` times the exact GP's
-        most, is checked against an exact GP's start (:func:`_checked_against_exact`)."""
-        info, n_rows = outcome.info, self.X.shape[0]
-        if not self.exact_check or info is None or info.get("stop_reason") not in (
-                "energy", "gradient"):
-            return False
-        work = info["n_evaluations"] * evaluation_flops(*self._cost_terms(n_rows,
-                                                                          outcome.basis))
-        d = outcome.basis.means.shape[1]
-        return work >= policy.POLICY.exact_check_work_ratio * exact_gp_flops(n_rows, d)
-
-    def _checked_against_exact(self, outcome, fit, trainer_for, hyper, X, targets):
-        """After learning on every row (``X``, ``targets`` in memory) from the
-        data-driven start ``hyper``: where an exact GP's start on a sample
-        (:mod:`saspa_dask.fitting.exact_start`) has a higher energy than where that
-        learning ended, it stopped short (on Pumadyn-32nm, one seed of three stopped on
-        the plateau before its irrelevant inputs were switched off), and learning goes
-        on from the exact start; the higher end is kept.  Otherwise the outcome stays
-        as it is (the cost: the exact GP and one EP run).  Recorded for
-        ``hyperparameter_info_["start"]``."""
-        exact, record = self._exact_gp(hyper, X, targets)
-        if record["method"] != "exact-gp":
-            return outcome
-        at_exact = fit(trainer_for(X, targets, None, False), exact, None, False,
-                       restarts=False, rows=X.shape[0], watched=False)
-        record = {**record, "checked_after_learning": True,
-                  "energy_learnt": float(outcome.log_evidence),
-                  "energy_at_exact_start": float(at_exact.log_evidence)}
-        if not at_exact.log_evidence > outcome.log_evidence:
-            self.start_record = {**record, "method": "data", "reason": (
-                "learning from the data-driven start ended above the exact GP's start")}
-            return outcome
-        self.say(f"start: learning ended at energy {outcome.log_evidence:.6g}, below an "
-                 f"exact GP's start ({at_exact.log_evidence:.6g}); learning from there")
-        again = fit(trainer_for(X, targets, None, True), exact, None, True,
-                    restarts=False, rows=X.shape[0])
-        kept = again if again.log_evidence > outcome.log_evidence else outcome
-        self.start_record = {**record, "method": "exact-gp" if kept is again else "data"}
-        return kept
-
-    def _sample_model_only(self, rows, sites, learn_on_all):
-        """Whether the model is EP on the learning sample: the budget (if any) left
-        no room for EP on all rows (the policy's ``sample_model_ratio``), learning ran
-        on a sample, and no warm-start sites give the other rows information EP on the
-        sample would not use.  Said and warned."""
-        if (self.budget is None or not self.budget.sample_model or rows is None
-                or sites is not None or learn_on_all or rows.size == self.X.shape[0]):
-            return False
-        self.say(f"EP on {self.X.shape[0]} rows: the time budget leaves no room; the model "
-                 f"is EP on the {rows.size}-row learning sample")
-        warnings.warn(f"the max_fit_time budget left no room for EP on all "
-                      f"{self.X.shape[0]} rows: the model is EP on the learning sample's "
-                      f"{rows.size} rows (its sites on the other rows are zero); raise "
-                      "max_fit_time for EP on all rows", EPConvergenceWarning, stacklevel=6)
-        return True
-
-    def _room_to_learn_on_all(self):
-        """After the in-memory stages: whether the budget (if any) leaves room for
-        learning on all rows; says so when it does not."""
-        if self.budget is None or self.budget.affords_learning_on_all():
-            return True
-        self.say("learning: the time budget leaves no room for learning on all rows; EP "
-                 "on all rows at the stages' values")
-        return False
+        state = FitState(targets, likelihood, basis, hyper, sites,
+                         self._trainer_factory(basis), fit)
+        for phase in plan.phases():
+            phase.run(self, state)
+        return state.outcome, state.learnt_rows
 
     def _fitter(self, likelihood, positions):
         """``fit(trainer, hyper, sites, optimize, restarts)``: the trainer's fit with
@@ -324,10 +165,10 @@ class FitRun:
                 positions=positions, callback=print_hyper if loud else None,
                 start_posteriors=starts,
                 ep_deadline=None if self.budget is None else self.budget.end,
-                watch=self._watch_of(rows) if watched else None, probe_rows=probe_rows)
+                watch=self.watch_of(rows) if watched else None, probe_rows=probe_rows)
         return fit
 
-    def _watch_of(self, rows):
+    def watch_of(self, rows):
         """The held-out watch (if any) of learning on ``rows`` rows."""
         if self.watch is None:
             return None
@@ -364,100 +205,18 @@ class FitRun:
                 callback({**record, "all_rows": every_row, "learning": learning})
         return observe
 
-    def _learn_in_stages(self, targets, stages, hyper, sites, trainer_for, fit):
-        """Learn on each subsample stage in memory on the driver, each warm-started
-        from the last (its values, and its sites on its rows).  Returns the last
-        stage's outcome (None without stages), its rows, the sites on all rows, the
-        stages run as (outcome, rows, where), and whether a stage ended the stages
-        early."""
-        X, say = self.X, self.say
-        learnt, rows, done = None, None, []
-        for k, rows in enumerate(stages):
-            # one pass over the chunks for both (lazy inputs); NumPy indexes in memory
-            X_sub, y_sub = (dask.compute(X[rows], targets[rows]) if self.lazy
-                            else (X[rows], targets[rows]))
-            if k == 0:
-                hyper = self._exact_started(hyper, X_sub, y_sub)
-            what = "all" if rows.size == X.shape[0] else "a subsample of"
-            say(f"learning hyperparameters{' and bases' if self.plan.learnt_bases else ''} "
-                f"on {what} {rows.size} rows, in memory on the driver "
-                f"({self._stop_description()})")
-            learnt = fit(trainer_for(X_sub, y_sub, None, True), hyper, sites_at(sites, rows),
-                         True, restarts=k == 0, rows=rows.size)
-            if len(stages) == 1 and rows.size == X.shape[0] and \
-                    self._exact_check(learnt):
-                learnt = self._checked_against_exact(learnt, fit, trainer_for, hyper, X_sub,
-                                                     y_sub)
-            if self.watch is not None:  # the stage's end, if not measured already
-                self.watch(lambda: learnt, rows=rows.size, always=True,
-                           iteration=learnt.info.get("n_iterations"))
-            hyper, probe = learnt.hyper, policy.POLICY.probe_rows
-            self.probe_rows = (None if rows.size == X.shape[0] else
-                               X_sub[::max(1, rows.size // probe)][:probe])
-            sites = sites_on_all(learnt, rows, X.shape[0], sites)
-            done.append((learnt, rows.size, "driver (in memory)"))
-            if stages_end(done, say):
-                return learnt, rows, sites, done, True
-        return learnt, rows, sites, done, False
-
-    def _exact_gp(self, hyper, X, targets):
-        """``hyper`` at an exact GP's values on the seeded sample of (``X``,
-        ``targets``), and the record (:func:`~saspa_dask.fitting.exact_start.
-        exact_gp_start`)."""
-        rows = start_rows(X.shape[0], self.plan.random_state)
-        X_s, y_s = (dask.compute(X[rows], targets[rows]) if is_lazy(X)
-                    else (X[rows], targets[rows]))
-        return exact_gp_start(hyper, hyper.bounds(), X_s, y_s)
-
-    def _exact_started(self, hyper, X, targets):
-        """``hyper`` moved to an exact GP's values on a seeded sample of (``X``,
-        ``targets``) when the fit starts that way (:mod:`saspa_dask.fitting.exact_start`);
-        said, and recorded for ``hyperparameter_info_["start"]``."""
-        if not self.exact_start:
-            return hyper
-        hyper, self.start_record = self._exact_gp(hyper, X, targets)
-        record = self.start_record
-        if record["method"] == "exact-gp":
-            self.say(f"start: an exact GP on {record['rows']} rows, {record['iterations']} "
-                     f"iterations ({record['seconds']:.1f}s): noise "
-                     f"{hyper.likelihood['noise_variance']:.3g}, signal "
-                     f"{hyper.signal_variance:.3g}")
-        else:
-            self.say(f"start: the data-driven values ({record['reason']})")
-        return hyper
-
-    def _learn_stochastically(self, targets, hyper, likelihood, trainer_for):
-        """Learn on every row by stochastic EP (:mod:`saspa_dask.fitting.stochastic`);
-        returns what :meth:`_learn_in_stages` does.  EP on all rows then polishes."""
-        schedule, say = self.plan.stochastic, self.say
-        say(f"learning stochastically on all {self.X.shape[0]} rows (minibatches of "
-            f"{schedule.batch_rows}, learning rate {schedule.learning_rate:g}, at most "
-            f"{schedule.max_epochs:g} epochs{self._budget_text()})")
-
-        def tell(record):
-            say(f"epoch {record['epoch']}: energy {record['energy_per_row']:.6g} per row "
-                f"(minibatch estimate), {record['steps']} steps, {record['seconds']:.1f}s")
-
-        seed = check_random_state(self.plan.random_state).randint(2**31 - 1)
-        # on Dask the minibatches are read chunk by chunk; no site store is needed
-        learnt = learn_stochastic(trainer_for(self.X, targets, None, True), likelihood, hyper,
-                                  schedule, seed=seed, time_is_up=self.rule.time_is_up,
-                                  callback=tell, watch=self._watch_of(self.X.shape[0]))
-        sites = [(result.tau, result.nu) for result in learnt.results]
-        return learnt, None, sites, [], learnt.info["stop_reason"] == "time"
-
     # -- what the run says ---------------------------------------------------------
 
-    def _budget_text(self):
+    def budget_text(self):
         budget = self.plan.max_fit_time
         return "" if budget is None else f", budget {budget:g}s"
 
-    def _stop_description(self):
+    def stop_description(self):
         plan = self.plan
         return (f"tol {plan.hyper_tol:g}, at most {plan.max_hyper_iter} iterations"
-                + self._budget_text())
+                + self.budget_text())
 
-    def _budgeted_stages(self, stages, learn_on_all, basis):
+    def budgeted_stages(self, stages, learn_on_all, basis):
         """The stages, or with a budget too short for the first stage a stage on half
         its rows before it (:meth:`~saspa_dask.fitting.budget.FitBudget.
         first_stage_rows`; the stages stay prefixes of one permutation)."""
@@ -478,9 +237,9 @@ class FitRun:
     def _evaluation_cost(self, n_rows, basis):
         """The estimated cost of one optimiser evaluation on ``n_rows`` rows
         (:func:`~saspa_dask.fitting.costs.evaluation_cost`)."""
-        return evaluation_cost(*self._cost_terms(n_rows, basis))
+        return evaluation_cost(*self.cost_terms(n_rows, basis))
 
-    def _cost_terms(self, n_rows, basis):
+    def cost_terms(self, n_rows, basis):
         """The arguments of :mod:`~saspa_dask.fitting.costs`' estimates for these
         bases on ``n_rows`` rows: (n, M, d, blur, learnt bases, kernel terms)."""
         blur = self.report["blur_"]
@@ -488,7 +247,7 @@ class FitRun:
         terms = kernel_named(self.plan.kernel).n_terms(blurred=blur != "delta")
         return n_rows, M, d, blur, self.plan.learnt_bases, terms
 
-    def _announce_cost(self, n_rows, basis):
+    def announce_cost(self, n_rows, basis):
         """Say what one optimiser evaluation will cost, and warn when that is slow."""
         plan, blur = self.plan, self.report["blur_"]
         M, d = basis.means.shape

@@ -7,10 +7,12 @@ the :class:`~saspa_dask.fitting.posterior.FittedPosterior` every prediction uses
 the fit report (EP and optimiser diagnostics, per-row sites).  The estimators build a
 plan from their parameters and keep the result; they do no fitting of their own.
 
-The phases: bases (given, K-means or frequency features), the starting
-hyperparameters, learning (full-batch on subsample stages in memory, or stochastic on
-every row), then EP on all rows at the learnt values (learning there too when the
-stages cover every row on all rows).
+The phases: bases (given, K-means or frequency features) and the starting
+hyperparameters (:class:`~saspa_dask.fitting.fit_run.FitRun`), then those
+:meth:`FitPlan.phases` lists (:mod:`saspa_dask.fitting.phases`): learning (none,
+full-batch on subsample stages in memory, or stochastic on every row), then EP on all
+rows at the learnt values (learning there too when the stages end on every row) or
+the learning sample's model.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..ep.approximation import approximation_named
 from ..ep.schedule import EPSchedule
 from .fit_run import FitRun
 from .held_out import HeldOutWatch
+from .phases import FinalModel, FixedValues, LearningOnMinibatches, StagedLearning
 from .hyperparameters import (LearningStoppedWarning, LearntBoundWarning, additive_terms_of,
                               bound_advice, by_input_name, feature_groups_of,
                               learning_stopped_advice)
@@ -115,6 +118,18 @@ class FitPlan:
     @property
     def stochastic_learning(self):
         return self.learning == "stochastic" and bool(self.optimize_hyperparameters)
+
+    def phases(self):
+        """The fit's phases after its start (bases and starting values), in order
+        (:mod:`saspa_dask.fitting.phases`): learning (none, staged full-batch, or
+        stochastic), then the model (EP on all rows, or the learning sample's)."""
+        if not self.optimize_hyperparameters:
+            learning = FixedValues()
+        elif self.stochastic_learning:
+            learning = LearningOnMinibatches()
+        else:
+            learning = StagedLearning()
+        return [learning, FinalModel()]
 
     def validate(self, likelihood=None, n_problems=None):
         """Refuse a plan whose choices do not go together, before any data is read:

@@ -1,0 +1,362 @@
+"""A fit's phases: what :meth:`FitPlan.phases` lists and :class:`FitRun` runs in order
+over one :class:`FitState`.
+
+1. **Learning**: none (:class:`FixedValues`), full-batch on subsample stages in memory
+   (:class:`StagedLearning`, each stage warm-started from the last, the time budget
+   shortening the first), or stochastic on every row (:class:`LearningOnMinibatches`).
+   An exact GP's start (:mod:`saspa_dask.fitting.exact_start`) is taken at its
+   beginning where it applies.
+2. **The model** (:class:`FinalModel`): EP on all rows at the learnt values (learning
+   there too when the stages end on every row, then checked against an exact GP's
+   start where that applies), or, when the budget leaves no room, the learning
+   sample's model.
+
+What a phase leaves for the next is in the state, under names that say what it is.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+
+import dask
+from sklearn.utils import check_random_state
+
+from ..core.kernels import FOURIER_FAMILIES
+from ..engines.chunks import is_lazy
+from ..engines.dask_engine import WorkDir
+from ..ep.driver import EPConvergenceWarning
+from . import policy
+from .costs import evaluation_flops
+from .exact_start import (exact_check_applies, exact_gp_flops, exact_gp_start,
+                          exact_start_applies, start_rows)
+from .stages import learning_stages, merge_stages, sites_at, sites_on_all, stages_end
+from .stochastic import learn_stochastic
+from .trainer import FitOutcome
+
+__all__ = ["FinalModel", "FitState", "FixedValues", "StagedLearning",
+           "LearningOnMinibatches"]
+
+
+@dataclass
+class FitState:
+    """What a fit's phases share: the problem, the point, and what learning left."""
+
+    targets: object
+    likelihood: object
+    basis: object
+    hyper: object
+    #: warm-start sites the caller gave (None: a cold start)
+    given_sites: object
+    #: ``trainer_for(X, targets, work_dir, learning)`` and ``fit(trainer, ...)``
+    trainer_for: object
+    fit: object
+    #: learning's last outcome (None: nothing learnt before the final phase)
+    learnt: object = None
+    #: the rows learning saw (None: every row)
+    learnt_rows: object = None
+    #: the sites learning left on every row (None: none)
+    learnt_sites: object = None
+    #: learning's stages as (outcome, rows, where), for the report
+    stages_run: list = field(default_factory=list)
+    #: learning ended before its last stage (no gain, or the budget)
+    ended_early: bool = False
+    #: learning goes on, on every row, in EP on all rows
+    learns_on_all: bool = False
+    #: learning's sites cover every row (EP on all rows starts from them)
+    sites_cover_all: bool = False
+    #: learning's stages, when it had any (EP on all rows then makes no restarts)
+    staged: bool = False
+    #: when learning (or, without it, EP on all rows) began: its time and EP's are one
+    #: span in the report's ``timings_["ep"]``
+    began: float = 0.0
+    #: the fit's outcome, once the final phase has run
+    outcome: object = None
+
+
+class FixedValues:
+    """No learning: EP on all rows at the given values."""
+
+    def run(self, run, state):
+        state.began = time.perf_counter()
+
+
+class StagedLearning:
+    """Full-batch learning on subsample stages in memory on the driver, each
+    warm-started from the last (its values and its sites on its rows); learning goes
+    on in EP on all rows when the stages end with every row and the budget allows."""
+
+    def run(self, run, state):
+        plan, X = run.plan, run.X
+        stages, on_all = learning_stages(plan.hyper_subsample, X.shape[0],
+                                         plan.random_state, run.lazy)
+        stages = run.budgeted_stages(stages, on_all, state.basis)
+        run.announce_cost(stages[0].size if stages else X.shape[0], state.basis)
+        decide_exact_start(run, state, on_sample=bool(stages) and stages[0].size < X.shape[0])
+        start = state.began = time.perf_counter()
+        state.staged = bool(stages)
+        learnt, rows, sites, ended = _learn_in_stages(run, state, stages)
+        state.learns_on_all = on_all
+        state.sites_cover_all = bool(stages) and stages[-1].size == X.shape[0]
+        if learnt is not None:
+            _learnt(run, state, learnt, rows, sites, ended, start)
+            state.learns_on_all = on_all and not ended and _room_to_learn_on_all(run)
+
+
+class LearningOnMinibatches:
+    """Stochastic learning on every row (:mod:`saspa_dask.fitting.stochastic`); EP on
+    all rows then polishes, from the sites it leaves on every row."""
+
+    def run(self, run, state):
+        run.announce_cost(run.X.shape[0], state.basis)
+        decide_exact_start(run, state, on_sample=False)
+        start = state.began = time.perf_counter()
+        state.hyper = exact_started(run, state.hyper, run.X, state.targets)
+        schedule = run.plan.stochastic
+        run.say(f"learning stochastically on all {run.X.shape[0]} rows (minibatches of "
+                f"{schedule.batch_rows}, learning rate {schedule.learning_rate:g}, at most "
+                f"{schedule.max_epochs:g} epochs{run.budget_text()})")
+
+        def tell(record):
+            run.say(f"epoch {record['epoch']}: energy {record['energy_per_row']:.6g} per "
+                    f"row, {record['steps']} steps, {record['seconds']:.1f}s")
+
+        seed = check_random_state(run.plan.random_state).randint(2**31 - 1)
+        # on Dask the minibatches are read chunk by chunk; no site store is needed
+        learnt = learn_stochastic(state.trainer_for(run.X, state.targets, None, True),
+                                  state.likelihood, state.hyper, schedule, seed=seed,
+                                  time_is_up=run.rule.time_is_up, callback=tell,
+                                  watch=run.watch_of(run.X.shape[0]))
+        sites = [(result.tau, result.nu) for result in learnt.results]
+        state.sites_cover_all = True
+        _learnt(run, state, learnt, None, sites, learnt.info["stop_reason"] == "time",
+                start)
+
+
+def _learnt(run, state, learnt, rows, sites, ended, start):
+    """Keep what a learning phase found, and the time it took."""
+    state.learnt, state.learnt_rows, state.learnt_sites = learnt, rows, sites
+    state.ended_early, state.hyper = ended, learnt.hyper
+    run.report["timings_"]["hyperparameters"] = time.perf_counter() - start
+
+
+class FinalModel:
+    """EP on all rows at the learnt values, learning there too when learning goes on
+    on every row (and then checked against an exact GP's start where that applies),
+    or the learning sample's model when the time budget leaves no room."""
+
+    def run(self, run, state):
+        X = run.X
+        learn_here = bool(run.plan.optimize_hyperparameters) and state.learns_on_all
+        if state.learnt is not None and _sample_model_only(run, state):
+            run.sample_model, learn_here = True, False
+            state.outcome = _sample_model(state.learnt, state.learnt_rows, X.shape[0])
+        else:
+            state.outcome = _ep_on_all_rows(run, state, learn_here)
+        run.report["timings_"]["ep"] = time.perf_counter() - state.began
+        if learn_here:
+            state.stages_run.append((state.outcome, X.shape[0],
+                                     "workers" if run.lazy else "driver (in memory)"))
+            state.learnt_rows = None
+        merge_stages(state.outcome, state.learnt if not learn_here else None,
+                     state.stages_run)
+        if run.start_record is not None:
+            state.outcome.info = {**(state.outcome.info or {}), "start": run.start_record}
+
+
+def _ep_on_all_rows(run, state, learn_here):
+    """EP on every row (learning there when ``learn_here``), in a scratch store of
+    sites for Dask inputs, from learning's sites or its posterior scaled to all rows."""
+    X, hyper = run.X, state.hyper
+    if learn_here and state.learnt is None:  # learning starts here, on all rows
+        hyper = exact_started(run, hyper, X, state.targets)
+    run.say(f"EP on {X.shape[0]} rows" + (", learning hyperparameters" if learn_here else ""))
+    sites = (state.learnt_sites if learn_here or state.sites_cover_all
+             else state.given_sites)
+    with WorkDir(run.plan.execution.work_dir) if run.lazy else nullcontext() as work:
+        outcome = state.fit(state.trainer_for(X, state.targets, work, learn_here), hyper,
+                            sites, learn_here, restarts=not state.staged, rows=X.shape[0],
+                            starts=_scaled_starts(state.learnt, state.learnt_rows,
+                                                  X.shape[0], sites, learn_here),
+                            probe_rows=None if learn_here else run.probe_rows)
+    if learn_here and state.learnt is None and _exact_check(run, outcome):
+        outcome = _checked_against_exact(run, state, outcome, hyper, X, state.targets)
+    return outcome
+
+
+# -- the learning sample, and what EP on all rows starts from ----------------------------
+
+def _learn_in_stages(run, state, stages):
+    """Learn on each subsample stage in memory on the driver, each warm-started from
+    the last (its values, and its sites on its rows).  Returns the last stage's
+    outcome (None without stages), its rows, the sites on all rows, and whether a
+    stage ended the stages early; the stages run are added to the state."""
+    X, say, hyper, sites = run.X, run.say, state.hyper, state.given_sites
+    learnt, rows = None, None
+    for k, rows in enumerate(stages):
+        # one pass over the chunks for both (lazy inputs); NumPy indexes in memory
+        X_sub, y_sub = (dask.compute(X[rows], state.targets[rows]) if run.lazy
+                        else (X[rows], state.targets[rows]))
+        if k == 0:
+            hyper = exact_started(run, hyper, X_sub, y_sub)
+        what = "all" if rows.size == X.shape[0] else "a subsample of"
+        say(f"learning hyperparameters{' and bases' if run.plan.learnt_bases else ''} "
+            f"on {what} {rows.size} rows, in memory on the driver "
+            f"({run.stop_description()})")
+        learnt = state.fit(state.trainer_for(X_sub, y_sub, None, True), hyper,
+                           sites_at(sites, rows), True, restarts=k == 0, rows=rows.size)
+        if len(stages) == 1 and rows.size == X.shape[0] and _exact_check(run, learnt):
+            learnt = _checked_against_exact(run, state, learnt, hyper, X_sub, y_sub)
+        if run.watch is not None:  # the stage's end, if not measured already
+            run.watch(lambda: learnt, rows=rows.size, always=True,
+                      iteration=learnt.info.get("n_iterations"))
+        hyper, probe = learnt.hyper, policy.POLICY.probe_rows
+        run.probe_rows = (None if rows.size == X.shape[0] else
+                          X_sub[::max(1, rows.size // probe)][:probe])
+        sites = sites_on_all(learnt, rows, X.shape[0], sites)
+        state.stages_run.append((learnt, rows.size, "driver (in memory)"))
+        if stages_end(state.stages_run, say):
+            return learnt, rows, sites, True
+    return learnt, rows, sites, False
+
+
+def _sample_model(learnt, rows, n_samples):
+    """The outcome of learning on ``rows`` as a model of all ``n_samples`` rows: its
+    sites on ``rows`` and zero elsewhere (no information; the posterior is the same),
+    no sweep on all rows, not converged (stopped by the time budget), and no evidence
+    (it needs every row)."""
+    results = []
+    for result, (tau, nu) in zip(learnt.results, sites_on_all(learnt, rows, n_samples,
+                                                             None)):
+        results.append(replace(result, tau=tau, nu=nu, n_sweeps=0, converged=False,
+                               stopped_by_time=True, log_evidence=float("nan"),
+                               history=[], coarse_start=[]))
+    return FitOutcome(learnt.hyper, learnt.basis, learnt.L, learnt.jitter, results,
+                      float("nan"), learnt.trace, learnt.info)
+
+
+def _scaled_starts(learnt, rows, n_samples, sites, learn_here):
+    """Where EP on all rows after learning starts: the last stage's posterior at the
+    learnt values, its sites on ``rows`` standing for all ``n_samples`` rows (what
+    :func:`saspa_dask.ep.driver.coarse_start` builds from every 10th chunk, here from
+    a random sample EP has already converged on, at no cost).  None when EP on all
+    rows is warm-started by sites (stochastic learning's, every row's) or learns
+    itself."""
+    if learnt is None or sites is not None or learn_here:
+        return None
+    factor = 1.0 if rows is None else n_samples / rows.size
+    return [result.posterior.scaled(factor) for result in learnt.results]
+
+
+def _sample_model_only(run, state):
+    """Whether the model is EP on the learning sample: the budget (if any) left no
+    room for EP on all rows (the policy's ``sample_model_ratio``), learning ran on a
+    sample, and no warm-start sites give the other rows information EP on the sample
+    would not use.  Said and warned."""
+    rows, n = state.learnt_rows, run.X.shape[0]
+    if (run.budget is None or not run.budget.sample_model or rows is None
+            or state.given_sites is not None or state.learns_on_all or rows.size == n):
+        return False
+    run.say(f"EP on {n} rows: the time budget leaves no room; the model is EP on the "
+            f"{rows.size}-row learning sample")
+    warnings.warn(f"the max_fit_time budget left no room for EP on all {n} rows: the "
+                  f"model is EP on the learning sample's {rows.size} rows (its sites on "
+                  "the other rows are zero); raise max_fit_time for EP on all rows",
+                  EPConvergenceWarning, stacklevel=7)
+    return True
+
+
+def _room_to_learn_on_all(run):
+    """After the in-memory stages: whether the budget (if any) leaves room for
+    learning on all rows; says so when it does not."""
+    if run.budget is None or run.budget.affords_learning_on_all():
+        return True
+    run.say("learning: the time budget leaves no room for learning on all rows; EP on "
+            "all rows at the stages' values")
+    return False
+
+
+# -- an exact GP's start, and the check after learning -----------------------------------
+
+def decide_exact_start(run, state, on_sample):
+    """Whether learning starts from an exact GP on a sample, or (learning on every row
+    from the data-driven start) is checked against one after
+    (:mod:`saspa_dask.fitting.exact_start`)."""
+    plan, n = run.plan, run.X.shape[0]
+    run.exact_start = run.report["blur_"] not in FOURIER_FAMILIES and \
+        exact_start_applies(plan, state.likelihood, state.hyper, n, on_sample)
+    run.exact_check = not run.exact_start and exact_check_applies(
+        plan, state.likelihood, state.hyper, n)
+
+
+def exact_gp(run, hyper, X, targets):
+    """``hyper`` at an exact GP's values on the seeded sample of (``X``, ``targets``),
+    and the record (:func:`~saspa_dask.fitting.exact_start.exact_gp_start`)."""
+    rows = start_rows(X.shape[0], run.plan.random_state)
+    X_s, y_s = (dask.compute(X[rows], targets[rows]) if is_lazy(X)
+                else (X[rows], targets[rows]))
+    return exact_gp_start(hyper, hyper.bounds(), X_s, y_s)
+
+
+def exact_started(run, hyper, X, targets):
+    """``hyper`` moved to an exact GP's values on a seeded sample of (``X``,
+    ``targets``) when the fit starts that way; said, and recorded for
+    ``hyperparameter_info_["start"]``."""
+    if not run.exact_start:
+        return hyper
+    hyper, run.start_record = exact_gp(run, hyper, X, targets)
+    record = run.start_record
+    if record["method"] == "exact-gp":
+        run.say(f"start: an exact GP on {record['rows']} rows, {record['iterations']} "
+                f"iterations ({record['seconds']:.1f}s): noise "
+                f"{hyper.likelihood['noise_variance']:.3g}, signal "
+                f"{hyper.signal_variance:.3g}")
+    else:
+        run.say(f"start: the data-driven values ({record['reason']})")
+    return hyper
+
+
+def _exact_check(run, outcome):
+    """Whether learning on every row from the data-driven start (where the fit is
+    checked at all: ``run.exact_check``), which ended by its stop rule in ``outcome``
+    (not by a cap or a budget) after work of at least the policy's
+    ``exact_check_work_ratio`` times the exact GP's most, is checked against an exact
+    GP's start (:func:`_checked_against_exact`)."""
+    info, n_rows = outcome.info, run.X.shape[0]
+    if not run.exact_check or info is None or info.get("stop_reason") not in (
+            "energy", "gradient"):
+        return False
+    work = info["n_evaluations"] * evaluation_flops(*run.cost_terms(n_rows, outcome.basis))
+    d = outcome.basis.means.shape[1]
+    return work >= policy.POLICY.exact_check_work_ratio * exact_gp_flops(n_rows, d)
+
+
+def _checked_against_exact(run, state, outcome, hyper, X, targets):
+    """After learning on every row (``X``, ``targets`` in memory) from the data-driven
+    start ``hyper``: where an exact GP's start on a sample has a higher energy than
+    where that learning ended, it stopped short (on a plateau before irrelevant inputs
+    were switched off), and learning goes on from the exact start; the higher end is
+    kept.  Otherwise the outcome stays as it is (the cost: the exact GP and one EP
+    run).  Recorded for ``hyperparameter_info_["start"]``."""
+    exact, record = exact_gp(run, hyper, X, targets)
+    if record["method"] != "exact-gp":
+        return outcome
+    fit, trainer_for = state.fit, state.trainer_for
+    at_exact = fit(trainer_for(X, targets, None, False), exact, None, False,
+                   restarts=False, rows=X.shape[0], watched=False)
+    record = {**record, "checked_after_learning": True,
+              "energy_learnt": float(outcome.log_evidence),
+              "energy_at_exact_start": float(at_exact.log_evidence)}
+    if not at_exact.log_evidence > outcome.log_evidence:
+        run.start_record = {**record, "method": "data", "reason": (
+            "learning from the data-driven start ended above the exact GP's start")}
+        return outcome
+    run.say(f"start: learning ended at energy {outcome.log_evidence:.6g}, below an exact "
+            f"GP's start ({at_exact.log_evidence:.6g}); learning from there")
+    again = fit(trainer_for(X, targets, None, True), exact, None, True, restarts=False,
+                rows=X.shape[0])
+    kept = again if again.log_evidence > outcome.log_evidence else outcome
+    run.start_record = {**record, "method": "exact-gp" if kept is again else "data"}
+    return kept
