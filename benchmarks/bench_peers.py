@@ -64,7 +64,7 @@ def fit_saspa(Xtr, ytr, Xte, M, centres, **kw):
 def fit_gpy(Xtr, ytr, Xte, M, centres, max_iters=1000):
     import GPy
 
-    from saspa_dask.fitting.hyperparameters import default_lengthscale
+    from saspa_dask.fitting.input_groups import default_lengthscale
 
     kernel = GPy.kern.RBF(Xtr.shape[1], ARD=True,
                           lengthscale=default_lengthscale(Xtr.std(axis=0)))

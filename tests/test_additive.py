@@ -20,7 +20,8 @@ from saspa_dask.core.kernels import basis_covariance, blur_covariances, blurred_
 from saspa_dask.core.likelihoods import Gaussian, Probit
 from saspa_dask.engines.kmeans import kmeans as kmeans_bases
 from saspa_dask.fitting.basis_parameters import LearntBases
-from saspa_dask.fitting.hyperparameters import Hyperparameters, additive_terms_of
+from saspa_dask.fitting.hyperparameters import Hyperparameters
+from saspa_dask.fitting.input_groups import additive_terms_of
 from saspa_dask.fitting.trainer import Trainer
 from saspa_dask.models.settings import EPSchedule
 

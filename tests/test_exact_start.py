@@ -19,7 +19,8 @@ from saspa_dask.fitting import policy
 from saspa_dask.fitting.policy import POLICY
 from saspa_dask.fitting.exact_start import (exact_gp_start, log_marginal,
                                              start_rows)
-from saspa_dask.fitting.hyperparameters import Hyperparameters, default_lengthscale
+from saspa_dask.fitting.hyperparameters import Hyperparameters
+from saspa_dask.fitting.input_groups import default_lengthscale
 from saspa_dask.parameters import parse_exact_start
 
 

@@ -15,7 +15,8 @@ from saspa_dask import Basis, SASPARegressor, jobs, kmeans_bases, load_model
 from saspa_dask.core.kernels import blur_covariances
 from saspa_dask.core.likelihoods import Probit
 from saspa_dask.ep import EPSchedule
-from saspa_dask.fitting.hyperparameters import Hyperparameters, feature_groups_of
+from saspa_dask.fitting.hyperparameters import Hyperparameters
+from saspa_dask.fitting.input_groups import feature_groups_of
 from saspa_dask.fitting.trainer import Trainer
 
 from reference import converged_gradient, evidence_differences

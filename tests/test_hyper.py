@@ -9,7 +9,8 @@ from saspa_dask import Basis, SASPARegressor, SASPAClassifier
 from saspa_dask import kmeans_bases
 from saspa_dask.ep import EPSchedule
 from saspa_dask.ep.approximation import DTC, FITC
-from saspa_dask.fitting.hyperparameters import Hyperparameters, LearntBoundWarning
+from saspa_dask.fitting.hyperparameters import Hyperparameters
+from saspa_dask.fitting.learning_advice import LearntBoundWarning
 from saspa_dask.core.kernels import blur_covariances
 from saspa_dask.core.likelihoods import Gaussian, NoisyProbit, Probit, Step, StudentT
 from saspa_dask.fitting.trainer import Trainer

@@ -64,12 +64,11 @@ def test_python_refuses_before_reading_any_row(cls, params, message):
 
 
 def test_learn_offset_is_refused_for_one_vs_rest_before_k_means():
-    """How many classes a fit has is known only from y; X is never read."""
-    X = _unreadable()
-    y = np.arange(X.shape[0]) % 3
-    with pytest.raises(ValueError, match="learn_offset needs one EP problem"):
-        from saspa_dask.fitting.plan import FitPlan
+    """How many EP problems a fit has is known only from y: the plan's rule with the
+    count (the run checks it before K-means)."""
+    from saspa_dask.fitting.plan import FitPlan
 
+    with pytest.raises(ValueError, match="learn_offset needs one EP problem"):
         FitPlan(learn_offset=True).validate(n_problems=3)
     # the regressor learns the offset by default: its plan passes with one problem
     SASPARegressor()._fit_plan().validate(n_problems=1)

@@ -15,6 +15,9 @@ gradient, the optimiser, the trainer.
 - :mod:`~saspa_dask.fitting.new_rows`: ADF and update passes over unseen rows;
 - :mod:`~saspa_dask.fitting.progress`: what a fit prints while it runs;
 - :mod:`~saspa_dask.fitting.hyperparameters`: values, which are learnt, bounds, logs;
+- :mod:`~saspa_dask.fitting.input_groups`: starting lengthscales, input groups, additive
+  terms;
+- :mod:`~saspa_dask.fitting.learning_advice`: the warnings learning gives, and advice;
 - :mod:`~saspa_dask.fitting.gradient`: d log Z_EP / d theta as per-chunk sums;
 - :mod:`~saspa_dask.fitting.optimizer`: L-BFGS-B over the log hyperparameters;
 - :mod:`~saspa_dask.fitting.trainer`: EP on shared blocks for one or more problems,

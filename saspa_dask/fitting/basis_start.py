@@ -19,7 +19,7 @@ from ..core.bases import Basis
 from ..core.kernels import FOURIER_FAMILIES, blur_covariances
 from ..engines.kmeans import kmeans
 from .basis_parameters import LearntBases, LearntFeatures
-from .hyperparameters import resolve_lengthscale
+from .input_groups import resolve_lengthscale
 
 __all__ = ["check_covariance_memory", "learnt_start", "machine_memory", "restart_positions",
            "start_bases"]

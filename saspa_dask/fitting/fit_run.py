@@ -24,8 +24,8 @@ from .budget import FitBudget
 from .phases import FitState
 from . import policy
 from .costs import choose_blur, evaluation_cost
-from .hyperparameters import (Hyperparameters, additive_lengthscale, resolve_lengthscale,
-                              tied_lengthscale)
+from .hyperparameters import Hyperparameters
+from .input_groups import additive_lengthscale, resolve_lengthscale, tied_lengthscale
 from .optimizer import StopRule
 from .progress import phase_printer, print_hyper, print_sweep
 from .stages import learning_stages

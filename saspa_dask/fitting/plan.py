@@ -28,9 +28,9 @@ from ..ep.schedule import EPSchedule
 from .fit_run import FitRun
 from .held_out import HeldOutWatch
 from .phases import FinalModel, FixedValues, LearningOnMinibatches, StagedLearning
-from .hyperparameters import (LearningStoppedWarning, LearntBoundWarning, additive_terms_of,
-                              bound_advice, by_input_name, feature_groups_of,
-                              learning_stopped_advice)
+from .input_groups import additive_terms_of, feature_groups_of
+from .learning_advice import (LearningStoppedWarning, LearntBoundWarning, bound_advice,
+                              by_input_name, learning_stopped_advice)
 from .posterior import FittedPosterior, stacked
 from .settings import Execution, StochasticLearning
 from .stages import check_init_sites

@@ -17,7 +17,7 @@ import dask
 
 from ..engines.chunks import spread_rows
 from ..fitting.held_out import HeldOutError
-from ..fitting.hyperparameters import LearntBoundWarning, bound_advice
+from ..fitting.learning_advice import LearntBoundWarning, bound_advice
 from ..files.atomic import check_destination, check_pointer, reading, write_latest
 from ..files.outputs import MODEL
 from ..files.errors import StoreError

@@ -26,7 +26,7 @@ from ..core.kernels import BASIS_FAMILIES
 from ..engines.chunks import is_lazy
 from ..fitting.basis_parameters import LEARN_BASES
 from ..fitting.held_out import HeldOut, HeldOutError
-from ..fitting.hyperparameters import FEATURE_GROUP_RULES
+from ..fitting.input_groups import FEATURE_GROUP_RULES
 from ..fitting.new_rows import adf_pass, update_pass
 from ..fitting.plan import REPORT_ARRAYS, REPORT_ATTRIBUTES, FitPlan
 from .legacy import LegacyNames

@@ -24,7 +24,7 @@ from sklearn.utils.validation import column_or_1d
 
 from ..core.bases import Basis
 from ..engines.greedy import greedy_select
-from ..fitting.hyperparameters import resolve_lengthscale
+from ..fitting.input_groups import resolve_lengthscale
 from .regressor import SASPARegressor
 
 __all__ = ["greedy_fit"]

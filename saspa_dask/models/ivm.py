@@ -48,7 +48,7 @@ from .classifier import SASPAClassifier, _ep_targets, classification_likelihood
 from .online import _one_vs_rest
 from ..fitting.posterior import FittedPosterior
 from .predictor import PosteriorClassifierMixin, PosteriorModel
-from ..fitting.hyperparameters import resolve_lengthscale
+from ..fitting.input_groups import resolve_lengthscale
 from .settings import DEPRECATED, Execution, execution_of
 from .validation import validate_training_input
 

@@ -39,7 +39,7 @@ from ..fitting.posterior import FittedPosterior
 from .predictor import PosteriorClassifierMixin, PosteriorModel, PosteriorRegressorMixin
 from .regressor import SASPARegressor, regression_likelihood
 from .settings import DEPRECATED, EPSchedule, Execution, execution_of
-from ..fitting.hyperparameters import resolve_lengthscale
+from ..fitting.input_groups import resolve_lengthscale
 from .validation import column_names_of, validate_training_input
 
 __all__ = ["SparseOnlineGPClassifier", "SparseOnlineGPRegressor"]
