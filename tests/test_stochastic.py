@@ -138,9 +138,9 @@ def test_a_time_budget_stops_learning_with_a_usable_model(monkeypatch):
     """The budget, not the energy rule, ends learning: the rule is switched off here
     (on a fast machine it can end learning within the budget), so the real clock
     decides on any machine."""
-    from saspa_dask.fitting import stochastic
+    from saspa_dask.fitting import learning_records
 
-    monkeypatch.setattr(stochastic._Progress, "converged", lambda self, *args: False)
+    monkeypatch.setattr(learning_records.Progress, "converged", lambda self, *args: False)
     rng = np.random.default_rng(4)
     X = rng.normal(size=(20_000, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=20_000)
@@ -263,9 +263,9 @@ def test_300_epochs_at_the_default_step_end_at_the_full_batch_optimum(name, seed
     within 0.002 nats per row of the full-batch optimiser's energy, both energies by
     full-batch EP at the learnt values (the tied-site learner before drifted up the
     signal variance's ridge and ended 1.08 nats per row below on the Gaussian)."""
-    from saspa_dask.fitting import stochastic
+    from saspa_dask.fitting import learning_records
 
-    monkeypatch.setattr(stochastic._Progress, "converged", lambda self, *args: False)
+    monkeypatch.setattr(learning_records.Progress, "converged", lambda self, *args: False)
     N = 800
     X, y = _two_d(name, N, seed=20 + seed)
     cls = SASPARegressor if name == "gaussian" else SASPAClassifier

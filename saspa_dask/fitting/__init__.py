@@ -9,7 +9,8 @@ gradient, the optimiser, the trainer.
 - :mod:`~saspa_dask.fitting.stages`: the subsample stages of full-batch learning;
 - :mod:`~saspa_dask.fitting.stochastic`: stochastic learning on minibatches of every
   row (:mod:`~saspa_dask.fitting.anchors`: its global sums and anchors;
-  :mod:`~saspa_dask.fitting.minibatches`; :mod:`~saspa_dask.fitting.adam`);
+  :mod:`~saspa_dask.fitting.learning_records`; :mod:`~saspa_dask.fitting.minibatches`;
+  :mod:`~saspa_dask.fitting.adam`);
 - :mod:`~saspa_dask.fitting.settings`: the EP schedule, execution and stochastic settings;
 - :mod:`~saspa_dask.fitting.policy`: every tuned number of the fit's policies, with why;
 - :mod:`~saspa_dask.fitting.new_rows`: ADF and update passes over unseen rows;
