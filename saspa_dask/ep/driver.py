@@ -253,8 +253,8 @@ class PredictionWatch:
 
 
 def _sites_exact_in_one_sweep(likelihood):
-    """The Gaussian likelihood's sites do not depend on the cavity."""
-    return getattr(likelihood, "name", None) == "gaussian"
+    """Whether the likelihood's sites do not depend on the cavity (the Gaussian's)."""
+    return bool(getattr(likelihood, "exact_sites", False))
 
 
 def _starting_point(engine, likelihood, signal_variance, settings, start):

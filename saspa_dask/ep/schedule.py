@@ -118,7 +118,9 @@ def is_whole(value, low):
 
 
 def default_damping(likelihood):
-    """Damping when ``EPSchedule.damping`` is None, by the likelihood's name: label
-    noise makes the likelihood non-log-concave (negative site precisions, which
-    undamped parallel EP can oscillate on), heavy tails likewise."""
-    return {"step": 0.8, "noisy_probit": 0.8, "student_t": 0.5}.get(likelihood, 1.0)
+    """Damping when ``EPSchedule.damping`` is None: the named likelihood's own
+    (``Likelihood.default_damping``; 1 for a name it does not know)."""
+    from ..core.likelihoods import LIKELIHOODS
+
+    cls = LIKELIHOODS.get(likelihood)
+    return 1.0 if cls is None else float(cls.default_damping)

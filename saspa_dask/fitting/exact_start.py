@@ -78,7 +78,7 @@ def exact_start_possible(plan, likelihood, hyper, n_rows):
     if min(n_rows, rules.exact_start_rows) < rules.exact_rows_per_value * (
             hyper.lengthscale.size + 2):
         return False
-    if likelihood.name != "gaussian" or "noise_variance" not in hyper.likelihood:
+    if not likelihood.gaussian_observations or "noise_variance" not in hyper.likelihood:
         return False
     if hyper.kernel != "se" or hyper.groups is not None or hyper.additive is not None:
         return False

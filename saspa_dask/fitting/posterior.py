@@ -296,31 +296,26 @@ class FittedPosterior:
         """The regressor's prediction of y from latent moments (offset not added): the
         mean plus the offset, or for Poisson the expected count exp(mean + var / 2)
         with the offset in the mean."""
-        if self.likelihood == "poisson":
-            return np.exp(mean + self.offset + 0.5 * var)
         if self.log_target:  # the log-normal mean: y = exp(f + noise)
             return np.exp(mean + self.offset + 0.5 * self._fitted_scale_variance(var)[:, None])
-        return mean + self.offset
+        return self.likelihood_object.point_prediction(mean + self.offset, var)
 
     def predictive_std(self, mean, var):
         """The standard deviation of a new observation y* of a regressor from latent
         moments (n, 1) (offset not added): the latent variance plus the noise's
         (``noise_variance`` for gaussian, scale^2 dof / (dof - 2) for student_t,
         infinite for dof <= 2), and for poisson the count's, E[rate] + Var[rate]."""
-        if self.likelihood == "poisson":
-            point, var = self.point_prediction(mean, var)[:, 0], var[:, 0]
-            return np.sqrt(point + (np.exp(var) - 1.0) * point * point)
         if self.log_target:  # the log-normal's: sqrt(exp(s^2) - 1) E[y]
             spread = self._fitted_scale_variance(var)
             return np.sqrt(np.expm1(spread)) * self.point_prediction(mean, var)[:, 0]
-        return np.sqrt(self._fitted_scale_variance(var))
+        return self.likelihood_object.observation_std((mean + self.offset)[:, 0], var[:, 0])
 
     @property
     def has_intervals(self):
         """Whether :meth:`predictive_interval` is exact for this model: a regressor with
         the gaussian likelihood (its new observations are Gaussian, or log-normal with
         ``log_target``)."""
-        return not self.is_classifier and self.likelihood == "gaussian"
+        return not self.is_classifier and self.likelihood_object.gaussian_observations
 
     def interval_quantile(self, level, name="interval_level"):
         """The standard normal quantile of a central interval at ``level``; a
@@ -348,14 +343,7 @@ class FittedPosterior:
     def _fitted_scale_variance(self, var):
         """The variance of a new observation on the fitted scale (log y for a
         ``log_target`` model): the latent variance plus the noise's."""
-        var, params = var[:, 0], self.likelihood_params
-        if self.likelihood == "gaussian":
-            noise = params["noise_variance"]
-        elif params["dof"] <= 2:
-            noise = np.inf
-        else:
-            noise = params["scale"] ** 2 * params["dof"] / (params["dof"] - 2.0)
-        return var + noise
+        return self.likelihood_object.observation_variance(var[:, 0])
 
     def outputs(self, X, names, interval_level=0.95):
         """The named outputs at rows X: ``mean`` (offset added) and ``variance`` of
@@ -419,7 +407,7 @@ class FittedPosterior:
             p = self.class_probabilities(mean, var)
             return np.log(np.maximum(p[np.arange(len(codes)), codes], 1e-300))
         y = np.asarray(y, dtype=np.float64)
-        if self.likelihood == "poisson":  # the offset is inside the likelihood
+        if self.likelihood_object.offset_in_link:  # the offset is inside the likelihood
             return self.likelihood_object.log_predictive(y, mean[:, 0], var[:, 0])
         if self.log_target:  # the density of y: of log y, over y (the change of variable)
             with np.errstate(divide="ignore", invalid="ignore"):

@@ -23,6 +23,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import column_or_1d
 
 from ..core.bases import Basis
+from ..core.likelihoods import LIKELIHOODS
 from ..engines.greedy import greedy_select
 from ..fitting.input_groups import resolve_lengthscale
 from .regressor import SASPARegressor
@@ -80,7 +81,8 @@ def greedy_fit(X, y, n_bases, *, rounds=3, criterion="evidence", n_candidates=59
     """
     X = check_array(X, dtype=np.float64)
     y = column_or_1d(y).astype(np.float64)
-    if params.get("likelihood", "gaussian") != "gaussian":
+    family = LIKELIHOODS.get(params.get("likelihood", "gaussian"))
+    if family is None or not family.gaussian_observations:
         raise ValueError("greedy_fit selects by the Gaussian likelihood's DTC evidence: "
                          f"likelihood must be gaussian, got {params['likelihood']!r}")
     if int(rounds) < 1:

@@ -89,14 +89,13 @@ class PosteriorModel(BaseEstimator):
         """The paper's beta: latent variance = s2 - k^T beta_ k."""
         return self._posterior().alpha_beta[1]
 
-    def _likelihood_parameter(self, likelihoods, name):
-        """A fitted likelihood parameter, defined only for ``likelihoods`` (a name or a
-        tuple of names)."""
+    def _likelihood_parameter(self, name):
+        """A fitted likelihood parameter, defined only for likelihoods that learn it
+        (``Likelihood.learnable``)."""
         fitted = self._posterior()
-        if isinstance(likelihoods, str):
-            likelihoods = (likelihoods,)
-        if fitted.likelihood not in likelihoods:
-            raise AttributeError(f"{name}_ is defined for likelihood in {likelihoods} only")
+        if name not in fitted.likelihood_object.learnable:
+            raise AttributeError(f"{name}_ is defined only for a likelihood with a "
+                                 f"{name}; this model's is {fitted.likelihood}")
         return float(fitted.likelihood_params[name])
 
     def __sklearn_tags__(self):
@@ -255,7 +254,7 @@ class PosteriorClassifierMixin(ClassifierMixin):
     classes_ = property(lambda self: self._posterior().classes,
                         doc="Labels; for two classes classes_[1] is the positive class.")
     label_noise_ = property(
-        lambda self: self._likelihood_parameter(("step", "noisy_probit"), "label_noise"),
+        lambda self: self._likelihood_parameter("label_noise"),
         doc="Fitted label noise (step and noisy-probit likelihoods only).")
 
     def _check_known_labels(self, labels):
@@ -352,11 +351,11 @@ class PosteriorRegressorMixin(RegressorMixin):
     y_mean_ = property(lambda self: self._posterior().offset,
                        doc="Offset added to the latent function.")
     noise_variance_ = property(
-        lambda self: self._likelihood_parameter("gaussian", "noise_variance"),
+        lambda self: self._likelihood_parameter("noise_variance"),
         doc="Fitted noise variance (gaussian only).")
-    dof_ = property(lambda self: self._likelihood_parameter("student_t", "dof"),
+    dof_ = property(lambda self: self._likelihood_parameter("dof"),
                     doc="Fitted degrees of freedom (student_t only).")
-    scale_ = property(lambda self: self._likelihood_parameter("student_t", "scale"),
+    scale_ = property(lambda self: self._likelihood_parameter("scale"),
                       doc="Fitted scale (student_t only).")
 
     def predict(self, X, return_std=False):

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..core.likelihoods import make_likelihood
+from ..core.likelihoods import LIKELIHOODS, make_likelihood
 from ..engines.chunks import is_lazy
 from ..ep.approximation import approximation_named
 from ..parameters import REGRESSION_LIKELIHOODS
@@ -220,31 +220,20 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
             y, mean, spread = self._log_of(y, y_min)
         damping = self._ep.with_damping(self.likelihood).damping
         held_out = self._held_out(X_val, y_val)
-        if self.likelihood == "poisson":
-            if y_min < 0 or non_integer:
-                raise ValueError("likelihood='poisson' needs non-negative integer counts; "
-                                 f"y has minimum {y_min:g} and {non_integer} non-integer "
-                                 "values")
-            if mean <= 0:
-                raise ValueError("likelihood='poisson' needs some positive counts; "
-                                 "every y is 0")
-            # the latent log-rate is offset by log(mean count): the GP models the rest
-            offset = float(np.log(mean))
-            targets = y
-            s2 = 1.0 if self.signal_variance is None else self.signal_variance
-        else:
-            offset = mean if self.center_y else 0.0
-            targets = y - offset
-            if not self.center_y:
-                spread += mean * mean
-            spread = spread if spread > 0 else 1.0
-            s2 = spread if self.signal_variance is None else self.signal_variance
+        family = LIKELIHOODS[self.likelihood]
+        family.check_targets(y_min, non_integer, mean)
+        if not family.offset_in_link and not self.center_y:
+            spread += mean * mean  # y's second moment about zero
+        spread = spread if spread > 0 else 1.0
+        # the latent's offset, and the signal variance the data alone would start from
+        offset, start_s2 = family.offset_and_signal(mean, spread, self.center_y)
+        targets = y if family.offset_in_link else y - offset
+        s2 = start_s2 if self.signal_variance is None else self.signal_variance
         likelihood = regression_likelihood(self.likelihood, spread,
                                            noise_variance=self.noise_variance, dof=self.dof,
                                            scale=self.scale, offset=offset)
         # what the data alone would start from: the centre of the learning box
-        centre = (1.0 if self.likelihood == "poisson" else spread,
-                  regression_likelihood(self.likelihood, spread, offset=offset))
+        centre = (start_s2, regression_likelihood(self.likelihood, spread, offset=offset))
         return self._fit_posterior(X, targets, likelihood, s2, damping, column_std,
                                    progress=progress, init_sites=init_sites, offset=offset,
                                    column_names=column_names,
@@ -280,7 +269,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
     def _new_rows(self, X, y):
         """Checked new rows and their EP targets: (X, targets, None)."""
         X, y, stats = validate_training_input(self, X, y, classification=False, reset=False)
-        if self.likelihood == "poisson":
+        if LIKELIHOODS[self.likelihood].offset_in_link:  # counts: the offset is in the link
             return X, y, None
         if self.log_target:
             y = self._log_of(y, float(stats["min"]))[0]
@@ -288,9 +277,9 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
 
     def _log_of(self, y, y_min):
         """``log_target``: log(y) (NumPy or dask, as y), and its mean and variance."""
-        if self.likelihood == "poisson":
-            raise ValueError("log_target=True fits log(y) with a gaussian or student_t "
-                             "likelihood; poisson already has a log link")
+        if LIKELIHOODS[self.likelihood].offset_in_link:
+            raise ValueError(f"log_target=True fits log(y) with a gaussian or student_t "
+                             f"likelihood; {self.likelihood} already has a log link")
         if not y_min > 0:
             raise ValueError(f"log_target=True needs every y > 0; y has minimum {y_min:g} "
                              f"({int((y <= 0).sum())} values <= 0)")
@@ -339,7 +328,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         """Latent mean (offset not added) and variance by augmented prediction."""
         fitted = self._posterior()
         check_augment(augment)
-        if fitted.likelihood != "gaussian":
+        if not fitted.likelihood_object.gaussian_observations:  # EP, not a closed form
             mean, var = augmented_ep_latent(self, as_numpy(self._checked_rows(X)), *augment)
             return mean[:, 0], var[:, 0]
         X_train, targets, _ = self._new_rows(*augment)

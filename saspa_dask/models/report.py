@@ -247,7 +247,7 @@ def _coverage(fitted, mean, var, y):
     resid.set(xlabel="prediction", ylabel="residual", title="Residuals")
     rows = [(f"{level:.0%} interval", f"{share:.3f} of rows")
             for level, share in zip(_COVERAGE_LEVELS, covered)]
-    note = "" if fitted.likelihood == "gaussian" else (
+    note = "" if fitted.likelihood_object.gaussian_observations else (
         f" (a {fitted.likelihood} likelihood's predictive is not Gaussian: these "
         "intervals are a Gaussian approximation)")
     return _section("Calibration", _image(fig, "interval coverage and residuals"),

@@ -109,8 +109,8 @@ def _outputs(fitted):
     names = ["mean", "variance"]
     if fitted.is_classifier:
         return names + ["proba", "label"]
-    if fitted.likelihood == "poisson":
-        names.append("rate")
+    if fitted.likelihood_object.point_output:  # a count model's expected count ("rate")
+        names.append(fitted.likelihood_object.point_output)
     elif fitted.log_target:
         names.append("value")  # y itself, where mean and variance are of log y
     names.append("std")  # of a new observation: the latent variance plus the noise's

@@ -10,7 +10,9 @@ N(f | m, v) (``a = d log Z / d m``, ``c = -d^2 log Z / d m^2``; DESIGN.md sectio
 
 from __future__ import annotations
 
-__all__ = ["Likelihood", "Powered", "Shifted", "check_alpha"]
+import numpy as np
+
+__all__ = ["BEHAVIOUR", "Likelihood", "Powered", "Shifted", "check_alpha"]
 
 
 def check_alpha(alpha):
@@ -28,6 +30,43 @@ class Likelihood:
     alpha = 1.0  # the EP power (see Powered)
     # the names :meth:`hyperparameters` may give (known before any value is)
     learnable = ()
+    #: a row's EP site does not depend on its cavity: one sweep is exact
+    exact_sites = False
+    #: the damping EP runs with unless one is asked for (EPSchedule.with_damping)
+    default_damping = 1.0
+    #: the latent's offset enters through the link (inside the likelihood), so the
+    #: targets are not shifted by it
+    offset_in_link = False
+    #: a new observation given the latent is Gaussian: central intervals are exact
+    gaussian_observations = False
+    #: a regressor's score output beside the latent moments (None: y's own scale)
+    point_output = None
+
+    @classmethod
+    def check_targets(cls, y_min, non_integer, mean):
+        """Refuse regression targets this likelihood cannot model (a ValueError
+        naming what is wrong); by their minimum, count of non-integers and mean."""
+
+    @classmethod
+    def offset_and_signal(cls, mean, spread, center):
+        """The latent's offset (the targets' mean when ``center``, else 0) and the
+        signal variance the data would start from (the targets' spread)."""
+        return (mean if center else 0.0), spread
+
+    def point_prediction(self, mean, var):
+        """What a regressor predicts of y from the latent's moments (the offset
+        included in ``mean``): the latent mean."""
+        return mean
+
+    def observation_variance(self, var):
+        """The variance of a new observation around the latent's mean, given the
+        latent's variance ``var``."""
+        raise ValueError(f"the {self.name} likelihood has no observation variance")
+
+    def observation_std(self, mean, var):
+        """The standard deviation of a new observation (the offset included in
+        ``mean``)."""
+        return np.sqrt(self.observation_variance(var))
 
     @classmethod
     def from_params(cls, **params):
@@ -57,7 +96,17 @@ class Likelihood:
         raise NotImplementedError(f"{type(self).__name__} has no power-EP form")
 
 
-class Powered:
+#: what a likelihood says of itself that a wrapper (powered, shifted) keeps its base's
+BEHAVIOUR = ("name", "is_classification", "learnable", "exact_sites", "default_damping",
+             "offset_in_link", "gaussian_observations", "point_output")
+
+
+def _take_behaviour(wrapper, base):
+    for name in BEHAVIOUR:
+        setattr(wrapper, name, getattr(base, name))
+
+
+class Powered(Likelihood):
     """A likelihood to a power alpha in (0, 1) inside the tilted integral.
 
     Z = integral N(f; m, v) p(y | f)^alpha df, with ``a`` and ``c`` its first two
@@ -70,7 +119,7 @@ class Powered:
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"a powered likelihood needs 0 < alpha < 1, got {alpha!r}")
         self.base, self.alpha = base, float(alpha)
-        self.name, self.is_classification = base.name, base.is_classification
+        _take_behaviour(self, base)
 
     def params(self):
         return self.base.params()
@@ -81,6 +130,15 @@ class Powered:
     def log_predictive(self, y, mean, var):
         return self.base.log_predictive(y, mean, var)
 
+    def point_prediction(self, mean, var):
+        return self.base.point_prediction(mean, var)
+
+    def observation_variance(self, var):
+        return self.base.observation_variance(var)
+
+    def observation_std(self, mean, var):
+        return self.base.observation_std(mean, var)
+
     def with_hyperparameters(self, values):
         return self.base.with_hyperparameters(values).powered(self.alpha)
 
@@ -88,7 +146,7 @@ class Powered:
         return self.base.powered(alpha)
 
 
-class Shifted:
+class Shifted(Likelihood):
     """A likelihood seen through a shifted latent: p(y | f + shift).
 
     A constant prior mean of the latent (GPflow's ``Constant`` mean function,
@@ -101,7 +159,7 @@ class Shifted:
 
     def __init__(self, base, shift):
         self.base, self.shift = base, float(shift)
-        self.name, self.is_classification = base.name, base.is_classification
+        _take_behaviour(self, base)
         self.alpha = base.alpha
 
     def tilted(self, y, m, v):
@@ -115,6 +173,15 @@ class Shifted:
 
     def log_predictive(self, y, mean, var):
         return self.base.log_predictive(y, mean + self.shift, var)
+
+    def point_prediction(self, mean, var):
+        return self.base.point_prediction(mean + self.shift, var)
+
+    def observation_variance(self, var):
+        return self.base.observation_variance(var)
+
+    def observation_std(self, mean, var):
+        return self.base.observation_std(mean + self.shift, var)
 
     def params(self):
         return self.base.params()

@@ -22,6 +22,8 @@ class Gaussian(Likelihood):
 
     name = "gaussian"
     learnable = ("noise_variance",)
+    exact_sites = True
+    gaussian_observations = True
 
     def __init__(self, noise_variance):
         if not noise_variance > 0:
@@ -42,6 +44,10 @@ class Gaussian(Likelihood):
     def log_predictive(self, y, mean, var):
         """log p(y* | data) for a latent prediction N(mean, var)."""
         return self.tilted(y, mean, var)[0]
+
+    def observation_variance(self, var):
+        """The latent's variance plus the noise's."""
+        return var + self.noise_variance
 
     def params(self):
         return {"noise_variance": self.noise_variance}
@@ -106,6 +112,9 @@ class Step(Likelihood):
 
     name = "step"
     learnable = ("label_noise",)
+    # label noise makes it non-log-concave: negative site precisions, which undamped
+    # parallel EP can oscillate on
+    default_damping = 0.8
     is_classification = True
 
     def __init__(self, label_noise):

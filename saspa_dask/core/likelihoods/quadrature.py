@@ -115,6 +115,31 @@ class Poisson(Quadrature):
     """
 
     name = "poisson"
+    offset_in_link = True
+    point_output = "rate"
+
+    @classmethod
+    def check_targets(cls, y_min, non_integer, mean):
+        if y_min < 0 or non_integer:
+            raise ValueError("likelihood='poisson' needs non-negative integer counts; "
+                             f"y has minimum {y_min:g} and {non_integer} non-integer values")
+        if mean <= 0:
+            raise ValueError("likelihood='poisson' needs some positive counts; every y is 0")
+
+    @classmethod
+    def offset_and_signal(cls, mean, spread, center):
+        """The latent log-rate offset by log(mean count), the GP modelling the rest
+        from a unit signal variance."""
+        return float(np.log(mean)), 1.0
+
+    def point_prediction(self, mean, var):
+        """The expected count exp(mean + var / 2) (the offset in ``mean``)."""
+        return np.exp(mean + 0.5 * var)
+
+    def observation_std(self, mean, var):
+        """The count's: sqrt(E[rate] + Var[rate])."""
+        point = self.point_prediction(mean, var)
+        return np.sqrt(point + np.expm1(var) * point * point)
 
     def __init__(self, n_points=256, offset=0.0):
         self.offset = float(offset)
@@ -139,6 +164,14 @@ class StudentT(Quadrature):
 
     name = "student_t"
     learnable = ("dof", "scale")
+    default_damping = 0.5  # heavy tails: negative site precisions
+
+    def observation_variance(self, var):
+        """The latent's variance plus the noise's, scale^2 dof / (dof - 2) (infinite
+        for dof <= 2)."""
+        if self.dof <= 2:
+            return var + np.inf
+        return var + self.scale ** 2 * self.dof / (self.dof - 2.0)
 
     def __init__(self, dof=4.0, scale=1.0, n_points=256):
         if not dof > 0 or not scale > 0:
