@@ -208,7 +208,7 @@ def test_partial_fit_probit_is_close_after_one_pass():
     stale = SASPAClassifier(optimize_hyperparameters=False, **{**common, "bases": bases}).fit(X[:300], y[:300])
     p_online, p_batch = online.predict_proba(Xs)[:, 1], batch.predict_proba(Xs)[:, 1]
     gap = np.abs(p_online - p_batch).max()
-    assert gap < 0.02, gap
+    assert gap < 0.004, gap  # the README's figure (0.0031 measured)
     # and it learned from the new rows: closer to the batch fit than the old model
     assert gap < 0.5 * np.abs(stale.predict_proba(Xs)[:, 1] - p_batch).max()
     assert online.sites_tau_.shape == (400,)
