@@ -6,7 +6,7 @@ length scales, input 8 irrelevant, noise standard deviation 0.1 of the signal's)
 training store of ``--rows`` rows (seed 0) and a test store of ``--test-rows`` (seed 1).
 Timed, each as its own process on the embedded cluster of ``--workers`` workers:
 
-* ``saspa train --task regression --bases M`` (fixed hyperparameters: the data-driven
+* ``saspa train --task regression --n-bases M`` (fixed hyperparameters: the data-driven
   defaults, noise variance from the targets);
 * ``saspa train --learn-bases means`` (hyperparameters and basis means learnt on the
   default 20,000-row subsample, then EP on all rows);
@@ -38,7 +38,7 @@ from lib.machine import machine, matmul_rate, versions
 def saspa_fits(work, args):
     """The fixed and the learnt fit, timed end to end, and their test metrics."""
     train, test = work / "train.zarr", work / "test.zarr"
-    common_args = ["--task", "regression", "--bases", args.bases, "--blur", args.blur,
+    common_args = ["--task", "regression", "--n-bases", args.bases, "--blur", args.blur,
                    "--workers", args.workers, "--overwrite", *args.train_args]
     fits = {}
     for name, extra in (("fixed", []), ("learnt_means", ["--learn-bases", "means"])):

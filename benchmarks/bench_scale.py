@@ -56,7 +56,7 @@ def one_size(work, N, args, rate):
          "--overwrite"])
     ingest = time.perf_counter() - t
     data_npy.unlink()
-    train_cmd = [BIN / "saspa", "train", store, "--out", model, "--bases", args.bases,
+    train_cmd = [BIN / "saspa", "train", store, "--out", model, "--n-bases", args.bases,
                  "--blur", "full", "--likelihood", "probit", "--workers", args.workers,
                  "--cache", "none", "--overwrite"]
     _, train_s, mon, proc = run_monitored(train_cmd, ok_codes=(0, 3))

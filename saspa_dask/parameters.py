@@ -2,11 +2,11 @@
 
 Each parameter of a ``saspa`` command (and of a step of that kind in a job file, and of
 the :mod:`saspa_dask.jobs` function of that name) is declared here once
-(:data:`COMMANDS`); a training parameter under the estimator's Python name.  The CLI option is ``--`` + the name with dashes, the TOML key and the job
-function's keyword are the name itself; a field of a grouped setting (``ep``,
-``execution``) has a flat name (``ep_mode``, ``max_sweeps``, ``block_rows`` ...) and
-says which group and field it fills.  Old spellings (``--bases``, ``--seed``,
-``hyper_restarts`` ...) keep working for one release with a FutureWarning.
+(:data:`COMMANDS`); a training parameter under the estimator's Python name.  The CLI
+option is ``--`` + the name with dashes, the TOML key and the job function's keyword
+are the name itself; a field of a grouped setting (``ep``, ``execution``,
+``stochastic``) has a flat name (``ep_mode``, ``max_sweeps``, ``block_rows`` ...) and
+says which group and field it fills.
 
 Plain Python with no imports from the package: the command line reads it before
 anything numerical is loaded, and every layer may use it.
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS", "CLUSTER_PARAMETERS",
-           "COMMANDS", "KERNEL_CHOICES", "LEARN_BASES_CHOICES", "Parameter",
+__all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS", "CLI_COMMANDS",
+           "CLUSTER_PARAMETERS", "COMMANDS", "KERNEL_CHOICES", "LEARN_BASES_CHOICES", "Parameter",
            "REGRESSION_LIKELIHOODS",
-           "RETRAIN_PARAMETERS", "TRAIN_PARAMETERS", "by_name", "old_names", "parse_stages"]
+           "RETRAIN_PARAMETERS", "TRAIN_PARAMETERS", "by_name", "parse_stages"]
 
 # the blur families: delta, spherical, diagonal and full blurs; frequency features
 BLUR_CHOICES = ("auto", "delta", "spherical", "diagonal", "full", "fourier",
@@ -55,8 +55,6 @@ class Parameter:
     parse : callable, optional
         Turns a CLI string or TOML value into the estimator's value (``kind`` is then
         the TOML types accepted).
-    old_flags, old_keys : tuple of str
-        Old CLI flags and TOML / keyword names that still work, with a FutureWarning.
     off_flags : tuple of str
         For a bool: more flags that turn it off, besides ``--no-NAME``.
     required : bool
@@ -74,6 +72,9 @@ class Parameter:
         The CLI flag when it is not ``--`` + the name with dashes.
     negatable : bool
         For a bool: ``--NAME/--no-NAME`` (else ``--NAME`` alone turns it on).
+    cli_only : bool
+        How the command prints its result (``--json``): no key of a job file, no
+        argument of the job function.
     """
 
     name: str
@@ -84,8 +85,6 @@ class Parameter:
     field: str | None = None
     choices: tuple | None = None
     job_default: object = None
-    old_flags: tuple = ()
-    old_keys: tuple = ()
     off_flags: tuple = ()
     parse: object = None
     required: bool = False
@@ -98,6 +97,7 @@ class Parameter:
     metavar: str | None = None
     flag_name: str | None = None
     negatable: bool = True
+    cli_only: bool = False
 
     @property
     def flag(self):
@@ -107,10 +107,6 @@ class Parameter:
     def default_in_jobs(self):
         return self.default if self.job_default is None else self.job_default
 
-    @property
-    def old_flag_names(self):
-        """Old flags with the dest each gets in a click command."""
-        return [(flag, "old_" + flag.lstrip("-").replace("-", "_")) for flag in self.old_flags]
 
 
 _EP_FIELDS = (
@@ -221,8 +217,7 @@ def bases_for_rows(n_bases, n_rows):
 TRAIN_PARAMETERS = (
     Parameter("n_bases", (int, str), "auto", "Basis points M (cost O(N M^2) a sweep); "
               f"auto: {AUTO_BASES}, and {AUTO_BASES_LARGE} from {AUTO_LARGE_ROWS:,} rows "
-              "(never more than the rows).", parse=parse_n_bases,
-              old_flags=("--bases",), old_keys=("bases",)),
+              "(never more than the rows).", parse=parse_n_bases),
     Parameter("blur", str, "auto", "Basis blur: auto (full up to 16 inputs, diagonal "
               "above: a full blur's cost grows as d^2 per row and d^3 per pair of bases), "
               "delta (FITC/SPGP), spherical (multiscale), "
@@ -284,8 +279,7 @@ TRAIN_PARAMETERS = (
               "by then, and EP on all rows stops between sweeps at the budget (reported as "
               "not converged, exit code 3)."),
     Parameter("n_restarts_optimizer", int, 0, "Further evidence maximisations from shorter "
-              "starting lengthscales; the highest evidence is kept.",
-              old_flags=("--hyper-restarts",), old_keys=("hyper_restarts",)),
+              "starting lengthscales; the highest evidence is kept."),
     Parameter("learn_blur_scale", bool, False, "Also learn a multiplier of the blur "
               "covariances."),
     Parameter("learn_bases", str, "auto", "Also learn the basis means (and each basis's "
@@ -316,7 +310,7 @@ TRAIN_PARAMETERS = (
               choices=("full-batch", "stochastic")),
     *_STOCHASTIC_FIELDS,
     Parameter("random_state", int, None, "Seed of K-means, the subsample and the spectral "
-              "start.", job_default=0, old_flags=("--seed",), old_keys=("seed",)),
+              "start.", job_default=0),
     *_EP_FIELDS,
     *_EXECUTION_FIELDS,
 )
@@ -334,11 +328,6 @@ def by_name(parameters=TRAIN_PARAMETERS):
     return {p.name: p for p in parameters}
 
 
-def old_names(parameters=TRAIN_PARAMETERS):
-    """Old keyword / TOML names -> the current name."""
-    return {old: p.name for p in parameters for old in p.old_keys}
-
-
 # -- the other commands ---------------------------------------------------------------
 
 def _path(name, help, kind="any", *, exists=False, required=False, positional=False,
@@ -352,6 +341,8 @@ def _flag(name, help, default=False):
 
 
 _OVERWRITE = _flag("overwrite", "Replace an existing store.")
+_JSON = Parameter("json", bool, False, "Print the result as one JSON object (progress "
+                  "lines stay on stderr).", negatable=False, cli_only=True)
 _ESCAPE = _flag("escape_formulas", "CSV: write text cells a spreadsheet would run as "
                 "formulas (=, +, -, @ ...) with a leading ' (CSV injection).", True)
 _UNKNOWN = Parameter("unknown", str, "error", "A category the training rows never had: an "
@@ -423,7 +414,7 @@ TRAIN_JOB_PARAMETERS = (
               "an EP problem).", low=2),
     *TRAIN_PARAMETERS,
     _flag("overwrite", "Replace an existing model store."),
-    _LATEST, _TEST,
+    _LATEST, _TEST, _JSON,
 )
 
 # what retraining may change; None: the old model's value
@@ -441,7 +432,7 @@ RETRAIN_JOB_PARAMETERS = (
     *(replace(p, default=None) if p.name in _RETRAIN_FROM_OLD else p
       for p in RETRAIN_PARAMETERS),
     _flag("overwrite", "Replace an existing store at --out."),
-    _LATEST, _TEST,
+    _LATEST, _TEST, _JSON,
 )
 
 _ID_HEADER = Parameter("id_header", str, "source", "CSV / Parquet: the ids' column header: "
@@ -474,7 +465,7 @@ PREDICT_PARAMETERS = (
     _ESCAPE, _INTERVAL, _ID_HEADER,
 )
 
-EVALUATE_PARAMETERS = (_MODEL, _DATA)
+EVALUATE_PARAMETERS = (_MODEL, _DATA, _JSON)
 
 REPORT_PARAMETERS = (
     _MODEL,
@@ -510,10 +501,51 @@ CLUSTER_PARAMETERS = (
           "user can read it; off by default)."),
 )
 
+DEMO_PARAMETERS = (
+    _path("csv", "Numeric CSV with a header (default: generated data).", "file",
+          exists=True),
+    Parameter("target", str, None, "Label column of --csv (default: the last)."),
+    Parameter("rows", int, 20_000, "Generated rows.", low=2),
+    Parameter("features", int, 8, "Generated inputs.", low=1),
+    Parameter("test_fraction", float, 0.3, "Share of the rows held out for the reported "
+              "test metrics.", low=0, high=1),
+    *TRAIN_PARAMETERS,
+    _JSON,
+)
+
+MAKE_DATA_PARAMETERS = (
+    _path("out", "The .npy file to write.", "file", required=True, positional=True,
+          metavar="OUT"),
+    Parameter("rows", int, 200_000, "Rows to generate.", low=1),
+    Parameter("features", int, 8, "Input columns.", low=1),
+    Parameter("seed", int, 0, "Generator seed."),
+    Parameter("kind", str, "two-class", "two-class: two Gaussian classes with full "
+              "covariances (0/1 label); multiscale-regression: structure at several length "
+              "scales, inputs 7 and beyond irrelevant, noise std 0.1 of the signal's "
+              "(needs --features >= 8).", choices=("two-class", "multiscale-regression")),
+    _flag("overwrite", "Replace an existing .npy file this command wrote."),
+)
+
+RUN_PARAMETERS = (
+    _path("job", "The job file (TOML).", "file", required=True, positional=True,
+          metavar="JOB"),
+    _flag("force", "Run even if the job already completed with the same inputs."),
+    _JSON,
+)
+
+INFO_PARAMETERS = (
+    _path("store", "A model store (or a latest pointer to one), or a data store.",
+          required=True, positional=True, metavar="STORE"),
+    _JSON,
+)
+
 # each command's (and job step kind's) parameters; the commands of this table that use
 # a cluster take CLUSTER_PARAMETERS too
 COMMANDS = {"ingest": INGEST_PARAMETERS, "split": SPLIT_PARAMETERS,
             "train": TRAIN_JOB_PARAMETERS, "retrain": RETRAIN_JOB_PARAMETERS,
             "score": SCORE_PARAMETERS, "predict": PREDICT_PARAMETERS,
             "evaluate": EVALUATE_PARAMETERS, "report": REPORT_PARAMETERS}
+# the commands no job file has a step of: every command is in one of the two tables
+CLI_COMMANDS = {"demo": DEMO_PARAMETERS, "make-data": MAKE_DATA_PARAMETERS,
+                "run": RUN_PARAMETERS, "info": INFO_PARAMETERS}
 CLUSTER_COMMANDS = ("train", "retrain", "score", "predict", "evaluate")

@@ -49,7 +49,7 @@ from .files.outputs import JSON, check_not_protected, protecting
 from .files.safe import write_new_text
 from .files.store import read_regular
 from .jobs import JobError
-from .parameters import CLUSTER_PARAMETERS, COMMANDS, old_names
+from .parameters import CLUSTER_PARAMETERS, COMMANDS
 
 __all__ = ["JobError", "load_job", "run_job", "STEP_OPTIONS"]
 
@@ -67,18 +67,13 @@ def _toml_kind(p):
 
 def _table_keys(parameters):
     """TOML keys of a command's parameters (:mod:`saspa_dask.parameters`): each name,
-    and its old names for one release, as key -> (types, required)."""
-    keys = {p.name: (_toml_kind(p), p.required) for p in parameters}
-    keys.update({old: keys[new] for old, new in old_names(parameters).items()})
-    return keys
+    as key -> (types, required)."""
+    return {p.name: (_toml_kind(p), p.required) for p in parameters if not p.cli_only}
 
 
 def _table_parsers(parameters):
-    """key -> the parser of each parameter that has one (and of its old names)."""
-    parsers = {p.name: p.parse for p in parameters if p.parse is not None}
-    parsers.update({old: parsers[new] for old, new in old_names(parameters).items()
-                    if new in parsers})
-    return parsers
+    """key -> the parser of each parameter that has one."""
+    return {p.name: p.parse for p in parameters if p.parse is not None}
 
 
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
@@ -281,7 +276,7 @@ def _run_step(kind, settings, cluster, echo, out):
     if kind in ("train", "retrain"):
         result = (jobs.train if kind == "train" else jobs.retrain)(**options, **where)
         model = result["model"]
-        out(f"model: {result['out']}  sweeps {model.n_sweeps_}  converged "
+        out(f"model: {result['out']}  sweeps {model.n_sweeps_}  EP converged "
             f"{model.converged_}  log evidence {model.log_evidence_:.6g}")
         if not result["converged"]:
             raise JobError(jobs.not_converged_advice(model))

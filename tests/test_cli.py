@@ -24,7 +24,8 @@ def _ingested(tmp_path, X, y):
 
 
 def test_demo_reports_what_the_library_computes():
-    res = _saspa("demo", "--rows", "3000", "--n-bases", "16", "--json", "--seed", "4")
+    res = _saspa("demo", "--rows", "3000", "--n-bases", "16", "--json", "--random-state", "4",
+                 "--fixed-hyperparameters", "--blur", "full")
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     # the same fit by hand: same split, scaling and seed
@@ -196,7 +197,8 @@ def test_demo_reports_the_multiclass_nlp_of_the_true_class(tmp_path):
                                                    [-0.5, 0.5])]
     path = tmp_path / "three.csv"
     path.write_text("x0,x1,label\n" + "".join(f"{a},{b},{c}\n" for (a, b), c in zip(X, labels)))
-    res = _saspa("demo", "--csv", str(path), "--n-bases", "8", "--json", "--seed", "3")
+    res = _saspa("demo", "--csv", str(path), "--n-bases", "8", "--json", "--random-state",
+                 "3", "--fixed-hyperparameters", "--blur", "full")
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     order = np.random.default_rng(3).permutation(300)

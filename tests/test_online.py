@@ -286,25 +286,17 @@ def test_each_refining_sweep_comes_closer_to_the_full_gp():
     assert kls[1] < kls[0]
 
 
-def test_execution_is_a_parameter_and_the_old_block_rows_still_works(tmp_path):
-    """The online GPs and the IVM take ``execution`` like the SASPA estimators; the old
-    flat ``block_rows`` keeps working for a release, with a FutureWarning; a store
+def test_execution_is_a_parameter(tmp_path):
+    """The online GPs and the IVM take ``execution`` like the SASPA estimators; a store
     keeps the setting; the block size does not change the predictions."""
-    import warnings
-
     from saspa_dask import IVMClassifier, SparseOnlineGPRegressor, load_model
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 2))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)  # the new name does not warn
-        new = SparseOnlineGPRegressor(max_bases=20, execution={"block_rows": 7}).fit(X, y)
-    with pytest.warns(FutureWarning, match="block_rows is execution"):
-        old = SparseOnlineGPRegressor(max_bases=20, block_rows=7).fit(X, y)
+    new = SparseOnlineGPRegressor(max_bases=20, execution={"block_rows": 7}).fit(X, y)
     reference = SparseOnlineGPRegressor(max_bases=20).fit(X, y)
-    for model in (new, old):
-        np.testing.assert_allclose(model.predict(X), reference.predict(X), rtol=1e-12)
+    np.testing.assert_allclose(new.predict(X), reference.predict(X), rtol=1e-12)
     new.save(tmp_path / "m.zarr")
     assert load_model(tmp_path / "m.zarr").get_params()["execution"] == {"block_rows": 7}
     ivm = IVMClassifier(n_bases=10, optimize_hyperparameters=False,

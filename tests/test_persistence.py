@@ -139,35 +139,12 @@ def test_a_loaded_online_gp_continues_its_pass(tmp_path):
     assert loaded.n_rows_seen_ == model.n_rows_seen_ == 300
 
 
-def test_old_parameter_names_fold_into_the_groups_with_a_future_warning():
-    rng = np.random.default_rng(2)
-    X = rng.normal(size=(120, 2))
-    y = (X[:, 0] > 0).astype(int)
-    with pytest.warns(FutureWarning, match="max_sweeps -> ep="):
-        old = SASPAClassifier(n_bases=5, max_sweeps=40, tol=1e-9, ep_mode="sequential",
-                              block_rows=50, dtc=True, optimize_hyperparameters=False,
-                              random_state=0)
-    params = old.get_params()
-    assert params["ep"] == {"max_sweeps": 40, "tol": 1e-9, "mode": "sequential"}
-    assert params["execution"] == {"block_rows": 50} and params["approximation"] == "dtc"
-    assert "max_sweeps" not in params and "dtc" not in params
-    new = SASPAClassifier(n_bases=5, ep=EPSchedule(mode="sequential", max_sweeps=40,
-                                                   tol=1e-9),
-                          execution=Execution(block_rows=50), approximation="dtc",
-                          optimize_hyperparameters=False, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)  # the new names warn of nothing
-        new.fit(X, y)
-    old.fit(X, y)
-    np.testing.assert_array_equal(old.predict_proba(X), new.predict_proba(X))
-    with pytest.warns(FutureWarning, match=r"SASPAClassifier.tol is read from ep.tol"):
-        assert old.tol == 1e-9
-    with pytest.warns(FutureWarning, match="cache -> execution="):
-        old.set_params(cache="none", n_bases=4)
-    assert old.get_params()["execution"] == {"block_rows": 50, "cache": "none"}
-    assert old.n_bases == 4
-    with pytest.raises(TypeError, match="unexpected keyword argument.*'max_sweep'"):
-        SASPAClassifier(max_sweep=3)
+def test_the_old_flat_names_are_gone():
+    """Nothing was released: the grouped settings' old flat names are no parameters."""
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_sweeps'"):
+        SASPAClassifier(max_sweeps=3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'block_rows'"):
+        saspa_dask.SparseOnlineGPRegressor(block_rows=7)
 
 
 def _defaults(cls):
@@ -215,34 +192,49 @@ def test_the_cli_and_the_toml_schema_come_from_the_table():
     for p in TRAIN_PARAMETERS:
         assert p.flag in flags, p.flag
         assert p.name in STEP_OPTIONS["train"], p.name
-        assert set(p.old_keys) <= set(STEP_OPTIONS["train"])
     help_text = CliRunner().invoke(main, ["train", "--help"]).output
-    assert "--n-bases" in help_text and "--bases " not in help_text  # old flags hidden
+    assert "--n-bases" in help_text and "--bases " not in help_text
     assert "--no-optimize-hyperparameters" in help_text
 
 
 def test_one_table_drives_every_command_its_job_function_and_its_toml_step():
-    """For every command: the click command's parameters are the table's rows (plus the
-    cluster's, old flags and the CLI's own output switches), the job function takes
-    each row as a keyword (its signature is the independent truth), and the job file's
-    step schema is the table's, with its required keys and positional arguments."""
+    """For every one of the twelve commands: the click command's parameters are the
+    table's rows (plus the cluster's), the job function takes each row that is not
+    the CLI's own (``--json``) as a keyword (its signature is the independent truth),
+    and a job file's step schema is the table's, with its required keys and positional
+    arguments."""
     import click
 
     from saspa_dask import jobs
     from saspa_dask.cli import main
-    from saspa_dask.parameters import CLUSTER_COMMANDS, CLUSTER_PARAMETERS, COMMANDS
+    from saspa_dask.parameters import (CLI_COMMANDS, CLUSTER_COMMANDS, CLUSTER_PARAMETERS,
+                                       COMMANDS)
     from saspa_dask.jobs.estimators import canonical_options
     from saspa_dask.pipelines import STEP_OPTIONS
 
     cluster = {p.name for p in CLUSTER_PARAMETERS}
-    cli_only = {"evaluate": {"as_json"}, "train": {"as_json"}, "retrain": {"as_json"}}
-    for kind, table in COMMANDS.items():
-        names = {p.name for p in table}
+    assert set(main.commands) == set(COMMANDS) | set(CLI_COMMANDS)  # all twelve
+    for kind, table in {**COMMANDS, **CLI_COMMANDS}.items():
         command = main.commands[kind]
-        given = {param.name for param in command.params
-                 if not (isinstance(param, click.Option) and param.hidden)}
-        expected = names | (cluster if kind in CLUSTER_COMMANDS else set())
-        assert given == expected | cli_only.get(kind, set()), kind
+        given = {param.name for param in command.params}
+        expected = {p.name for p in table} | (cluster if kind in CLUSTER_COMMANDS else set())
+        assert given == expected, kind
+        arguments = [param.name for param in command.params
+                     if isinstance(param, click.Argument)]
+        assert arguments == [p.name for p in table if p.positional], kind
+    jobs_named = {"make-data": "make_data", "info": "describe"}
+    for kind, table in {**COMMANDS, **CLI_COMMANDS}.items():
+        if kind == "run":  # the job file itself: saspa_dask.pipelines.run_job
+            continue
+        names = {p.name for p in table if not p.cli_only}
+        signature = inspect.signature(getattr(jobs, jobs_named.get(kind, kind))).parameters
+        if kind in CLI_COMMANDS:
+            positional = [p.name for p in table if p.positional]
+            assert set(names) - set(positional) - {p.name for p in TRAIN_PARAMETERS} <= set(
+                signature), kind
+    for kind, table in COMMANDS.items():
+        names = {p.name for p in table if not p.cli_only}
+        command = main.commands[kind]
         arguments = [param.name for param in command.params
                      if isinstance(param, click.Argument)]
         assert arguments == [p.name for p in table if p.positional], kind
@@ -256,7 +248,7 @@ def test_one_table_drives_every_command_its_job_function_and_its_toml_step():
             assert {"scheduler", "workers", "timeout", "dashboard", "security"} <= set(
                 signature), kind
         schema = STEP_OPTIONS[kind]
-        assert {k for k in schema} == names | {old for p in table for old in p.old_keys}
+        assert {k for k in schema} == names
         assert {k for k, (_, required) in schema.items() if required} == {
             p.name for p in table if p.required}, kind
     # a rule of a job holds for the Python call and a job file alike, not only the CLI

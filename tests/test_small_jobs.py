@@ -63,7 +63,7 @@ def test_a_small_training_runs_in_its_process_and_equals_the_in_memory_fit(tmp_p
     jobs.ingest(tmp_path / "d.npy", tmp_path / "d.zarr", chunk_rows=700)
     code, _, err, children = _saspa_watched(
         "train", tmp_path / "d.zarr", "--out", tmp_path / "m.zarr", "--n-bases", 12,
-        "--fixed-hyperparameters", "--seed", 3)
+        "--fixed-hyperparameters", "--random-state", 3)
     assert code == 0, err
     assert children == 0
     # the watcher sees a Python child when there is one, and not a helper command

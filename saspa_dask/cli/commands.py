@@ -14,19 +14,17 @@ interrupted job removes its temporary stores and leaves every existing store as 
 
 from __future__ import annotations
 
-import json
+from json import dumps
 import os
 import sys
 import time
-from pathlib import Path
 
 import click
 
 from .._version import __version__
-from ..parameters import BLUR_CHOICES, COMMANDS
+from ..parameters import CLI_COMMANDS, COMMANDS
 from .info import print_data_summary, print_summary
-from .options import (SweepReporter, cluster_options, command_options, echo, job_errors,
-                      take_old_flags)
+from .options import SweepReporter, cluster_options, command_options, echo, job_errors
 
 __all__ = ["main"]
 
@@ -84,43 +82,16 @@ def _warning_line(message, category, filename, lineno, line=None):
 
 
 @main.command()
-@click.option("--csv", "csv_path", type=click.Path(exists=True, dir_okay=False),
-              help="Numeric CSV with a header (default: generated data).")
-@click.option("--target", help="Label column of --csv (default: the last).")
-@click.option("--rows", default=20_000, show_default=True, help="Generated rows.")
-@click.option("--features", default=8, show_default=True, help="Generated inputs.")
-@click.option("--n-bases", "n_bases", default=64, show_default=True, help="Basis points M.")
-@click.option("--bases", "old_bases", type=int, hidden=True, deprecated="use --n-bases")
-@click.option("--blur", default="full", show_default=True,
-              type=click.Choice(BLUR_CHOICES),
-              help="Basis blur: delta (FITC/SPGP), spherical, diagonal or full (SASPA-full); "
-                   "fourier or fourier-global for frequency features (TFIFGP, FIFGP).")
-@click.option("--likelihood", default="probit", show_default=True,
-              type=click.Choice(["probit", "step"]), help="Classification likelihood.")
-@click.option("--ep-mode", default="parallel", show_default=True,
-              type=click.Choice(["parallel", "sequential"]),
-              help="Parallel (all sites per sweep) or sequential EP updates.")
-@click.option("--optimize-hyperparameters/--no-optimize-hyperparameters",
-              " /--fixed-hyperparameters", default=False, show_default=True,
-              help="Maximise the EP evidence over the hyperparameters.")
-@click.option("--test-fraction", default=0.3, show_default=True,
-              help="Share of the rows held out for the reported test metrics.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the split and K-means.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@command_options(CLI_COMMANDS["demo"])
 @job_errors
-def demo(csv_path, target, rows, features, n_bases, old_bases, blur, likelihood, ep_mode,
-         optimize_hyperparameters, test_fraction, seed, as_json):
-    """Fit SASPA in memory on generated (or CSV) data and report test error."""
+def demo(json, **options):
+    """Fit SASPA in memory on generated (or CSV) data and report test error (the
+    classifier's options and defaults are saspa train's)."""
     from .. import jobs
 
-    report = jobs.demo(csv_path, target, rows=rows, features=features,
-                       n_bases=n_bases if old_bases is None else old_bases, blur=blur,
-                       likelihood=likelihood, ep_mode=ep_mode,
-                       optimize_hyperparameters=optimize_hyperparameters,
-                       test_fraction=test_fraction, seed=seed, verbose=int(not as_json),
-                       echo=echo)
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
+    report = jobs.demo(**options, verbose=int(not json), echo=echo)
+    if json:
+        click.echo(dumps(report, indent=2))
     else:
         for key, value in report.items():
             click.echo(f"{key:>17}: {value}")
@@ -129,34 +100,16 @@ def demo(csv_path, target, rows, features, n_bases, old_bases, blur, likelihood,
 
 
 @main.command("make-data")
-@click.argument("out", type=click.Path(dir_okay=False))
-@click.option("--rows", default=200_000, show_default=True, help="Rows to generate.")
-@click.option("--features", default=8, show_default=True, help="Input columns.")
-@click.option("--seed", default=0, show_default=True, help="Generator seed.")
-@click.option("--kind", default="two-class", show_default=True,
-              type=click.Choice(["two-class", "multiscale-regression"]),
-              help="two-class: two Gaussian classes with full covariances (0/1 label); "
-                   "multiscale-regression: structure at several length scales, inputs 7 "
-                   "and beyond irrelevant, noise std 0.1 of the signal's (needs "
-                   "--features >= 8).")
-def make_data(out, rows, features, seed, kind):
+@command_options(CLI_COMMANDS["make-data"])
+@job_errors
+def make_data(out, rows, features, seed, kind, overwrite):
     """Write generated data (inputs, then the label or target column) to OUT.npy."""
-    import numpy as np
+    from .. import jobs
 
-    from ..datasets import multiscale_regression, synthetic_two_class
-
-    if kind == "two-class":
-        X, y = synthetic_two_class(rows, features, seed)
-    elif features < 8:
-        raise click.UsageError("multiscale-regression needs --features >= 8")
-    else:
-        X, y, _ = multiscale_regression(rows, features, seed)
-    path = Path(out)
-    tmp = path.with_name(f".{path.name}.partial.npy")
-    np.save(tmp, np.column_stack([X, y]))
-    tmp.replace(path)
-    click.echo(f"wrote {rows} x {features} inputs + {'label' if kind == 'two-class' else 'target'}"
-               f" to {path}")
+    path = jobs.make_data(out, rows=rows, features=features, seed=seed, kind=kind,
+                          overwrite=overwrite)
+    click.echo(f"wrote {rows} x {features} inputs + "
+               f"{'label' if kind == 'two-class' else 'target'} to {path}")
 
 
 @main.command("ingest")
@@ -214,25 +167,18 @@ def split_command(**options):
                f"(seed {options['seed']})")
 
 
-_JSON = click.option("--json", "as_json", is_flag=True,
-                     help="Print the result as one JSON object (the progress lines stay "
-                     "on stderr).")
-
-
 @main.command("train")
 @command_options(COMMANDS["train"])
-@_JSON
 @cluster_options
 @job_errors
-def train(cluster, as_json, **options):
+def train(cluster, json, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Classification with more than two classes is one-vs-rest on shared bases.
     """
     from .. import jobs
 
-    options = take_old_flags(COMMANDS["train"], options)
-    _report_model(_with_sweeps(jobs.train, options["tol"], **cluster, **options), as_json)
+    _report_model(_with_sweeps(jobs.train, options["tol"], **cluster, **options), json)
 
 
 def _report_model(result, as_json=False):
@@ -240,7 +186,7 @@ def _report_model(result, as_json=False):
 
     model = result["model"]
     if as_json:
-        click.echo(json.dumps({
+        click.echo(dumps({
             "out": str(result["out"]), "seconds": result["seconds"],
             "converged": bool(result["converged"]), "n_sweeps": int(model.n_sweeps_),
             "log_evidence": float(model.log_evidence_),
@@ -272,10 +218,9 @@ def _learning_state(model):
 
 @main.command("retrain")
 @command_options(COMMANDS["retrain"])
-@_JSON
 @cluster_options
 @job_errors
-def retrain(cluster, as_json, **options):
+def retrain(cluster, json, **options):
     """Retrain MODEL on DATA (rows appended, labels possibly corrected), warm-started.
 
     Starts from the old model's bases and hyperparameters (bases refitted with
@@ -289,7 +234,7 @@ def retrain(cluster, as_json, **options):
     from .. import jobs
 
     tol = options["tol"] if options["tol"] is not None else 1e-6
-    _report_model(_with_sweeps(jobs.retrain, tol, **options, **cluster), as_json)
+    _report_model(_with_sweeps(jobs.retrain, tol, **options, **cluster), json)
 
 
 def _with_sweeps(job, sweep_tol, /, **arguments):
@@ -350,10 +295,9 @@ def predict_command(cluster, **options):
 
 @main.command("evaluate")
 @command_options(COMMANDS["evaluate"])
-@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @cluster_options
 @job_errors
-def evaluate_command(as_json, cluster, **options):
+def evaluate_command(json, cluster, **options):
     """Error and NLP (classification) or RMSE, MAE and NLPD (regression) on DATA.
 
     The metrics are of the rows of DATA (say a held-out store from ``saspa split``);
@@ -362,8 +306,8 @@ def evaluate_command(as_json, cluster, **options):
     from .. import jobs
 
     metrics = jobs.evaluate(**options, **cluster)
-    if as_json:
-        click.echo(json.dumps(metrics))
+    if json:
+        click.echo(dumps(metrics))
     else:
         click.echo(jobs.metrics_line(metrics))
 
@@ -387,32 +331,28 @@ def report_command(**options):
 
 
 @main.command("run")
-@click.argument("job", type=click.Path())
-@click.option("--force", is_flag=True, help="Run even if the job already completed "
-              "with the same inputs.")
-@_JSON
+@command_options(CLI_COMMANDS["run"])
 @job_errors
-def run_command(job, force, as_json):
+def run_command(job, force, json):
     """Run a declarative job file (TOML): ingest, split, train, retrain, score,
     predict, evaluate and report steps, then a table of the steps run."""
     from ..pipelines import run_job
 
-    result = run_job(job, force=force, echo=echo, out=echo if as_json else click.echo)
-    if as_json:
-        click.echo(json.dumps(result))
+    result = run_job(job, force=force, echo=echo, out=echo if json else click.echo)
+    if json:
+        click.echo(dumps(result))
 
 
 @main.command("info")
-@click.argument("store", type=click.Path(), metavar="STORE")
-@click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
+@command_options(CLI_COMMANDS["info"])
 @job_errors
-def info(store, as_json):
+def info(store, json):
     """Describe a model store (or a latest pointer), or a data store."""
     from .. import jobs
 
     summary = jobs.describe(store)
-    if as_json:
-        click.echo(json.dumps(summary, indent=2))
+    if json:
+        click.echo(dumps(summary, indent=2))
     elif summary.get("kind") == "data store":
         print_data_summary(summary)
     else:

@@ -18,22 +18,18 @@ import click
 from ..parameters import CLUSTER_PARAMETERS
 
 __all__ = ["SweepReporter", "cluster_options", "command_options", "echo", "job_errors",
-           "quiet_shutdown", "take_old_flags"]
+           "quiet_shutdown"]
 
 
 def command_options(parameters):
     """click arguments and options from a command's rows of the parameter table
     (:mod:`saspa_dask.parameters`): positional arguments, ``--name`` options
     (``--name/--no-name`` for a negatable flag, with any further off-flags), paths,
-    choices, ranges, repeats, the job default and the table's help; old flags as
-    hidden deprecated options (:func:`take_old_flags` folds them in)."""
+    choices, ranges, repeats, the job default and the table's help."""
 
     def decorate(command):
         for p in reversed(parameters):
             command = _declared(p)(command)
-            for flag, dest in p.old_flag_names:
-                command = click.option(flag, dest, type=_click_type(p), hidden=True,
-                                       deprecated=f"use {p.flag}")(command)
         return command
 
     return decorate
@@ -69,17 +65,6 @@ def _click_type(p):
     if p.kind is float and (p.low is not None or p.high is not None):
         return click.FloatRange(p.low, p.high, min_open=True, max_open=True)
     return p.kind
-
-
-def take_old_flags(parameters, options):
-    """Fold values given by old flags (``--bases``, ``--seed`` ...) into the current
-    names; click has already warned that they are deprecated."""
-    for p in parameters:
-        for flag, dest in p.old_flag_names:
-            value = options.pop(dest, None)
-            if value is not None:
-                options[p.name] = value
-    return options
 
 
 def job_errors(command):

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
+from ..core.likelihoods import LIKELIHOODS
+
 __all__ = ["EPSchedule", "check_field", "default_damping", "is_whole"]
 
 
@@ -120,7 +122,5 @@ def is_whole(value, low):
 def default_damping(likelihood):
     """Damping when ``EPSchedule.damping`` is None: the named likelihood's own
     (``Likelihood.default_damping``; 1 for a name it does not know)."""
-    from ..core.likelihoods import LIKELIHOODS
-
     cls = LIKELIHOODS.get(likelihood)
     return 1.0 if cls is None else float(cls.default_damping)

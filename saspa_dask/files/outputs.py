@@ -31,7 +31,7 @@ from .errors import StoreError
 from .names import replaced
 from .store import read_regular, special_kind
 
-__all__ = ["DATA", "MODEL", "SCORES", "CSV", "PARQUET", "HTML", "JSON", "OutputKind",
+__all__ = ["DATA", "MODEL", "SCORES", "CSV", "PARQUET", "HTML", "JSON", "NPY", "OutputKind",
            "check_not_protected", "check_output", "describe_path", "discard", "protecting"]
 
 
@@ -58,6 +58,7 @@ PARQUET = OutputKind("Parquet file", suffixes=(".parquet", ".pq"),
                      default_name="scores.parquet")
 HTML = OutputKind("HTML page", suffixes=(".html", ".htm"), default_name="report.html")
 JSON = OutputKind("JSON file", suffixes=(".json",), default_name="state.json")
+NPY = OutputKind("NumPy array file", suffixes=(".npy",), default_name="data.npy")
 
 _STORE_FORMATS = {kind.store_format: kind for kind in (DATA, MODEL, SCORES)}
 # zarr's own names inside a store: metadata, chunk files (c/0/1 ...) and the copies
@@ -195,6 +196,8 @@ def _file_matches(path, kind):
         return False
     if kind is PARQUET:
         return head[:4] == b"PAR1" and _parquet_is_export(path)
+    if kind is NPY:
+        return head[:6] == b"\x93NUMPY"
     text = head.decode("utf-8", errors="replace")
     if "\0" in text:
         return False

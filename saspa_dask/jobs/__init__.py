@@ -27,7 +27,7 @@ from .._lazy import lazy_getattr
 _PUBLIC = {
     "JobError": ".errors", "dask_client": ".cluster", "demo": ".in_memory_demo",
     "describe": ".summary", "evaluate": ".scoring", "ingest": ".stores",
-    "metrics_line": ".scoring", "not_converged_advice": ".training", "predict": ".scoring",
+    "make_data": ".in_memory_demo", "metrics_line": ".scoring", "not_converged_advice": ".training", "predict": ".scoring",
     "report": ".reporting", "retrain": ".retraining",
     "score": ".scoring", "split": ".stores", "tls_security": ".cluster", "train": ".training",
 }

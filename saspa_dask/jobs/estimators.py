@@ -1,16 +1,15 @@
 """The estimator a training job fits, from its options (named as in
-:mod:`saspa_dask.parameters`): old names renamed, task-only options checked, grouped
+:mod:`saspa_dask.parameters`): names checked, task-only options checked, grouped
 fields gathered, every parameter validated before a cluster starts."""
 
 from __future__ import annotations
 
-import warnings
 
 
 from .. import models
 from ..fitting.basis_parameters import LEARN_BASES
 from ..parameters import (CLASSIFICATION_LIKELIHOODS, REGRESSION_LIKELIHOODS,
-                          TRAIN_PARAMETERS, by_name, old_names)
+                          TRAIN_PARAMETERS, by_name)
 from .errors import JobError
 
 __all__ = ["LIKELIHOODS", "build_estimator", "canonical_options", "estimator_parameters"]
@@ -27,21 +26,13 @@ _TASK_ONLY = {"classification": ("label_noise",),
 
 
 def canonical_options(options, parameters=TRAIN_PARAMETERS, where="option"):
-    """Job options under their current names: old names (``seed``, ``bases``,
-    ``hyper_restarts``) are renamed with a FutureWarning; unknown names are a
-    JobError listing the known ones."""
-    renamed = old_names(parameters)
+    """Job options checked against the parameter table: unknown names are a JobError
+    listing the known ones."""
     known = by_name(parameters)
-    out = {}
-    for key, value in options.items():
-        if key in renamed:
-            warnings.warn(f"{where} {key!r} is now called {renamed[key]!r}; the old name "
-                          "will be removed in the next release", FutureWarning, stacklevel=3)
-            key = renamed[key]
+    for key in options:
         if key not in known:
             raise JobError(f"unknown {where} {key!r}; known: {', '.join(sorted(known))}")
-        out[key] = value
-    return out
+    return dict(options)
 
 
 def estimator_parameters(options, parameters=TRAIN_PARAMETERS):

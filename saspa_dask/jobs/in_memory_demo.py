@@ -1,52 +1,58 @@
 """The in-memory demonstration (``saspa demo``): a SASPA classifier fitted on generated
-two-class data (or a small numeric CSV), scored on a held-out share of the rows."""
+two-class data (or a small numeric CSV), scored on a held-out share of the rows; and
+``saspa make-data``'s generated data written to a ``.npy`` file."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
-from ..datasets import synthetic_two_class
-from ..models import SASPAClassifier
+from ..datasets import multiscale_regression, synthetic_two_class
+from ..files.names import aside
+from ..files.outputs import NPY, check_output
 from ..storage.column_plan import target_index
 from ..storage.csv_reader import read_rows
-from .errors import JobError
+from .errors import JobError, reported
+from .estimators import build_estimator
 
-__all__ = ["demo", "read_csv"]
+__all__ = ["demo", "make_data", "read_csv"]
 
 
-def demo(csv_path=None, target=None, *, rows=20_000, features=8, n_bases=64, blur="full",
-         likelihood="probit", ep_mode="parallel", optimize_hyperparameters=False,
-         test_fraction=0.3, seed=0, verbose=1, echo=print):
+def demo(csv=None, target=None, *, rows=20_000, features=8, test_fraction=0.3,
+         verbose=1, echo=print, **options):
     """Fit a :class:`~saspa_dask.SASPAClassifier` in memory and report its test metrics.
 
     Parameters
     ----------
-    csv_path : str, optional
+    csv : str, optional
         A numeric CSV with a header (default: ``rows`` x ``features`` generated rows).
     target : str, optional
-        The label column of ``csv_path`` (default: the last).
+        The label column of ``csv`` (default: the last).
     rows, features : int
         The generated data's size.
-    n_bases, blur, likelihood, ep_mode, optimize_hyperparameters
-        The classifier's settings (``ep_mode`` is ``ep={"mode": ...}``).
     test_fraction : float
         The share of rows held out.
-    seed : int
-        Seeds the data, the split and K-means.
     verbose : int
     echo : callable
         Receives the opening line.
+    **options
+        The classifier's options, as ``saspa train`` names them and with its
+        defaults (:func:`~saspa_dask.jobs.estimators.build_estimator`);
+        ``random_state`` (0) also seeds the generated data and the split.
 
     Returns
     -------
     dict
         Rows, bases, test error and NLP, evidence, sweeps, convergence, jitter, seconds.
     """
-    if csv_path:
-        X, y = read_csv(csv_path, target)
-        source = csv_path
+    clf = build_estimator("classification", **options)
+    clf.set_params(verbose=verbose)
+    seed = clf.random_state
+    if csv:
+        X, y = read_csv(csv, target)
+        source = csv
     else:
         X, y = synthetic_two_class(rows, features, seed)
         source = f"generated two-class data ({rows} x {features})"
@@ -59,15 +65,12 @@ def demo(csv_path=None, target=None, *, rows=20_000, features=8, n_bases=64, blu
 
     echo(f"saspa demo: {source}; {len(train)} train / {len(test)} test rows")
     start = time.perf_counter()
-    clf = SASPAClassifier(n_bases=n_bases, blur=blur, likelihood=likelihood,
-                          ep={"mode": ep_mode}, random_state=seed, verbose=verbose,
-                          optimize_hyperparameters=optimize_hyperparameters)
     try:
         clf.fit(Xs[train], y[train])
     except ValueError as err:  # the data cannot be fitted (one class, too few rows ...)
         raise JobError(f"{source}: {err}") from None
     return {"train_rows": int(len(train)), "test_rows": int(len(test)),
-            "n_bases": int(clf.bases_.n_bases), "blur": blur,
+            "n_bases": int(clf.bases_.n_bases), "blur": clf.blur_,
             **_test_metrics(clf, Xs[test], y[test]),
             "log_evidence": clf.log_evidence_, "sweeps": clf.n_sweeps_,
             "converged": bool(clf.converged_), "invalid_cavities": clf.n_invalid_cavities_,
@@ -100,3 +103,31 @@ def read_csv(path, target):
     if not labels:
         raise JobError(f"{path}: no data rows after the header")
     return np.array(features), np.array(labels)
+
+
+def make_data(out, *, rows=200_000, features=8, seed=0, kind="two-class",
+              overwrite=False):
+    """Write generated rows (inputs, then the label or target column) to the ``.npy``
+    file ``out``: ``kind`` "two-class" (two Gaussian classes with full covariances, a
+    0/1 label) or "multiscale-regression" (structure at several length scales, inputs 7
+    and beyond irrelevant; needs ``features >= 8``).  An existing ``out`` is replaced
+    only with ``overwrite`` and only when it is a ``.npy`` array
+    (:func:`~saspa_dask.files.outputs.check_output`).  Returns the path."""
+    path = Path(out)
+    with reported():
+        check_output(path, NPY, overwrite=overwrite)
+    if kind == "two-class":
+        X, y = synthetic_two_class(rows, features, seed)
+    elif features < 8:
+        raise JobError("multiscale-regression needs --features >= 8")
+    else:
+        X, y, _ = multiscale_regression(rows, features, seed)
+    tmp = aside(path).with_suffix(".npy")
+    try:
+        np.save(tmp, np.column_stack([X, y]))
+        check_output(path, NPY, overwrite=overwrite)  # again, just before the rename
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

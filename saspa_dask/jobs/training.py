@@ -71,8 +71,8 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
         Called with progress messages (strings).
     **options
         The estimator's options, named as ``saspa train``'s flags
-        (:func:`build_estimator`): ``n_bases``, ``blur``, ``likelihood``, ``seed``,
-        ``optimize_hyperparameters``, ``hyper_restarts`` ...
+        (:func:`build_estimator`): ``n_bases``, ``blur``, ``likelihood``,
+        ``random_state``, ``optimize_hyperparameters``, ``n_restarts_optimizer`` ...
 
     Returns
     -------

@@ -19,7 +19,6 @@ The fit itself and the fitted posterior are the fitting layer's
 - :mod:`~saspa_dask.models.model_store`: a fitted model as a zarr group (no pickle);
   :mod:`~saspa_dask.models.model_reader` reads it back, checked;
   :mod:`~saspa_dask.models.model_summary` summarises it (``saspa info``);
-- :mod:`~saspa_dask.models.legacy`: the old flat names of the grouped settings;
 - :mod:`~saspa_dask.models.loading`: the estimator classes by name, ``load_model``;
 - :mod:`~saspa_dask.models.docs`: shared docstring fragments.
 """

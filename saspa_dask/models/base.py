@@ -29,7 +29,6 @@ from ..fitting.held_out import HeldOut, HeldOutError
 from ..fitting.input_groups import FEATURE_GROUP_RULES
 from ..fitting.new_rows import adf_pass, update_pass
 from ..fitting.plan import REPORT_ARRAYS, REPORT_ATTRIBUTES, FitPlan
-from .legacy import LegacyNames
 from .predictor import PosteriorModel
 from .settings import (APPROXIMATIONS, LEARNING_METHODS, EPSchedule, Execution,
                        StochasticLearning, settings_of)
@@ -49,7 +48,7 @@ _PLAN_PARAMETERS = ("n_bases", "blur", "kernel", "feature_groups", "additive_gro
                     "max_fit_time", "verbose")
 
 
-class SASPABase(LegacyNames, PosteriorModel):
+class SASPABase(PosteriorModel):
     """Parameters, fitted state and new rows shared by the SASPA estimators."""
 
     _parameter_constraints: dict = {

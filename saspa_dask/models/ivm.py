@@ -37,7 +37,7 @@ from numbers import Integral
 import numpy as np
 from scipy.optimize import minimize
 from sklearn.base import _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 
 from ..core.kernels import basis_covariance
 from ..engines.ivm import (ivm_bias_posterior, ivm_evidence, ivm_select,
@@ -49,7 +49,7 @@ from .online import _one_vs_rest
 from ..fitting.posterior import FittedPosterior
 from .predictor import PosteriorClassifierMixin, PosteriorModel
 from ..fitting.input_groups import resolve_lengthscale
-from .settings import DEPRECATED, Execution, execution_of
+from .settings import Execution
 from .validation import validate_training_input
 
 __all__ = ["IVMClassifier"]
@@ -132,8 +132,6 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
     execution : Execution, dict or None, default=None
         Where and in what pieces the work runs (:class:`~saspa_dask.Execution`; only
         ``block_rows``, the rows per prediction block, applies here).
-    block_rows : int, optional
-        Deprecated: ``execution={"block_rows": ...}`` (kept for one release).
     verbose : int, default=0
 
     Attributes
@@ -173,7 +171,6 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
         **{k: SASPAClassifier._parameter_constraints[k] for k in (
             "likelihood", "label_noise", "lengthscale", "signal_variance", "jitter",
             "optimize_hyperparameters", "verbose")},
-        "block_rows": [Interval(Integral, 1, None, closed="left"), StrOptions({DEPRECATED})],
         "execution": [Execution, dict, None],
         "n_bases": [Interval(Integral, 1, None, closed="left")],
         "fit_bias": ["boolean"],
@@ -189,7 +186,7 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
     def __init__(self, n_bases=64, *, likelihood="probit", label_noise=0.01,
                  lengthscale=None, signal_variance=None, fit_bias=True,
                  optimize_hyperparameters=True, ard=False, n_iterations=4,
-                 max_hyper_iter=100, jitter=1e-8, execution=None, block_rows=DEPRECATED, verbose=0):
+                 max_hyper_iter=100, jitter=1e-8, execution=None, verbose=0):
         self.n_bases = n_bases
         self.likelihood = likelihood
         self.label_noise = label_noise
@@ -202,7 +199,6 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
         self.max_hyper_iter = max_hyper_iter
         self.jitter = jitter
         self.execution = execution
-        self.block_rows = block_rows
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -220,7 +216,6 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
         self : IVMClassifier
         """
         self._reset()
-        execution_of(self)  # the old block_rows warns here, once a fit
         X, y, stats = validate_training_input(self, X, y, classification=True, reset=True)
         classes = np.asarray(stats["classes"])
         if classes.size < 2:

@@ -27,7 +27,7 @@ from ..files.atomic import aside_directory, check_destination, move_into_place
 from ..files.outputs import MODEL
 from ..files.errors import StoreError
 from ..fitting.posterior import offset_value, stacked
-from .settings import DEPRECATED, LEGACY_NAMES, SETTINGS_CLASSES, legacy_parameters
+from .settings import SETTINGS_CLASSES
 
 __all__ = ["FLOAT_REPORT", "FORMAT_VERSION", "FOURIER_SCALING", "MODEL_FORMAT",
            "READABLE_VERSIONS", "CHECKSUM_SINCE", "content_checksum", "decode_params", "save_model"]
@@ -124,12 +124,34 @@ def decode_params(encoded, read, path):
             params[name] = _decode_settings(name, value, path)
         else:
             params[name] = value
-    legacy = {k: params.pop(k) for k in list(params) if k in LEGACY_NAMES}
-    # an online GP's or IVM's unset old block_rows is no value to fold in
-    legacy = {k: v for k, v in legacy.items() if v != DEPRECATED}
-    if legacy:  # a format-3 store: the old flat names, folded in without a warning
-        params = legacy_parameters({"ep": None, "execution": None, **params}, legacy,
-                                   owner="model store", warn=False)
+    return _grouped(params)
+
+
+# a format-3 store kept the grouped settings as flat parameters: name -> (group, field)
+_FLAT_NAMES = {
+    "ep_mode": ("ep", "mode"), "damping": ("ep", "damping"),
+    "max_sweeps": ("ep", "max_sweeps"), "tol": ("ep", "tol"),
+    "anderson_memory": ("ep", "anderson_memory"), "coarse_start": ("ep", "coarse_start"),
+    "block_rows": ("execution", "block_rows"), "cache": ("execution", "cache"),
+    "work_dir": ("execution", "work_dir"), "dtc": ("approximation", None)}
+# what an online GP's or IVM's store held for a block_rows it was not given
+_UNSET = "deprecated"
+
+
+def _grouped(params):
+    """A store's parameters with a format-3 store's flat names folded into ``ep``,
+    ``execution`` and ``approximation``."""
+    flat = {k: params.pop(k) for k in list(params) if k in _FLAT_NAMES}
+    groups = {}
+    for name, value in flat.items():
+        group, field = _FLAT_NAMES[name]
+        if group == "approximation":
+            params["approximation"] = "dtc" if value else "fitc"
+        elif value != _UNSET:
+            groups.setdefault(group, {})[field] = value
+    for group, changes in groups.items():
+        current = params.get(group)
+        params[group] = {**(current if isinstance(current, dict) else {}), **changes}
     return params
 
 

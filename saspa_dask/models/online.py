@@ -38,7 +38,7 @@ from ..fitting.new_rows import row_slices
 from ..fitting.posterior import FittedPosterior
 from .predictor import PosteriorClassifierMixin, PosteriorModel, PosteriorRegressorMixin
 from .regressor import SASPARegressor, regression_likelihood
-from .settings import DEPRECATED, EPSchedule, Execution, execution_of
+from .settings import EPSchedule, Execution, execution_of
 from ..fitting.input_groups import resolve_lengthscale
 from .validation import column_names_of, validate_training_input
 
@@ -128,7 +128,7 @@ class _OnlineMixin:
             optimize_hyperparameters=learn, max_hyper_iter=self.max_hyper_iter,
             ep=EPSchedule(max_sweeps=self.ep_passes, mode="sequential", anderson_memory=0,
                           coarse_start=False),
-            execution=execution_of(self, warn=False), verbose=self.verbose)
+            execution=execution_of(self), verbose=self.verbose)
         return sparse.fit(X, y, init_sites=sites)
 
     def _publish(self, state, offset, classes):
@@ -213,8 +213,6 @@ _ONLINE_PARAMS_DOC = """
     execution : Execution, dict or None, default=None
         Where and in what pieces the work runs (:class:`~saspa_dask.Execution`; only
         ``block_rows``, the rows per kernel block, applies here).
-    block_rows : int, optional
-        Deprecated: ``execution={{"block_rows": ...}}`` (kept for one release).
     verbose : int, default=0
 """
 
@@ -254,7 +252,6 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         **{k: SASPARegressor._parameter_constraints[k] for k in (
             "noise_variance", "dof", "scale", "lengthscale", "signal_variance", "jitter",
             "verbose")},
-        "block_rows": [Interval(Integral, 1, None, closed="left"), StrOptions({DEPRECATED})],
         "execution": [Execution, dict, None],
         "likelihood": [StrOptions({"gaussian", "student_t"})],
         **_ONLINE_CONSTRAINTS,
@@ -266,7 +263,7 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
                  max_bases=64, novelty_threshold=1e-3, lengthscale=None,
                  signal_variance=None, jitter=1e-8, ep_passes=0,
                  optimize_hyperparameters=False, max_hyper_iter=500, execution=None,
-                 block_rows=DEPRECATED, verbose=0):
+                 verbose=0):
         self.likelihood = likelihood
         self.noise_variance = noise_variance
         self.dof = dof
@@ -280,7 +277,6 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
         self.execution = execution
-        self.block_rows = block_rows
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -297,7 +293,6 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         self : SparseOnlineGPRegressor
         """
         self._reset()
-        execution_of(self)  # the old block_rows warns here, once a fit
         X, y, stats = validate_training_input(self, X, y, classification=False, reset=True)
         offset, spread = float(stats["mean"]), float(stats["var"]) or 1.0
         s2 = spread if self.signal_variance is None else self.signal_variance
@@ -362,7 +357,6 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
         **{k: SASPAClassifier._parameter_constraints[k] for k in (
             "likelihood", "label_noise", "lengthscale", "signal_variance", "jitter",
             "verbose")},
-        "block_rows": [Interval(Integral, 1, None, closed="left"), StrOptions({DEPRECATED})],
         "execution": [Execution, dict, None],
         **_ONLINE_CONSTRAINTS,
     }
@@ -372,7 +366,7 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
     def __init__(self, *, likelihood="probit", label_noise=0.01, max_bases=64,
                  novelty_threshold=1e-3, lengthscale=None, signal_variance=None,
                  jitter=1e-8, ep_passes=0, optimize_hyperparameters=False,
-                 max_hyper_iter=500, execution=None, block_rows=DEPRECATED, verbose=0):
+                 max_hyper_iter=500, execution=None, verbose=0):
         self.likelihood = likelihood
         self.label_noise = label_noise
         self.max_bases = max_bases
@@ -384,7 +378,6 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
         self.optimize_hyperparameters = optimize_hyperparameters
         self.max_hyper_iter = max_hyper_iter
         self.execution = execution
-        self.block_rows = block_rows
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -402,7 +395,6 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
         self : SparseOnlineGPClassifier
         """
         self._reset()
-        execution_of(self)  # the old block_rows warns here, once a fit
         X, y, stats = validate_training_input(self, X, y, classification=True, reset=True)
         classes = np.asarray(stats["classes"])
         if classes.size < 2:

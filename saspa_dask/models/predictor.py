@@ -117,7 +117,7 @@ class PosteriorModel(BaseEstimator):
         estimator has them."""
         if not hasattr(self, "execution"):
             return _PREDICT_ROWS
-        return execution_of(self, warn=False).block_rows
+        return execution_of(self).block_rows
 
     def _predict(self, X, func, *, columns=None, dtype=np.float64):
         """``func(fitted_posterior_, X_block, rows)`` over the rows of X, after the one

@@ -137,7 +137,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
                  n_restarts_optimizer=0, learn_blur_scale=False, learn_bases="auto",
                  hyper_subsample=20000, learning="full-batch", stochastic=None, ep=None,
                  execution=None, random_state=None,
-                 verbose=0, **legacy):
+                 verbose=0):
         self.n_bases = n_bases
         self.blur = blur
         self.kernel = kernel
@@ -173,7 +173,6 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         self.execution = execution
         self.random_state = random_state
         self.verbose = verbose
-        self._fold_legacy(legacy)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, *, X_val=None, y_val=None, progress=None, init_sites=None,
