@@ -24,6 +24,7 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
+from ..core.threads import single_scipy_thread
 from ..files.groups import zarr_group, zarr_array
 from ..ep.approximation import FITC
 from ..ep.acceleration import mix_steps
@@ -58,6 +59,7 @@ def _open_sites(store):
     return _site_arrays(store)[:2]
 
 
+@single_scipy_thread
 def _parallel_task(block, store, slot, start, stop, posterior, likelihood, damping, s2,
                    ring_slot):
     tau, nu, ring_array = _site_arrays(store)
@@ -82,6 +84,7 @@ def _mix_task(store, slot, start, stop, weights):
     tau[1 - slot, start:stop], nu[1 - slot, start:stop] = mix_steps(ring, weights)
 
 
+@single_scipy_thread
 def _sequential_task(block, store, slot, start, stop, state, likelihood, damping, s2):
     sigma, mean = state
     tau, nu = _open_sites(store)
@@ -99,12 +102,14 @@ def _halve_task(store, slot, start, stop):
         arr[1 - slot, start:stop] = 0.5 * (arr[1 - slot, start:stop] + arr[slot, start:stop])
 
 
+@single_scipy_thread
 def _statistics_task(block, store, slot, start, stop):
     tau, nu = _open_sites(store)
     A, b = block_statistics(block.phi, tau[slot, start:stop], nu[slot, start:stop])
     return PassSummary(A, b)
 
 
+@single_scipy_thread
 def _evaluate_task(block, store, slot, start, stop, posterior, likelihood):
     tau, nu = _open_sites(store)
     return evaluate_chunk(block, tau[slot, start:stop], nu[slot, start:stop], posterior,
@@ -112,6 +117,7 @@ def _evaluate_task(block, store, slot, start, stop, posterior, likelihood):
 
 
 
+@single_scipy_thread
 def _chunk_task(func, Xb, block, store, slot, start, stop, args):
     tau, nu = _open_sites(store)
     return func(Xb, block, tau[slot, start:stop], nu[slot, start:stop], *args)

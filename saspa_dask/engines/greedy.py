@@ -46,6 +46,7 @@ import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 from sklearn.utils import check_random_state
 
+from ..core.threads import single_scipy_thread
 from ..core.bases import Basis
 from ..core.kernels import se_kernel
 
@@ -157,6 +158,7 @@ def _grow(X, j, phi, lengthscale, s2, jitter):
     return np.column_stack([phi, column])
 
 
+@single_scipy_thread
 def greedy_bases(X, n_bases, lengthscale, signal_variance, noise_variance, *,
                  n_candidates=59, jitter=1e-8, random_state=None, y=None,
                  criterion="information_gain"):

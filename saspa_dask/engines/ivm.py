@@ -41,6 +41,7 @@ import numpy as np
 from scipy.linalg import cho_solve, cholesky
 from scipy.optimize import minimize_scalar
 
+from ..core.threads import single_scipy_thread
 from ..core.bases import Basis
 from ..core.kernels import se_kernel
 
@@ -233,6 +234,7 @@ def ivm_bias(likelihood, y, mean, var):
     return float(result.x)
 
 
+@single_scipy_thread
 def ivm_bases(X, y, n_bases, likelihood, lengthscale, signal_variance):
     """The rows IVM selects, as delta bases (see :func:`ivm_select`)."""
     selection = ivm_select(X, y, n_bases, likelihood, lengthscale, signal_variance)

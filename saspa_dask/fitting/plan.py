@@ -20,6 +20,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+from ..core.threads import single_scipy_thread
 from ..core.bases import Basis
 from ..core.kernels import FOURIER_FAMILIES
 from ..core.likelihoods import powered
@@ -176,6 +177,7 @@ class FitPlan:
             raise ValueError("learn_offset needs one EP problem (a regression or a "
                              "binary classification), not one per class")
 
+    @single_scipy_thread
     def run(self, X, targets, likelihood, *, signal_variance, column_std, labels=None,
             init_sites=None, centre=None, progress=None, offset=0.0, classes=None,
             feature_names=None, held_out=None):

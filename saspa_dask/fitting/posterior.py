@@ -22,6 +22,7 @@ from dask import delayed
 from scipy.linalg import solve_triangular
 from scipy.special import ndtri
 
+from ..core.threads import single_scipy_thread
 from ..core.bases import Basis, blur_diagonals, is_diagonal, saved_blur
 from ..core.kernel_sums import AdditiveKernel
 from ..core.likelihoods import make_likelihood
@@ -254,6 +255,7 @@ class FittedPosterior:
 
     # -- predictions on one NumPy block --------------------------------------------
 
+    @single_scipy_thread
     def latent(self, X, rows=_PREDICT_ROWS):
         """Latent mean (offset not added) and variance, one column per EP problem.
 

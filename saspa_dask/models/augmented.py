@@ -22,6 +22,7 @@ from dask.delayed import Delayed
 
 from sklearn.base import clone
 
+from ..core.threads import single_scipy_thread
 from ..core.bases import Basis
 from ..core.kernels import se_kernel
 from ..engines.chunks import as_dask, is_lazy, tree_reduce
@@ -36,6 +37,7 @@ _GRAM_BYTES = 256 * 2**20
 _DTC_BATCH = 2048
 
 
+@single_scipy_thread
 def augmented_latent(fitted, X, training_rows, noise_variance, approximation, block_rows):
     """Latent mean (offset not added) and variance at rows X, each with its own augmented
     support set.
@@ -149,6 +151,7 @@ def as_numpy(X):
     return np.asarray(X.compute() if hasattr(X, "compute") else X, dtype=np.float64)
 
 
+@single_scipy_thread
 def augmented_ep_latent(model, X, X_train, y_train):
     """Latent mean and variance (offset not added, one column per EP problem) at each
     row of X by EP with that row joined to the bases (module docstring).

@@ -19,6 +19,7 @@ from sklearn.utils._param_validation import (Interval, InvalidParameterError, Op
                                             StrOptions)
 from sklearn.utils.validation import check_is_fitted
 
+from ..core.threads import single_scipy_thread
 from ..core.likelihoods import LIKELIHOODS
 from ..core.bases import Basis
 from ..core.kernel_profiles import KERNELS
@@ -233,6 +234,7 @@ class SASPABase(PosteriorModel):
         return (np.concatenate([self.sites_tau_, tau], axis=-1),
                 np.concatenate([self.sites_nu_, nu], axis=-1))
 
+    @single_scipy_thread
     def _partial_fit_rows(self, X, y):
         """One assumed-density-filtering pass over new rows (see ``partial_fit``)."""
         X, targets, labels = self._new_rows(X, y)

@@ -27,6 +27,7 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
+from ..core.threads import single_scipy_thread
 from ..core.bases import Basis
 from ..engines.chunks import is_lazy, seed_from
 from .classifier import SASPAClassifier
@@ -47,6 +48,7 @@ class _FullGP:
     _SPARSE: type
     _SHARED: tuple
 
+    @single_scipy_thread
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit by EP with every training row as a basis.

@@ -22,6 +22,7 @@ from sklearn.base import clone
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import column_or_1d
 
+from ..core.threads import single_scipy_thread
 from ..core.bases import Basis
 from ..core.likelihoods import LIKELIHOODS
 from ..engines.greedy import greedy_select
@@ -31,6 +32,7 @@ from .regressor import SASPARegressor
 __all__ = ["greedy_fit"]
 
 
+@single_scipy_thread
 def greedy_fit(X, y, n_bases, *, rounds=3, criterion="evidence", n_candidates=59,
                random_state=None, **params):
     """Select bases greedily and learn the kernel, in turn; the best round's model.

@@ -39,6 +39,7 @@ from scipy.optimize import minimize
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
 
+from ..core.threads import single_scipy_thread
 from ..core.kernels import basis_covariance
 from ..engines.ivm import (ivm_bias_posterior, ivm_evidence, ivm_select,
                            ivm_site_statistics)
@@ -201,6 +202,7 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
         self.execution = execution
         self.verbose = verbose
 
+    @single_scipy_thread
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Select the active sets (learning the kernel) and form the posterior.

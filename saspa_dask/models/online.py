@@ -30,6 +30,7 @@ from scipy.linalg import LinAlgError, cho_solve, cholesky
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ..core.threads import single_scipy_thread
 from ..core.bases import Basis
 from ..ep.online import OnlineSparseGP
 from ..ep.posterior import Posterior
@@ -279,6 +280,7 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         self.execution = execution
         self.verbose = verbose
 
+    @single_scipy_thread
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """One online pass over the rows (in order).
@@ -302,6 +304,7 @@ class SparseOnlineGPRegressor(_OnlineMixin, PosteriorRegressorMixin, PosteriorMo
         return self._refined(self._start(X, likelihood, s2, stats["std"], offset, None), X,
                              y, y - offset)
 
+    @single_scipy_thread
     def partial_fit(self, X, y):
         """Continue the pass with more rows (``fit`` on an unfitted estimator).
 
@@ -380,6 +383,7 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
         self.execution = execution
         self.verbose = verbose
 
+    @single_scipy_thread
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """One online pass over the rows (in order).
@@ -407,6 +411,7 @@ class SparseOnlineGPClassifier(_OnlineMixin, PosteriorClassifierMixin, Posterior
                                          n_problems), X, y,
                              _problem_targets(*_ep_targets(y, classes)))
 
+    @single_scipy_thread
     def partial_fit(self, X, y, classes=None):
         """Continue the pass with more rows (``fit`` on an unfitted estimator).
 
