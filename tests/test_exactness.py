@@ -1,4 +1,4 @@
-"""Exactness checks of DESIGN.md section 2 against independent references."""
+"""Exactness checks of docs/design.md, section 2 against independent references."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""Blurred kernels against Monte-Carlo integrals of the plain SE kernel (DESIGN.md 2)."""
+"""Blurred kernels against Monte-Carlo integrals of the plain SE kernel (docs/design.md, section 2)."""
 
 import numpy as np
 import pytest

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import warnings
 from dataclasses import fields
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Power EP (``alpha``): against closed forms, a dense reference written here, finite
-differences, and across engines (DESIGN.md, "Power EP")."""
+differences, and across engines (docs/design.md, "Power EP")."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def _dense_power_ep(phi, lam, y, alpha, tol=1e-11, max_sweeps=300):
             tau[i], nu[i] = new_tau, new_nu
         if change < tol:
             break
-    # the energy from its definition (DESIGN.md), with 1-D logA written out
+    # the energy from its definition (docs/design.md), with 1-D logA written out
     Sigma = np.linalg.inv(np.eye(M) + phi.T @ (tau[:, None] * phi))
     h = phi.T @ nu
     energy = 0.5 * h @ Sigma @ h + 0.5 * np.linalg.slogdet(Sigma)[1]

@@ -27,7 +27,8 @@ def _headings():
 
 
 def _citations():
-    sources = [*sorted((ROOT / "saspa_dask").rglob("*.py")), ROOT / "README.md"]
+    sources = [*sorted((ROOT / "saspa_dask").rglob("*.py")), ROOT / "README.md",
+               *sorted((ROOT / "docs").glob("*.md"))]
     for path in sources:
         for title in CITATION.findall(_joined(path.read_text())):
             yield path.relative_to(ROOT), " ".join(title.split())

@@ -45,7 +45,7 @@ def _peak_bytes(fit):
 def _diagonal_blur_prediction(X, y, Xs, means, blur, ls, s2, noise, jitter):
     """FITC-style predictions of diagonal-blur bases, written per input: Kt and Kh of
     bases N(a_j, diag(c_j)) are products over inputs of 1-D Gaussian integrals of the
-    SE kernel (DESIGN.md section 1), then the Gaussian regression with the prior
+    SE kernel (docs/design.md, section 2), then the Gaussian regression with the prior
     Q + diag(s2 - q_i) and the noise."""
     def cross(Z):
         var = ls**2 + blur  # (M, d)

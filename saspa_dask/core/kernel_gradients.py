@@ -1,6 +1,6 @@
 """Derivatives of the blurred SE kernels (:mod:`saspa_dask.core.kernels`) with
 respect to log lengthscales, a log blur scale and the bases, as weighted sums over
-rows and basis pairs (the evidence gradient's per-chunk sums, DESIGN.md section 2).
+rows and basis pairs (the evidence gradient's per-chunk sums, docs/design.md, section 2).
 
 For K = s2 |I + C~|^{-1/2} exp(-1/2 r~^T (I + C~)^{-1} r~) with C fixed in the
 original coordinates, S = (I + C~)^{-1} and z = S r~::

@@ -1,7 +1,7 @@
 """ARD kernels and their blurred (Gaussian-smoothed) forms: SE, and Matérn through it.
 
 A basis point j is a Gaussian N(a_j, C_j).  Convolving the SE kernel with it gives
-(DESIGN.md section 2)::
+(docs/design.md, section 2)::
 
     Kt(x, j) = s2 |I + C~_j|^{-1/2} exp(-1/2 (x~ - a~_j)^T (I + C~_j)^{-1} (x~ - a~_j))
     Kh(i, j) = s2 |I + C~_i + C~_j|^{-1/2}

@@ -13,7 +13,7 @@ cluster means and scatter for the blur covariances
 (:func:`saspa_dask.core.bases.shrunk_covariances`).  Beyond ``lloyd_rows`` the data
 is read once, for the sample, and the start's rows are drawn from it.
 
-Why not dask-ml's KMeans: LESSONS.md lists its breakages with current scikit-learn
+Why not dask-ml's KMeans: docs/design.md, section 7, lists its breakages with current scikit-learn
 (k-means++ start fails, k-means|| pads with random rows, empty clusters collapse to the
 origin, private API).
 """

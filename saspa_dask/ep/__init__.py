@@ -1,4 +1,4 @@
-"""Layer 2, expectation propagation in the whitened form (DESIGN.md section 2).
+"""Layer 2, expectation propagation in the whitened form (docs/design.md, section 2).
 
 - :mod:`~saspa_dask.ep.whitening`: the basis covariance's Cholesky factor and whitened
   row blocks (phi, lam);

@@ -1,8 +1,8 @@
 """The sparse approximation of the prior: what a row's latent value is made of.
 
 A row sees f_i = phi_i^T v + e_i, where phi_i^T v is its projection on the bases and
-e_i ~ N(0, lam_i) the residual they do not explain, lam_i = s2 - |phi_i|^2 (DESIGN.md
-section 3).  The members of the family differ only in where they keep e_i:
+e_i ~ N(0, lam_i) the residual they do not explain, lam_i = s2 - |phi_i|^2 (docs/design.md,
+section 2).  The members of the family differ only in where they keep e_i:
 
 ======  ==========================  =====================
 name    training (EP's likelihood)  prediction

@@ -14,7 +14,7 @@ Gaussian-likelihood posterior over the M + 1 whitened coordinates is
 
 with w_i = 1 / (lam_i - psi_i^2 + noise).  The test latent's whitened feature is
 t = [phi*; (k(x*, x*) - |phi*|^2) / delta], so its mean is t^T P'^{-1} h' and its
-variance k(x*, x*) - |t|^2 + t^T P'^{-1} t (DESIGN.md section 2 with one more basis).
+variance k(x*, x*) - |t|^2 + t^T P'^{-1} t (docs/design.md, section 2 with one more basis).
 
 The sums split over training row chunks (:func:`chunk_statistics`, added by
 :func:`add_statistics`); :func:`solve_augmented` turns them into predictions.  For

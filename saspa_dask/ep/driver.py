@@ -343,7 +343,7 @@ class _Sweeps:
     def _sequential(self):
         summary = self.engine.sequential_pass(self.posterior, self.likelihood, self.damping,
                                               self.s2)
-        # Refresh from all sites: repeated rank-one updates drift (LESSONS.md, GPML).
+        # Refresh from all sites: repeated rank-one updates drift (GPML; docs/design.md, section 7).
         self.posterior, self.A, self.b, halvings = _accept(self.engine, summary.A, summary.b,
                                                            self.A, self.b)
         self.engine.commit()

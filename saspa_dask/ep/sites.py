@@ -4,7 +4,7 @@ Everything here works on one in-memory :class:`~saspa_dask.ep.whitening.Block` a
 a fixed posterior; an engine applies it to every block (in this process or as one
 Dask task per chunk), so there is one implementation of the mathematics.
 
-Convergence is judged on the *undamped* site change (LESSONS.md: with damping d the
+Convergence is judged on the *undamped* site change (docs/design.md, section 7: with damping d the
 damped change shrinks by d as well), in units that do not depend on the scale of f::
 
     change = max_i max(|tau'_i - tau_i| s2 / (1 + |tau_i| s2),
@@ -51,7 +51,7 @@ def site_proposals(likelihood, y, mc, sc, lam):
 
     For power EP (``likelihood.alpha`` < 1, the tilted moments of p^alpha) the
     projected update is raised to 1/alpha: tau' = c / (alpha D), nu' = (a + c mc) /
-    (alpha D) with D = 1 - c sc (DESIGN.md, "Power EP").  Returns
+    (alpha D) with D = 1 - c sc (docs/design.md, "Power EP").  Returns
     ``(tau_new, nu_new, log_z, ok)``; ``ok`` is False where D <= 0 (the tilted
     distribution has no valid Gaussian site).
     """
@@ -82,7 +82,7 @@ def evidence_site_terms(log_z, m, s, tau, nu, alpha=1.0):
     alpha nu^2 s) / (2 c); at alpha = 1 it is the EP term below.
 
     Equal to log Z + 1/2 log(1 + tau sc) - 1/2 ((mc/sc + nu)^2 / (1/sc + tau) - mc^2/sc)
-    of DESIGN.md, since 1/s = 1/sc + tau and m/s = mc/sc + nu; with c = 1 - tau s
+    of docs/design.md, since 1/s = 1/sc + tau and m/s = mc/sc + nu; with c = 1 - tau s
     (> 0 for a valid cavity) that is
 
         log Z - 1/2 log c - (2 m nu - tau m^2 - nu^2 s) / (2 c),
@@ -137,7 +137,7 @@ def block_pass(block, tau, nu, posterior, likelihood, workspace=None):
 class Workspace:
     """Buffers reused across the row sub-blocks of one chunk task.
 
-    Worker processes run with ``MALLOC_TRIM_THRESHOLD_`` set (LESSONS.md), which
+    Worker processes run with ``MALLOC_TRIM_THRESHOLD_`` set (docs/design.md, section 7), which
     makes every multi-megabyte temporary a fresh mmap with page faults; reusing these
     buffers avoids that.  ``A`` accumulates Phi^T diag(tau) Phi.
 

@@ -2,7 +2,7 @@
 
 With L L^T = Kh (+ jitter) and v = L^{-1} u ~ N(0, I), every training point i sees the
 projection phi_i^T v, phi_i = L^{-1} k_i, plus an independent residual of variance
-lam_i = s2 - |phi_i|^2 (DESIGN.md section 2).  A :class:`Block` holds (phi, lam, y) for
+lam_i = s2 - |phi_i|^2 (docs/design.md, section 2).  A :class:`Block` holds (phi, lam, y) for
 one row block; everything EP does works on one block at a time.
 """
 

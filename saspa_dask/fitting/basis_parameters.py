@@ -1,7 +1,7 @@
 """Learnt bases: the basis means and per-basis blur as one unconstrained vector.
 
-The optimiser sees, per basis j (DESIGN.md section 2, "Gradients with respect to the
-bases"):
+The optimiser sees, per basis j (docs/design.md, section 2,
+"Gradients"):
 
 - the mean a_j divided by the starting lengthscales (so that a unit step is about one
   lengthscale, the same size as a unit step of a log lengthscale);

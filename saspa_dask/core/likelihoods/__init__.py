@@ -2,9 +2,9 @@
 
 Every likelihood is an object (:class:`~saspa_dask.core.likelihoods.base.Likelihood`)
 with, on vectors, ``tilted(y, m, v) = (log Z, a, c)`` with ``a = d log Z / d m`` and
-``c = -d^2 log Z / d m^2`` (DESIGN.md section 2), the gradient of log Z in its
+``c = -d^2 log Z / d m^2`` (docs/design.md, section 2), the gradient of log Z in its
 hyperparameters, its predictive density and ``powered(alpha)``, its power-EP form
-(DESIGN.md, "Power EP"; itself at alpha = 1).  Classification labels are -1 / +1.
+(docs/design.md, "Power EP"; itself at alpha = 1).  Classification labels are -1 / +1.
 
 - :mod:`~saspa_dask.core.likelihoods.closed_form`: Gaussian, probit, step, noisy probit
   (and the Gaussian's and the step's powers);

@@ -2,10 +2,10 @@
 likelihood raised to a power alpha (power EP) as a likelihood of its own.
 
 A likelihood gives, on vectors, ``tilted(y, m, v) = (log Z, a, c)`` against cavities
-N(f | m, v) (``a = d log Z / d m``, ``c = -d^2 log Z / d m^2``; DESIGN.md section 2),
+N(f | m, v) (``a = d log Z / d m``, ``c = -d^2 log Z / d m^2``; docs/design.md, section 2),
 ``log_z_gradient`` (d log Z / d log theta per row for its hyperparameters),
 ``log_predictive``, ``params`` / ``hyperparameters`` / ``with_hyperparameters``, and
-``powered(alpha)``: its own power-EP form (DESIGN.md, "Power EP"), itself at alpha = 1.
+``powered(alpha)``: its own power-EP form (docs/design.md, "Power EP"), itself at alpha = 1.
 """
 
 from __future__ import annotations
