@@ -84,21 +84,22 @@ def test_ivm_classifier_predicts_the_gp_posterior_given_the_active_sites():
 
 def _bias_kernel_posterior(XA, taus, nus, Xs, ls, s2, b2):
     """Dense: f = g + c, g ~ GP(0, SE), c ~ N(0, b2), Gaussian sites N(nu / tau, 1 / tau)
-    on f at the active rows.  Returns E[f*], Var[g*] (the SE part's variance), E[c]
-    and Var[c]."""
+    on f at the active rows: the GP with kernel SE + b2 given the sites.  Returns
+    E[f*], Var[f*] = Var[g* + c], E[c] and Var[c]."""
     C = se(XA, XA, ls, s2) + b2 + np.diag(1 / taus)
-    Ks = se(Xs, XA, ls, s2)
+    Ks = se(Xs, XA, ls, s2) + b2
     ones = np.ones(len(taus))
     solved = np.linalg.solve(C, np.column_stack([nus / taus, ones, Ks.T]))
-    mean = (Ks + b2) @ solved[:, 0]
-    var_g = s2 - np.einsum("ij,ji->i", Ks, solved[:, 2:])
-    return mean, var_g, b2 * solved[:, 0].sum(), b2 - b2 ** 2 * ones @ solved[:, 1]
+    mean = Ks @ solved[:, 0]
+    var_f = s2 + b2 - np.einsum("ij,ji->i", Ks, solved[:, 2:])
+    return mean, var_f, b2 * solved[:, 0].sum(), b2 - b2 ** 2 * ones @ solved[:, 1]
 
 
 def test_a_bias_kernel_integrates_the_offset_out():
     """A fixed kernel plus the bias kernel's constant b2 = 1: selection is the dense
-    IVM's under SE + b2; the latent mean is E[g* + c] given the sites, the variance
-    that of g*, and the offset's posterior moments are reported."""
+    IVM's under SE + b2; the latent mean and variance are those of g* + c given the
+    sites (the offset's covariance with g* included), and the offset's posterior
+    moments are reported."""
     rng = np.random.default_rng(5)
     X = rng.normal(size=(140, 2))
     y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] + 1.0 > 0, 1, 0)
@@ -116,6 +117,14 @@ def test_a_bias_kernel_integrates_the_offset_out():
     assert clf.bias_ == pytest.approx(c_mean, rel=1e-6)
     assert clf.bias_posterior_variance_ == pytest.approx(c_var, rel=1e-6)
     assert clf.bias_variance_ == 1.0 and 0 < c_var < 1.0
+    np.testing.assert_allclose(clf.predict_proba(Xs)[:, 1],
+                               norm.cdf(mean_ref / np.sqrt(1 + var_ref)), atol=1e-6)
+    # g* and c are negatively correlated given the sites: Var[g*] + Var[c] (what
+    # leaving the covariance out would give) is larger at every test point
+    C = se(X[chosen], X[chosen], ls, s2) + 1.0 + np.diag(1 / taus)
+    Ks = se(Xs, X[chosen], ls, s2)
+    var_g = s2 - np.einsum("ij,ji->i", Ks, np.linalg.solve(C, Ks.T))
+    assert np.all(var_g + c_var > var_ref + 1e-3)
     # the margin is that of the latent the likelihood sees, offset included
     np.testing.assert_allclose(norm.cdf(clf.decision_function(Xs)),
                                clf.predict_proba(Xs)[:, 1], rtol=1e-12)
@@ -286,6 +295,7 @@ def test_one_vs_rest_problems_have_their_own_active_sets(tmp_path):
     clf.save(tmp_path / "ivm.zarr")
     loaded = load_model(tmp_path / "ivm.zarr")
     np.testing.assert_array_equal(loaded.predict_proba(Xs), clf.predict_proba(Xs))
+    np.testing.assert_array_equal(loaded.predict_latent(Xs)[1], var)
     np.testing.assert_array_equal(loaded.bias_, clf.bias_)
 
 

@@ -45,7 +45,7 @@ from ..core.threads import single_scipy_thread
 from ..core.bases import Basis
 from ..core.kernels import se_kernel
 
-__all__ = ["IVMSelection", "ivm_bases", "ivm_bias", "ivm_bias_posterior", "ivm_evidence",
+__all__ = ["IVMSelection", "ivm_bases", "ivm_bias", "ivm_evidence", "ivm_offset_moments",
            "ivm_select", "ivm_site_statistics"]
 
 # the bias is searched within this many latent standard deviations of zero
@@ -188,18 +188,32 @@ def _site_covariance(X_active, tau, lengthscale, signal_variance, jitter, bias_v
     return K_se, K, cholesky(C, lower=True, check_finite=False)
 
 
-def ivm_bias_posterior(X_active, tau, nu, lengthscale, signal_variance, jitter,
-                       bias_variance):
-    """Mean and variance of the bias kernel's offset c given the sites: with
-    C = K_II + jitter s2 I + b2 11^T + diag(1 / tau) and m~ = nu / tau,
-    E[c] = b2 1^T C^-1 m~ and Var[c] = b2 - b2^2 1^T C^-1 1."""
-    k = len(tau)
-    R = _site_covariance(X_active, tau, lengthscale, signal_variance, jitter,
-                         bias_variance)[2]
-    solved = cho_solve((R, True), np.column_stack([nu / tau, np.ones(k)]),
-                       check_finite=False)
-    return (float(bias_variance * solved[:, 0].sum()),
-            float(bias_variance - bias_variance ** 2 * solved[:, 1].sum()))
+def ivm_offset_moments(phi, tau, nu, bias_variance, posterior):
+    """The bias kernel's offset c given the sites, jointly with the whitened v.
+
+    The sites N(f | m~, diag(1 / tau)) on f = phi^T v + c, with v ~ N(0, I) and
+    c ~ N(0, b2), give (v, c) the precision [[I + Phi^T T Phi, t], [t^T, D]] with
+    t = Phi^T tau and D = 1 / b2 + sum(tau).  With Sigma_v and mu_v the posterior of v
+    with c integrated out (``posterior``, from :func:`ivm_site_statistics`), the
+    blocks of its inverse give
+
+        E[c] = (sum(nu) - t^T mu_v) / D,   Var[c] = 1 / D + t^T Sigma_v t / D^2,
+        Cov(v, c) = -Sigma_v t / D,
+
+    so that a new latent f* = phi*^T v + e* + c has variance
+    Var[g*] + Var[c] + 2 phi*^T Cov(v, c): smaller than Var[g*] + Var[c], c and g
+    being negatively correlated given the data.
+
+    Returns
+    -------
+    mean, variance : float
+    covariance : ndarray of shape (M,)
+    """
+    t = phi.T @ tau
+    D = 1.0 / bias_variance + tau.sum()
+    spread = cho_solve((posterior.chol, True), t, check_finite=False)
+    return (float((nu.sum() - t @ posterior.mean) / D),
+            float(1.0 / D + t @ spread / D ** 2), -spread / D)
 
 
 def ivm_site_statistics(phi, tau, nu, bias_variance=0.0):

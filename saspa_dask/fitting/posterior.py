@@ -91,6 +91,11 @@ class FittedPosterior:
     additive, term_weights : ndarray of shape (d,) and (G,), optional
         An additive kernel (:mod:`saspa_dask.core.kernel_sums`): each input's term and
         the terms' weights.
+    offset_covariance : ndarray of shape (n_problems, M + 1), optional
+        An offset that is itself uncertain (the IVM's bias kernel, whose offset c is
+        integrated out): per problem Var[c], then Cov(v, c) in the whitened
+        coordinates; the latent variance then includes Var[c] + 2 phi^T Cov(v, c)
+        (:func:`saspa_dask.engines.ivm.ivm_offset_moments`).
     """
 
     means: np.ndarray
@@ -112,6 +117,7 @@ class FittedPosterior:
     kernel: str = "se"
     additive: np.ndarray | None = None
     term_weights: np.ndarray | None = None
+    offset_covariance: np.ndarray | None = None
 
     @property
     def kernel_spec(self):
@@ -161,6 +167,12 @@ class FittedPosterior:
         for post in self.posteriors:
             if post.chol.shape != (M, M) or post.h.shape != (M,) or post.mean.shape != (M,):
                 raise ValueError("a posterior's shapes do not match the bases")
+        if self.offset_covariance is not None:
+            self.offset_covariance = c_array(self.offset_covariance)
+            if self.offset_covariance.shape != (self.n_problems, M + 1):
+                raise ValueError(f"offset_covariance has shape "
+                                 f"{self.offset_covariance.shape}, expected "
+                                 f"{(self.n_problems, M + 1)}")
 
     # -- what it is ------------------------------------------------------------------
 
@@ -237,6 +249,8 @@ class FittedPosterior:
             arrays += [self.additive.astype(np.float64), self.term_weights]
         for post in self.posteriors:
             arrays += [post.chol, post.mean]
+        if self.offset_covariance is not None:  # absent otherwise: fingerprints stay valid
+            arrays.append(self.offset_covariance)
         for arr in arrays:
             h.update(np.ascontiguousarray(arr, dtype="<f8").tobytes())
         meta = {"s2": float(self.signal_variance), "likelihood": self.likelihood_params,
@@ -269,7 +283,9 @@ class FittedPosterior:
         -------
         mean, variance : ndarray of shape (n, n_problems)
             variance = s2 - |phi|^2 + phi^T Sigma_v phi: the signal variance far from
-            the bases (phi^T Sigma_v phi alone for subset of regressors).
+            the bases (phi^T Sigma_v phi alone for subset of regressors); with an
+            uncertain offset (``offset_covariance``) that of the latent plus the
+            offset, Var[c] + 2 phi^T Cov(v, c) added.
         """
         X = np.asarray(X, dtype=np.float64)
         if not np.all(np.isfinite(X)):
@@ -283,6 +299,11 @@ class FittedPosterior:
             for k, post in enumerate(self.posteriors):
                 mean[part, k], var[part, k] = predict_latent(
                     block.phi, post, self.signal_variance, self.approximation)
+                if self.offset_covariance is not None:
+                    moments = self.offset_covariance[k]
+                    # >= 0 exactly; the maximum only takes round-off
+                    var[part, k] = np.maximum(
+                        var[part, k] + moments[0] + 2.0 * (block.phi @ moments[1:]), 0.0)
         return mean, var
 
     def class_probabilities(self, mean, var):

@@ -18,7 +18,9 @@ integrated out rather than left to a likelihood bias that the evidence cannot se
 class: ``benchmarks/RESULTS.md``, "A usable IVM").  The fitted posterior is the exact
 posterior of the SE part given the sites (:func:`~saspa_dask.engines.ivm.
 ivm_site_statistics`); the offset enters predictions by its posterior mean
-(``bias_``), its posterior variance (``bias_posterior_variance_``) is not added.
+(``bias_``), and its posterior variance (``bias_posterior_variance_``) and covariance
+with the SE part enter the latent variance: the predictive is exactly that of the
+kernel SE + b2 given the sites.
 More than two classes are one-vs-rest problems, each with its own active set and
 offset, sharing the kernel (learnt by the sum of their evidences); the bases are the
 union of the active sets, and each problem's posterior has sites on its own rows only.
@@ -41,7 +43,7 @@ from sklearn.utils._param_validation import Interval
 
 from ..core.threads import single_scipy_thread
 from ..core.kernels import basis_covariance
-from ..engines.ivm import (ivm_bias_posterior, ivm_evidence, ivm_select,
+from ..engines.ivm import (ivm_evidence, ivm_offset_moments, ivm_select,
                            ivm_site_statistics)
 from ..ep.posterior import Posterior
 from ..ep.whitening import make_block, whiten
@@ -152,7 +154,8 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
     bias_variance_ : float or None
         The bias kernel's variance b2 (None without ``fit_bias``).
     bias_posterior_variance_ : float or list of float
-        The offset's posterior variance, which predictions leave out.
+        The offset's posterior variance (in the latent variance of every prediction,
+        with the offset's covariance with the SE part).
     log_evidence_ : float
         The approximate evidence of the final active sets (summed over the problems).
 
@@ -294,20 +297,26 @@ class IVMClassifier(PosteriorClassifierMixin, PosteriorModel):
         phi = make_block(active, np.zeros(len(active)), active, zeros, lengthscale, s2,
                          L).phi
         where = {row: k for k, row in enumerate(union)}
-        posteriors, offsets, offset_variances = [], [], []
+        posteriors, offsets, offset_covariance = [], [], []
         for sel in selections:
             rows = phi[[where[int(i)] for i in sel.indices]]
-            posteriors.append(Posterior.from_statistics(
-                *ivm_site_statistics(rows, sel.tau, sel.nu, b2 or 0.0)))
-            mean, var = (ivm_bias_posterior(X[sel.indices], sel.tau, sel.nu, lengthscale,
-                                            s2, self.jitter, b2) if b2 else (0.0, 0.0))
-            offsets.append(mean)
-            offset_variances.append(var)
+            posterior = Posterior.from_statistics(
+                *ivm_site_statistics(rows, sel.tau, sel.nu, b2 or 0.0))
+            posteriors.append(posterior)
+            if b2:
+                mean, var, cov = ivm_offset_moments(rows, sel.tau, sel.nu, b2, posterior)
+                offsets.append(mean)
+                offset_covariance.append(np.concatenate([[var], cov]))
+            else:
+                offsets.append(0.0)
         offset = offsets[0] if len(offsets) == 1 else np.array(offsets)
         self.fitted_posterior_ = FittedPosterior(
             active, zeros, lengthscale, s2, jitter, L, posteriors, likelihood.name,
             likelihood.params(), offset=offset, classes=classes,
-            feature_names=getattr(self, "feature_names_in_", None))
+            feature_names=getattr(self, "feature_names_in_", None),
+            offset_covariance=np.array(offset_covariance) if b2 else None)
+        offset_variances = [float(c[0]) for c in offset_covariance] if b2 else \
+            [0.0] * len(selections)
         self.active_indices_ = np.array(union, dtype=np.intp)
         gains = np.full((len(selections), self.n_bases), np.nan)
         for k, sel in enumerate(selections):

@@ -260,7 +260,9 @@ def _read_posterior(read, attrs, path):
                 "whitening": (M, M), "posterior_chol": lead + (M, M),
                 "posterior_h": lead + (M,), "posterior_mean": lead + (M,),
                 "alpha": lead + (M,), "beta": lead + (M, M),
-                **({"bases_frequencies": (M, d), "bases_phases": (M,)} if fourier else {})}
+                **({"bases_frequencies": (M, d), "bases_phases": (M,)} if fourier else {}),
+                **({"offset_covariance": (K, M + 1)} if attrs.get("uncertain_offset")
+                   else {})}
     arrays = {name: read(name, shape=shape) for name, shape in expected.items()}
     for name in expected:
         if not np.all(np.isfinite(arrays[name])):
@@ -282,7 +284,8 @@ def _read_posterior(read, attrs, path):
             feature_names=None if names is None else np.array(names, dtype=object),
             frequencies=arrays.get("bases_frequencies"), phases=arrays.get("bases_phases"),
             approximation=_approximation(attrs), log_target=bool(attrs.get("log_target")),
-            kernel=_kernel_name(kernel), **_additive(kernel, path))
+            kernel=_kernel_name(kernel), **_additive(kernel, path),
+            offset_covariance=arrays.get("offset_covariance"))
         fitted.basis  # noqa: B018 - checks the features (one shared diagonal window)
         fitted.likelihood_object  # noqa: B018 - checks the likelihood parameters now
     except (KeyError, TypeError, ValueError) as err:

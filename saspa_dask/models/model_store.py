@@ -178,7 +178,9 @@ def _posterior_arrays(fitted):
             "posterior_chol": stacked([p.chol for p in fitted.posteriors]),
             "posterior_h": stacked([p.h for p in fitted.posteriors]),
             "posterior_mean": stacked([p.mean for p in fitted.posteriors]),
-            "alpha": alpha, "beta": beta}
+            "alpha": alpha, "beta": beta,
+            **({} if fitted.offset_covariance is None
+               else {"offset_covariance": fitted.offset_covariance})}
 
 
 # a model store's ``kernel.type`` for each kernel shape (``se``: what every store
@@ -224,6 +226,8 @@ def _posterior_attrs(fitted):
         # what readers before the approximation attribute look at
         "projected_prediction": not fitted.approximation.residual_in_prediction,
         **({"fourier_scaling": FOURIER_SCALING} if fitted.frequencies is not None else {}),
+        # the offset is uncertain (the IVM's bias kernel): array offset_covariance
+        "uncertain_offset": fitted.offset_covariance is not None,
     }
 
 
