@@ -226,7 +226,7 @@ TRAIN_PARAMETERS = (
               "(FIFGP, one centre).", choices=BLUR_CHOICES),
     Parameter("kernel", str, "se", "Kernel shape with ARD lengthscales: se (squared "
               "exponential) or Matern with nu 1/2, 3/2, 5/2 (exact for delta blur, a "
-              "6-12 term mixture of SE kernels for the other blurs).",
+              "7-11 term mixture of SE kernels for the other blurs, within 0.5% of it).",
               choices=KERNEL_CHOICES),
     Parameter("feature_groups", str, None, "one-hot: the one-hot columns of each text "
               "column (column=category) share one learnt lengthscale, an exchangeable "

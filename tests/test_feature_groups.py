@@ -123,3 +123,18 @@ def test_the_job_path_ties_each_text_columns_one_hot_group(tmp_path, threads_cli
     assert model.fitted_posterior_.kernel == "matern32"
     shown = in_process.saspa("info", tmp_path / "m.zarr")
     assert shown.returncode == 0 and "kernel_type: matern32_ard" in shown.stdout
+
+
+def test_tying_keeps_tied_groups_exactly_and_takes_the_geometric_mean_otherwise():
+    """A retrain at fixed values starts from the model's tied lengthscales: a group
+    that is tied already keeps its value to the bit (exp(mean(log l)) of three equal
+    values 3.8462453348911207 is 3.8462453348911216); an untied one takes the
+    geometric mean."""
+    from saspa_dask.fitting.input_groups import tied_lengthscale
+
+    tied = 3.8462453348911207
+    groups = np.array([0, 1, 1, 1, 2, 2])
+    values = np.array([156.35, tied, tied, tied, 2.0, 8.0])
+    out = tied_lengthscale(values, groups)
+    assert out[1:4].tolist() == [tied] * 3 and out[0] == 156.35
+    assert out[4] == out[5] == pytest.approx(4.0, rel=1e-15)

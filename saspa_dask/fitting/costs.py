@@ -14,7 +14,7 @@ point work, by term (n rows learnt on, M bases, d inputs):
   (``M^2 d^3``), ``M^2 d`` otherwise.
 
 A Matérn kernel with a blur repeats the last two for each term of its SE mixture
-(:mod:`saspa_dask.core.kernel_profiles`: ``kernel_terms``, 6-12).
+(:mod:`saspa_dask.core.kernel_profiles`: ``kernel_terms``, 7-11).
 
 The flops are turned into seconds with the machine's float64 matmul rate on one core
 (measured once per process, a few milliseconds) and, for full blurs,

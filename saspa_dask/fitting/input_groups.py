@@ -125,11 +125,17 @@ def additive_lengthscale(lengthscale, terms):
 
 def tied_lengthscale(lengthscale, groups):
     """``lengthscale`` with each group's inputs at the group's geometric mean (a
-    start the tied learning can take)."""
+    start the tied learning can take); a group already tied keeps its value exactly
+    (exp(mean(log l)) of equal values can differ from them in the last bit)."""
     if groups is None:
         return lengthscale
+    lengthscale = np.asarray(lengthscale, dtype=np.float64)
     logs = np.bincount(groups, np.log(lengthscale)) / np.bincount(groups)
-    return np.exp(logs)[groups]
+    lowest = np.full(len(logs), np.inf)
+    highest = np.full(len(logs), -np.inf)
+    np.minimum.at(lowest, groups, lengthscale)
+    np.maximum.at(highest, groups, lengthscale)
+    return np.where((lowest == highest)[groups], lengthscale, np.exp(logs)[groups])
 
 
 def resolve_lengthscale(lengthscale, d, column_std):

@@ -27,9 +27,10 @@ _SHARED_PARAMS_DOC = """
         The kernel's shape, with ARD lengthscales: squared exponential, or Matérn
         with nu = 1/2, 3/2, 5/2 (rougher functions; scikit-learn's ``Matern``
         lengthscale convention).  Exact for ``blur="delta"``; for the other blurs the
-        blurred Matérn bases are a short scale mixture of blurred SE ones (at most
-        1.2e-3 of s2 from Matérn; 6-12 terms, each costing as much as the SE
-        kernel's; ``saspa_dask.core.kernel_profiles``).  Not for frequency features.
+        blurred Matérn bases are a short scale mixture of blurred SE ones (within
+        0.45% of Matérn in relative terms, tails included, down to 1e-4 of s2; 7-11
+        terms, each costing as much as the SE kernel's;
+        ``saspa_dask.core.kernel_profiles``).  Not for frequency features.
     feature_groups : {"one-hot"}, sequence of labels or None, default=None
         Inputs that share one learnt lengthscale.  ``"one-hot"``: the one-hot columns
         of each text column (named ``column=category``, as ``saspa ingest`` writes
