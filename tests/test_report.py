@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 from scipy.stats import norm
+from sklearn.metrics import roc_auc_score
 
 import browser
 import in_process
@@ -81,21 +82,21 @@ def test_a_classifiers_report_says_its_metrics_and_calibration(classifier, tmp_p
     assert float(page.cells["Brier score"]) == pytest.approx(brier, rel=1e-5)
     assert float(page.cells["error of always the commonest class"]) == pytest.approx(
         min(codes.mean(), 1 - codes.mean()), rel=1e-5)
-    # the reliability table: each bin's rows, mean confidence and accuracy, here
-    confidence, right = proba.max(axis=1), proba.argmax(axis=1) == codes
-    edges = np.linspace(0.5, 1.0, 11)
-    total = 0
-    for a, b in zip(edges[:-1], edges[1:]):
-        inside = (confidence >= a) & ((confidence < b) if b < 1 else (confidence <= b))
-        key = f"{a:.2f}-{b:.2f}"
-        if not inside.any():
-            assert key not in page.cells
-            continue
-        total += inside.sum()
-        assert page.cells[key] == (f"{inside.sum()} rows, confidence "
-                                   f"{confidence[inside].mean():.3f}, accuracy "
-                                   f"{right[inside].mean():.3f}")
-    assert total == len(y)
+    assert page.cells["AUC"] == f"{roc_auc_score(codes, proba[:, 1]):.6g}"
+    # the reliability table: P(positive) in ten bins of equal row counts (the 1000
+    # rows cut after every 100th by P(positive); a cut inside a run of equal
+    # probabilities, such as the saturated ones, moves to the run's start), each bin's
+    # rows, mean P(positive) and share of positives, here
+    assert len(y) == 1000
+    order = np.argsort(proba[:, 1], kind="stable")
+    p, truth = proba[order, 1], codes[order]
+    cuts = sorted({int(np.searchsorted(p, p[k], side="left")) for k in range(100, 1000, 100)})
+    parts = [part for part in np.split(np.arange(1000), cuts) if len(part)]
+    bins = [v for v in page.cells.values() if " rows, predicted " in v]
+    assert bins == [f"{len(part)} rows, predicted {p[part].mean():.4f}, observed "
+                    f"{truth[part].mean():.4f}" for part in parts]
+    assert len(parts) >= 5
+    assert page.cells["positive class"].startswith(f"{model.classes_[1]} ")
     assert page.cells["n sweeps"] == str(model.n_sweeps_)
 
 

@@ -182,38 +182,28 @@ def train(cluster, json, **options):
 
 
 def _report_model(result, as_json=False):
+    from ..fitting.learning_advice import learning_state
     from ..jobs import metrics_line
 
     model = result["model"]
+    learning = learning_state(getattr(model, "hyperparameter_info_", None))
     if as_json:
         click.echo(dumps({
             "out": str(result["out"]), "seconds": result["seconds"],
-            "converged": bool(result["converged"]), "n_sweeps": int(model.n_sweeps_),
+            "converged": bool(result["converged"]), "learning": learning,
+            "n_sweeps": int(model.n_sweeps_),
             "log_evidence": float(model.log_evidence_),
             "n_invalid_cavities": int(model.n_invalid_cavities_),
             "metrics": result.get("metrics")}))
     else:
         click.echo(f"model: {result['out']}  sweeps {model.n_sweeps_}  EP converged "
-                   f"{model.converged_}  learning {_learning_state(model)}  log evidence "
+                   f"{model.converged_}  learning {learning}  log evidence "
                    f"{model.log_evidence_:.6g}  invalid cavities "
                    f"{model.n_invalid_cavities_}  {result['seconds']:.1f}s")
         if result.get("metrics"):
             click.echo("held out: " + metrics_line(result["metrics"]))
     if not result["converged"]:
         sys.exit(3)
-
-
-def _learning_state(model):
-    """How learning ended, in a word or two: converged, stopped by the time budget or
-    at a cap, or fixed (no learning)."""
-    info = getattr(model, "hyperparameter_info_", None) or {}
-    if "stop_reason" not in info:
-        return "fixed"
-    if info.get("hit_time_budget"):
-        return "stopped-by-budget"
-    if info.get("hit_iteration_cap"):
-        return "stopped-at-cap"
-    return "converged" if info.get("converged", True) else info["stop_reason"]
 
 
 @main.command("retrain")

@@ -68,6 +68,10 @@ def print_summary(summary, metrics_line):
         value = summary[key]
         click.echo(f"{key:>17}: " + (_abridged(value) if key == "columns" and value
                                      else _cut(value)))
+        if key == "likelihood" and summary.get("log_target"):
+            click.echo(f"{'target scale':>17}: log(y): the model fits log(y) (its noise "
+                       "variance is of log(y); predictions, intervals and metrics are "
+                       "of y, log-normal)")
     if summary["lengthscale"] is not None:
         values, columns = summary["lengthscale"], summary["columns"]
         values = values if isinstance(values, list) else [values]
@@ -108,10 +112,15 @@ def print_summary(summary, metrics_line):
                f"{ep['n_invalid_cavities']}")
     click.echo(f"{'kernel':>17}: signal variance {summary['kernel']['signal_variance']:.4g}, "
                f"jitter {summary['kernel']['jitter']:.3g}")
+    _print_learning(summary)
+
+
+def _print_learning(summary):
+    """The hyperparameters' lines: how learning went, its start and stages."""
     hyper = summary["hyperparameters"]
     if hyper["optimized"]:
         info = hyper["info"]
-        line = f"learnt, {info.get('n_iterations')} iterations"
+        line = f"learnt ({hyper.get('learning')}), {info.get('n_iterations')} iterations"
         if "n_rows_learnt" in info:  # not recorded by older versions
             bases = _LEARNT_PARTS.get((summary["blur"], info["learn_bases"]),
                                       info["learn_bases"] or "no")

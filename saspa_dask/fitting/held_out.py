@@ -23,7 +23,7 @@ from dask import delayed
 
 from ..engines.chunks import as_dask, is_lazy, row_chunked
 
-__all__ = ["COST_SHARE", "GAP_SHARE", "HeldOut", "HeldOutError", "HeldOutWatch",
+__all__ = ["COST_SHARE", "area_under_roc", "GAP_SHARE", "HeldOut", "HeldOutError", "HeldOutWatch",
            "class_metrics", "metric_sums", "metric_sums_at", "metrics_from_sums"]
 
 # measurements are at least this share of the fit's time so far apart (a geometric
@@ -95,6 +95,19 @@ def class_metrics(proba, codes):
     # two classes: the sum over both is twice P(positive)'s squared error
     brier = squared.mean() / (2.0 if n_classes == 2 else 1.0)
     return {"brier": float(brier), "base_error": 1.0 - counts.max() / n_rows}
+
+
+def area_under_roc(proba, codes):
+    """The area under the ROC curve (exact, ties counted half): of P(y = classes[1])
+    for two classes, else the mean over classes of each class against the rest
+    (classes absent from ``codes`` or present alone are left out); None when no class
+    can be scored."""
+    from sklearn.metrics import roc_auc_score
+
+    columns = [1] if proba.shape[1] == 2 else range(proba.shape[1])
+    areas = [roc_auc_score(codes == k, proba[:, k]) for k in columns
+             if 0 < np.count_nonzero(codes == k) < len(codes)]
+    return float(np.mean(areas)) if areas else None
 
 
 def metrics_from_sums(sums, is_classifier, context=False):

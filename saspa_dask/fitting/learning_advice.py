@@ -6,12 +6,26 @@ from __future__ import annotations
 from .hyperparameters import OFFSET_SPAN
 
 __all__ = ["LearningStoppedWarning", "LearntBoundWarning", "bound_advice", "by_input_name",
-           "learning_stopped_advice"]
+           "learning_state", "learning_stopped_advice"]
 
 
 class LearningStoppedWarning(UserWarning):
     """Learning stopped at its iteration or epoch cap, or by ``max_fit_time``, before
     its stop rule said the energy had settled (``hyperparameter_info_`` says which)."""
+
+
+def learning_state(info):
+    """How learning ended, in a word or two, from a fit's ``hyperparameter_info_``:
+    ``converged``, ``stopped-by-budget`` (the time budget), ``stopped-at-cap`` (an
+    iteration or epoch cap), ``fixed`` (no learning), or the optimiser's stop reason."""
+    info = info or {}
+    if "stop_reason" not in info:
+        return "fixed"
+    if info.get("hit_time_budget"):
+        return "stopped-by-budget"
+    if info.get("hit_iteration_cap"):
+        return "stopped-at-cap"
+    return "converged" if info.get("converged", True) else info["stop_reason"]
 
 
 def learning_stopped_advice(info):

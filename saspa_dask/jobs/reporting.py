@@ -17,6 +17,7 @@ from ..files.groups import zarr_group
 from ..files.atomic import check_destination, reading, write_text_file
 from ..files.outputs import HTML
 from ..models.loading import load_model_and_attrs
+from ..models.model_summary import class_labels
 from ..models.report import model_report
 from ..storage.data_store import input_arrays, is_training_store
 from .errors import JobError, reported
@@ -52,7 +53,7 @@ def report(model, data=None, *, out, max_rows=20_000, seed=0, overwrite=False):
     data = absolute(data)
     with reported():  # before any work
         check_destination(out, overwrite, HTML, {"model": model, "data store": data})
-        estimator, _ = load_model_and_attrs(model)
+        estimator, attrs = load_model_and_attrs(model)
         X = y = drift = None
         training = False
         if data is not None:
@@ -62,7 +63,8 @@ def report(model, data=None, *, out, max_rows=20_000, seed=0, overwrite=False):
                                              data)
         page = model_report(estimator, X, y, drift=drift,
                             source=None if data is None else str(data),
-                            training_rows=training)
+                            training_rows=training,
+                            class_labels=class_labels(attrs) if attrs.get("classes") else None)
         write_text_file(out, page, HTML, overwrite=overwrite,
                         inputs={"model": model, "data store": data})
     return {"out": out, "rows": 0 if X is None else len(X)}

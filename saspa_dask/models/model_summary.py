@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 
+from ..fitting.learning_advice import learning_state
 from ..fitting.posterior import label_text
 from .model_reader import read_fitted_posterior, read_model_attrs, report_of
 
-__all__ = ["describe_model"]
+__all__ = ["class_labels", "describe_model", "named_kernel_terms"]
 
 
-def _class_labels(attrs):
+def class_labels(attrs):
     """The original label of each class: the training store's text labels when the
     model's classes are their codes, else the classes themselves."""
     classes, labels = attrs.get("classes"), attrs.get("target_classes")
@@ -69,13 +70,16 @@ def describe_model(path):
     summary["hyperparameters"] = {
         "optimized": bool(trace), "blur_scale": report.get("blur_scale_", 1.0),
         "log_evidence_per_iteration": [r["log_evidence"] for r in trace],
-        "info": report.get("hyperparameter_info_", {})}
+        "info": report.get("hyperparameter_info_", {}),
+        "learning": learning_state(report.get("hyperparameter_info_"))}
+    # the model fits log(y): its noise variance is of log(y), its intervals log-normal
+    summary["log_target"] = bool(attrs.get("log_target", False))
     # the rows axis is the last one: one-vs-rest sites have a leading class axis
     summary["n_training_rows"] = (int(group["sites_tau"].shape[-1]) if "sites_tau" in group
                                   else report.get("n_rows_seen_"))
     summary["columns"] = attrs.get("feature_names") or attrs.get("data_columns")
     summary["target"] = attrs.get("target")
-    summary["class_labels"] = _class_labels(attrs)
+    summary["class_labels"] = class_labels(attrs)
     summary["lengthscale"] = attrs["kernel"].get("lengthscale")
     summary["kernel_type"] = attrs["kernel"].get("type", "squared_exponential_ard")
     kernel = attrs["kernel"]

@@ -39,7 +39,8 @@ from dask import delayed
 
 from ..files.groups import zarr_group
 from ..engines.chunks import chunk_bounds, spread_rows
-from ..fitting.held_out import class_metrics, metric_sums, metrics_from_sums
+from ..fitting.held_out import (area_under_roc, class_metrics, metric_sums,
+                                metrics_from_sums)
 from ..fitting.posterior import check_interval_level, label_text
 from .data_store import (check_identity, input_arrays, row_identity, store_identity,
                          unreadable_chunk)
@@ -382,19 +383,6 @@ def _evaluate_chunk(Xb, yb, fitted, data, pin):
     if problem is not None:
         return problem
     return metric_sums(fitted, Xb, yb)
-
-
-def area_under_roc(proba, codes):
-    """The area under the ROC curve (exact, ties counted half): of P(y = classes[1])
-    for two classes, else the mean over classes of each class against the rest
-    (classes absent from ``codes`` or present alone are left out); None when no class
-    can be scored."""
-    from sklearn.metrics import roc_auc_score
-
-    columns = [1] if proba.shape[1] == 2 else range(proba.shape[1])
-    areas = [roc_auc_score(codes == k, proba[:, k]) for k in columns
-             if 0 < np.count_nonzero(codes == k) < len(codes)]
-    return float(np.mean(areas)) if areas else None
 
 
 def evaluate(model, data, *, columns=None, n_workers=1, inputs=None):
