@@ -371,6 +371,11 @@ INGEST_PARAMETERS = (
               "columns, drop the rows holding them, or impute (a number column's median, a "
               "text column's '(missing)' category; recorded and reapplied by --like).",
               choices=("error", "drop-rows", "impute")),
+    Parameter("na_values", list, None, "A token read as a missing value in every column "
+              "(repeat for several; compared ignoring case and surrounding spaces; recorded "
+              "and reapplied by --like).  Default: empty, NA, NaN, null and ? everywhere, "
+              "and None where a column holds numbers (a category where it holds text).",
+              multiple=True, metavar="TOKEN"),
     Parameter("text", str, "error", "Text input columns: an error naming them, one-hot "
               "encode, or drop.", choices=("error", "onehot", "drop")),
     Parameter("max_categories", int, None, "One-hot: keep each text column's N commonest "

@@ -126,6 +126,8 @@ def ingest_command(**options):
     for line in drift_lines(attrs.get("drift") or {}):
         echo(line)
     pre = attrs["preprocessing"]
+    for line in missing_token_lines(pre.get("missing_tokens") or {}):
+        echo(line)
     target_text = (f"target {attrs['target']!r}" if attrs.get("has_target", True)
                    else "no target column (data to score)")
     imputed = sum((pre.get("values_imputed") or {}).values())
@@ -134,6 +136,16 @@ def ingest_command(**options):
                f"{pre.get('rows_dropped_for_missing', 0)} rows dropped"
                f"{f', {imputed} values imputed' if imputed else ''}"
                + (f", encoded like {options['like']}" if options["like"] else "") + ")")
+
+
+def missing_token_lines(tokens, most=20):
+    """What was read as missing, one line per column (at most ``most`` columns)."""
+    lines = [f"missing values: column {name!r}: " + ", ".join(
+        f"{token!r} in {rows} row{'s' if rows != 1 else ''}" for token, rows in seen.items())
+        for name, seen in list(tokens.items())[:most]]
+    if len(tokens) > most:
+        lines.append(f"missing values: and in {len(tokens) - most} more columns")
+    return lines
 
 
 def drift_lines(drift):

@@ -20,7 +20,7 @@ __all__ = ["ingest", "split"]
 
 def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
            overwrite=False, like=None, unknown="error", id_column=None, exclude=(),
-           delimiter=None, max_categories=None):
+           delimiter=None, max_categories=None, na_values=None):
     """Stream a CSV, Parquet or ``.npy`` file into a chunked zarr data store.
 
     ``like=TRAIN_STORE`` encodes the file as TRAIN_STORE was encoded (same columns,
@@ -31,15 +31,17 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     that re-ingests a grown file over its old store needs, where the old store is
     gone by then.
     ``missing="impute"`` fills missing values (medians, a ``"(missing)"`` category);
-    ``id_column`` keeps a column of row ids out of the inputs.  See
+    ``id_column`` keeps a column of row ids out of the inputs; ``na_values`` sets the
+    tokens read as missing.  See
     :func:`saspa_dask.storage.ingestion.ingest` for the options; returns the store's
     attributes (columns, target, rows, preprocessing, drift, fingerprint, notes).
     """
     if like is not None and (target is not None or missing != "error" or text != "error"
                              or id_column is not None or tuple(exclude)
-                             or max_categories is not None):
-        raise JobError("like takes the target, missing, text, id_column, exclude and "
-                       "max_categories from the like store; do not give them too")
+                             or max_categories is not None or na_values):
+        raise JobError("like takes the target, missing, text, id_column, exclude, "
+                       "max_categories and na_values from the like store; do not give "
+                       "them too")
     source, out, like = absolute(source), absolute(out), absolute(like)
     with reported():
         model = None if like is None else _model_store(like)
@@ -53,7 +55,8 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
         return ingest_file(source, out, target=target, chunk_rows=chunk_rows,
                            missing=missing, text=text, overwrite=overwrite, like=like,
                            unknown=unknown, id_column=id_column, exclude=tuple(exclude),
-                           delimiter=delimiter, max_categories=max_categories)
+                           delimiter=delimiter, max_categories=max_categories,
+                           na_values=list(na_values) if na_values else None)
 
 
 def _model_store(like):

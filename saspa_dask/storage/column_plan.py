@@ -11,7 +11,8 @@ training rows had no missing value there: all zeros, counted as drift).
 from __future__ import annotations
 
 from ..files.errors import StoreError
-from .survey import INFINITE, MAX_CATEGORIES, MISSING, NONE_WORD, parse_date, parse_token
+from .survey import (DEFAULT_MISSING, INFINITE, MAX_CATEGORIES, MISSING, NONE_WORD,
+                     parse_date, parse_token)
 
 __all__ = ["MISSING_CATEGORY", "MISSING_POLICIES", "ZEROS", "encode_row", "feature_names",
            "named_columns", "plan_columns", "target_index"]
@@ -108,7 +109,7 @@ def feature_names(header, plan):
     return names
 
 
-def encode_row(row, plan, target_index, target_codes):
+def encode_row(row, plan, target_index, target_codes, missing=DEFAULT_MISSING):
     """One table row -> (features, target), or None to drop it (a missing value with
     no fill, or a missing target).
 
@@ -117,10 +118,10 @@ def encode_row(row, plan, target_index, target_codes):
     (None for a numeric target).  A one-hot value not among its column's categories
     (possible only when they come from another store: ``ingest --like --unknown
     ignore``) is all zeros; a row without a target column (``target_index`` None) has
-    target NaN."""
+    target NaN.  ``missing``: the tokens read as missing (:class:`~saspa_dask.storage.survey.MissingTokens`)."""
     out = []
     for j, kind, cats, fill in plan:
-        what, value = parse_token(row[j])
+        what, value = parse_token(row[j], missing)
         # a "none" word is a category of a text column, a missing value of any other
         absent = what is MISSING or what is INFINITE or (what is NONE_WORD
                                                          and kind != "onehot")
@@ -140,7 +141,7 @@ def encode_row(row, plan, target_index, target_codes):
         out.extend(hot)
     if target_index is None:
         return out, float("nan")
-    what, value = parse_token(row[target_index])
+    what, value = parse_token(row[target_index], missing)
     if what is MISSING or what is INFINITE or (what is NONE_WORD and (
             target_codes is None or row[target_index].strip() not in target_codes)):
         return None

@@ -38,7 +38,7 @@ def like_encoding(group_attrs, like):
             "dropped": list(pre.get("dropped_text_columns") or []),
             "id_column": pre.get("id_column"), "excluded": list(pre.get("excluded") or []),
             "impute": pre.get("impute") or {}, "column_stats": pre.get("column_stats") or {},
-            "like": str(like)}
+            "na_values": pre.get("na_values"), "like": str(like)}
 
 
 def recorded_ranges(encoding, header):

@@ -30,7 +30,7 @@ from .column_plan import (MISSING_POLICIES, encode_row, feature_names, named_col
 from .csv_reader import choose_delimiter, read_rows
 from .data_store import DATA_FORMAT, FORMAT_VERSION, data_group
 from .encoding import UNKNOWN_POLICIES, like_encoding, plan_like, recorded_ranges
-from .survey import SAMPLE_SIZE, TableSurvey, drift_report
+from .survey import SAMPLE_SIZE, MissingTokens, TableSurvey, drift_report
 
 __all__ = ["MAX_CHUNK_BYTES", "ingest"]
 
@@ -39,7 +39,7 @@ MAX_CHUNK_BYTES = 1 << 30  # one chunk of X: what a task holds in memory at once
 
 def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
            overwrite=False, like=None, unknown="error", id_column=None, exclude=(),
-           delimiter=None, encoding=None, max_categories=None):
+           delimiter=None, encoding=None, max_categories=None, na_values=None):
     """Stream a CSV, Parquet or ``.npy`` file into a zarr data store.
 
     Parameters
@@ -55,11 +55,11 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     chunk_rows : int
         Rows per zarr chunk (at most the file's rows, and at most 1 GiB of ``X``).
     missing : {"error", "drop-rows", "impute"}
-        Missing values (empty, NA, NaN, null, None, ?) raise an error naming the
-        columns and counts, or the rows holding them are dropped (and counted), or
-        they are imputed: a number column's median, a text column's
-        ``"(missing)"`` category; the values are recorded and reapplied by ``like``.
-        A row missing its target is dropped under both ``drop-rows`` and ``impute``.
+        Missing values (``na_values``) raise an error naming the columns and counts,
+        or the rows holding them are dropped (and counted), or they are imputed: a
+        number column's median, a text column's ``"(missing)"`` category; the values
+        are recorded and reapplied by ``like``.  A row missing its target is dropped
+        under both ``drop-rows`` and ``impute``.
     text : {"error", "onehot", "drop"}
         Non-numeric input columns raise an error naming them, are one-hot encoded
         (one 0/1 column per value, recorded in the attributes) or are dropped.
@@ -90,6 +90,14 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
         An encoding record (:func:`~saspa_dask.storage.encoding.like_encoding`: what a
         model store keeps of its training store) to follow instead of a ``like``
         store.
+    max_categories : int, optional
+        One-hot: keep each text column's commonest categories and group the rest.
+    na_values : sequence of str, optional
+        The tokens read as missing, in any column (compared stripped, ignoring case).
+        Default: empty, NA, NaN, null and ? everywhere, and None where a column holds
+        numbers (a category where it holds text).  Recorded and reapplied by
+        ``like``; the tokens met are counted per column (``missing_tokens`` in the
+        preprocessing record).
 
     Returns
     -------
@@ -102,9 +110,14 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     check_destination(out, overwrite, DATA, {"source file": source, "--like store": like})
     if like is not None:
         encoding = like_encoding(data_group(like)[1], like)
+    if na_values is not None and encoding is not None:
+        raise StoreError("na_values comes from the --like store's encoding; do not give it "
+                         "too")
     options = {"target": target, "missing": missing, "text": text, "id_column": id_column,
                "exclude": list(exclude), "delimiter": delimiter, "unknown": unknown,
-               "chunk_rows": int(chunk_rows), "max_categories": max_categories}
+               "chunk_rows": int(chunk_rows), "max_categories": max_categories,
+               "missing_rule": MissingTokens.given(
+                   na_values if encoding is None else encoding.get("na_values"))}
     return _write_store(source, out, options, encoding, like, overwrite)
 
 
@@ -117,6 +130,9 @@ def _write_store(source, out, options, encoding, like, overwrite):
             if options["id_column"] or options["exclude"]:
                 raise StoreError(f"{source}: --id-column and --exclude name columns of a "
                                  "CSV or Parquet file; a .npy array has none")
+            if options["missing_rule"].record() is not None:
+                raise StoreError(f"{source}: --na-values names tokens of a CSV or Parquet "
+                                 "file; a .npy array's missing values are NaN")
             attrs = _ingest_npy(source, group, options["target"], options["chunk_rows"],
                                 options["missing"], encoding)
         else:
@@ -169,11 +185,11 @@ def _header(path, delimiter):
         rows.close()
 
 
-def _survey(path, delimiter, target, skip=(), ranges=None):
+def _survey(path, options, target, skip=(), ranges=None):
     """The first pass over the table's rows (:class:`TableSurvey`)."""
-    rows = read_rows(path, delimiter)
+    rows = read_rows(path, options["delimiter"])
     _, header = next(rows)
-    survey = TableSurvey(header, target, skip, ranges=ranges)
+    survey = TableSurvey(header, target, skip, ranges=ranges, missing=options["missing_rule"])
     for _, row in rows:
         survey.add(row)
     if survey.n_rows == 0:
@@ -191,7 +207,7 @@ def _fresh_plan(path, options, notes):
     if t in ids or t in excluded:
         raise StoreError(f"{path}: the target column {header[t]!r} cannot be the id "
                          "column or excluded")
-    survey = _survey(path, options["delimiter"], t, {*ids, *excluded})
+    survey = _survey(path, options, t, {*ids, *excluded})
     plan = plan_columns(survey, t, options["missing"], options["text"], path,
                         options["max_categories"], notes)
     return survey, plan, (ids[0] if ids else None), survey.labels()
@@ -206,8 +222,7 @@ def _like_plan(path, options, encoding, notes):
     if id_name and id_at is None:
         notes.append(f"no id column {id_name!r} here: the store has row numbers only")
     skip = {j for j, h in enumerate(header) if h == id_name or h in encoding["excluded"]}
-    survey = _survey(path, options["delimiter"],
-                     header.index(name) if name in header else None, skip,
+    survey = _survey(path, options, header.index(name) if name in header else None, skip,
                      recorded_ranges(encoding, header))
     plan = plan_like(encoding, survey, path, options["unknown"])
     return survey, plan, id_at, encoding["target_classes"]
@@ -228,8 +243,7 @@ def _ingest_table(path, group, options, encoding):
     chunk_rows = chunk_size(options["chunk_rows"], survey.n_rows, len(names), path)
     writer = ChunkWriter(group, len(names), chunk_rows, with_target=t is not None,
                          with_ids=id_at is not None)
-    dropped = _encode_rows(path, options["delimiter"], plan, t, target_classes, id_at,
-                           writer)
+    dropped = _encode_rows(path, options, plan, t, target_classes, id_at, writer)
     if writer.n == 0:
         raise StoreError(f"{path}: every row has a missing value")
     target_name = header[t] if t is not None else (encoding or {}).get("target")
@@ -243,17 +257,17 @@ def _ingest_table(path, group, options, encoding):
     return attrs
 
 
-def _encode_rows(path, delimiter, plan, t, target_classes, id_at, writer):
+def _encode_rows(path, options, plan, t, target_classes, id_at, writer):
     """The second pass: every row encoded and written; returns the rows dropped."""
     # categories and labels as positions, for the per-row lookups
     positions = [(j, kind, None if cats is None else {c: i for i, c in enumerate(cats)},
                   fill) for j, kind, cats, fill in plan]
     codes = None if target_classes is None else {c: i for i, c in enumerate(target_classes)}
     dropped = 0
-    rows = read_rows(path, delimiter)
+    rows = read_rows(path, options["delimiter"])
     next(rows)
     for number, (_, row) in enumerate(rows):
-        encoded = encode_row(row, positions, t, codes)
+        encoded = encode_row(row, positions, t, codes, options["missing_rule"])
         if encoded is None:
             dropped += 1
             continue
@@ -272,7 +286,9 @@ def _preprocessing(survey, plan, encoding, options, missing, text, dropped, id_a
         return {**keep, "missing": missing, "rows_dropped_for_missing": dropped,
                 "text": text, "dropped_text_columns": encoding["dropped"],
                 "id_column": encoding["id_column"] if id_at is not None else None,
-                "unknown_categories": options["unknown"]}
+                "unknown_categories": options["unknown"],
+                "na_values": options["missing_rule"].record(),
+                "missing_tokens": survey.missing_token_counts()}
     used = {j for j, *_ in plan}
     return {
         "missing": missing, "rows_dropped_for_missing": dropped, "text": text,
@@ -290,6 +306,9 @@ def _preprocessing(survey, plan, encoding, options, missing, text, dropped, id_a
         "column_stats": {header[j]: survey.stats(j) for j in used},
         # the "none" words read as missing (their columns hold numbers), said per column
         "missing_words": survey.missing_words,
+        # the tokens read as missing (None: the default rule), and those met per column
+        "na_values": options["missing_rule"].record(),
+        "missing_tokens": survey.missing_token_counts(),
     }
 
 

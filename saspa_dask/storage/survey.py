@@ -13,18 +13,55 @@ from __future__ import annotations
 import datetime
 import math
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..files.errors import StoreError
 
-__all__ = ["INFINITE", "MAX_CATEGORIES", "MISSING_IN_NUMBERS", "NONE_WORD", "MISSING_TOKENS", "SAMPLE_SIZE", "TableSurvey", "drift_report",
-           "parse_date", "parse_token"]
+__all__ = ["DEFAULT_MISSING", "INFINITE", "MAX_CATEGORIES", "MISSING_IN_NUMBERS",
+           "MISSING_TOKENS", "MissingTokens", "NONE_WORD", "SAMPLE_SIZE", "TableSurvey",
+           "drift_report", "parse_date", "parse_token"]
 
 MISSING_TOKENS = frozenset({"", "na", "nan", "null", "?"})
 # missing in a column of numbers, but a category where a column holds text ("airbag =
 # none" is a value); decided per column when the survey ends (TableSurvey.finish)
 MISSING_IN_NUMBERS = frozenset({"none"})
+
+
+@dataclass(frozen=True)
+class MissingTokens:
+    """The tokens a table's fields are read as missing by (compared stripped and in
+    lower case): ``everywhere``, and ``in_numbers``, missing only where a column holds
+    numbers (categories where it holds text)."""
+
+    everywhere: frozenset
+    in_numbers: frozenset = frozenset()
+
+    @classmethod
+    def given(cls, na_values):
+        """The user's ``na_values`` (missing in every column, and nothing else), or the
+        default for None."""
+        if na_values is None:
+            return DEFAULT_MISSING
+        if isinstance(na_values, str):
+            raise ValueError("na_values must be a list of tokens, not one string")
+        return cls(frozenset(str(v).strip().lower() for v in na_values))
+
+    def record(self):
+        """What a store records (and ``--like`` reapplies): None for the default,
+        else the tokens."""
+        return None if self == DEFAULT_MISSING else sorted(self.everywhere)
+
+    def describe(self):
+        words = ", ".join(repr(w) for w in sorted(self.everywhere))
+        if self.in_numbers:
+            words += " (and " + ", ".join(repr(w) for w in sorted(self.in_numbers)) + \
+                " in columns of numbers)"
+        return words
+
+
+DEFAULT_MISSING = MissingTokens(MISSING_TOKENS, MISSING_IN_NUMBERS)
 MAX_CATEGORIES = 1000
 SAMPLE_SIZE = 100_000  # values kept per numeric column for its median
 _BLOCK = 65536  # rows between vectorised merges of the numeric values
@@ -55,17 +92,18 @@ def parse_date(text):
     return (moment - _EPOCH).total_seconds() / 86400.0
 
 
-def parse_token(token):
-    """What one field is, read once: ``(MISSING, None)`` for an empty or NA-like token,
+def parse_token(token, missing=DEFAULT_MISSING):
+    """What one field is, read once: ``(MISSING, stripped token)`` for an empty or
+    NA-like token (one of ``missing``'s),
     ``(INFINITE, None)`` for a number that is not finite (``inf``, ``1e309``: missing to
     the policies, as in the ``.npy`` reader, but counted and named apart),
     ``(NUMBER, value)`` for a number written in ASCII digits, or
     ``(TEXT, stripped token)``."""
     stripped = token.strip()
     lowered = stripped.lower()
-    if lowered in MISSING_TOKENS:
-        return MISSING, None
-    if lowered in MISSING_IN_NUMBERS:
+    if lowered in missing.everywhere:
+        return MISSING, stripped
+    if lowered in missing.in_numbers:
         return NONE_WORD, stripped
     if not _NUMBER.fullmatch(stripped):
         return TEXT, stripped
@@ -90,10 +128,16 @@ class TableSurvey:
     ranges : dict, optional
         Column index -> (low, high), the training range: rows outside it are counted
         per column in ``range_counts`` ([below, above]).
+    missing : MissingTokens, optional
+        The tokens read as missing (default: :data:`DEFAULT_MISSING`); each column's
+        missing tokens as written are counted in ``missing_tokens``.
     """
 
-    def __init__(self, header, target=None, skip=(), seed=0, ranges=None):
+    def __init__(self, header, target=None, skip=(), seed=0, ranges=None,
+                 missing=DEFAULT_MISSING):
         self.header = header
+        self.missing_rule = missing
+        self.missing_tokens = [dict() for _ in header]  # token as written -> rows
         self.target = target
         self.skip = frozenset(skip)
         self.n_rows = 0
@@ -120,10 +164,13 @@ class TableSurvey:
         for j, token in enumerate(row):
             if j in self.skip:
                 continue
-            kind, value = parse_token(token)
+            kind, value = parse_token(token, self.missing_rule)
             if kind is MISSING or kind is INFINITE:
                 self.missing[j] += 1
                 self.infinite[j] += kind is INFINITE
+                if kind is MISSING:  # at most one entry per token of the rule's
+                    seen = self.missing_tokens[j]
+                    seen[value.lower()] = seen.get(value.lower(), 0) + 1
             elif kind is NONE_WORD:
                 words = self.none_words[j]
                 words[value] = words.get(value, 0) + 1
@@ -189,7 +236,16 @@ class TableSurvey:
             else:
                 self.missing[j] += sum(words.values())
                 self.missing_words[self.header[j]] = sorted(words)
+                for word, rows in words.items():
+                    seen = self.missing_tokens[j]
+                    seen[word.lower()] = seen.get(word.lower(), 0) + rows
         return self
+
+    def missing_token_counts(self):
+        """Column -> {token read as missing (lower case): rows}, for the columns with
+        any (what ingest records and says)."""
+        return {self.header[j]: dict(sorted(seen.items()))
+                for j, seen in enumerate(self.missing_tokens) if seen}
 
     def _merge(self):
         for j, values in enumerate(self._numbers):

@@ -1,0 +1,187 @@
+"""The first hour with a real table (issue 58), replayed on generated tables of the two
+shapes a new user brought: a crash-occupant classification (text columns with a real
+category written "none", labels "alive" / "dead", about 5% positives) and a wage
+regression fitted on log(y).  Each goes ingest, split, train, evaluate, score, report
+and info through the ``saspa`` commands, and the numbers are checked against
+scikit-learn's metrics computed here from the scored probabilities and predictions."""
+
+import csv
+import json
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from sklearn.metrics import brier_score_loss, roc_auc_score
+
+import browser
+import in_process
+
+
+class _Cells(HTMLParser):
+    """A report page's table cells (header -> text)."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.cells, self._tag, self._header = {}, None, None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self._tag = tag
+
+    def handle_data(self, data):
+        if self._tag == "th":
+            self._header = data
+        elif self._tag == "td" and self._header is not None:
+            self.cells[self._header] = data
+            self._header = None
+
+
+def _crash_table(path, n=2400, seed=0):
+    rng = np.random.default_rng(seed)
+    airbag = rng.choice(["none", "front", "front+side"], n, p=[0.45, 0.35, 0.2])
+    belt = rng.choice(["none", "lap", "lap+shoulder"], n, p=[0.3, 0.2, 0.5])
+    speed = rng.gamma(4.0, 12.0, n)
+    age = rng.integers(16, 90, n)
+    risk = (0.045 * speed + 0.03 * age - 1.2 * (belt != "none") - 0.6 * (airbag != "none")
+            - 5.4 + rng.normal(0, 0.5, n))
+    label = np.where(risk > 0, "dead", "alive")
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["speed", "age", "airbag", "belt", "outcome"])
+        out.writerows(zip(np.round(speed, 2), age, airbag, belt, label))
+    return label
+
+
+def _wage_table(path, n=2400, seed=1):
+    rng = np.random.default_rng(seed)
+    sector = rng.choice(["public", "private", "none"], n)
+    hours = rng.uniform(10, 60, n)
+    years = rng.uniform(0, 40, n)
+    log_wage = (5.0 + 0.02 * hours + 0.03 * years - 0.0004 * years ** 2
+                + 0.2 * (sector == "public") + rng.normal(0, 0.25, n))
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["hours", "years", "sector", "wage"])
+        out.writerows(zip(np.round(hours, 2), np.round(years, 2), sector,
+                          np.round(np.exp(log_wage), 2)))
+
+
+def _ok(*args):
+    result = in_process.saspa(*args)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def _scores(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_rare_event_classification_keeps_none_and_agrees_with_scikit_learn(tmp_path):
+    labels = _crash_table(tmp_path / "crash.csv")
+    assert 0.02 < np.mean(labels == "dead") < 0.08
+    _ok("ingest", tmp_path / "crash.csv", "--out", tmp_path / "c.zarr", "--text", "onehot")
+    info = json.loads(_ok("info", tmp_path / "c.zarr", "--json").stdout)
+    # "none" is a category of airbag and belt, not a missing value
+    assert {"airbag=none", "belt=none"} <= set(info["columns"])
+    _ok("split", tmp_path / "c.zarr", "--test-fraction", "0.3", "--seed", "2")
+    train, test = tmp_path / "c-train.zarr", tmp_path / "c-test.zarr"
+    _ok("train", train, "--out", tmp_path / "m.zarr", "--n-bases", "16",
+        "--max-hyper-iter", "6", "--random-state", "0")
+    metrics = json.loads(_ok("evaluate", tmp_path / "m.zarr", test, "--json").stdout)
+    _ok("score", tmp_path / "m.zarr", test, "--out", tmp_path / "s.csv")
+    rows = _scores(tmp_path / "s.csv")
+    import zarr
+
+    y = zarr.open_group(str(test), mode="r")["y"][...]
+    assert len(rows) == metrics["rows"] == len(y)
+    dead = info["target_classes"].index("dead")
+    p_dead = np.array([float(r["proba[dead]"]) for r in rows])  # named by its label
+    assert {r["label"] for r in rows} <= {"alive", "dead"}
+    assert metrics["brier"] == pytest.approx(brier_score_loss(y == dead, p_dead), rel=1e-12)
+    assert metrics["auc"] == pytest.approx(roc_auc_score(y == dead, p_dead), rel=1e-12)
+    # the report, on every test row: the user's labels, AUC and Brier as evaluate says
+    page_path = tmp_path / "r.html"
+    _ok("report", tmp_path / "m.zarr", test, "--out", page_path)
+    cells = _Cells(page_path.read_text()).cells
+    assert cells["classes"] == "alive, dead"
+    assert cells["positive class"].startswith("dead ")
+    assert cells["AUC"] == f"{metrics['auc']:.6g}"
+    assert cells["Brier score"] == f"{metrics['brier']:.6g}"
+    assert "P(dead) against the share of rows that are dead" in page_path.read_text()
+    shown = json.loads(_ok("info", tmp_path / "m.zarr", "--json").stdout)
+    assert shown["class_labels"] == ["alive", "dead"]
+    if browser.CHROMIUM is not None:  # CI installs it; every picture decodes there
+        problems, images = browser.load(
+            page_path.as_uri(), "Array.from(document.images).map(i => i.naturalWidth)")
+        assert problems == [] and len(images) >= 5 and min(images) > 100
+
+
+def test_a_log_target_regression_reports_the_coverage_evaluate_measures(tmp_path):
+    _wage_table(tmp_path / "wage.csv")
+    _ok("ingest", tmp_path / "wage.csv", "--out", tmp_path / "w.zarr", "--text", "onehot")
+    _ok("split", tmp_path / "w.zarr", "--test-fraction", "0.3", "--seed", "3")
+    train, test = tmp_path / "w-train.zarr", tmp_path / "w-test.zarr"
+    _ok("train", train, "--out", tmp_path / "m.zarr", "--n-bases", "12", "--log-target",
+        "--max-hyper-iter", "8", "--random-state", "0")
+    metrics = json.loads(_ok("evaluate", tmp_path / "m.zarr", test, "--json").stdout)
+    page_path = tmp_path / "r.html"
+    _ok("report", tmp_path / "m.zarr", test, "--out", page_path)
+    cells = _Cells(page_path.read_text()).cells
+    # the page's 95% coverage is evaluate's: log-normal intervals, not mean +- z std
+    assert cells["95% interval"] == f"{metrics['coverage_95']:.3f} of rows"
+    assert cells["rmse"] == f"{metrics['rmse']:.6g}"
+    assert cells["target"].startswith("log(y)")
+    assert "noise variance (of log y)" in cells
+    # the intervals scored are the ones counted
+    _ok("score", tmp_path / "m.zarr", test, "--out", tmp_path / "s.csv")
+    import zarr
+
+    y = zarr.open_group(str(test), mode="r")["y"][...]
+    rows = _scores(tmp_path / "s.csv")
+    lower = np.array([float(r["lower"]) for r in rows])
+    upper = np.array([float(r["upper"]) for r in rows])
+    assert np.mean((y >= lower) & (y <= upper)) == pytest.approx(metrics["coverage_95"],
+                                                                 abs=1e-12)
+    assert 0.85 < metrics["coverage_95"] < 0.99
+    text = _ok("info", tmp_path / "m.zarr").stdout
+    assert "target scale: log(y): the model fits log(y)" in text
+    assert json.loads(_ok("info", tmp_path / "m.zarr", "--json").stdout)["log_target"]
+
+
+def test_na_values_set_the_missing_tokens_and_like_reapplies_them(tmp_path):
+    (tmp_path / "t.csv").write_text(
+        "size,airbag,label\n1.5,none,a\n-,front,b\n3.5,n/a,a\n2.0,front,b\n4.0,none,a\n")
+    default = _ok("ingest", tmp_path / "t.csv", "--out", tmp_path / "d.zarr", "--text",
+                  "onehot")
+    # by default "-" and "n/a" are text: size becomes categories, n/a one of airbag's
+    assert "missing values:" not in default.stderr
+    given = _ok("ingest", tmp_path / "t.csv", "--out", tmp_path / "g.zarr", "--text",
+                "onehot", "--missing", "impute", "--na-values", "-", "--na-values", "N/A")
+    assert "missing values: column 'size': '-' in 1 row" in given.stderr
+    assert "missing values: column 'airbag': 'n/a' in 1 row" in given.stderr
+    info = json.loads(_ok("info", tmp_path / "g.zarr", "--json").stdout)
+    assert info["columns"][0] == "size" and "airbag=none" in info["columns"]
+    import zarr
+
+    stored = zarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+    assert stored["X"][1, 0] == pytest.approx(np.median([1.5, 3.5, 2.0, 4.0]))
+    pre = dict(stored.attrs)["preprocessing"]
+    assert pre["na_values"] == ["-", "n/a"]
+    assert pre["missing_tokens"] == {"size": {"-": 1}, "airbag": {"n/a": 1}}
+    # --like reads the new file with the same tokens; giving them again is refused
+    (tmp_path / "new.csv").write_text("size,airbag,label\n-,front,a\n2.5,none,b\n")
+    _ok("ingest", tmp_path / "new.csv", "--out", tmp_path / "n.zarr", "--like",
+        tmp_path / "g.zarr")
+    again = zarr.open_group(str(tmp_path / "n.zarr"), mode="r")
+    assert again["X"][0, 0] == stored["X"][1, 0]
+    both = in_process.saspa("ingest", tmp_path / "new.csv", "--out", tmp_path / "x.zarr",
+                            "--like", tmp_path / "g.zarr", "--na-values", "-")
+    assert both.returncode != 0 and "na_values" in both.stderr
+    # the job file's key is the same parameter
+    (tmp_path / "job.toml").write_text(
+        '[[steps]]\nkind = "ingest"\nsource = "t.csv"\nout = "j.zarr"\ntext = "onehot"\n'
+        'missing = "impute"\nna_values = ["-", "n/a"]\n')
+    _ok("run", tmp_path / "job.toml")
+    job = dict(zarr.open_group(str(tmp_path / "j.zarr"), mode="r").attrs)
+    assert job["preprocessing"]["missing_tokens"] == pre["missing_tokens"]
