@@ -472,6 +472,19 @@ PREDICT_PARAMETERS = (
 
 EVALUATE_PARAMETERS = (_MODEL, _DATA, _JSON)
 
+EXPORT_PARAMETERS = (
+    _path("store", "The data store to export.", "dir", exists=True, required=True,
+          positional=True, metavar="STORE"),
+    _path("out", "CSV or Parquet file to write: id, row, the inputs, the target.",
+          required=True),
+    Parameter("format", str, None, "Default: from --out's suffix.",
+              choices=("csv", "parquet")),
+    _flag("decode", "The source's columns back (a one-hot group as its category, a date "
+          "as an ISO date) instead of the encoded inputs the model sees."),
+    _flag("overwrite", "Replace an existing --out file."),
+    _ESCAPE,
+)
+
 REPORT_PARAMETERS = (
     _MODEL,
     _path("data", "A data store with targets (say a held-out store from saspa split): "
@@ -549,7 +562,8 @@ INFO_PARAMETERS = (
 COMMANDS = {"ingest": INGEST_PARAMETERS, "split": SPLIT_PARAMETERS,
             "train": TRAIN_JOB_PARAMETERS, "retrain": RETRAIN_JOB_PARAMETERS,
             "score": SCORE_PARAMETERS, "predict": PREDICT_PARAMETERS,
-            "evaluate": EVALUATE_PARAMETERS, "report": REPORT_PARAMETERS}
+            "evaluate": EVALUATE_PARAMETERS, "report": REPORT_PARAMETERS,
+            "export": EXPORT_PARAMETERS}
 # the commands no job file has a step of: every command is in one of the two tables
 CLI_COMMANDS = {"demo": DEMO_PARAMETERS, "make-data": MAKE_DATA_PARAMETERS,
                 "run": RUN_PARAMETERS, "info": INFO_PARAMETERS}

@@ -1,7 +1,7 @@
 """Declarative jobs: ``saspa run JOB.toml``.
 
-A job is a list of steps (``ingest``, ``split``, ``train``, ``retrain``, ``score``,
-``predict``, ``evaluate``)
+A job is a list of steps (``ingest``, ``split``, ``export``, ``train``, ``retrain``,
+``score``, ``predict``, ``evaluate``, ``report``)
 run in order, each the job function of the same name (:mod:`saspa_dask.jobs`, what the
 CLI command of that name calls) with the step's keys as its options.
 Relative paths are relative to the job file.  ``{date}`` and ``{timestamp}`` in an
@@ -266,6 +266,10 @@ def _run_step(kind, settings, cluster, echo, out):
     if kind == "ingest":
         attrs = jobs.ingest(**options)
         out(f"ingested {attrs['n_rows']} rows x {len(attrs['columns'])} inputs")
+        return
+    if kind == "export":
+        result = jobs.export(**options)
+        out(f"exported {result['rows']} rows -> {result['out']}")
         return
     if kind == "split":
         result = jobs.split(**options)

@@ -152,10 +152,14 @@ def test_a_log_target_regression_reports_the_coverage_evaluate_measures(tmp_path
 def test_na_values_set_the_missing_tokens_and_like_reapplies_them(tmp_path):
     (tmp_path / "t.csv").write_text(
         "size,airbag,label\n1.5,none,a\n-,front,b\n3.5,n/a,a\n2.0,front,b\n4.0,none,a\n")
-    default = _ok("ingest", tmp_path / "t.csv", "--out", tmp_path / "d.zarr", "--text",
-                  "onehot")
-    # by default "-" and "n/a" are text: size becomes categories, n/a one of airbag's
-    assert "missing values:" not in default.stderr
+    default = in_process.saspa("ingest", tmp_path / "t.csv", "--out", tmp_path / "d.zarr",
+                               "--text", "onehot")
+    # by default "-" is text, and a column of numbers and words is refused (one-hot
+    # over its words would encode every number as no category), naming the way out
+    assert default.returncode == 1 and not (tmp_path / "d.zarr").exists()
+    assert ("column 'size' holds numbers (4 rows) and text (1 row, e.g. '-'): if the text "
+            "means a missing value, name it with na_values (--na-values TOKEN)"
+            in default.stderr)
     given = _ok("ingest", tmp_path / "t.csv", "--out", tmp_path / "g.zarr", "--text",
                 "onehot", "--missing", "impute", "--na-values", "-", "--na-values", "N/A")
     assert "missing values: column 'size': '-' in 1 row" in given.stderr
@@ -185,3 +189,70 @@ def test_na_values_set_the_missing_tokens_and_like_reapplies_them(tmp_path):
     _ok("run", tmp_path / "job.toml")
     job = dict(zarr.open_group(str(tmp_path / "j.zarr"), mode="r").attrs)
     assert job["preprocessing"]["missing_tokens"] == pre["missing_tokens"]
+
+
+def test_export_gives_a_stores_rows_back_as_ingested_and_as_written(tmp_path):
+    """A store's rows out, for a baseline on the same split: the encoded inputs equal
+    the store's X; decoded, the text, date and number cells equal the source's (the
+    rows the split kept, by their row numbers); CSV and Parquet alike."""
+    rng = np.random.default_rng(4)
+    n = 300
+    kinds = rng.choice(["none", "flat", "house", "=cmd"], n)
+    days = rng.integers(0, 3000, n)
+    dates = [(np.datetime64("2015-01-01") + int(d)).astype(str) for d in days]
+    size = np.round(rng.uniform(20, 200, n), 3)
+    label = np.where(size + 30 * (kinds == "house") > 110, "big", "small")
+    ids = [f"k{i:04d}" for i in range(n)]
+    with open(tmp_path / "t.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["key", "size", "kind", "since", "label"])
+        out.writerows(zip(ids, size, kinds, dates, label))
+    _ok("ingest", tmp_path / "t.csv", "--out", tmp_path / "t.zarr", "--text", "onehot",
+        "--id-column", "key")
+    _ok("split", tmp_path / "t.zarr", "--test-fraction", "0.4", "--seed", "5")
+    test = tmp_path / "t-test.zarr"
+    import zarr
+
+    store = zarr.open_group(str(test), mode="r")
+    X, rows = store["X"][...], store["row"][...]
+    columns = list(dict(store.attrs)["columns"])
+    said = _ok("export", test, "--out", tmp_path / "enc.csv")
+    assert f"exported {len(rows)} rows x {len(columns) + 3} columns" in said.stdout
+    encoded = _scores(tmp_path / "enc.csv")
+    assert list(encoded[0]) == ["key", "row", *columns, "label"]
+    np.testing.assert_array_equal([[float(r[c]) for c in columns] for r in encoded], X)
+    _ok("export", test, "--out", tmp_path / "dec.csv", "--decode", "--no-escape-formulas")
+    decoded = _scores(tmp_path / "dec.csv")
+    assert list(decoded[0]) == ["key", "row", "size", "kind", "since", "label"]
+    for r in decoded:
+        k = int(r["row"])
+        assert (r["key"], float(r["size"]), r["kind"], r["since"], r["label"]) == (
+            ids[k], size[k], kinds[k], dates[k], label[k])
+    # the CSV default escapes a cell a spreadsheet would run
+    _ok("export", test, "--out", tmp_path / "e.csv", "--decode")
+    escaped = {r["kind"] for r in _scores(tmp_path / "e.csv")}
+    assert "'=cmd" in escaped and "=cmd" not in escaped
+    pq = pytest.importorskip("pyarrow.parquet")
+    _ok("export", test, "--out", tmp_path / "dec.parquet", "--decode")
+    table = pq.read_table(tmp_path / "dec.parquet").to_pydict()
+    assert table["kind"] == [r["kind"] for r in decoded]
+    assert table["size"] == [float(r["size"]) for r in decoded]
+    # nothing of the user's replaced; a changed store refused before the file appears
+    (tmp_path / "mine.csv").write_text("my notes\n")
+    refused = in_process.saspa("export", test, "--out", tmp_path / "mine.csv", "--overwrite")
+    assert refused.returncode == 1 and (tmp_path / "mine.csv").read_text() == "my notes\n"
+    changed = zarr.open_group(str(test), mode="r+")
+    first = changed["X"][0, 0]
+    changed["X"][0, 0] = first + 1.0
+    bad = in_process.saspa("export", test, "--out", tmp_path / "bad.csv")
+    assert bad.returncode == 1 and "differs from the fingerprint" in bad.stderr
+    assert not (tmp_path / "bad.csv").exists()
+    assert not list(tmp_path.glob(".bad.csv*"))
+    # a job file's export step is the same job
+    changed["X"][0, 0] = first  # back as it was
+    (tmp_path / "job.toml").write_text(
+        '[[steps]]\nkind = "export"\nstore = "t-test.zarr"\nout = "job.parquet"\n'
+        'decode = true\n')
+    ran = _ok("run", tmp_path / "job.toml")
+    assert f"exported {len(rows)} rows -> {tmp_path / 'job.parquet'}" in ran.stdout
+    assert pq.read_table(tmp_path / "job.parquet").to_pydict() == table

@@ -113,7 +113,7 @@ def _interrupt(monkeypatch, stage, kill_after):
             return real(*args)
         monkeypatch.setattr(score_module, "_score_chunk", partly)
     else:
-        import saspa_dask.storage.export as export_module
+        import saspa_dask.storage.table_writers as export_module
 
         real_write = export_module._CsvWriter.write
 

@@ -84,7 +84,9 @@ def test_text_and_missing_policies(tmp_path):
     ("a,b,y\n1,2,0\n2,3\n", ":3: 2 fields, the header has 3"),
     ("", "empty file"),
     ("a,b,y\n", "no data rows"),
-    ("a,b,y\n1,x,0\n2,3,1\n", "column 'b' is text"),
+    ("a,b,y\n1,x,0\n2,z,1\n", "column 'b' is text"),
+    # numbers and words in one column: one-hot over the words would lose the numbers
+    ("a,b,y\n1,x,0\n2,3,1\n", r"column 'b' holds numbers \(1 row\) and text \(1 row, e.g. 'x'\)"),
 ])
 def test_ingest_errors_leave_nothing_behind(tmp_path, content, match):
     src = tmp_path / "bad.csv"

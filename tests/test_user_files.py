@@ -388,9 +388,9 @@ def test_numbers_are_ascii_digits_only(tmp_path):
     """Python's float reads "1_000" as 1000 and "３" (a full-width digit) as 3; a table
     means them as text."""
     line = _ingest_error(tmp_path, "a,b,y\n1_000,2,0\n5,4,1\n5,6,0\n7,8,1\n")
-    assert "column 'a' is text" in line and "'1_000'" in line
+    assert "column 'a' holds numbers (3 rows) and text (1 row, e.g. '1_000')" in line
     line = _ingest_error(tmp_path, "a,b,y\n\uff13,2,0\n5,4,1\n5,6,0\n7,8,1\n")
-    assert "column 'a' is text" in line
+    assert "column 'a' holds numbers" in line
     from saspa_dask.storage.survey import NUMBER, parse_token
 
     for token, value in (("1e3", 1000.0), ("-.5", -0.5), ("+2.", 2.0), (" 7 ", 7.0)):

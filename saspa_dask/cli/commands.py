@@ -179,6 +179,22 @@ def split_command(**options):
                f"(seed {options['seed']})")
 
 
+@main.command("export")
+@command_options(COMMANDS["export"])
+@job_errors
+def export_command(**options):
+    """Write a data store's rows to CSV or Parquet: ids, row numbers, inputs, target.
+
+    The inputs as encoded (what a model sees), or with --decode the source's columns
+    back; the same split's rows for a baseline run elsewhere.
+    """
+    from .. import jobs
+
+    result = jobs.export(**options)
+    click.echo(f"exported {result['rows']} rows x {len(result['columns'])} columns of "
+               f"{options['store']} -> {result['out']}")
+
+
 @main.command("train")
 @command_options(COMMANDS["train"])
 @cluster_options

@@ -5,7 +5,7 @@ same options as the command-line tool and where to run (``client``, or ``schedul
 or an embedded cluster of ``workers``); the ``saspa`` commands and ``saspa run`` job
 files are thin layers over them.
 
-- :mod:`~saspa_dask.jobs.stores`: ingest, split; :mod:`~saspa_dask.jobs.summary`:
+- :mod:`~saspa_dask.jobs.stores`: ingest, split, export; :mod:`~saspa_dask.jobs.summary`:
   describe;
 - :mod:`~saspa_dask.jobs.training`: train; :mod:`~saspa_dask.jobs.retraining`:
   retrain (and the retraining rules);
@@ -26,7 +26,8 @@ from .._lazy import lazy_getattr
 
 _PUBLIC = {
     "JobError": ".errors", "dask_client": ".cluster", "demo": ".in_memory_demo",
-    "describe": ".summary", "evaluate": ".scoring", "ingest": ".stores",
+    "describe": ".summary", "evaluate": ".scoring", "export": ".stores",
+    "ingest": ".stores",
     "make_data": ".in_memory_demo", "metrics_line": ".scoring", "not_converged_advice": ".training", "predict": ".scoring",
     "report": ".reporting", "retrain": ".retraining",
     "score": ".scoring", "split": ".stores", "tls_security": ".cluster", "train": ".training",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .errors import JobError
 
-__all__ = ["absolute"]
+__all__ = ["absolute", "table_format"]
 
 
 def absolute(path):
@@ -31,3 +31,18 @@ def absolute(path):
         if err.errno == errno.ELOOP:
             raise JobError(f"{path}: a loop of symbolic links") from None
     return path
+
+
+def table_format(out, default=None):
+    """The table format ``out``'s suffix names: ``csv`` for .csv, ``parquet`` for
+    .parquet or .pq, else ``default``, or without one an error saying to give
+    ``--format``."""
+    suffix = Path(out).suffix.lower()
+    if suffix == ".csv":
+        return "csv"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if default is not None:
+        return default
+    raise JobError(f"{out}: say --format csv or parquet (the name ends in neither .csv "
+                   "nor .parquet)")

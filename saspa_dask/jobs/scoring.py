@@ -21,7 +21,7 @@ from ..fitting.posterior import check_interval_level
 from ..storage.data_store import input_arrays, is_training_store
 from .cluster import dask_client, input_values, n_workers
 from .errors import JobError, locked, reported
-from .paths import absolute
+from .paths import absolute, table_format
 
 __all__ = ["evaluate", "metrics_line", "predict", "score"]
 
@@ -93,7 +93,7 @@ def score(model, data, out, *, overwrite=False, format=None, escape_formulas=Tru
         written), ``columns`` (how the data's columns were matched to the model's).
     """
     if format is None:
-        format = _format_of(out, default="zarr")
+        format = table_format(out, default="zarr")
     if format not in ("zarr", *EXPORT_FORMATS):
         raise JobError(f"format must be zarr, csv or parquet, got {format!r}")
     _check_level(interval_level)
@@ -213,7 +213,7 @@ def predict(model, source, out, *, unknown="error", delimiter=None, format=None,
     """
     model, source, out = absolute(model), absolute(source), absolute(out)
     _check_level(interval_level)
-    fmt = format or _format_of(out)
+    fmt = format or table_format(out)
     loaded = _load(model)  # the whole model: its fingerprint names the work
     with reported():
         check_destination(out, overwrite, _OUTPUT_KINDS.get(fmt, CSV),
@@ -282,20 +282,6 @@ def _reusable_work(work, recipe):
     except Exception:  # absent or unreadable
         complete = False
     return None if complete else "the interrupted run had not encoded every row"
-
-
-def _format_of(out, default=None):
-    """The format ``out``'s suffix names (``default`` for any other suffix; without a
-    default, an error)."""
-    suffix = Path(out).suffix.lower()
-    if suffix == ".csv":
-        return "csv"
-    if suffix in (".parquet", ".pq"):
-        return "parquet"
-    if default is not None:
-        return default
-    raise JobError(f"{out}: say --format csv or parquet (the name ends in neither .csv "
-                   "nor .parquet)")
 
 
 def evaluate(model, data, *, client=None, scheduler=None, workers=None, timeout=10,

@@ -1,5 +1,5 @@
 """Store jobs: ``ingest`` a file into a data store, ``split`` one into training and
-test stores."""
+test stores, ``export`` one's rows to CSV or Parquet."""
 
 from __future__ import annotations
 
@@ -7,15 +7,17 @@ import contextlib
 from pathlib import Path
 
 from ..storage.ingestion import ingest as ingest_file
-from ..files.atomic import reading, resolve_model_path
+from ..files.atomic import check_destination, reading, resolve_model_path
 from ..files.groups import store_format
 from ..models.model_reader import read_model_attrs, training_encoding
 from ..models.model_store import MODEL_FORMAT
+from ..files.outputs import CSV, PARQUET
+from ..storage.data_export import export_rows
 from ..storage.split import split_store
 from .errors import JobError, locked, reported
-from .paths import absolute
+from .paths import absolute, table_format
 
-__all__ = ["ingest", "split"]
+__all__ = ["export", "ingest", "split"]
 
 
 def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text="error",
@@ -83,3 +85,44 @@ def split(store, train_out=None, test_out=None, *, test_fraction=0.2, seed=0,
         counts = split_store(store, train_out, test_out, test_fraction=test_fraction,
                              seed=seed, overwrite=overwrite)
     return {"train": train_out, "test": test_out, **counts}
+
+
+def export(store, out, *, format=None, decode=False, overwrite=False,
+           escape_formulas=True):
+    """Write a data store's rows to a CSV or Parquet file (ids, row numbers, the
+    inputs, the target), under a reader lock on the store.
+
+    Parameters
+    ----------
+    store : str or Path
+        A data store (from ``ingest`` or ``split``).
+    out : str or Path
+        The file to write (whole or not at all).
+    format : {"csv", "parquet"}, optional
+        Default: from ``out``'s suffix.
+    decode : bool, default=False
+        The source's columns back (a one-hot group as its category, a date as an ISO
+        date) instead of the encoded inputs the model sees.
+    overwrite : bool, default=False
+        Replace an existing file this tool wrote.
+    escape_formulas : bool, default=True
+        CSV: text cells a spreadsheet would run as formulas get a leading ``'``.
+
+    Returns
+    -------
+    dict
+        ``out``, ``rows``, ``columns``.  See
+        :func:`saspa_dask.storage.data_export.export_rows`.
+    """
+    store, out = absolute(store), absolute(out)
+    with reported():
+        fmt = format or table_format(out)
+        if fmt not in ("csv", "parquet"):
+            raise JobError(f"format must be csv or parquet, got {fmt!r}")
+    with locked(out, "export"), reported():
+        check_destination(out, overwrite, CSV if fmt == "csv" else PARQUET,
+                          {"data store": store})
+        with reading(store):
+            result = export_rows(store, out, fmt, decode=decode,
+                                 escape_formulas=escape_formulas)
+    return {"out": out, **result}

@@ -58,6 +58,17 @@ def _plan_one(survey, j, missing, text, max_categories=None, notes=None):
                       "(--missing drop-rows / impute)")
     if survey.is_date(j):  # days since 1970-01-01, whatever the text policy
         return (j, "date", None, survey.median(j) if missing == "impute" else None), None
+    if cats and survey.n_numbers[j]:
+        # one-hot over its words would encode every number as no category at all
+        words = sorted(cats, key=lambda c: (-cats[c], c))[:3]
+        numbers, texts = survey.n_numbers[j], sum(cats.values())
+        return None, (f"column {name!r} holds numbers ({numbers} row"
+                      f"{'s' if numbers != 1 else ''}) and text ({texts} row"
+                      f"{'s' if texts != 1 else ''}, e.g. "
+                      f"{', '.join(repr(w) for w in words)}): if the text means a missing "
+                      "value, name it with na_values (--na-values TOKEN) and choose "
+                      "missing='impute' or 'drop-rows'; else exclude the column "
+                      "(--exclude)")
     if not cats:
         if missing == "impute" and survey.median(j) is None:
             return None, (f"column {name!r} has no values to impute from (all "

@@ -18,22 +18,16 @@ every cell exactly.  Parquet needs ``pyarrow``
 
 from __future__ import annotations
 
-import csv
-import os
-from pathlib import Path
-
 import numpy as np
 
-from ..files.groups import zarr_group
 from ..files.errors import StoreError
-from ..files.names import aside
-from ..files.outputs import CSV, PARQUET, check_output
+from ..files.groups import zarr_group
 from ..files.seals import check_seal
-from ..files.safe import create_file
+from .table_writers import TABLE_FORMATS, write_table
 
 __all__ = ["EXPORT_FORMATS", "export_scores"]
 
-EXPORT_FORMATS = ("csv", "parquet")
+EXPORT_FORMATS = TABLE_FORMATS
 
 
 def _column_names(attrs, name, width):
@@ -91,8 +85,6 @@ def export_scores(store, path, fmt, escape_formulas=True, id_header=None):
     StoreError
         An incomplete score store, an unknown format, or Parquet without pyarrow.
     """
-    if fmt not in EXPORT_FORMATS:
-        raise StoreError(f"format must be one of {EXPORT_FORMATS}, got {fmt!r}")
     group = zarr_group(store, "r")
     attrs = dict(group.attrs)
     if not attrs.get("complete"):
@@ -102,22 +94,12 @@ def export_scores(store, path, fmt, escape_formulas=True, id_header=None):
     if names and names[0] == "id":
         names[0] = _id_name(attrs, names, id_header, store)
     n, step = int(attrs["n_rows"]), int(attrs["chunk_rows"])
-    tmp = aside(path)
-    try:
-        id_name = names[0] if sources and sources[0][0] == "id" else None
-        writer = (_CsvWriter(tmp, names, escape_formulas) if fmt == "csv"
-                  else _ParquetWriter(tmp, names, id_name))
-        with writer:
-            for start in range(0, n, step):
-                writer.write(_block(group, sources, attrs, start, min(start + step, n)))
-        # checked again just before the rename: only a file of this format (or a link,
-        # replaced as a link) is ever replaced, never a device or a folder
-        check_output(path, CSV if fmt == "csv" else PARQUET, overwrite=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n
+    id_name = names[0] if sources and sources[0][0] == "id" else None
+    blocks = (_block(group, sources, attrs, start, min(start + step, n))
+              for start in range(0, n, step))
+    return write_table(path, fmt, names, blocks,
+                       text_columns={"label", *([id_name] if id_name else [])},
+                       escape_formulas=escape_formulas)
 
 
 def _id_name(attrs, names, id_header, store):
@@ -132,64 +114,3 @@ def _id_name(attrs, names, id_header, store):
     return source
 
 
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _escaped(cell):
-    """A text cell a spreadsheet would run as a formula, made text (leading ``'``)."""
-    if not cell.startswith(_FORMULA_STARTS):
-        return cell
-    try:
-        float(cell)
-        return cell  # a number such as -1: shown as the number it is
-    except ValueError:
-        return "'" + cell
-
-
-class _CsvWriter:
-    def __init__(self, path, names, escape_formulas=True):
-        self.handle = os.fdopen(create_file(path, "an export being written"), "w",
-                                newline="")
-        self.writer = csv.writer(self.handle)
-        self.escape = escape_formulas
-        self.writer.writerow(names)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.handle.close()
-
-    def write(self, columns):
-        cells = [c.tolist() for c in columns]
-        if self.escape:
-            cells = [[_escaped(v) if isinstance(v, str) else v for v in c] for c in cells]
-        self.writer.writerows(zip(*cells))
-
-
-class _ParquetWriter:
-    def __init__(self, path, names, id_name=None):
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise StoreError("Parquet export needs pyarrow: pip install "
-                             "'saspa-dask[parquet]'") from None
-        self.pa = pa
-        kinds = {"label": pa.string(), "row": pa.int64(),
-                 **({id_name: pa.string()} if id_name else {})}
-        self.schema = pa.schema([pa.field(n, kinds.get(n, pa.float64())) for n in names])
-        self.sink = os.fdopen(create_file(path, "an export being written"), "wb")
-        self.writer = pq.ParquetWriter(self.sink, self.schema)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.writer.close()
-        self.sink.close()
-
-    def write(self, columns):
-        arrays = [self.pa.array([str(v) for v in c] if f.type == self.pa.string() else c,
-                                type=f.type) for c, f in zip(columns, self.schema)]
-        self.writer.write_table(self.pa.Table.from_arrays(arrays, schema=self.schema))

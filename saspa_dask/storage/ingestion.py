@@ -93,11 +93,9 @@ def ingest(source, out, *, target=None, chunk_rows=65536, missing="error", text=
     max_categories : int, optional
         One-hot: keep each text column's commonest categories and group the rest.
     na_values : sequence of str, optional
-        The tokens read as missing, in any column (compared stripped, ignoring case).
-        Default: empty, NA, NaN, null and ? everywhere, and None where a column holds
-        numbers (a category where it holds text).  Recorded and reapplied by
-        ``like``; the tokens met are counted per column (``missing_tokens`` in the
-        preprocessing record).
+        The tokens read as missing in every column (stripped, any case); default:
+        empty, NA, NaN, null, ? everywhere and None in columns of numbers.  Reapplied
+        by ``like``; those met are counted per column (``missing_tokens``).
 
     Returns
     -------
