@@ -419,7 +419,13 @@ TRAIN_JOB_PARAMETERS = (
               "an EP problem).", low=2),
     *TRAIN_PARAMETERS,
     _flag("overwrite", "Replace an existing model store."),
-    _LATEST, _TEST, _JSON,
+    _LATEST, _TEST,
+    Parameter("cv", int, None, "K-fold cross-validation first: K models with these options, "
+              "each trained on the other folds and measured on its own (folds drawn as "
+              "saspa split draws, seeded by --random-state); prints each fold's and the "
+              "mean metrics, then trains the model on every row, which records them.",
+              low=2),
+    _JSON,
 )
 
 # what retraining may change; None: the old model's value

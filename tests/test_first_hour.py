@@ -256,3 +256,56 @@ def test_export_gives_a_stores_rows_back_as_ingested_and_as_written(tmp_path):
     ran = _ok("run", tmp_path / "job.toml")
     assert f"exported {len(rows)} rows -> {tmp_path / 'job.parquet'}" in ran.stdout
     assert pq.read_table(tmp_path / "job.parquet").to_pydict() == table
+
+
+def test_cv_measures_each_fold_on_rows_its_model_never_saw(tmp_path):
+    """``train --cv 3``: the folds partition the rows (split's draws); each fold's
+    metrics are those of a model trained with the same options on the other folds and
+    evaluated on it, here redone by hand; the model on every row is the one plain
+    ``train`` makes, and it records the folds."""
+    from saspa_dask import jobs, load_model
+    from saspa_dask.storage.split import split_store
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(900, 3))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=900)
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    _ok("ingest", tmp_path / "d.npy", "--out", tmp_path / "d.zarr", "--chunk-rows", "200")
+    options = ["--n-bases", "8", "--max-hyper-iter", "4", "--random-state", "3"]
+    said = _ok("train", tmp_path / "d.zarr", "--out", tmp_path / "cv.zarr", "--cv", "3",
+               *options, "--json")
+    cv = json.loads(said.stdout)["cv"]
+    assert cv["k"] == 3 and cv["seed"] == 3 and len(cv["folds"]) == 3
+    import zarr
+
+    rows = []
+    for k in range(3):
+        split_store(tmp_path / "d.zarr", tmp_path / f"tr{k}.zarr", tmp_path / f"te{k}.zarr",
+                    fold=(k, 3), seed=3)
+        test_rows = zarr.open_group(str(tmp_path / f"te{k}.zarr"), mode="r")["row"][...]
+        train_rows = zarr.open_group(str(tmp_path / f"tr{k}.zarr"), mode="r")["row"][...]
+        assert not set(test_rows) & set(train_rows)
+        assert len(test_rows) + len(train_rows) == 900
+        rows.extend(test_rows)
+        jobs.train(tmp_path / f"tr{k}.zarr", tmp_path / f"m{k}.zarr", n_bases=8,
+                   max_hyper_iter=4, random_state=3, task="regression")
+        by_hand = jobs.evaluate(tmp_path / f"m{k}.zarr", tmp_path / f"te{k}.zarr")
+        assert cv["folds"][k]["rows"] == by_hand["rows"]
+        for key in ("rmse", "mae", "nlpd"):  # the same sums, maybe in another order
+            assert cv["folds"][k][key] == pytest.approx(by_hand[key], rel=1e-9), key
+    assert sorted(rows) == list(range(900))  # the folds partition the rows
+    rmse = [f["rmse"] for f in cv["folds"]]
+    assert cv["mean"]["rmse"] == pytest.approx(np.mean(rmse), rel=1e-12)
+    assert cv["std"]["rmse"] == pytest.approx(np.std(rmse, ddof=1), rel=1e-12)
+    assert 0.05 < cv["mean"]["rmse"] < 0.5
+    # the model on every row: plain train's, recording the folds
+    _ok("train", tmp_path / "d.zarr", "--out", tmp_path / "plain.zarr", *options)
+    np.testing.assert_allclose(load_model(tmp_path / "cv.zarr").predict(X[:50]),
+                               load_model(tmp_path / "plain.zarr").predict(X[:50]),
+                               rtol=1e-9, atol=1e-12)  # the same fit, up to sum order
+    text = _ok("info", tmp_path / "cv.zarr").stdout
+    assert f"cross-validation: 3 folds (seed 3): rmse {cv['mean']['rmse']:.5g}" in text
+    shown = _ok("train", tmp_path / "d.zarr", "--out", tmp_path / "cv2.zarr", "--cv", "3",
+                *options)
+    assert "cv mean over 3 folds: rmse" in shown.stdout
+    assert "cv fold 2/3 (" in shown.stderr

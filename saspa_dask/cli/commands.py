@@ -219,6 +219,7 @@ def _report_model(result, as_json=False):
         click.echo(dumps({
             "out": str(result["out"]), "seconds": result["seconds"],
             "converged": bool(result["converged"]), "learning": learning,
+            "cv": result.get("cv"),
             "n_sweeps": int(model.n_sweeps_),
             "log_evidence": float(model.log_evidence_),
             "n_invalid_cavities": int(model.n_invalid_cavities_),
@@ -230,6 +231,10 @@ def _report_model(result, as_json=False):
                    f"{model.n_invalid_cavities_}  {result['seconds']:.1f}s")
         if result.get("metrics"):
             click.echo("held out: " + metrics_line(result["metrics"]))
+        if result.get("cv"):
+            from ..jobs.cross_validation import cv_lines
+
+            click.echo(cv_lines(result["cv"])[-1])
     if not result["converged"]:
         sys.exit(3)
 

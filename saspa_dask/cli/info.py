@@ -88,6 +88,10 @@ def print_summary(summary, metrics_line):
                + ("not recorded" if seconds is None else f"{seconds:.1f}s"))
     if summary.get("test_metrics"):
         click.echo(f"{'held out':>17}: {metrics_line(summary['test_metrics'])}")
+    cv = summary.get("cv_metrics")
+    if cv:
+        click.echo(f"{'cross-validation':>17}: {cv['k']} folds (seed {cv['seed']}): " + ", ".join(
+            f"{key} {cv['mean'][key]:.5g} (sd {cv['std'][key]:.2g})" for key in cv["mean"]))
     for record in summary.get("held_out_trace") or []:  # the metric against time
         shown = ", ".join(f"{k} {record[k]:.5g}" for k in
                           ("error", "nlp", "rmse", "mae", "nlpd") if k in record)

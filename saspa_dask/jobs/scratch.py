@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..models.settings import settings_of
 
-__all__ = ["remove_stale_scratch", "scratch_directory"]
+__all__ = ["owned_folder", "remove_stale_scratch", "scratch_directory"]
 
 
 @contextlib.contextmanager
@@ -26,15 +26,26 @@ def scratch_directory(model):
     removed it, leaving a ``saspa-sites-*`` folder behind."""
     execution = settings_of("execution", model.execution)
     parent = Path(execution.work_dir or tempfile.gettempdir())
+    with owned_folder(parent) as folder:
+        model.set_params(execution=replace(execution, work_dir=str(folder)))
+        try:
+            yield folder
+        finally:
+            model.set_params(execution=replace(execution, work_dir=str(parent)))
+
+
+@contextlib.contextmanager
+def owned_folder(parent):
+    """A new ``.saspa-job-*`` folder in ``parent`` owned by this process (a killed
+    job's is removed by the next job's :func:`remove_stale_scratch`), removed after."""
+    parent = Path(parent)
     parent.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(parent)
     folder = Path(tempfile.mkdtemp(prefix=".saspa-job-", dir=parent))
     (folder / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
-    model.set_params(execution=replace(execution, work_dir=str(folder)))
     try:
         yield folder
     finally:
-        model.set_params(execution=replace(execution, work_dir=str(parent)))
         for _ in range(3):  # a cancelled task may still be finishing a write
             shutil.rmtree(folder, ignore_errors=True)
             if not folder.exists():

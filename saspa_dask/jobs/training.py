@@ -27,6 +27,7 @@ from ..storage.encoding import like_encoding
 from ..storage.scores import evaluate as evaluate_store
 from ..storage import save_model
 from .cluster import dask_client, input_values, n_workers, runs_in_process, start_embedded
+from .cross_validation import cross_validate
 from .errors import JobError, locked, reported
 from .paths import absolute
 from .task import DEFAULT_MAX_CLASSES, choose_task, summarise_target
@@ -39,36 +40,33 @@ __all__ = ["fit_and_save", "not_converged_advice", "optimiser_warnings", "train"
 
 
 def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=False,
-          latest=None, test=None, client=None, scheduler=None, workers=None, timeout=10,
-          security=None, progress=None, echo=None, dashboard=False, **options):
+          latest=None, test=None, cv=None, client=None, scheduler=None, workers=None,
+          timeout=10, security=None, progress=None, echo=None, dashboard=False, **options):
     """Train a SASPA model on a zarr data store, on a Dask cluster.
 
     Parameters
     ----------
-    data : str or Path
-        Data store (``saspa ingest``) with ``X`` and ``y``.
-    out : str or Path
-        Model store to write (written aside, renamed into place).
+    data, out : str or Path
+        Data store (``saspa ingest``) with ``X`` and ``y``; the model store to write
+        (aside, then renamed into place; ``overwrite`` to replace one).
     task : {"classification", "regression"}, optional
         More than two classes are one-vs-rest on shared bases.  Default: inferred from
-        the target (:mod:`saspa_dask.jobs.task`: text labels, or at most 20 distinct
-        integer values, are classification), and said through ``echo``.
-    max_classes : int, default=100
-        A classification with more distinct target values is refused.
-    overwrite : bool
-        Replace an existing store at ``out``.
+        the target (:mod:`saspa_dask.jobs.task`), and said through ``echo``; more than
+        ``max_classes`` classes are refused.
     latest : str or Path, optional
         Pointer file to move to the new model.
     test : str or Path, optional
         A held-out data store (``saspa split``'s test part): the model's metrics on it
         (as :func:`~saspa_dask.jobs.scoring.evaluate` gives them) are returned and
         recorded in the model store (``saspa info`` shows them).
+    cv : int, optional
+        K-fold cross-validation first, seeded by ``random_state``, then the model on
+        every row, which records the folds' metrics (``cv_metrics``;
+        :mod:`saspa_dask.jobs.cross_validation`).
     client, scheduler, workers, timeout, security, dashboard
         Where to run (:func:`saspa_dask.jobs.cluster.dask_client`).
-    progress : callable, optional
-        Called with each EP sweep's record.
-    echo : callable, optional
-        Called with progress messages (strings).
+    progress, echo : callable, optional
+        Called with each EP sweep's record, and with progress messages (strings).
     **options
         The estimator's options, named as ``saspa train``'s flags
         (:func:`build_estimator`): ``n_bases``, ``blur``, ``likelihood``,
@@ -78,7 +76,8 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     -------
     dict
         ``model`` (the fitted estimator), ``out``, ``seconds`` (float), ``converged``
-        (bool), ``metrics`` (dict on ``test``, or None).
+        (bool), ``metrics`` (dict on ``test``, or None), ``cv`` (with ``cv``: the
+        folds' metrics, ``mean``, ``std``).
 
     Examples
     --------
@@ -110,12 +109,29 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
                                        task, max_classes)
         _say(echo, reason)
         model = build_estimator(task, **options)
-        return fit_and_save(model, X, y, attrs, data, out, overwrite=overwrite,
-                             latest=latest, cluster={**cluster, "started": starting},
-                             progress=progress, echo=echo, test=absolute(test))
+        run = dict(overwrite=overwrite, latest=latest, progress=progress, echo=echo,
+                   test=absolute(test))
+        if cv is None:
+            return fit_and_save(model, X, y, attrs, data, out,
+                                cluster={**cluster, "started": starting}, **run)
+        return _with_cv(cv, model, (X, y, attrs, data, out), task, max_classes,
+                        {**cluster, "started": starting}, run, options)
     finally:
         if starting is not None:  # given up unless the fit took it
             starting.close()
+
+
+def _with_cv(cv, model, store, task, max_classes, cluster, run, options):
+    """``cv`` folds cross-validated, then the model on every row fitted and saved with
+    their metrics, on one cluster (:mod:`~saspa_dask.jobs.cross_validation`)."""
+    X, y, attrs, data, out = store
+    with dask_client(**cluster, echo=run["echo"], values=input_values(X)) as running:
+        folds = cross_validate(train, data, cv, seed=options.get("random_state") or 0,
+                               task=task, max_classes=max_classes, echo=run["echo"],
+                               client=running, **options)
+        result = fit_and_save(model, X, y, attrs, data, out, cluster={"client": running},
+                              extra={"cv_metrics": folds}, **run)
+    return {**result, "cv": folds}
 
 
 def _options_then_store(data, out, overwrite, task, options):

@@ -88,6 +88,7 @@ def describe_model(path):
                                                  summary["columns"])
     summary["train_seconds"] = attrs.get("train_seconds")
     summary["test_metrics"] = attrs.get("test_metrics")
+    summary["cv_metrics"] = attrs.get("cv_metrics")  # train --cv K: the folds' metrics
     summary["held_out_trace"] = report.get("held_out_trace_")
     kmeans = report.get("kmeans_info_")
     summary["kmeans"] = None if not kmeans else {

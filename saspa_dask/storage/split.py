@@ -13,6 +13,10 @@ place in it, so when rows are appended to the source (its last chunk filled up, 
 chunks added) and it is split again with the same seed, every old row goes to the same
 part, in the same order, and the new rows come after them.  A nightly retrain on the
 grown training part therefore finds the old training rows first, as ``retrain`` needs.
+
+Folds for cross-validation (``fold=(k, K)``) use the same draws u in [0, 1): fold k's
+test part is the rows with k / K <= u < (k + 1) / K, so the K test parts partition the
+rows and each is a seeded uniform share of them.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ def _test_mask(seed, index, n):
     return np.random.default_rng([int(seed), int(index)]).random(n)
 
 
-def split_store(store, train_out, test_out, *, test_fraction=0.2, seed=0, overwrite=False):
+def split_store(store, train_out, test_out, *, test_fraction=0.2, seed=0, overwrite=False,
+                fold=None):
     """Split a data store into ``train_out`` and ``test_out``.
 
     Parameters
@@ -55,6 +60,9 @@ def split_store(store, train_out, test_out, *, test_fraction=0.2, seed=0, overwr
     seed : int
     overwrite : bool
         Replace existing stores at the destinations.
+    fold : (int, int), optional
+        ``(k, K)``: the test part is fold k of K (module docstring) instead of a
+        ``test_fraction`` share.
 
     Returns
     -------
@@ -67,8 +75,15 @@ def split_store(store, train_out, test_out, *, test_fraction=0.2, seed=0, overwr
         A missing or incomplete store, a destination that is the source or each other,
         a part that would be empty.
     """
-    if not 0.0 < float(test_fraction) < 1.0:
+    if fold is not None:
+        k, folds = (int(v) for v in fold)
+        if not (folds >= 2 and 0 <= k < folds):
+            raise StoreError(f"fold must be (k, K) with K >= 2 and 0 <= k < K, got {fold}")
+        interval = (k / folds, (k + 1) / folds)
+    elif not 0.0 < float(test_fraction) < 1.0:
         raise StoreError(f"test fraction must be in (0, 1), got {test_fraction}")
+    else:
+        interval = (0.0, float(test_fraction))
     source = Path(store).resolve()
     outs = [Path(train_out).resolve(), Path(test_out).resolve()]
     if source in outs or outs[0] == outs[1]:
@@ -82,7 +97,7 @@ def split_store(store, train_out, test_out, *, test_fraction=0.2, seed=0, overwr
     tmps = []
     try:
         tmps = [aside_directory(train_out), aside_directory(test_out)]
-        counts = _write_parts(group, attrs, tmps, float(test_fraction), int(seed), store)
+        counts = _write_parts(group, attrs, tmps, interval, int(seed), store, fold)
         for tmp, out in zip(tmps, (train_out, test_out)):
             move_into_place(tmp, out, overwrite, DATA)
     except BaseException:
@@ -92,7 +107,7 @@ def split_store(store, train_out, test_out, *, test_fraction=0.2, seed=0, overwr
     return {"train_rows": counts[0], "test_rows": counts[1]}
 
 
-def _write_parts(group, attrs, tmps, test_fraction, seed, store):
+def _write_parts(group, attrs, tmps, interval, seed, store, fold=None):
     X, y = group["X"], group["y"]
     numbers, ids = row_identity(group)
     rows = int(X.chunks[0])
@@ -104,18 +119,21 @@ def _write_parts(group, attrs, tmps, test_fraction, seed, store):
         Xb, yb = np.asarray(X[start:stop]), np.asarray(y[start:stop])
         rb = numbers(start, stop)
         ib = None if ids is None else np.asarray(ids[start:stop])
-        test = _test_mask(seed, index, len(yb)) < test_fraction
+        draws = _test_mask(seed, index, len(yb))
+        test = (draws >= interval[0]) & (draws < interval[1])
         for writer, part in ((writers[0], ~test), (writers[1], test)):
             writer.add_block(Xb[part], yb[part], rb[part], None if ib is None else ib[part])
     for name, writer, part in zip(("train", "test"), writers, parts):
         writer.flush()
         if writer.n == 0:
             raise StoreError(f"{store}: the {name} part would be empty "
-                             f"({X.shape[0]} rows, test fraction {test_fraction})")
+                             f"({X.shape[0]} rows, test fraction "
+                             f"{interval[1] - interval[0]:.3g})")
         seal(part, {**{k: attrs[k] for k in _KEPT if k in attrs},
                     "format": DATA_FORMAT, "format_version": FORMAT_VERSION,
                     "n_rows": writer.n, "chunk_rows": rows,
                     "split": {"source": str(Path(store).resolve()), "part": name,
-                              "test_fraction": test_fraction, "seed": seed},
+                              "test_fraction": interval[1] - interval[0], "seed": seed,
+                              **({"fold": list(fold)} if fold is not None else {})},
                     "fingerprint": writer.hasher.hexdigest(writer.n), "complete": True})
     return writers[0].n, writers[1].n
