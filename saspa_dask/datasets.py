@@ -1,10 +1,39 @@
-"""Synthetic data for demos, tests and benchmarks (the SASPA paper's setup)."""
+"""Data for demos, tests and benchmarks: synthetic sets (the SASPA paper's setup) and
+one small real set shipped with the package (:func:`load_ionosphere`)."""
 
 from __future__ import annotations
 
+import gzip
+import io
+from importlib.resources import files
+
 import numpy as np
 
-__all__ = ["multiscale_regression", "multiscale_signal", "synthetic_two_class"]
+__all__ = ["load_ionosphere", "multiscale_regression", "multiscale_signal",
+           "synthetic_two_class"]
+
+
+def load_ionosphere():
+    """The UCI Ionosphere data set, shipped with the package (CC BY 4.0; its source in
+    ``saspa_dask/data/README.md``): 351 radar returns, 33 numeric inputs, class ``"g"``
+    (good) or ``"b"`` (bad).  The SASPA paper's Figure 5 data.
+
+    Returns
+    -------
+    X : ndarray of shape (351, 33), float64
+    y : ndarray of shape (351,), str
+
+    Examples
+    --------
+    >>> from saspa_dask.datasets import load_ionosphere
+    >>> X, y = load_ionosphere()
+    >>> X.shape, sorted(set(y.tolist()))
+    ((351, 33), ['b', 'g'])
+    """
+    packed = files("saspa_dask").joinpath("data", "ionosphere.csv.gz").read_bytes()
+    text = gzip.decompress(packed).decode("ascii")
+    table = np.loadtxt(io.StringIO(text), delimiter=",", skiprows=1, dtype=str)
+    return table[:, :-1].astype(np.float64), table[:, -1]
 
 
 def synthetic_two_class(n_rows, n_features, seed):

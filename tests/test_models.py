@@ -77,7 +77,6 @@ def test_logistic_classifier_agrees_with_probit_ranking():
                                rtol=1e-12)
 
 
-@needs_dataset(WAVEFORM)
 def _waveform_split():
     """600 training and 2,000 test rows of Waveform, standardised by the training
     part."""
@@ -98,6 +97,7 @@ SKLEARN_WAVEFORM_ACCURACY = 0.853
 
 
 @pytest.mark.slow
+@needs_dataset(WAVEFORM)
 def test_sklearn_waveform_accuracy_as_recorded():
     from sklearn.gaussian_process import GaussianProcessClassifier
     from sklearn.gaussian_process.kernels import RBF, ConstantKernel
@@ -109,6 +109,7 @@ def test_sklearn_waveform_accuracy_as_recorded():
                                                          abs=0.0015)
 
 
+@needs_dataset(WAVEFORM)  # on the test: a marker on a helper does nothing
 def test_waveform_one_vs_rest_against_sklearn(monkeypatch):
     Xs, y, train, test = _waveform_split()
 
