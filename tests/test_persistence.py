@@ -197,7 +197,7 @@ def test_the_cli_and_the_toml_schema_come_from_the_table():
 
 
 def test_one_table_drives_every_command_its_job_function_and_its_toml_step():
-    """For every one of the twelve commands: the click command's parameters are the
+    """For every one of the thirteen commands: the click command's parameters are the
     table's rows (plus the cluster's), the job function takes each row that is not
     the CLI's own (``--json``) as a keyword (its signature is the independent truth),
     and a job file's step schema is the table's, with its required keys and positional
@@ -212,7 +212,7 @@ def test_one_table_drives_every_command_its_job_function_and_its_toml_step():
     from saspa_dask.pipelines import STEP_OPTIONS
 
     cluster = {p.name for p in CLUSTER_PARAMETERS}
-    assert set(main.commands) == set(COMMANDS) | set(CLI_COMMANDS)  # all twelve
+    assert set(main.commands) == set(COMMANDS) | set(CLI_COMMANDS)  # all thirteen
     for kind, table in {**COMMANDS, **CLI_COMMANDS}.items():
         command = main.commands[kind]
         given = {param.name for param in command.params}
