@@ -128,11 +128,12 @@ def test_basis_covariance_in_small_row_blocks(monkeypatch, family):
     matrix, no blocks): Kh against the
     term-by-term reference, the means' and log lengthscales' gradient against
     central differences of sum W Kh."""
+    import saspa_dask.core.kernel_pairs as kernel_pairs
     import saspa_dask.core.kernels as kernels
     from saspa_dask.core.kernel_gradients import basis_covariance_gradient
     from reference import blurred_basis, central_differences
 
-    monkeypatch.setattr(kernels, "_PAIR_FLOATS", 40)
+    monkeypatch.setattr(kernel_pairs, "_PAIR_FLOATS", 40)
     rng = np.random.default_rng(5)
     M, d = 7, 3
     means, ls, s2 = rng.normal(size=(M, d)), np.array([0.8, 1.3, 1.1]), 1.7

@@ -24,9 +24,9 @@ import numpy as np
 from scipy import sparse
 
 from .bases import dense_blur
-from .kernels import (_delta_pair_sq, _diagonal_pairs, _feature_blocks, _feature_scales,
-                      _pair_blocks, _row_features, _scaled_blur, _upper_blocks,
-                      mixture_pair_log_k, pair_eigen, scaled_blurs)
+from .kernel_pairs import (delta_pair_sq, diagonal_pairs, mixture_pair_log_k, pair_blocks,
+                           pair_eigen, scaled_blur, scaled_blurs, upper_blocks)
+from .kernels import _feature_blocks, _feature_scales, _row_features
 
 __all__ = ["KernelGradient", "basis_covariance_gradient", "cross_covariance_gradient",
            "cross_moments", "mixture_covariance_gradient", "summed"]
@@ -122,7 +122,7 @@ def cross_covariance_gradient(moments, means, covs, lengthscale, with_covs=True)
         grads = _diagonal_cross_gradient(m0, m1, m2, a, cd, with_covs, dense=not compact)
         return KernelGradient(grads[0], grads[1], *_to_original(*grads[2:], lengthscale))
     if cs is None:  # diagonal blurs whose full blur gradient is asked for
-        cs = _scaled_blur(covs, lengthscale)
+        cs = scaled_blur(covs, lengthscale)
     S = np.linalg.inv(np.eye(d)[None] + cs)  # d x d blur precisions, not kernel matrices
     # second moments of r~ = x~ - a~ about each basis
     if diagonal_moments:
@@ -201,7 +201,7 @@ def basis_covariance_gradient(weights, means, covs, lengthscale, signal_variance
     grad_g = 0.0
     grad_a = np.zeros((n_bases, d))
     grad_c = np.zeros((n_bases, d, d))
-    for i, j in _pair_blocks(n_bases, d * d):
+    for i, j in pair_blocks(n_bases, d * d):
         C = cs[i] + cs[j]  # (pairs, d, d)
         S = np.linalg.inv(eye + C)  # d x d blur precisions, not kernel matrices
         r = ms[i] - ms[j]
@@ -253,7 +253,7 @@ def mixture_covariance_gradient(weights, means, covs, lengthscale, signal_varian
     grad_l, grad_g = np.zeros(d), 0.0
     grad_a = np.zeros((n_bases, d))
     grad_c = np.zeros((n_bases, d, d)) if with_covs else None
-    for i, j in _pair_blocks(n_bases, d * d):
+    for i, j in pair_blocks(n_bases, d * d):
         lam, p, vectors = pair_eigen(cs, ms, i, j)
         to_both, to_i_minus_j = _incidence(i, j, n_bases)
         for scale, weight in zip(scales, mix_weights):
@@ -292,7 +292,7 @@ def _delta_covariance_gradient(weights, ms, signal_variance, with_covs, kernel):
     P = wk a~: sum_ij wk r_k^2 = 2 sum_i (s_i a~_ik^2 - a~_ik P_ik), the mean gradient
     -2 (s_i a~_i - P_i), the blur scale's 0 and the blur's (diagonal) s_i a~_i^2 -
     2 a~_i P_i + (wk a~^2)_i - s_i."""
-    u = _delta_pair_sq(ms)
+    u = delta_pair_sq(ms)
     shape = np.exp(-0.5 * u) if kernel is None else kernel.weight(u)
     wk = weights * (signal_variance * shape)
     wk = 0.5 * (wk + wk.T)
@@ -323,8 +323,8 @@ def _diagonal_covariance_gradient(weights, ms, cd, signal_variance, with_covs=Tr
     idx = np.arange(d)
     # each pair once (i <= j): its symmetric terms count twice off the diagonal, and
     # its per-basis terms go to both of its bases (z = S r changes sign with r)
-    for rows, cols in _upper_blocks(n_bases, d):
-        S, r, log_k = _diagonal_pairs(ms, cd, rows, cols)
+    for rows, cols in upper_blocks(n_bases, d):
+        S, r, log_k = diagonal_pairs(ms, cd, rows, cols)
         C = cd[rows, None] + cd[None, cols]
         z = S * r
         # k, or a delta-blur profile's weight at u = -2 log k (SE's log k at zero blur)
