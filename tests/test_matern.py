@@ -259,7 +259,7 @@ def test_what_matern_does_not_support_is_refused_by_name():
     y = X[:, 0]
     with pytest.raises(ValueError, match="frequency features"):
         SASPARegressor(4, blur="fourier", kernel="matern32").fit(X, y)
-    with pytest.raises(ValueError, match="no blur to learn"):
+    with pytest.raises(ValueError, match="blur='delta' has none"):
         SASPARegressor(4, blur="delta", kernel="matern32", learn_bases="means+blur").fit(X, y)
     with pytest.raises(ValueError, match="kernel"):
         SASPARegressor(4, kernel="matern72").fit(X, y)

@@ -42,7 +42,7 @@ RULES = [  # (estimator, parameters, what the refusal says)
     (SASPAClassifier, dict(learn_bases="means", optimize_hyperparameters=False),
      "needs optimize_hyperparameters=True"),
     (SASPARegressor, dict(kernel="matern52", blur="delta", learn_bases="means+blur"),
-     "its exact form has no blur to learn"),
+     "blur='delta' has none (learn_bases='means')"),
     (SASPARegressor, dict(additive_groups=[[0, 1], [2, 3]], blur="fourier"),
      "additive_groups sums kernels over blurred bases"),
     (SASPARegressor, dict(term_weights=[1.0, 2.0]), "set additive_groups too"),

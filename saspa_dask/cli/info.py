@@ -100,8 +100,7 @@ def print_summary(summary, metrics_line):
         click.echo(f"{'at ' + format(record['seconds'], '.1f') + 's':>17}: {shown} "
                    f"({where}, {record['rows']} rows)")
     km = summary["kmeans"]
-    not_run = ("not run (features on the inputs' mean)" if summary["blur"] == "fourier-global"
-               else "not run (bases given)")
+    not_run = "not run (bases given, or frequency features on the inputs' mean)"
     click.echo(f"{'k-means':>17}: " + (not_run if km is None else
                                        f"converged {km['converged']}, {km['n_iter']} "
                                        "iterations"))

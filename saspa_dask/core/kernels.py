@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .bases import blur_diagonals
+from .blur_families import BASIS_FAMILIES, BLUR_FAMILIES, FOURIER_FAMILIES, blur_family
 from .kernel_sums import AdditiveKernel, restrict_blur
 from .fourier import fourier_cross_covariance, fourier_feature_covariance
 from .kernel_pairs import (delta_pair_sq, mixture_basis_covariance, scaled_blurs,
@@ -43,13 +44,6 @@ __all__ = [
     "scaled_sq_distances",
     "se_kernel",
 ]
-
-BLUR_FAMILIES = ("delta", "spherical", "diagonal", "full")
-# frequency features (:mod:`saspa_dask.core.fourier`): TFIFGP's, each with its own
-# centre ("fourier"), and FIFGP's, all centred on one point ("fourier-global")
-FOURIER_FAMILIES = ("fourier", "fourier-global")
-# what an estimator's ``blur`` accepts
-BASIS_FAMILIES = BLUR_FAMILIES + FOURIER_FAMILIES
 
 # Rows handled per matrix product when building Kt: at most _ROW_BLOCK, and fewer
 # when the row features (d (d + 1) / 2 + d + 1 floats a row, 2 d + 1 for diagonal
@@ -85,20 +79,7 @@ def blur_covariances(covs, family):
     ndarray of shape (M, d, d) for ``full`` given matrices, else (M, d) diagonals
     (:class:`~saspa_dask.core.bases.Basis` keeps diagonal blurs so)
     """
-    covs = np.asarray(covs, dtype=np.float64)
-    if family == "full":
-        return covs if covs.ndim == 2 else 0.5 * (covs + np.swapaxes(covs, 1, 2))
-    diag = blur_diagonals(covs)
-    n_bases, d = diag.shape
-    if family == "delta":
-        return np.zeros((n_bases, d))
-    if family in FOURIER_FAMILIES:  # one window for every feature: the mean spread
-        return np.repeat(diag.mean(axis=0, keepdims=True), n_bases, axis=0)
-    if family == "spherical":
-        return np.repeat(diag.mean(axis=1, keepdims=True), d, axis=1)
-    if family != "diagonal":
-        raise ValueError(f"blur must be one of {BLUR_FAMILIES}, got {family!r}")
-    return np.array(diag)
+    return blur_family(family).covariances(np.asarray(covs, dtype=np.float64))
 
 
 def se_kernel(X1, X2, lengthscale, signal_variance):

@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..core.bases import Basis, blur_diagonals, dense_blur
+from ..core.bases import Basis, blur_diagonals
+from ..core.blur_families import blur_family
 
 __all__ = ["LEARN_BASES", "LearntBases", "LearntFeatures"]
 
@@ -64,12 +65,12 @@ class LearntBases:
     scale: np.ndarray
 
     def __post_init__(self):
-        if self.blur and self.family == "delta":
-            raise ValueError("blur='delta' has no blur covariances to learn; use "
-                             "learn_bases='means'")
+        family = blur_family(self.family)
+        if self.blur:
+            family.width(1)  # a family without learnable blurs (delta) says so
         # one form per family: matrices for full blurs, diagonals for the others (an
         # M d x d stack is what wide tables cannot afford)
-        covs = dense_blur(self.covs) if self.family == "full" else blur_diagonals(self.covs)
+        covs = family.stored(self.covs)
         if self.blur:
             # a blur family's covariances must be positive definite to be learnt in
             # log / Cholesky form: lift exact zeros (a constant input) a little
@@ -93,34 +94,20 @@ class LearntBases:
         """Entries of :meth:`vector`."""
         return self.means.shape[0] * self.width
 
-    # -- the vector ------------------------------------------------------------------
-
-    def _blur_vector(self):
-        covs, d = self.covs, self.means.shape[1]
-        if self.family == "spherical":
-            return np.log(covs[:, 0])[:, None]
-        if self.family == "diagonal":
-            return np.log(covs)
-        R = np.linalg.cholesky(covs)
-        idx = np.arange(d)
-        R[:, idx, idx] = np.log(R[:, idx, idx])
-        iu, ju = np.tril_indices(d)
-        return R[:, iu, ju]
+    # -- the vector (the blur's part is the family's) --------------------------------
 
     def vector(self):
         """The unconstrained vector: scaled means, then the blur parameters, per basis."""
         parts = [self.means / self.scale]
         if self.blur:
-            parts.append(self._blur_vector())
+            parts.append(blur_family(self.family).vector(self.covs))
         return np.concatenate(parts, axis=1).ravel()
 
     @property
     def width(self):
         """Entries per basis in :meth:`vector`."""
         d = self.means.shape[1]
-        if not self.blur:
-            return d
-        return d + {"spherical": 1, "diagonal": d, "full": d * (d + 1) // 2}[self.family]
+        return d + (blur_family(self.family).width(d) if self.blur else 0)
 
     def from_vector(self, v):
         """A copy at the vector ``v``."""
@@ -129,77 +116,40 @@ class LearntBases:
         means = v[:, :d] * self.scale
         if not self.blur:
             return replace(self, means=means)
-        p = v[:, d:]
-        if self.family == "spherical":
-            covs = np.repeat(np.exp(p[:, :1]), d, axis=1)
-        elif self.family == "diagonal":
-            covs = np.exp(p)
-        else:
-            R = np.zeros((M, d, d))
-            iu, ju = np.tril_indices(d)
-            R[:, iu, ju] = p
-            idx = np.arange(d)
-            R[:, idx, idx] = np.exp(R[:, idx, idx])
-            covs = R @ np.swapaxes(R, 1, 2)
-        return replace(self, means=means, covs=covs)
+        return replace(self, means=means,
+                       covs=blur_family(self.family).from_vector(v[:, d:], d))
 
     def gradient(self, grad):
         """The gradient with respect to :meth:`vector`, from the gradient dict's
         ``means`` and ``covs``: the gradients with respect to the means and the
         (symmetric-matrix) gradients with respect to the blur covariances
         (:class:`~saspa_dask.core.kernel_gradients.KernelGradient`)."""
-        grad_means, grad_covs = grad["means"], grad["covs"]
-        parts = [grad_means * self.scale]
+        parts = [grad["means"] * self.scale]
         if self.blur:
-            d = self.means.shape[1]
-            idx = np.arange(d)
-            diag_g = blur_diagonals(grad_covs)
-            if self.family == "spherical":
-                parts.append((self.covs[:, 0] * diag_g.sum(axis=1))[:, None])
-            elif self.family == "diagonal":
-                parts.append(self.covs * diag_g)
-            else:
-                # C = R R^T: <G, dC> = 2 <G R, dR>; log diagonal: times R_kk
-                R = np.linalg.cholesky(self.covs)
-                gR = 2.0 * grad_covs @ R
-                gR[:, idx, idx] *= R[:, idx, idx]
-                iu, ju = np.tril_indices(d)
-                parts.append(gR[:, iu, ju])
+            parts.append(blur_family(self.family).chain(self.covs, grad["covs"]))
         return np.concatenate(parts, axis=1).ravel()
 
     def bounds(self):
         """(low, high) per entry of :meth:`vector`: means free, log blur variances in
         a box around the starting lengthscales, Cholesky off-diagonals free."""
-        M, d = self.means.shape
+        d = self.means.shape[1]
         rows = [(None, None)] * d
         if self.blur:
             l2 = np.log(self.scale**2)
             ten = math.log(10.0)
-            lo, hi = l2 - _BLUR_DECADES_BELOW * ten, l2 + _BLUR_DECADES_ABOVE * ten
-            if self.family == "spherical":
-                rows.append((float(lo.min()), float(hi.max())))
-            elif self.family == "diagonal":
-                rows += [(float(a), float(b)) for a, b in zip(lo, hi)]
-            else:
-                iu, ju = np.tril_indices(d)
-                rows += [(float(lo[i] / 2), float(hi[i] / 2)) if i == j else (None, None)
-                         for i, j in zip(iu, ju)]
-        return rows * M
+            rows += blur_family(self.family).bounds(l2 - _BLUR_DECADES_BELOW * ten,
+                                                    l2 + _BLUR_DECADES_ABOVE * ten)
+        return rows * self.means.shape[0]
 
     def names(self):
         """Names of the entries of :meth:`vector`."""
         M, d = self.means.shape
+        family = blur_family(self.family)
         names = []
         for j in range(M):
             names += [f"bases.means[{j},{k}]" for k in range(d)]
-            if not self.blur:
-                continue
-            if self.family == "spherical":
-                names.append(f"bases.log_width[{j}]")
-            elif self.family == "diagonal":
-                names += [f"bases.log_variance[{j},{k}]" for k in range(d)]
-            else:
-                names += [f"bases.cholesky[{j},{a},{b}]" for a, b in zip(*np.tril_indices(d))]
+            if self.blur:
+                names += family.names(j, d)
         return names
 
 

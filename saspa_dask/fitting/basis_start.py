@@ -16,7 +16,8 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from ..core.bases import Basis
-from ..core.kernels import FOURIER_FAMILIES, blur_covariances
+from ..core.blur_families import blur_family
+from ..core.kernels import blur_covariances
 from ..engines.kmeans import kmeans
 from .basis_parameters import LearntBases, LearntFeatures
 from .input_groups import resolve_lengthscale
@@ -42,20 +43,21 @@ def start_bases(X, *, n_bases, blur, bases, lengthscale, column_std, random_stat
         if bases.is_fourier:
             return _given_features(bases, blur), None
         basis, info = bases, None
-    elif blur == "fourier-global":
+    elif blur_family(blur).frequency and not blur_family(blur).centres_learnt:
         return _global_features(X, n_bases, column_std, spectral, lazy), None
     else:
         if n_bases > n_samples:
             raise ValueError(f"n_bases={n_bases} exceeds n_samples={n_samples}: use at "
                              "most one basis per training row")
         basis, info = kmeans(X, n_bases, random_state=random_state,
-                             full_covariances=blur == "full", lloyd_rows=lloyd_rows)
+                             full_covariances=blur_family(blur).dense,
+                             lloyd_rows=lloyd_rows)
         if basis.n_bases < n_bases:
             warnings.warn(f"K-means found {basis.n_bases} distinct clusters for "
                           f"n_bases={n_bases} (too few distinct points); using those",
                           UserWarning, stacklevel=6)
     covs = blur_covariances(basis.blur, blur)
-    if blur not in FOURIER_FAMILIES:
+    if not blur_family(blur).frequency:
         return Basis(basis.means, covs), info
     return spectral.features(basis.means, covs), info
 
@@ -93,10 +95,11 @@ def _global_features(X, n_bases, column_std, spectral, lazy):
 
 def _given_features(bases, blur):
     """``bases`` with frequencies, checked against ``blur``."""
-    if blur not in FOURIER_FAMILIES:
+    family = blur_family(blur)
+    if not family.frequency:
         raise ValueError("bases with frequencies are frequency features: use "
                          "blur='fourier' or blur='fourier-global'")
-    if blur == "fourier-global" and np.ptp(bases.means, axis=0).max() > 0:
+    if not family.centres_learnt and np.ptp(bases.means, axis=0).max() > 0:
         raise ValueError("blur='fourier-global' features share one centre, but the "
                          "given bases' means differ: use blur='fourier'")
     return bases
@@ -110,7 +113,7 @@ def learnt_start(basis, learn, blur, lengthscale):
     if basis.is_fourier:
         return LearntFeatures(basis.means, basis.frequencies, basis.phases,
                               basis.window_variance, learn == "means+blur", lengthscale,
-                              centres_learnt=blur == "fourier")
+                              centres_learnt=blur_family(blur).centres_learnt)
     return LearntBases(basis.means, basis.blur, blur, learn == "means+blur", lengthscale)
 
 
@@ -124,7 +127,7 @@ def restart_positions(learnt, n_restarts, blur, random_state):
 
     def positions(k, X):
         found, _ = kmeans(X, learnt.means.shape[0], random_state=int(seeds[k - 1]),
-                          full_covariances=blur == "full")
+                          full_covariances=blur_family(blur).dense)
         if found.n_bases != learnt.means.shape[0]:  # too few distinct points
             return learnt
         return replace(learnt, means=found.means, covs=blur_covariances(found.blur, blur))
@@ -146,7 +149,7 @@ def check_covariance_memory(n_bases, d, blur, memory=None):
     in memory: a full blur keeps M d x d matrices (and K-means as many scatter
     matrices); the other blurs keep (M, d) diagonals (:class:`~saspa_dask.core.bases.
     Basis`), so only a full blur is checked."""
-    if blur != "full":
+    if not blur_family(blur).dense:
         return
     memory = machine_memory() if memory is None else memory
     need = 2 * int(n_bases) * int(d) ** 2 * 8

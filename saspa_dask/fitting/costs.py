@@ -33,13 +33,14 @@ import time
 
 import numpy as np
 
+from ..core.blur_families import blur_family
 from . import policy
 
 __all__ = ["evaluation_flops", "evaluation_cost", "matmul_rate", "choose_blur"]
 
 def evaluation_flops(n, M, d, blur, learn_bases=False, kernel_terms=1):
     """Floating-point work of one optimiser evaluation (see the module docstring)."""
-    full = blur == "full"
+    full = blur_family(blur).dense
     rows = n * M * (d * d if full else d) * kernel_terms
     pairs = M * M * (d ** 3 if full else d) * kernel_terms
     extra = 2.0 if learn_bases == "means+blur" and full else 1.0
@@ -53,7 +54,7 @@ def _matmul_equivalent(n, M, d, blur, learn_bases, kernel_terms):
     rules = policy.POLICY
     costs = rules.term_costs
     learnt = {"means": 1, "means+blur": 2}.get(learn_bases, 0) * M * d
-    pairs = costs["delta_pairs" if blur == "delta" else "pairs"]
+    pairs = costs["pairs" if blur_family(blur).blurred else "delta_pairs"]
     return (costs["ep"] * rules.ep_passes * 2 * n * M * M
             + (costs["rows"] * n * M * d + pairs * M * M * d) * kernel_terms
             + costs["learnt"] * learnt)
@@ -80,7 +81,7 @@ def evaluation_cost(n, M, d, blur, learn_bases=False, kernel_terms=1):
     """``flops_per_evaluation`` and the expected ``seconds_per_evaluation`` on one core
     of this machine."""
     flops = evaluation_flops(n, M, d, blur, learn_bases, kernel_terms)
-    if blur == "full":
+    if blur_family(blur).dense:
         seconds = flops / (matmul_rate() * policy.POLICY.full_blur_efficiency)
     else:
         seconds = _matmul_equivalent(n, M, d, blur, learn_bases, kernel_terms) / matmul_rate()

@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from ..core.blur_families import blur_family
 from ..core.kernel_profiles import kernel_named
 from ..engines.cache_policy import choose_cache
 from ..engines.chunks import is_lazy
@@ -122,7 +123,7 @@ class FitRun:
             learnt["noise_variance"] = max(learnt["noise_variance"], plan.min_noise_variance)
         return Hyperparameters(
             lengthscale, float(signal_variance), learnt,
-            learn_blur_scale=bool(plan.learn_blur_scale) and self.report["blur_"] != "delta",
+            learn_blur_scale=bool(plan.learn_blur_scale) and blur_family(self.report["blur_"]).blurred,
             bases=learnt_start(basis, learn, self.report["blur_"], lengthscale),
             mean_offset=0.0 if learn_offset else None, noise_floor=plan.min_noise_variance,
             offset_scale=math.sqrt(float(centre[0] if centre is not None
@@ -244,7 +245,7 @@ class FitRun:
         bases on ``n_rows`` rows: (n, M, d, blur, learnt bases, kernel terms)."""
         blur = self.report["blur_"]
         M, d = basis.means.shape
-        terms = kernel_named(self.plan.kernel).n_terms(blurred=blur != "delta")
+        terms = kernel_named(self.plan.kernel).n_terms(blurred=blur_family(blur).blurred)
         return n_rows, M, d, blur, self.plan.learnt_bases, terms
 
     def announce_cost(self, n_rows, basis):

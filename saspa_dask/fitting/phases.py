@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import dask
 from sklearn.utils import check_random_state
 
-from ..core.kernels import FOURIER_FAMILIES
+from ..core.blur_families import blur_family
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from ..ep.driver import EPConvergenceWarning
@@ -285,7 +285,7 @@ def decide_exact_start(run, state, on_sample):
     from the data-driven start) is checked against one after
     (:mod:`saspa_dask.fitting.exact_start`)."""
     plan, n = run.plan, run.X.shape[0]
-    run.exact_start = run.report["blur_"] not in FOURIER_FAMILIES and \
+    run.exact_start = not blur_family(run.report["blur_"]).frequency and \
         exact_start_applies(plan, state.likelihood, state.hyper, n, on_sample)
     run.exact_check = not run.exact_start and exact_check_applies(
         plan, state.likelihood, state.hyper, n)

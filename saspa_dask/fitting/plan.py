@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ..core.threads import single_scipy_thread
 from ..core.bases import Basis
-from ..core.kernels import FOURIER_FAMILIES
+from ..core.blur_families import blur_family
 from ..core.likelihoods import powered
 from ..ep.approximation import approximation_named
 from ..ep.schedule import EPSchedule
@@ -150,20 +150,22 @@ class FitPlan:
         ValueError
             Naming the parameters that do not go together.
         """
-        learn, blur = self.learnt_bases, self.blur  # "auto" is never delta or features
+        learn, blur = self.learnt_bases, self.blur
+        family = None if blur == "auto" else blur_family(blur)  # auto: blurred points
+        frequency = family is not None and family.frequency
         if learn and not self.optimize_hyperparameters:
             raise ValueError(f"learn_bases={learn!r} needs optimize_hyperparameters=True "
                              "(the bases are learnt by the EP evidence)")
         if learn == "means+blur" and self.learn_blur_scale:
             raise ValueError("learn_blur_scale=True is redundant with "
                              "learn_bases='means+blur' (each basis learns its own blur)")
-        if self.kernel != "se" and blur in FOURIER_FAMILIES:
+        if self.kernel != "se" and frequency:
             raise ValueError(f"kernel={self.kernel!r}: frequency features "
                              f"(blur={blur!r}) are built on the SE kernel")
-        if self.kernel != "se" and blur == "delta" and learn == "means+blur":
-            raise ValueError(f"kernel={self.kernel!r} with blur='delta': its exact form "
-                             "has no blur to learn (learn_bases='means')")
-        if self.additive_groups is not None and blur in FOURIER_FAMILIES:
+        if learn == "means+blur" and family is not None and not family.blurred:
+            raise ValueError(f"learn_bases='means+blur' needs a blur family with "
+                             f"covariances; blur={blur!r} has none (learn_bases='means')")
+        if self.additive_groups is not None and frequency:
             raise ValueError("additive_groups sums kernels over blurred bases: not with "
                              f"frequency features (blur={blur!r})")
         if self.term_weights is not None and self.additive_groups is None:

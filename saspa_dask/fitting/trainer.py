@@ -19,6 +19,7 @@ from functools import partial
 import dask
 import numpy as np
 
+from ..core.blur_families import blur_family
 from ..core.bases import Basis, is_diagonal
 from ..core.kernels import basis_covariance
 from ..engines.chunks import is_lazy
@@ -217,7 +218,7 @@ class Trainer:
         """Whether the gradient at ``hyper`` needs off-diagonal second moments: full
         blur covariances, in use or being learnt."""
         bases = hyper.bases
-        learning_full = bases is not None and bases.blur and bases.family == "full"
+        learning_full = bases is not None and bases.blur and blur_family(bases.family).dense
         return self.full_blur or learning_full
 
 

@@ -71,9 +71,6 @@ def build_estimator(task=None, **options):
     if learn_bases not in (False, "auto", *LEARN_BASES):
         raise JobError(f"learn_bases must be 'none', 'auto' or one of "
                        f"{', '.join(LEARN_BASES)}, got {learn_bases!r}")
-    if learn_bases == "means+blur" and options.get("blur", "full") == "delta":
-        raise JobError("--learn-bases means+blur needs a blur family with covariances; "
-                       "blur 'delta' has none (use --learn-bases means)")
     options["learn_bases"] = learn_bases
     if learn_bases in LEARN_BASES:
         options["optimize_hyperparameters"] = True
