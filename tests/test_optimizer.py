@@ -83,6 +83,27 @@ def test_the_energy_rule_averages_the_last_iterations():
     assert StopRule(tol=0.0).converged(trace([0.0] * 10)) is None
 
 
+def test_each_iteration_says_how_far_the_energy_rule_is(capsys):
+    """The trace's window gain is the mean gain per row over the last WINDOW
+    iterations, computed here from the energies; learning stopped by the energy rule
+    stopped at the first iteration whose gain fell below tol; the progress line says
+    both numbers."""
+    from saspa_dask.fitting.progress import print_hyper
+
+    best, _, trace, info = optimize(quadratic(banana=300.0), START, tol=1e-4,
+                                    scale_rows=100)
+    assert info["stop_reason"] == "energy"  # a curved valley: the energy rule ends it
+    gains = [r["window_gain"] for r in trace]
+    assert gains[:WINDOW] == [None] * WINDOW and len(trace) > WINDOW + 2
+    for k in range(WINDOW, len(trace)):
+        mean = (trace[k]["log_evidence"] - trace[k - WINDOW]["log_evidence"]) / WINDOW
+        assert gains[k] == pytest.approx(mean / 100.0, rel=1e-12)
+    assert gains[-1] < 1e-4 and all(g >= 1e-4 for g in gains[WINDOW:-1])
+    print_hyper(trace[-1])
+    line = capsys.readouterr().err
+    assert f"(gain {gains[-1]:.1e}/row, stops below 1e-04)" in line
+
+
 def test_a_small_gradient_right_after_a_large_step_is_not_convergence():
     """The hostile pass's case: "converged: the projected gradient is below tol after 1
     iterations" while that iteration had moved the energy by 7.7%."""

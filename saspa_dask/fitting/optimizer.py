@@ -86,15 +86,23 @@ class StopRule:
         docstring)."""
         return max(float(self.scale_rows), 1.0)
 
+    def window_gain(self, trace):
+        """The energy's mean gain per iteration and row over the last :data:`WINDOW`
+        iterations (what the energy test compares with ``tol``), or None before
+        there are that many."""
+        if len(trace) <= WINDOW:
+            return None
+        gain = (trace[-1]["log_evidence"] - trace[-1 - WINDOW]["log_evidence"]) / WINDOW
+        return float(gain / self.scale())
+
     def converged(self, trace):
         """"energy", "gradient" or None for the trace so far."""
         if self.tol <= 0:
             return None
         last = trace[-1]
-        if len(trace) > WINDOW:
-            gain = (last["log_evidence"] - trace[-1 - WINDOW]["log_evidence"]) / WINDOW
-            if gain < self.tol * self.scale():
-                return "energy"
+        gain = self.window_gain(trace)
+        if gain is not None and gain < self.tol:
+            return "energy"
         # both recorded per row; a first small gradient right after a big step is not
         # convergence (L-BFGS-B's first step can land near a stationary point of a
         # line, not of the energy)
@@ -147,7 +155,9 @@ def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
     trace : list of dict
         Per accepted iteration: ``iteration``, ``log_evidence`` (the energy),
         ``relative_change`` (its gain over the iteration per row),
-        ``projected_gradient`` (the largest entry, per row likewise),
+        ``window_gain`` (its mean gain per row over the last :data:`WINDOW`
+        iterations, which stops learning below ``tol``; None before),
+        ``projected_gradient`` (the largest entry, per row likewise), ``tol``,
         ``hyperparameters``, ``n_evaluations`` so far, ``seconds``.
     info : dict
         ``n_evaluations``, ``n_iterations``, ``n_failed_evaluations``,
@@ -177,6 +187,7 @@ def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
         trace.append(_record(len(trace), -f, trace[-1]["log_evidence"],
                              _projected(x, g, lower, upper), start.from_log(x), objective,
                              rule))
+        trace[-1]["window_gain"] = rule.window_gain(trace)  # how far the stop rule is
         if callback is not None:
             callback(trace[-1])
         reason = rule.converged(trace)
@@ -235,7 +246,7 @@ def _record(iteration, energy, previous, gradient, hyper, objective, rule):
             "relative_change": None if previous is None else float((energy - previous) / scale),
             "projected_gradient": float(gradient / scale),
             "hyperparameters": hyper.as_dict(), "n_evaluations": objective.evaluations,
-            "seconds": objective.seconds()}
+            "seconds": objective.seconds(), "tol": float(rule.tol), "window_gain": None}
 
 
 def _projected(x, g, lower, upper):

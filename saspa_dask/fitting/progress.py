@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 __all__ = ["LOUD_ROWS", "phase_printer", "prediction_change_text", "print_hyper",
-           "print_sweep"]
+           "print_sweep", "stop_rule_text"]
 
 # fits of at least this many rows say what they are doing (phase lines on stderr) even
 # at verbose=0; verbose=False silences them
@@ -32,9 +32,18 @@ def print_hyper(record):
     change = "" if change is None else f"  change {change:+.2e}"
     print(f"[saspa] hyperparameter {start}iteration {record['iteration']:3d}  "
           f"energy {record['log_evidence']:.8g}{change}  "
-          f"gradient {record['projected_gradient']:.2e}  "
+          f"gradient {record['projected_gradient']:.2e}  {stop_rule_text(record)}"
           f"evaluations {record['n_evaluations']}  {record['seconds']:.1f}s",
           file=sys.stderr, flush=True)
+
+
+def stop_rule_text(record):
+    """How far learning's stop rule is: the energy's mean gain per row over the last
+    iterations against the tolerance it stops below (``window_gain``, ``tol``)."""
+    gain, tol = record.get("window_gain"), record.get("tol")
+    if gain is None or not tol:
+        return ""
+    return f"(gain {gain:.1e}/row, stops below {tol:.0e})  "
 
 
 def phase_printer(verbose, n_samples):
