@@ -191,6 +191,16 @@ def _recorded_durations():
         return {}
 
 
+_UNKNOWN_DURATION = set()
+
+
+def pytest_runtest_setup(item):
+    if item.nodeid in _UNKNOWN_DURATION:
+        pytest.fail(f"{item.nodeid} has no recorded duration in {DURATIONS_FILE.name}; run "
+                    "it with SASPA_RECORD_DURATIONS=/tmp/d.json and add the entry",
+                    pytrace=False)
+
+
 def pytest_collection_modifyitems(config, items):
     seconds = _recorded_durations()
     if os.environ.get("CI") == "true" and not os.environ.get("SASPA_RECORD_DURATIONS"):
@@ -198,10 +208,10 @@ def pytest_collection_modifyitems(config, items):
         # added without its duration fails CI (record with SASPA_RECORD_DURATIONS)
         unknown = [item.nodeid for item in items
                    if item.nodeid not in seconds and item.get_closest_marker("slow") is None]
-        if unknown and config.getoption("markexpr") == "not slow":
-            raise pytest.UsageError(f"{len(unknown)} tests have no recorded duration in "
-                                    f"{DURATIONS_FILE.name} (first: {unknown[0]}); run the "
-                                    "suite with SASPA_RECORD_DURATIONS=tests/durations.json")
+        if config.getoption("markexpr") == "not slow":
+            # failed one by one when they run: an error raised here would stop an xdist
+            # worker before it says why
+            _UNKNOWN_DURATION.update(unknown)
     per_file = {}
     for item in items:
         name = item.nodeid.split("::")[0]
