@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from ..core.blur_families import BASIS_FAMILIES, blur_family
+
 __all__ = ["print_data_summary", "print_summary"]
 
 # what learn_bases moved, for frequency features (saspa info)
@@ -100,7 +102,10 @@ def print_summary(summary, metrics_line):
         click.echo(f"{'at ' + format(record['seconds'], '.1f') + 's':>17}: {shown} "
                    f"({where}, {record['rows']} rows)")
     km = summary["kmeans"]
-    not_run = "not run (bases given, or frequency features on the inputs' mean)"
+    one_centre = (summary.get("blur") in BASIS_FAMILIES
+                  and not blur_family(summary["blur"]).centres_learnt)
+    not_run = ("not run (features on the inputs' mean)" if one_centre
+               else "not run (bases given)")
     click.echo(f"{'k-means':>17}: " + (not_run if km is None else
                                        f"converged {km['converged']}, {km['n_iter']} "
                                        "iterations"))
