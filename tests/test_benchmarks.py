@@ -399,3 +399,11 @@ def test_bench_exact_start_quick(tmp_path):
     assert [r["exact_start"] for r in runs] == [False, True]
     assert runs[0]["start"] is None and runs[1]["start"]["rows"] == 512
     assert all(r["rmse"] < 0.6 and r["n_train"] == 600 for r in runs)
+
+
+def test_bench_ep_sweeps_quick(tmp_path):
+    """One small run: the sweeps it reports are the history's, each with a change."""
+    _run("bench_ep_sweeps.py", "--quick", "--outdir", str(tmp_path))
+    run, = json.loads((tmp_path / "results" / "ep_sweeps.json").read_text())["runs"]
+    assert run["rows"] == 6000 and run["n_bases"] == 8
+    assert run["sweeps"] == len(run["change"]) >= 1 and 0 <= run["error"] < 0.5

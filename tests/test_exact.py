@@ -4,6 +4,7 @@
 import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
+from sklearn.utils._param_validation import InvalidParameterError
 
 from saspa_dask import FullGPClassifier, FullGPRegressor, load_model
 
@@ -22,8 +23,9 @@ def test_full_gp_classifier_equals_reference_dense_ep():
     X, y = _two_class(70, 0)
     Xs = np.random.default_rng(1).normal(size=(30, 2))
     ls, s2, jitter = np.array([0.9, 1.4]), 2.0, 1e-9
-    model = FullGPClassifier(lengthscale=ls, signal_variance=s2, jitter=jitter, tol=1e-12,
-                             max_sweeps=500, optimize_hyperparameters=False).fit(X, y)
+    model = FullGPClassifier(lengthscale=ls, signal_variance=s2, jitter=jitter,
+                             ep={"tol": 1e-12, "max_sweeps": 500},
+                             optimize_hyperparameters=False).fit(X, y)
     K = se(X, X, ls, s2) + jitter * s2 * np.eye(70)
     tau, nu, mu, Sigma, log_z = full_gp_ep(K, np.where(y == 1, 1.0, -1.0), probit_tilted)
     assert model.log_evidence_ == pytest.approx(log_z, rel=1e-7)
@@ -42,7 +44,7 @@ def test_full_gp_regressor_is_exact_gp_regression_at_its_learnt_optimum():
     X = rng.uniform(-3, 3, size=(60, 1))
     y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=60)
     Xs = np.linspace(-3, 3, 25)[:, None]
-    model = FullGPRegressor(jitter=1e-10, tol=1e-12, hyper_tol=1e-8).fit(X, y)
+    model = FullGPRegressor(jitter=1e-10, ep={"tol": 1e-12}, hyper_tol=1e-8).fit(X, y)
     ls, s2, noise = model.lengthscale_, model.signal_variance_, model.noise_variance_
     c = model.y_mean_  # the learnt constant mean
     yc = y - c
@@ -78,6 +80,24 @@ def test_full_gp_refuses_lazy_or_too_large_input(tmp_path):
     with pytest.raises(ValueError, match="dense method"):
         FullGPClassifier().fit(da.from_array(X, chunks=25), da.from_array(y, chunks=25))
     assert not hasattr(FullGPClassifier(), "partial_fit")
+
+
+def test_the_flat_ep_parameters_still_work_with_a_future_warning():
+    """ep_mode, damping, max_sweeps and tol (before ``ep=``) give the fit ``ep`` gives,
+    each with a FutureWarning naming its replacement; the full GP's EP is plain unless
+    asked (no Anderson step, no coarse start)."""
+    X, y = _two_class(60, 3)
+    fixed = dict(lengthscale=[1.0, 1.0], signal_variance=2.0, optimize_hyperparameters=False)
+    new = FullGPClassifier(ep={"mode": "sequential", "damping": 0.7, "tol": 1e-10},
+                           **fixed).fit(X, y)
+    with pytest.warns(FutureWarning) as caught:
+        old = FullGPClassifier(ep_mode="sequential", damping=0.7, tol=1e-10, **fixed).fit(X, y)
+    said = sorted(str(w.message) for w in caught if issubclass(w.category, FutureWarning))
+    assert len(said) == 3 and "ep={'mode': 'sequential'}" in said[1]
+    np.testing.assert_array_equal(old.sites_tau_, new.sites_tau_)
+    assert new.n_anderson_steps_ == 0 and new.coarse_start_ == []
+    with pytest.raises(InvalidParameterError, match="'ep' parameter of FullGPClassifier"):
+        FullGPClassifier(ep={"tol": -1.0}).fit(X, y)
 
 
 def test_full_gp_model_round_trips_through_the_store(tmp_path):

@@ -19,12 +19,15 @@ default 1e-6) acts as a tiny extra latent noise and is reported as ``jitter_``.
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import asdict
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils import _safe_indexing
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import (Hidden, Interval, InvalidParameterError,
+                                             StrOptions)
 from sklearn.utils.validation import validate_data
 
 from ..core.threads import single_scipy_thread
@@ -64,6 +67,7 @@ class _FullGP:
         self
         """
         self._reset()
+        schedule = self._schedule()  # a bad schedule fails before the data's checks
         if is_lazy(X):
             raise ValueError(f"{type(self).__name__} is a dense method: pass in-memory "
                              "arrays (use SASPAClassifier / SASPARegressor on Dask data)")
@@ -85,9 +89,7 @@ class _FullGP:
         sparse = self._SPARSE(
             **{name: getattr(self, name) for name in self._SHARED}, blur="delta",
             bases=Basis(np.array(X_checked, dtype=np.float64, copy=True)),
-            learn_bases=False, hyper_subsample=None,
-            ep=EPSchedule(self.ep_mode, self.damping, self.max_sweeps, self.tol,
-                          anderson_memory=0, coarse_start=False))
+            learn_bases=False, hyper_subsample=None, ep=schedule)
         sparse.fit(X, y)
         for name in (*self._REPORT_ATTRIBUTES, *self._REPORT_ARRAYS):
             if hasattr(sparse, name):
@@ -99,21 +101,50 @@ class _FullGP:
             self.feature_names_in_ = sparse.feature_names_in_
         return self
 
+    def _schedule(self):
+        """The EP schedule: ``ep`` over the full GP's own defaults (plain EP: no
+        Anderson acceleration, no coarse start), with the deprecated flat parameters
+        folded in (each with a FutureWarning)."""
+        given = self.ep
+        if isinstance(given, EPSchedule):
+            given = asdict(given)
+        fields = {**_FULL_EP, **(given or {})}
+        for flat, field in _FLAT_EP.items():
+            value = getattr(self, flat)
+            if not (isinstance(value, str) and value == "deprecated"):
+                warnings.warn(f"{type(self).__name__}({flat}=...) is deprecated and will "
+                              f"be removed in the next release; use ep={{'{field}': "
+                              f"{value!r}}}", FutureWarning, stacklevel=5)
+                fields[field] = value
+        try:
+            return EPSchedule(**fields)
+        except (TypeError, ValueError) as err:
+            raise InvalidParameterError(f"The 'ep' parameter of {type(self).__name__}: "
+                                        f"{err}") from None
+
     def _validated_rows(self, X, y):
         X, _ = validate_data(self, dense_rows(X), y, reset=True, dtype=np.float64, ensure_min_samples=2,
                              y_numeric=isinstance(self, PosteriorRegressorMixin))
         return X
 
 
+# the full GP's EP: plain (no Anderson acceleration, no coarse start) for the
+# reference method; the four flat parameters it took before ``ep`` (deprecated)
+_FULL_EP = {"anderson_memory": 0, "coarse_start": False}
+_FLAT_EP = {"ep_mode": "mode", "damping": "damping", "max_sweeps": "max_sweeps",
+            "tol": "tol"}
+_DEPRECATED = Hidden(StrOptions({"deprecated"}))
+
+
 def _constraints(sparse, names):
     """The sparse estimator's constraints of the parameters a full GP shares with it,
-    and the full GP's own (its EP schedule is four plain parameters: no coarse start
-    and no Anderson acceleration for the reference method)."""
+    and the full GP's own."""
     return {**{k: sparse._parameter_constraints[k] for k in names},
-            "ep_mode": [StrOptions({"parallel", "sequential"})],
-            "damping": [Interval(Real, 0, 1, closed="right"), None],
-            "max_sweeps": [Interval(Integral, 1, None, closed="left")],
-            "tol": [Interval(Real, 0, None, closed="neither")],
+            "ep": [EPSchedule, dict, None],
+            "ep_mode": [StrOptions({"parallel", "sequential"}), _DEPRECATED],
+            "damping": [Interval(Real, 0, 1, closed="right"), None, _DEPRECATED],
+            "max_sweeps": [Interval(Integral, 1, None, closed="left"), _DEPRECATED],
+            "tol": [Interval(Real, 0, None, closed="neither"), _DEPRECATED],
             "max_samples": [Interval(Integral, 1, None, closed="left")],
             "subset_of_data": ["boolean"],
             "random_state": ["random_state"]}
@@ -124,11 +155,13 @@ _FULL_PARAMS_DOC = """
         Starting SE-ARD lengthscales (default: ``std(X[:, k]) * sqrt(n_features)``).
     signal_variance : float, default=None
         Starting signal variance (classifier 1.0; regressor the variance of y).
-    ep_mode : {"parallel", "sequential"}, default="parallel"
-    damping : float in (0, 1], default=None
-    max_sweeps : int, default=100
-    tol : float, default=1e-6
-        Threshold on the undamped site change.
+    ep : EPSchedule or dict, default=None
+        How EP runs (:class:`EPSchedule`; a dict sets some of its fields).  The full
+        GP's defaults are plain EP: ``anderson_memory=0`` and ``coarse_start=False``
+        unless given; the other fields default as in :class:`EPSchedule`.
+    ep_mode, damping, max_sweeps, tol : deprecated
+        Use ``ep={"mode": ..., "damping": ..., "max_sweeps": ..., "tol": ...}``; each
+        still works, with a ``FutureWarning``, until the next release.
     jitter : float, default=1e-6
         Jitter relative to the signal variance on the N x N kernel matrix (raised
         tenfold while the Cholesky factorisation fails; the value used is
@@ -193,14 +226,15 @@ class FullGPClassifier(_FullGP, PosteriorClassifierMixin, PosteriorModel):
                "n_restarts_optimizer", "verbose")
 
     def __init__(self, *, likelihood="probit", label_noise=0.01, lengthscale=None,
-                 signal_variance=None, ep_mode="parallel", damping=None, max_sweeps=100,
-                 tol=1e-6, jitter=1e-6, optimize_hyperparameters=True, max_hyper_iter=500,
-                 hyper_tol=1e-4, max_fit_time=None, n_restarts_optimizer=0, max_samples=5000,
-                 subset_of_data=False, random_state=None, verbose=0):
+                 signal_variance=None, ep=None, jitter=1e-6, optimize_hyperparameters=True,
+                 max_hyper_iter=500, hyper_tol=1e-4, max_fit_time=None, n_restarts_optimizer=0, max_samples=5000,
+                 subset_of_data=False, random_state=None, verbose=0, ep_mode="deprecated",
+                 damping="deprecated", max_sweeps="deprecated", tol="deprecated"):
         self.likelihood = likelihood
         self.label_noise = label_noise
         self.lengthscale = lengthscale
         self.signal_variance = signal_variance
+        self.ep = ep
         self.ep_mode = ep_mode
         self.damping = damping
         self.max_sweeps = max_sweeps
@@ -256,11 +290,11 @@ class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
                "verbose")
 
     def __init__(self, *, likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
-                 center_y=True, learn_offset=True, lengthscale=None, signal_variance=None, ep_mode="parallel",
-                 damping=None, max_sweeps=100, tol=1e-6, jitter=1e-6,
-                 optimize_hyperparameters=True, max_hyper_iter=500, hyper_tol=1e-4,
+                 center_y=True, learn_offset=True, lengthscale=None, signal_variance=None,
+                 ep=None, jitter=1e-6, optimize_hyperparameters=True, max_hyper_iter=500, hyper_tol=1e-4,
                  max_fit_time=None, n_restarts_optimizer=0, max_samples=5000,
-                 subset_of_data=False, random_state=None, verbose=0):
+                 subset_of_data=False, random_state=None, verbose=0, ep_mode="deprecated",
+                 damping="deprecated", max_sweeps="deprecated", tol="deprecated"):
         self.likelihood = likelihood
         self.noise_variance = noise_variance
         self.dof = dof
@@ -269,6 +303,7 @@ class FullGPRegressor(_FullGP, PosteriorRegressorMixin, PosteriorModel):
         self.learn_offset = learn_offset
         self.lengthscale = lengthscale
         self.signal_variance = signal_variance
+        self.ep = ep
         self.ep_mode = ep_mode
         self.damping = damping
         self.max_sweeps = max_sweeps

@@ -32,10 +32,13 @@ def _ep_mode(attrs):
     params = attrs["params"]
     if attrs["format_version"] < 3:
         return attrs["ep"].get("mode")
+    flat = params.get("ep_mode")  # a full GP's (deprecated since ``ep``)
+    if flat is not None and flat != "deprecated":
+        return flat
     if "ep" in params:  # a settings record, a dict of some fields, or None
         ep = params["ep"] if isinstance(params["ep"], dict) else {}
         return ep.get("fields", ep).get("mode", "parallel")
-    return params.get("ep_mode")  # a full GP's; None for the one-pass estimators
+    return None  # the one-pass estimators
 
 
 def describe_model(path):
