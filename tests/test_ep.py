@@ -203,6 +203,51 @@ def test_anderson_acceleration_reaches_the_sequential_fixed_point_in_fewer_sweep
                                atol=1e-6 * np.abs(seq.alpha_).max())
 
 
+def test_grouped_sweeps_hold_the_posterior_of_their_sites_and_ep_fixed_point():
+    """Block Gauss-Seidel (groups of blocks, each from the posterior holding the groups
+    before it): after every sweep P - I and h are the sums over the engine's sites
+    recomputed from scratch, whether the run starts cold, from a given posterior or
+    from sites; and it ends at the fixed point of sweeps that update every block from
+    one posterior."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(700, 2))
+    y = np.where(X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=700) > 0, 1.0, -1.0)
+    means = X[::35]
+    covs = np.repeat(0.05 * np.eye(2)[None], len(means), axis=0)
+    ls, s2 = np.array([1.0, 1.0]), 20.0
+    L, _ = whiten(basis_covariance(means, covs, ls, s2), s2, 1e-8)
+    blocks = [make_block(X[i:i + 100], y[i:i + 100], means, covs, ls, s2, L)
+              for i in range(0, 700, 100)]
+    exact = run_ep(InMemoryEngine(blocks), Probit(), s2,
+                   EPSchedule(tol=1e-12, max_sweeps=500, groups=1, coarse_start=False,
+                              anderson_memory=0))
+    start = exact.posterior.scaled(0.5)
+    for how in ("cold", "start", "sites"):
+        for sweeps in (1, 2, 3, 5):
+            sites = None if how != "sites" else ([0.5 * t for t in exact.tau],
+                                                [0.5 * n for n in exact.nu])
+            engine = InMemoryEngine(blocks, sites=sites)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = run_ep(engine, Probit(), s2,
+                                EPSchedule(max_sweeps=sweeps, tol=1e-12, groups=3,
+                                           coarse_start=False),
+                                start=start if how == "start" else None)
+            A, b = engine.statistics()
+            np.testing.assert_allclose(A, result.posterior.chol @ result.posterior.chol.T
+                                       - np.eye(len(means)), rtol=0,
+                                       atol=1e-9 * np.abs(A).max())
+            np.testing.assert_allclose(b, result.posterior.h, rtol=0,
+                                       atol=1e-9 * np.abs(b).max())
+        grouped = run_ep(InMemoryEngine(blocks, sites=sites), Probit(), s2,
+                         EPSchedule(tol=1e-12, max_sweeps=500, groups=3, coarse_start=False),
+                         start=start if how == "start" else None)
+        assert grouped.converged and grouped.n_anderson_steps == 0
+        np.testing.assert_allclose(np.concatenate(grouped.tau), np.concatenate(exact.tau),
+                                   rtol=1e-8, atol=1e-10)
+        assert grouped.log_evidence == pytest.approx(exact.log_evidence, rel=1e-10)
+
+
 def test_anderson_posterior_is_the_posterior_of_its_mixed_sites():
     """Anderson mixes the statistics on the driver and the sites in the engine; they
     must stay one state: after every mixed sweep, P - I and h equal the sums over the
@@ -224,7 +269,8 @@ def test_anderson_posterior_is_the_posterior_of_its_mixed_sites():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = run_ep(engine, Probit(), s2, EPSchedule(max_sweeps=sweeps, tol=1e-12,
-                                                             anderson_memory=2, coarse_start=False))
+                                                             anderson_memory=2, coarse_start=False,
+                                                             groups=1))
         A, b = engine.statistics()
         np.testing.assert_allclose(A, result.posterior.chol @ result.posterior.chol.T
                                    - np.eye(len(means)), rtol=0, atol=1e-9 * np.abs(A).max())

@@ -143,14 +143,30 @@ def test_sequential_and_parallel_reach_one_fixed_point(blur, likelihood):
 
 
 def test_result_does_not_depend_on_block_size():
+    """Every block updated from one posterior (groups=1): the same sweeps whatever the
+    blocks.  In groups of blocks (the default 4 with enough blocks) the path changes
+    with the blocks, the fixed point does not."""
     rng = np.random.default_rng(5)
     X = rng.normal(size=(500, 4))
     y = (X[:, 0] * X[:, 1] > 0).astype(int)
-    fits = [SASPAClassifier(optimize_hyperparameters=False, n_bases=16, random_state=0, ep={"tol": 1e-10, "max_sweeps": 500, "coarse_start": False}, execution={"block_rows": rows}).fit(X, y) for rows in (500, 128, 77)]
+
+    def fit(rows, groups):
+        return SASPAClassifier(optimize_hyperparameters=False, n_bases=16, random_state=0,
+                               ep={"tol": 1e-10, "max_sweeps": 500, "coarse_start": False,
+                                   "groups": groups},
+                               execution={"block_rows": rows}).fit(X, y)
+
+    fits = [fit(rows, 1) for rows in (500, 128, 77)]
     for other in fits[1:]:
         assert other.n_sweeps_ == fits[0].n_sweeps_
         np.testing.assert_allclose(other.alpha_, fits[0].alpha_, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(other.sites_tau_, fits[0].sites_tau_, rtol=1e-9, atol=1e-12)
+    for rows in (128, 77):
+        grouped = fit(rows, 4)
+        assert grouped.n_anderson_steps_ == 0
+        np.testing.assert_allclose(grouped.alpha_, fits[0].alpha_, rtol=1e-7,
+                                   atol=1e-7 * np.abs(fits[0].alpha_).max())
+        assert grouped.log_evidence_ == pytest.approx(fits[0].log_evidence_, rel=1e-9)
 
 
 IONOSPHERE = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ionosphere.csv"

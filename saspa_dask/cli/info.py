@@ -103,7 +103,7 @@ def print_summary(summary, metrics_line):
                    f"({where}, {record['rows']} rows)")
     km = summary["kmeans"]
     one_centre = (summary.get("blur") in BASIS_FAMILIES
-                  and not blur_family(summary["blur"]).centres_learnt)
+                  and not blur_family(summary["blur"]).centres_learnt)  # FIFGP's
     not_run = ("not run (features on the inputs' mean)" if one_centre
                else "not run (bases given)")
     click.echo(f"{'k-means':>17}: " + (not_run if km is None else

@@ -45,6 +45,8 @@ class BlurFamily:
     dense = False
     #: frequency inducing features, not blurred points
     frequency = False
+    #: each basis has its own centre (K-means or given); False: all on one point
+    centres_learnt = True
 
     def __repr__(self):
         return f"blur_family({self.name!r})"

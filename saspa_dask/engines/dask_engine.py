@@ -240,9 +240,15 @@ class DaskEngine:
             return self._blocks
         return [delayed(relabel_block)(blk, self.label) for blk in self._blocks]
 
-    def _per_chunk(self, func, *args):
-        return [delayed(func)(blk, self._store, self.slot, start, stop, *args)
-                for blk, (start, stop) in zip(self._task_blocks(), self.bounds)]
+    def _per_chunk(self, func, *args, part=None):
+        chunks = range(len(self.bounds)) if part is None else range(part[0],
+                                                                    len(self.bounds), part[1])
+        blocks = self._task_blocks()
+        return [delayed(func)(blocks[i], self._store, self.slot, *self.bounds[i], *args)
+                for i in chunks]
+
+    def rows_in(self, part):
+        return sum(stop - start for start, stop in self.bounds[part[0]::part[1]])
 
     def reduce_chunks(self, func, *args):
         """``func(X_chunk, block, tau, nu, *args)`` at the current sites of every chunk,
@@ -257,15 +263,16 @@ class DaskEngine:
     def _reduce(self, summaries):
         return tree_reduce(summaries, _merge_two).compute()
 
-    def statistics(self):
-        summary = self._reduce(self._per_chunk(_statistics_task))
+    def statistics(self, part=None):
+        summary = self._reduce(self._per_chunk(_statistics_task, part=part))
         return summary.A, summary.b
 
-    def parallel_pass(self, posterior, likelihood, damping, signal_variance, ring_slot=None):
+    def parallel_pass(self, posterior, likelihood, damping, signal_variance, ring_slot=None,
+                      part=None):
         post = delayed(posterior)
         lik = delayed(likelihood)
         return self._reduce(self._per_chunk(_parallel_task, post, lik, damping,
-                                            signal_variance, ring_slot))
+                                            signal_variance, ring_slot, part=part))
 
     def mix_pending(self, weights):
         """Pending sites := the Anderson combination of the ring slots."""

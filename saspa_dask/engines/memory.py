@@ -46,22 +46,35 @@ class InMemoryEngine:
         memory = 0 if self.rings is None else self.rings[0].shape[1] - 1
         return InMemoryEngine(self.blocks[::stride], anderson_memory=memory)
 
-    def statistics(self):
+    def _indices(self, part):
+        return range(len(self.blocks)) if part is None else range(*part[:1], len(self.blocks),
+                                                                    part[1])
+
+    def rows_in(self, part):
+        return sum(self.blocks[i].y.shape[0] for i in self._indices(part))
+
+    def statistics(self, part=None):
         A = np.zeros((self.n_bases, self.n_bases))
         b = np.zeros(self.n_bases)
-        for block, t, n in zip(self.blocks, self.tau, self.nu):
-            dA, db = block_statistics(block.phi, t, n)
+        for i in self._indices(part):
+            dA, db = block_statistics(self.blocks[i].phi, self.tau[i], self.nu[i])
             A += dA
             b += db
         return A, b
 
-    def parallel_pass(self, posterior, likelihood, damping, signal_variance, ring_slot=None):
+    def parallel_pass(self, posterior, likelihood, damping, signal_variance, ring_slot=None,
+                      part=None):
         rings = self.rings if ring_slot is not None else [None] * len(self.blocks)
-        results = [parallel_chunk(b, t, n, posterior, likelihood, damping, signal_variance,
-                                  ring, ring_slot)
-                   for b, t, n, ring in zip(self.blocks, self.tau, self.nu, rings)]
-        self._pending = ([r[0] for r in results], [r[1] for r in results])
-        return merge_summaries(r[2] for r in results)
+        if self._pending is None:
+            self._pending = (list(self.tau), list(self.nu))
+        summaries = []
+        for i in self._indices(part):
+            tau, nu, summary = parallel_chunk(self.blocks[i], self.tau[i], self.nu[i],
+                                              posterior, likelihood, damping,
+                                              signal_variance, rings[i], ring_slot)
+            self._pending[0][i], self._pending[1][i] = tau, nu
+            summaries.append(summary)
+        return merge_summaries(summaries)
 
     def mix_pending(self, weights):
         """Pending sites := the Anderson combination of the ring slots."""

@@ -19,6 +19,7 @@ from scipy.linalg import LinAlgError
 from .acceleration import Anderson, CycleGuard
 from .engine import EPEngine
 from .posterior import Posterior
+from .sites import merge_summaries
 
 __all__ = ["EPConvergenceWarning", "EPResult", "PredictionWatch", "coarse_start",
            "ep_evidence", "run_ep"]
@@ -122,7 +123,7 @@ def _next_posterior(engine, summary, anderson, damping, A_old, b_old):
     return (*_accept(engine, summary.A, summary.b, A_old, b_old), False)
 
 
-def coarse_start(engine, likelihood, signal_variance, settings, callback=None):
+def coarse_start(engine, likelihood, signal_variance, settings, seed=None, probe=None):
     """A starting posterior for a cold parallel run: EP on a block subset, scaled.
 
     EP runs on every k-th block (recursively started the same way) to a loose
@@ -130,6 +131,13 @@ def coarse_start(engine, likelihood, signal_variance, settings, callback=None):
     start is P = I + (N / n_s) A_s, h = (N / n_s) h_s: each sampled row stands for
     N / n_s rows.  Parallel EP's first sweep then takes its cavities from this
     posterior instead of the prior, which skips most of the cold start's transient.
+
+    ``seed``: a posterior already standing for all rows (``Posterior.scale`` times
+    the rows it was fitted on, e.g. the learning sample's); the levels then stop where
+    a level has at most 10 times the seed's rows, and the coarsest starts from the seed.
+    Each level is a tenth of the next, so each level's first sweep starts at the same
+    distance from its fixed point whatever N is.  ``probe``: the levels also stop when
+    their predictions settle (:class:`PredictionWatch`).
 
     Returns
     -------
@@ -140,16 +148,17 @@ def coarse_start(engine, likelihood, signal_variance, settings, callback=None):
         coarsest first.
     """
     n_blocks = len(engine.blocks)
-    if n_blocks < _COARSE_MIN_BLOCKS:
-        return None, []
+    if n_blocks < _COARSE_MIN_BLOCKS or (seed is not None and seed.scale <= _COARSE_STRIDE):
+        return seed, []
     began = time.perf_counter()
     sub = engine.subset(min(_COARSE_STRIDE, n_blocks // 2))
-    inner, levels = coarse_start(sub, likelihood, signal_variance, settings)
+    inner_seed = None if seed is None else seed.scaled(sub.n_rows / engine.n_rows)
+    inner, levels = coarse_start(sub, likelihood, signal_variance, settings, inner_seed, probe)
     loose = replace(settings, tol=max(settings.tol, _COARSE_TOL), coarse_start=False)
     with warnings.catch_warnings():
         # a coarse run that stops early is still a starting point; it is reported
         warnings.simplefilter("ignore", EPConvergenceWarning)
-        result = run_ep(sub, likelihood, signal_variance, loose, start=inner)
+        result = run_ep(sub, likelihood, signal_variance, loose, start=inner, probe=probe)
     start = result.posterior.scaled(engine.n_rows / sub.n_rows)
     levels.append({"rows": int(sub.n_rows), "sweeps": result.n_sweeps,
                    "converged": bool(result.converged),
@@ -179,7 +188,9 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         scaled to all rows.  The sites, and so the fixed point, are EP's own from the
         first sweep on; only the starting point changes.  Without it, a cold parallel
         run with ``settings.coarse_start`` makes one with :func:`coarse_start` (not for
-        the Gaussian likelihood, whose sites do not depend on the cavity).
+        the Gaussian likelihood, whose sites do not depend on the cavity); with it,
+        when it stands for more than 10 times the rows it was fitted on, it seeds
+        :func:`coarse_start`'s levels.
     deadline : float, optional
         A ``time.perf_counter()`` value: after each sweep from the first on, the run
         stops unconverged (with a warning) when another sweep and the evidence pass
@@ -203,7 +214,7 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
     if settings.mode not in ("parallel", "sequential"):
         raise ValueError(f"ep_mode must be 'parallel' or 'sequential', got {settings.mode!r}")
     posterior, A, b, levels = _starting_point(engine, likelihood, signal_variance, settings,
-                                              start)
+                                              start, probe)
     watch = (PredictionWatch(probe, settings.prediction_tol)
              if probe is not None and settings.prediction_tol > 0
              and settings.mode == "parallel" else None)
@@ -257,18 +268,36 @@ def _sites_exact_in_one_sweep(likelihood):
     return bool(getattr(likelihood, "exact_sites", False))
 
 
-def _starting_point(engine, likelihood, signal_variance, settings, start):
+def _starting_point(engine, likelihood, signal_variance, settings, start, probe):
     """(posterior, A, b, coarse levels) the first sweep starts from."""
     M = engine.n_bases
     A, b = (np.zeros((M, M)), np.zeros(M)) if engine.is_cold else engine.statistics()
     posterior = Posterior.from_statistics(A, b)
     levels = []
-    if (start is None and settings.coarse_start and settings.mode == "parallel"
-            and engine.is_cold and not _sites_exact_in_one_sweep(likelihood)):
-        start, levels = coarse_start(engine, likelihood, signal_variance, settings)
+    if ((start is None or start.scale > _COARSE_STRIDE) and settings.coarse_start
+            and settings.mode == "parallel" and engine.is_cold
+            and not _sites_exact_in_one_sweep(likelihood)):
+        start, levels = coarse_start(engine, likelihood, signal_variance, settings, start,
+                                     probe)
     if start is not None and engine.is_cold:
         posterior = start
     return posterior, A, b, levels
+
+
+def _group_shares(engine, posterior, groups):
+    """Per group of blocks: (what it adds to the starting posterior's statistics, the
+    statistics of its current sites).  A cold engine's groups share a given start's
+    statistics by their rows (each row stands for its share of all rows) and have zero
+    sites; a warm engine's are its sites' own."""
+    parts = [(g, groups) for g in range(groups)]
+    if not engine.is_cold:
+        shares = [engine.statistics(part) for part in parts]
+        return shares, shares
+    M = engine.n_bases
+    A = posterior.chol @ posterior.chol.T - np.eye(M)
+    fractions = [engine.rows_in(part) / engine.n_rows for part in parts]
+    return ([(f * A, f * posterior.h) for f in fractions],
+            [(np.zeros((M, M)), np.zeros(M)) for _ in parts])
 
 
 class _Sweeps:
@@ -283,9 +312,13 @@ class _Sweeps:
         self.posterior, self.A, self.b = posterior, A, b
         self.guard = CycleGuard(settings.step)
         self.damping = self.guard.damping
+        self.groups = (settings.groups if settings.mode == "parallel"
+                       and len(engine.blocks) >= settings.groups else 1)
         self.anderson = (Anderson(settings.anderson_memory)
                          if settings.mode == "parallel" and settings.anderson_memory > 0
-                         else None)
+                         and self.groups == 1 else None)
+        if self.groups > 1:
+            self.shares, self.site_shares = _group_shares(engine, posterior, self.groups)
         self.history, self.converged, self.final = [], False, None
         self.stopped_by_time = False
 
@@ -315,6 +348,8 @@ class _Sweeps:
         return record
 
     def _parallel(self):
+        if self.groups > 1:
+            return self._grouped()
         slot = None if self.anderson is None else self.anderson.slot
         summary = self.engine.parallel_pass(self.posterior, self.likelihood, self.damping,
                                             self.s2, ring_slot=slot)
@@ -322,6 +357,18 @@ class _Sweeps:
         evidence = ep_evidence(self.posterior, summary.evidence_terms)
         if self.history:
             self.history[-1]["log_evidence"] = evidence
+        residual = self._check_convergence(summary)
+        if self.converged:
+            self.final = evidence
+            return summary, 0, False, evidence, residual
+        self.posterior, self.A, self.b, halvings, mixed = _next_posterior(
+            self.engine, summary, self.anderson, self.damping, self.A, self.b)
+        self.engine.commit()
+        return summary, halvings, mixed, evidence, residual
+
+    def _check_convergence(self, summary):
+        """Sets ``converged`` (and what decided it); returns the prediction rule's
+        residual (None without a probe)."""
         self.converged = summary.change < self.settings.tol
         residual = None
         if self.watch is not None and not self.converged:
@@ -332,13 +379,38 @@ class _Sweeps:
                 # the posterior this sweep started from is EP's fixed point to the
                 # tolerance, where predictions are concerned: it is the result
                 self.converged, self.converged_on = True, "predictions"
+        return residual
+
+    def _grouped(self):
+        """A parallel sweep in groups of blocks (block Gauss-Seidel): each group's
+        sites from the posterior that holds the groups updated before it.  Its
+        evidence terms belong to several posteriors: the run's evidence comes from an
+        evaluation pass at the end."""
+        groups, A, b = self.groups, sum(a for a, _ in self.shares), sum(h for _, h in self.shares)
+        current, parts = self.posterior, []
+        for g in range(groups):
+            part = self.engine.parallel_pass(current, self.likelihood, self.damping, self.s2,
+                                             part=(g, groups))
+            parts.append(part)
+            A, b = A + part.A - self.shares[g][0], b + part.b - self.shares[g][1]
+            if g < groups - 1:
+                try:
+                    current = Posterior.from_statistics(A, b)
+                except LinAlgError:
+                    pass  # the rest of this sweep from the last positive definite one
+        summary = merge_summaries(parts)
+        residual = self._check_convergence(summary)
         if self.converged:
-            self.final = evidence
-            return summary, 0, False, evidence, residual
-        self.posterior, self.A, self.b, halvings, mixed = _next_posterior(
-            self.engine, summary, self.anderson, self.damping, self.A, self.b)
+            return summary, 0, False, None, residual
+        self.posterior, self.A, self.b, halvings = _accept(self.engine, summary.A, summary.b,
+                                                           self.A, self.b)
+        pending = [(part.A, part.b) for part in parts]
+        for _ in range(halvings):  # as the engine halved the pending sites
+            pending = [(0.5 * (a + a0), 0.5 * (h + h0))
+                       for (a, h), (a0, h0) in zip(pending, self.site_shares)]
+        self.shares = self.site_shares = pending
         self.engine.commit()
-        return summary, halvings, mixed, evidence, residual
+        return summary, halvings, False, None, residual
 
     def _sequential(self):
         summary = self.engine.sequential_pass(self.posterior, self.likelihood, self.damping,

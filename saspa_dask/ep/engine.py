@@ -43,12 +43,19 @@ class EPEngine(Protocol):
     @property
     def blocks(self) -> list: ...
 
-    def statistics(self) -> tuple[np.ndarray, np.ndarray]:
-        """(A, b) = (Phi^T T Phi, Phi^T nu) of the current sites."""
+    def statistics(self, part: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(A, b) = (Phi^T T Phi, Phi^T nu) of the current sites (of the blocks of
+        ``part``, see :meth:`parallel_pass`)."""
 
     def parallel_pass(self, posterior: Posterior, likelihood: Any, damping: float,
-                      signal_variance: float, ring_slot: int | None = None) -> PassSummary:
-        """Every block's damped new sites against one posterior (written as pending)."""
+                      signal_variance: float, ring_slot: int | None = None,
+                      part: tuple[int, int] | None = None) -> PassSummary:
+        """Every block's damped new sites against one posterior (written as pending);
+        with ``part = (g, G)`` only blocks ``g, g + G, g + 2G, ...`` (the other blocks'
+        pending sites are left as they are)."""
+
+    def rows_in(self, part: tuple[int, int]) -> int:
+        """The number of rows in the blocks of ``part``."""
 
     def sequential_pass(self, posterior: Posterior, likelihood: Any, damping: float,
                         signal_variance: float) -> PassSummary:

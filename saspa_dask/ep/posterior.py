@@ -27,11 +27,15 @@ class Posterior:
     h : ndarray of shape (M,)
     mean : ndarray of shape (M,)
         mu_v = P^{-1} h.
+    scale : float
+        How many rows each row of the sites behind it stands for (1 but for
+        :meth:`scaled` posteriors).
     """
 
     chol: np.ndarray
     h: np.ndarray
     mean: np.ndarray
+    scale: float = 1.0
 
     @classmethod
     def prior(cls, n_bases):
@@ -52,7 +56,9 @@ class Posterior:
         """The posterior whose site sums are ``factor`` times this one's: sites on n
         rows standing for ``factor * n`` rows (a start for EP on all of them)."""
         A = self.chol @ self.chol.T - np.eye(self.chol.shape[0])
-        return Posterior.from_statistics(factor * A, factor * self.h)
+        scaled = Posterior.from_statistics(factor * A, factor * self.h)
+        scaled.scale = self.scale * factor
+        return scaled
 
     @cached_property
     def inverse_chol_t(self):

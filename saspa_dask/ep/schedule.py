@@ -58,6 +58,16 @@ class EPSchedule:
         ``ep_stop_reason_ == "predictions"``.  0 leaves the decision to ``tol``
         alone.  EP inside learning (where the gradient needs the sites' fixed point)
         is never stopped this way.
+    groups : int, default=4
+        Parallel EP only: the row blocks (``block_rows`` in memory, chunks on Dask) are
+        updated in ``groups`` interleaved groups (blocks g, g + groups, ...), one after
+        another, each from the posterior that already holds the groups before it
+        (block Gauss-Seidel); a sweep is still one pass over the rows, in ``groups``
+        map-reduce rounds.  Updating every block from one posterior (``groups=1``)
+        overshoots on many rows: all sites move together.  Used with at least
+        ``groups`` blocks, else one group; with more than one group the sweep's
+        evidence is not free (one evaluation pass at the end) and there is no
+        Anderson acceleration.  The fixed point is the same.
     coarse_start : bool, default=True
         Start a cold parallel EP run from EP on every 10th row block (recursively
         started the same way), its site sums scaled to all rows.  This skips most of
@@ -80,6 +90,7 @@ class EPSchedule:
     anderson_memory: int = 3
     coarse_start: bool = True
     prediction_tol: float = 1e-4
+    groups: int = 4
 
     def __post_init__(self):
         name = type(self).__name__
@@ -95,6 +106,7 @@ class EPSchedule:
                     and self.tol > 0, name, "tol", "a float > 0", self.tol)
         check_field(is_whole(self.anderson_memory, 0), name, "anderson_memory",
                     "an integer >= 0", self.anderson_memory)
+        check_field(is_whole(self.groups, 1), name, "groups", "an integer >= 1", self.groups)
         check_field(isinstance(self.coarse_start, bool), name, "coarse_start", "a bool",
                self.coarse_start)
         check_field(isinstance(self.prediction_tol, Real)
