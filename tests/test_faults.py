@@ -44,7 +44,10 @@ def test_worker_killed_during_training(cluster):
     X, y = synthetic_two_class(8_000, 4, seed=2)
     bases = Basis(X[:20], None)
     Xd, yd = da.from_array(X, chunks=(2_000, 4)), da.from_array(y, chunks=2_000)
-    reference = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=2.0, ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False}).fit(X, y)
+    # in memory with blocks of the chunks' rows: the same groups of blocks, the same path
+    reference = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=2.0,
+                                ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False},
+                                execution={"block_rows": 2_000}).fit(X, y)
     killed = []
     with Client(cluster, timeout=30) as client:
         client.wait_for_workers(2, timeout=60)
@@ -81,7 +84,7 @@ def test_every_worker_killed_at_once_during_training(cluster):
     Xd, yd = da.from_array(X, chunks=(1_000, 4)), da.from_array(y, chunks=1_000)
     settings = dict(optimize_hyperparameters=False, bases=bases, lengthscale=2.0,
                     ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False})
-    reference = SASPAClassifier(**settings).fit(X, y)
+    reference = SASPAClassifier(**settings, execution={"block_rows": 1_000}).fit(X, y)
     killed = []
     with Client(cluster, timeout=30) as client:
         client.wait_for_workers(2, timeout=60)
@@ -231,7 +234,7 @@ def test_blocks_larger_than_the_workers_memory_are_rebuilt_not_cached(tmp_path):
     finally:
         stop_cluster(started)
     assert "cache: blocks rebuilt every sweep" in said[0], said[0][-2000:]
-    reference = SASPAClassifier(**settings).fit(X, y)
+    reference = SASPAClassifier(**settings, execution={"block_rows": 40_000}).fit(X, y)
     assert model.n_sweeps_ == reference.n_sweeps_
     np.testing.assert_allclose(model.alpha_, reference.alpha_, rtol=1e-8,
                                atol=1e-8 * np.abs(reference.alpha_).max())
