@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import click
 
-from ..core.blur_families import BASIS_FAMILIES, blur_family
-
 __all__ = ["print_data_summary", "print_summary"]
 
 # what learn_bases moved, for frequency features (saspa info)
@@ -102,6 +100,8 @@ def print_summary(summary, metrics_line):
         click.echo(f"{'at ' + format(record['seconds'], '.1f') + 's':>17}: {shown} "
                    f"({where}, {record['rows']} rows)")
     km = summary["kmeans"]
+    from ..core.blur_families import BASIS_FAMILIES, blur_family  # numpy: not for --help
+
     one_centre = (summary.get("blur") in BASIS_FAMILIES
                   and not blur_family(summary["blur"]).centres_learnt)  # FIFGP's
     not_run = ("not run (features on the inputs' mean)" if one_centre

@@ -66,8 +66,8 @@ class EPSchedule:
         map-reduce rounds.  Updating every block from one posterior (``groups=1``)
         overshoots on many rows: all sites move together.  Used with at least
         ``groups`` blocks, else one group; with more than one group the sweep's
-        evidence is not free (one evaluation pass at the end) and there is no
-        Anderson acceleration.  The fixed point is the same.
+        evidence is not free (one evaluation pass at the end).  The fixed point is
+        the same.
     coarse_start : bool, default=True
         Start a cold parallel EP run from EP on every 10th row block (recursively
         started the same way), its site sums scaled to all rows.  This skips most of

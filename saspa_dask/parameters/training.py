@@ -26,6 +26,10 @@ _EP_FIELDS = (
               "sample also stops when its predictions have settled: the mean KL "
               "divergence between two sweeps' latent predictions on 4,096 sample rows "
               "below this (0: the site change alone decides).", "ep", "prediction_tol"),
+    Parameter("ep_groups", int, 4, "Parallel EP updates the chunks in this many "
+              "interleaved groups, each from the posterior holding the groups before it "
+              "(1: every chunk from one posterior); the fixed point is the same.", "ep",
+              "groups"),
     Parameter("coarse_start", bool, True, "Start parallel EP from EP on every 10th chunk "
               "(recursively), scaled to all rows; the fixed point is the same.", "ep",
               "coarse_start", off_flags=("--cold-start",)),
