@@ -104,8 +104,10 @@ def test_train_poisson_with_learnt_hyperparameters(tmp_path, threads_client):
 
 
 def test_train_anderson_memory_flag_reaches_the_model(tmp_path, threads_client):
-    """--anderson-memory 0 trains plain EP; the default mixes sweeps; both reach the
-    same fixed point (same tolerance) and the store records the setting and counts."""
+    """--anderson-memory 0 trains plain EP; the default mixes sweeps (with every chunk
+    updated from one posterior, --ep-groups 1: Anderson is not used over grouped
+    sweeps); both reach the same fixed point (same tolerance) and the store records the
+    setting and counts."""
     from saspa_dask import load_model
     from saspa_dask.datasets import synthetic_two_class
 
@@ -113,11 +115,11 @@ def test_train_anderson_memory_flag_reaches_the_model(tmp_path, threads_client):
     data = _ingested(tmp_path, X, y)
     res = _saspa("train", "--fixed-hyperparameters", str(data), "--out",
                  str(tmp_path / "m0.zarr"), "--n-bases", "16", "--signal-variance", "30",
-                 "--tol", "1e-9", "--cold-start", "--anderson-memory", "0")
+                 "--tol", "1e-9", "--cold-start", "--anderson-memory", "0", "--ep-groups", "1")
     assert res.returncode == 0, res.stderr
     # the default memory, by the job function the command calls (in this process)
     jobs.train(data, tmp_path / "m3.zarr", n_bases=16, signal_variance=30.0, tol=1e-9,
-               anderson_memory=3,
+               anderson_memory=3, ep_groups=1,
                coarse_start=False, optimize_hyperparameters=False, client=threads_client)
     plain, fast = load_model(tmp_path / "m0.zarr"), load_model(tmp_path / "m3.zarr")
     assert plain.ep["anderson_memory"] == 0 and plain.n_anderson_steps_ == 0

@@ -93,17 +93,15 @@ class Anderson:
         self.start = _ANDERSON_START
         self.damping = None
         self.steps = self.restarts = 0
-        self.last_weights = None
 
-    def record(self, summary, damping, parts=None):
-        """Take in the pass that wrote ring slot ``self.slot`` (``parts``: the
-        statistics of each group of blocks, for a grouped sweep)."""
+    def record(self, summary, damping):
+        """Take in the pass that wrote ring slot ``self.slot``."""
         s = self.slot
         if self.damping is not None and damping != self.damping:
             self.restart()  # G changed with the damping: old steps do not belong to it
         self.damping = damping
         self.gram[s, :] = self.gram[:, s] = summary.dots
-        self.stats[s] = (summary.A, summary.b, parts)
+        self.stats[s] = (summary.A, summary.b)
         if s in self.window:
             self.window.remove(s)
         self.window.append(s)
@@ -115,12 +113,7 @@ class Anderson:
         self.window = self.window[-1:]
 
     def weights(self, change):
-        """Ring weights of the next sites, or None for the plain step (kept as
-        ``last_weights``)."""
-        self.last_weights = self._weights(change)
-        return self.last_weights
-
-    def _weights(self, change):
+        """Ring weights of the next sites, or None for the plain step."""
         grew = change > _ANDERSON_GROWTH * self.last_change
         if grew and len(self.window) > 1:
             # mixing made things worse: EP is not linear enough here yet
@@ -150,11 +143,4 @@ class Anderson:
         b = sum(weights[j] * self.stats[j][1] for j in used)
         return A, b
 
-    def mixed_parts(self, weights):
-        """Each group's statistics of the mixed sites (grouped sweeps)."""
-        used = np.flatnonzero(weights)
-        groups = len(self.stats[used[0]][2])
-        return [(sum(weights[j] * self.stats[j][2][g][0] for j in used),
-                 sum(weights[j] * self.stats[j][2][g][1] for j in used))
-                for g in range(groups)]
 
