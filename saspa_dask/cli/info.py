@@ -100,12 +100,8 @@ def print_summary(summary, metrics_line):
         click.echo(f"{'at ' + format(record['seconds'], '.1f') + 's':>17}: {shown} "
                    f"({where}, {record['rows']} rows)")
     km = summary["kmeans"]
-    from ..core.blur_families import BASIS_FAMILIES, blur_family  # numpy: not for --help
-
-    one_centre = (summary.get("blur") in BASIS_FAMILIES
-                  and not blur_family(summary["blur"]).centres_learnt)  # FIFGP's
-    not_run = ("not run (features on the inputs' mean)" if one_centre
-               else "not run (bases given)")
+    not_run = ("not run (features on the inputs' mean)"
+               if summary.get("features_on_one_centre") else "not run (bases given)")
     click.echo(f"{'k-means':>17}: " + (not_run if km is None else
                                        f"converged {km['converged']}, {km['n_iter']} "
                                        "iterations"))

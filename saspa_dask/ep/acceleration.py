@@ -83,25 +83,27 @@ class Anderson:
     """Anderson acceleration's driver side (module constants): the Gram matrix of the
     remembered steps and their statistics, ring slots in age order, the weights."""
 
-    def __init__(self, memory):
+    def __init__(self, memory, start=None):
         size = memory + 1
         self.gram = np.zeros((size, size))
         self.stats = [None] * size
         self.window = []
         self.slot = 0
         self.last_change = np.inf
-        self.start = _ANDERSON_START
+        self.start = _ANDERSON_START if start is None else start
         self.damping = None
         self.steps = self.restarts = 0
+        self.last_weights = None
 
-    def record(self, summary, damping):
-        """Take in the pass that wrote ring slot ``self.slot``."""
+    def record(self, summary, damping, parts=None):
+        """Take in the pass that wrote ring slot ``self.slot`` (``parts``: the
+        statistics of each group of blocks, for a grouped sweep)."""
         s = self.slot
         if self.damping is not None and damping != self.damping:
             self.restart()  # G changed with the damping: old steps do not belong to it
         self.damping = damping
         self.gram[s, :] = self.gram[:, s] = summary.dots
-        self.stats[s] = (summary.A, summary.b)
+        self.stats[s] = (summary.A, summary.b, parts)
         if s in self.window:
             self.window.remove(s)
         self.window.append(s)
@@ -113,7 +115,12 @@ class Anderson:
         self.window = self.window[-1:]
 
     def weights(self, change):
-        """Ring weights of the next sites, or None for the plain step."""
+        """Ring weights of the next sites, or None for the plain step (kept as
+        ``last_weights``)."""
+        self.last_weights = self._weights(change)
+        return self.last_weights
+
+    def _weights(self, change):
         grew = change > _ANDERSON_GROWTH * self.last_change
         if grew and len(self.window) > 1:
             # mixing made things worse: EP is not linear enough here yet
@@ -143,4 +150,11 @@ class Anderson:
         b = sum(weights[j] * self.stats[j][1] for j in used)
         return A, b
 
+    def mixed_parts(self, weights):
+        """Each group's statistics of the mixed sites (grouped sweeps)."""
+        used = np.flatnonzero(weights)
+        groups = len(self.stats[used[0]][2])
+        return [(sum(weights[j] * self.stats[j][2][g][0] for j in used),
+                 sum(weights[j] * self.stats[j][2][g][1] for j in used))
+                for g in range(groups)]
 

@@ -34,6 +34,7 @@ _TINY = np.finfo(float).tiny
 _COARSE_STRIDE = 10
 _COARSE_MIN_BLOCKS = 4
 _COARSE_TOL = 1e-2
+_GROUPED_ANDERSON_START = 1e-2
 
 
 class EPConvergenceWarning(UserWarning):
@@ -103,12 +104,12 @@ def _accept(engine, A_new, b_new, A_old, b_old):
             A_new, b_new = 0.5 * (A_new + A_old), 0.5 * (b_new + b_old)
 
 
-def _next_posterior(engine, summary, anderson, damping, A_old, b_old):
+def _next_posterior(engine, summary, anderson, damping, A_old, b_old, parts=None):
     """Posterior of the next sweep: the Anderson combination where it applies and is
     positive definite, else the plain step (:func:`_accept`).  Returns ``(posterior,
-    A, b, halvings, mixed)``."""
+    A, b, halvings, mixed)``; ``parts``: a grouped sweep's statistics by group."""
     if anderson is not None:
-        anderson.record(summary, damping)
+        anderson.record(summary, damping, parts)
         weights = anderson.weights(summary.change)
         if weights is not None:
             A, b = anderson.mixed_statistics(weights)
@@ -314,10 +315,12 @@ class _Sweeps:
         self.damping = self.guard.damping
         self.groups = (settings.groups if settings.mode == "parallel"
                        and len(engine.blocks) >= settings.groups else 1)
-        # measured: Anderson over grouped sweeps cost sweeps (benchmarks/RESULTS.md)
-        self.anderson = (Anderson(settings.anderson_memory)
+        # over grouped sweeps Anderson waits for the linear tail (a site change below
+        # 1e-2): mixing earlier cost sweeps (benchmarks/RESULTS.md)
+        self.anderson = (Anderson(settings.anderson_memory,
+                                  None if self.groups == 1 else _GROUPED_ANDERSON_START)
                          if settings.mode == "parallel" and settings.anderson_memory > 0
-                         and self.groups == 1 else None)
+                         else None)
         if self.groups > 1:
             self.shares, self.site_shares = _group_shares(engine, posterior, self.groups)
         self.history, self.converged, self.final = [], False, None
@@ -389,9 +392,10 @@ class _Sweeps:
         evaluation pass at the end."""
         groups, A, b = self.groups, sum(a for a, _ in self.shares), sum(h for _, h in self.shares)
         current, parts = self.posterior, []
+        slot = None if self.anderson is None else self.anderson.slot
         for g in range(groups):
             part = self.engine.parallel_pass(current, self.likelihood, self.damping, self.s2,
-                                             part=(g, groups))
+                                             ring_slot=slot, part=(g, groups))
             parts.append(part)
             A, b = A + part.A - self.shares[g][0], b + part.b - self.shares[g][1]
             if g < groups - 1:
@@ -403,15 +407,17 @@ class _Sweeps:
         residual = self._check_convergence(summary)
         if self.converged:
             return summary, 0, False, None, residual
-        self.posterior, self.A, self.b, halvings = _accept(self.engine, summary.A, summary.b,
-                                                           self.A, self.b)
         pending = [(part.A, part.b) for part in parts]
+        self.posterior, self.A, self.b, halvings, mixed = _next_posterior(
+            self.engine, summary, self.anderson, self.damping, self.A, self.b, pending)
+        if mixed:
+            pending = self.anderson.mixed_parts(self.anderson.last_weights)
         for _ in range(halvings):  # as the engine halved the pending sites
             pending = [(0.5 * (a + a0), 0.5 * (h + h0))
                        for (a, h), (a0, h0) in zip(pending, self.site_shares)]
         self.shares = self.site_shares = pending
         self.engine.commit()
-        return summary, halvings, False, None, residual
+        return summary, halvings, mixed, None, residual
 
     def _sequential(self):
         summary = self.engine.sequential_pass(self.posterior, self.likelihood, self.damping,

@@ -43,8 +43,8 @@ class EPSchedule:
         (Walker & Ni 2011), once the site change is below 1; the history restarts when
         the change grows or the mixed posterior is not positive definite, and a change
         that grew after mixing defers mixing to a 10 times smaller change.  It speeds
-        up slow linear convergence and cycles and keeps the fixed point; not with
-        ``groups`` > 1.  Costs
+        up slow linear convergence and cycles and keeps the fixed point (with
+        ``groups`` > 1, from a change below 1e-2).  Costs
         4 (memory + 1) floats a row (in worker memory, or in the Dask site store).
         0 turns it off.
     prediction_tol : float, default=1e-4
@@ -67,9 +67,9 @@ class EPSchedule:
         map-reduce rounds.  Updating every block from one posterior (``groups=1``)
         overshoots on many rows: all sites move together.  Used with at least
         ``groups`` blocks, else one group; with more than one group the sweep's
-        evidence is not free (one evaluation pass at the end) and there is no
-        Anderson acceleration (it cost sweeps over grouped ones).  The fixed point is
-        the same.
+        evidence is not free (one evaluation pass at the end) and Anderson
+        acceleration waits for the linear tail (a site change below 1e-2: mixing
+        grouped sweeps earlier cost sweeps).  The fixed point is the same.
     coarse_start : bool, default=True
         Start a cold parallel EP run from EP on every 10th row block (recursively
         started the same way), its site sums scaled to all rows.  This skips most of

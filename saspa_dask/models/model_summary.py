@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 
+from ..core.blur_families import BASIS_FAMILIES, blur_family
 from ..fitting.learning_advice import learning_state
 from ..fitting.posterior import label_text
 from .model_reader import read_fitted_posterior, read_model_attrs, report_of
@@ -96,6 +97,9 @@ def describe_model(path):
     kmeans = report.get("kmeans_info_")
     summary["kmeans"] = None if not kmeans else {
         k: kmeans.get(k) for k in ("converged", "n_iter", "inertia")}
+    # FIFGP's features all sit on the inputs' mean: no K-means to run
+    summary["features_on_one_centre"] = (summary["blur"] in BASIS_FAMILIES and
+                                         not blur_family(summary["blur"]).centres_learnt)
     summary["sweeps"] = [{k: r.get(k) for k in ("sweep", "change", "log_evidence", "seconds")}
                          for r in report.get("history_", [])]
     return json.loads(json.dumps(summary, default=str))
