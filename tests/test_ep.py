@@ -203,6 +203,24 @@ def test_anderson_acceleration_reaches_the_sequential_fixed_point_in_fewer_sweep
                                atol=1e-6 * np.abs(seq.alpha_).max())
 
 
+def _probit_blocks(X, y, means, s2, rows):
+    """Whitened blocks of ``rows`` rows on spherical bases at ``means`` (unit
+    lengthscales, blur 0.05)."""
+    covs = np.repeat(0.05 * np.eye(X.shape[1])[None], len(means), axis=0)
+    ls = np.ones(X.shape[1])
+    L, _ = whiten(basis_covariance(means, covs, ls, s2), s2, 1e-8)
+    return [make_block(X[i:i + rows], y[i:i + rows], means, covs, ls, s2, L)
+            for i in range(0, X.shape[0], rows)]
+
+
+def _assert_posterior_of_sites(engine, posterior):
+    """P - I and h equal the sums over the engine's sites, recomputed from scratch."""
+    A, b = engine.statistics()
+    np.testing.assert_allclose(A, posterior.chol @ posterior.chol.T - np.eye(A.shape[0]),
+                               rtol=0, atol=1e-9 * np.abs(A).max())
+    np.testing.assert_allclose(b, posterior.h, rtol=0, atol=1e-9 * np.abs(b).max())
+
+
 def test_grouped_sweeps_hold_the_posterior_of_their_sites_and_ep_fixed_point():
     """Block Gauss-Seidel (groups of blocks, each from the posterior holding the groups
     before it): after every sweep P - I and h are the sums over the engine's sites
@@ -212,12 +230,8 @@ def test_grouped_sweeps_hold_the_posterior_of_their_sites_and_ep_fixed_point():
     rng = np.random.default_rng(7)
     X = rng.normal(size=(700, 2))
     y = np.where(X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=700) > 0, 1.0, -1.0)
-    means = X[::35]
-    covs = np.repeat(0.05 * np.eye(2)[None], len(means), axis=0)
-    ls, s2 = np.array([1.0, 1.0]), 20.0
-    L, _ = whiten(basis_covariance(means, covs, ls, s2), s2, 1e-8)
-    blocks = [make_block(X[i:i + 100], y[i:i + 100], means, covs, ls, s2, L)
-              for i in range(0, 700, 100)]
+    s2 = 20.0
+    blocks = _probit_blocks(X, y, X[::35], s2, 100)
     exact = run_ep(InMemoryEngine(blocks), Probit(), s2,
                    EPSchedule(tol=1e-12, max_sweeps=500, groups=1, coarse_start=False,
                               anderson_memory=0))
@@ -234,12 +248,7 @@ def test_grouped_sweeps_hold_the_posterior_of_their_sites_and_ep_fixed_point():
                                 EPSchedule(max_sweeps=sweeps, tol=1e-12, groups=3,
                                            coarse_start=False, anderson_memory=2),
                                 start=start if how == "start" else None)
-            A, b = engine.statistics()
-            np.testing.assert_allclose(A, result.posterior.chol @ result.posterior.chol.T
-                                       - np.eye(len(means)), rtol=0,
-                                       atol=1e-9 * np.abs(A).max())
-            np.testing.assert_allclose(b, result.posterior.h, rtol=0,
-                                       atol=1e-9 * np.abs(b).max())
+            _assert_posterior_of_sites(engine, result.posterior)
             mixed.append(result.history[-1]["anderson"])
         grouped = run_ep(InMemoryEngine(blocks, sites=sites, anderson_memory=2), Probit(), s2,
                          EPSchedule(tol=1e-12, max_sweeps=500, groups=3, coarse_start=False,
@@ -262,12 +271,8 @@ def test_anderson_posterior_is_the_posterior_of_its_mixed_sites():
     rng = np.random.default_rng(4)
     X = rng.normal(size=(600, 2))
     y = np.where(X[:, 0] + 0.3 * rng.normal(size=600) > 0, 1.0, -1.0)
-    means = X[::40]
-    covs = np.repeat(0.05 * np.eye(2)[None], len(means), axis=0)
-    ls, s2 = np.array([1.0, 1.0]), 50.0
-    L, _ = whiten(basis_covariance(means, covs, ls, s2), s2, 1e-8)
-    blocks = [make_block(X[i:i + 150], y[i:i + 150], means, covs, ls, s2, L)
-              for i in range(0, 600, 150)]
+    s2 = 50.0
+    blocks = _probit_blocks(X, y, X[::40], s2, 150)
     # run_ep hands back the posterior it carried: stop it after 2, 3, ... sweeps and
     # compare with the statistics of the sites the engine holds
     checked = []
@@ -278,11 +283,7 @@ def test_anderson_posterior_is_the_posterior_of_its_mixed_sites():
             result = run_ep(engine, Probit(), s2, EPSchedule(max_sweeps=sweeps, tol=1e-12,
                                                              anderson_memory=2, coarse_start=False,
                                                              groups=1))
-        A, b = engine.statistics()
-        np.testing.assert_allclose(A, result.posterior.chol @ result.posterior.chol.T
-                                   - np.eye(len(means)), rtol=0, atol=1e-9 * np.abs(A).max())
-        np.testing.assert_allclose(b, result.posterior.h, rtol=0,
-                                   atol=1e-9 * np.abs(b).max())
+        _assert_posterior_of_sites(engine, result.posterior)
         checked.append(result.history[-1]["anderson"])
     assert any(checked)  # some runs ended on a mixed sweep
 
