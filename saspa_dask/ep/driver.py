@@ -313,8 +313,10 @@ class _Sweeps:
         self.posterior, self.A, self.b = posterior, A, b
         self.guard = CycleGuard(settings.step)
         self.damping = self.guard.damping
+        # sites that do not depend on the cavity (Gaussian) gain nothing from groups
         self.groups = (settings.groups if settings.mode == "parallel"
-                       and len(engine.blocks) >= settings.groups else 1)
+                       and len(engine.blocks) >= settings.groups
+                       and not _sites_exact_in_one_sweep(likelihood) else 1)
         # over grouped sweeps Anderson waits for the linear tail (a site change below
         # 1e-2): mixing earlier cost sweeps (benchmarks/RESULTS.md)
         self.anderson = (Anderson(settings.anderson_memory,

@@ -66,7 +66,8 @@ class EPSchedule:
         (block Gauss-Seidel); a sweep is still one pass over the rows, in ``groups``
         map-reduce rounds.  Updating every block from one posterior (``groups=1``)
         overshoots on many rows: all sites move together.  Used with at least
-        ``groups`` blocks, else one group; with more than one group the sweep's
+        ``groups`` blocks and sites that depend on the cavity (not the Gaussian
+        likelihood's), else one group; with more than one group the sweep's
         evidence is not free (one evaluation pass at the end) and Anderson
         acceleration waits for the linear tail (a site change below 1e-2: mixing
         grouped sweeps earlier cost sweeps).  The fixed point is the same.
