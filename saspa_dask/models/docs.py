@@ -225,7 +225,9 @@ _SHARED_ATTRS_DOC = """
         change of damping).
     history_ : list of dict
         Per sweep: ``sweep``, ``change``, ``n_invalid``, ``damping``, ``anderson``
-        (the sites were an Anderson combination), ``log_evidence``, ``seconds``.
+        (the sites were an Anderson combination), ``log_evidence`` (of the posterior
+        the next sweep started from; after grouped sweeps, ``EPSchedule.groups``, only
+        the last record's, from an evaluation pass), ``seconds``.
     coarse_start_ : list of dict
         The coarse-start runs of the last EP fit (see ``coarse_start``), coarsest
         first: ``rows``, ``sweeps``, ``converged``, ``seconds`` (including the
