@@ -407,3 +407,11 @@ def test_bench_ep_sweeps_quick(tmp_path):
     run, = json.loads((tmp_path / "results" / "ep_sweeps.json").read_text())["runs"]
     assert run["rows"] == 6000 and run["n_bases"] == 8
     assert run["sweeps"] == len(run["change"]) >= 1 and 0 <= run["error"] < 0.5
+
+
+def test_bench_sweep_chunk_quick(tmp_path):
+    """One small chunk: both times measured, each ratio its time over the limit."""
+    _run("bench_sweep_chunk.py", "--quick", "--outdir", str(tmp_path))
+    r = json.loads((tmp_path / "results" / "sweep_chunk.json").read_text())
+    assert r["rows"] == 2000 and r["n_bases"] == 8 and r["build_seconds"] > 0
+    assert r["pass_over_limit"] == r["pass_seconds"] / r["matmul_limit_seconds"]
