@@ -20,7 +20,7 @@ import json
 import time
 
 import numpy as np
-from lib.machine import start_report
+from lib.machine import matmul_rate, start_report
 from lib.output import add_quick_option, parse, save
 from threadpoolctl import threadpool_limits
 
@@ -40,11 +40,6 @@ def best_of(repeats, func):
     return min(times)
 
 
-def one_thread_rate(n=2000, repeats=3):
-    A = np.random.default_rng(0).random((n, n))
-    return 2 * n**3 / best_of(repeats, lambda: A @ A)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=62_500)
@@ -54,7 +49,7 @@ def main():
     add_quick_option(parser, rows=2000, bases=8, repeats=1)
     args = parse(parser)
     with threadpool_limits(1):
-        rate = one_thread_rate()
+        rate = matmul_rate(threads=1)
         report = start_report(args, rate=lambda: rate)
         X, y = synthetic_two_class(20_000 + args.rows, 8, 0)
         model = SASPAClassifier(n_bases=args.bases, optimize_hyperparameters=False,

@@ -7,7 +7,6 @@ scikit-learn's metrics computed here from the scored probabilities and predictio
 
 import csv
 import json
-from html.parser import HTMLParser
 
 import numpy as np
 import pytest
@@ -15,25 +14,7 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 
 import browser
 import in_process
-
-
-class _Cells(HTMLParser):
-    """A report page's table cells (header -> text)."""
-
-    def __init__(self, text):
-        super().__init__()
-        self.cells, self._tag, self._header = {}, None, None
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        self._tag = tag
-
-    def handle_data(self, data):
-        if self._tag == "th":
-            self._header = data
-        elif self._tag == "td" and self._header is not None:
-            self.cells[self._header] = data
-            self._header = None
+from report_page import ReportPage
 
 
 def _crash_table(path, n=2400, seed=0):
@@ -103,7 +84,7 @@ def test_a_rare_event_classification_keeps_none_and_agrees_with_scikit_learn(tmp
     # the report, on every test row: the user's labels, AUC and Brier as evaluate says
     page_path = tmp_path / "r.html"
     _ok("report", tmp_path / "m.zarr", test, "--out", page_path)
-    cells = _Cells(page_path.read_text()).cells
+    cells = ReportPage(page_path.read_text()).cells
     assert cells["classes"] == "alive, dead"
     assert cells["positive class"].startswith("dead ")
     assert cells["AUC"] == f"{metrics['auc']:.6g}"
@@ -127,7 +108,7 @@ def test_a_log_target_regression_reports_the_coverage_evaluate_measures(tmp_path
     metrics = json.loads(_ok("evaluate", tmp_path / "m.zarr", test, "--json").stdout)
     page_path = tmp_path / "r.html"
     _ok("report", tmp_path / "m.zarr", test, "--out", page_path)
-    cells = _Cells(page_path.read_text()).cells
+    cells = ReportPage(page_path.read_text()).cells
     # the page's 95% coverage is evaluate's: log-normal intervals, not mean +- z std
     assert cells["95% interval"] == f"{metrics['coverage_95']:.3f} of rows"
     assert cells["rmse"] == f"{metrics['rmse']:.6g}"

@@ -4,7 +4,6 @@ from anywhere, and the job's refusals."""
 
 import base64
 import io
-from html.parser import HTMLParser
 
 import numpy as np
 import pytest
@@ -13,36 +12,9 @@ from sklearn.metrics import roc_auc_score
 
 import browser
 import in_process
+from report_page import ReportPage
 from saspa_dask import SASPAClassifier, SASPARegressor, jobs
 from saspa_dask.datasets import synthetic_two_class
-
-
-class _Page(HTMLParser):
-    """The page's table cells (header -> text), image sources and every URL-valued
-    attribute."""
-
-    def __init__(self, text):
-        super().__init__()
-        self.cells, self.images, self.urls, self.headings = {}, [], [], []
-        self._tag, self._header = None, None
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        self._tag = tag
-        for name, value in attrs:
-            if name in ("src", "href", "action", "data"):
-                self.urls.append(value)
-        if tag == "img":
-            self.images.append(dict(attrs))
-
-    def handle_data(self, data):
-        if self._tag == "th":
-            self._header = data
-        elif self._tag == "td" and self._header is not None:
-            self.cells[self._header] = data
-            self._header = None
-        elif self._tag == "h2":
-            self.headings.append(data)
 
 
 def _check_images(page):
@@ -69,7 +41,7 @@ def test_a_classifiers_report_says_its_metrics_and_calibration(classifier, tmp_p
     model, X, y = classifier
     text = model.report(X, y, path=tmp_path / "r.html")
     assert (tmp_path / "r.html").read_text() == text
-    page = _Page(text)
+    page = ReportPage(text)
     _check_images(page)
     assert page.headings == ["Model", "Held-out metrics", "Calibration", "Learning",
                              "Input relevance",
@@ -106,7 +78,7 @@ def test_a_regressors_report_says_its_interval_coverage(tmp_path):
     y = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.2 * rng.normal(size=1500)
     model = SASPARegressor(n_bases=12, random_state=0, max_hyper_iter=10).fit(X[:1000],
                                                                              y[:1000])
-    page = _Page(model.report(X[1000:], y[1000:]))
+    page = ReportPage(model.report(X[1000:], y[1000:]))
     _check_images(page)
     mean, std = model.predict(X[1000:], return_std=True)
     z = np.abs(y[1000:] - mean) / std
@@ -119,7 +91,7 @@ def test_a_regressors_report_says_its_interval_coverage(tmp_path):
 
 def test_a_report_without_rows_shows_the_model_alone(classifier):
     model, _, _ = classifier
-    page = _Page(model.report())
+    page = ReportPage(model.report())
     _check_images(page)
     assert page.headings == ["Model", "Learning", "Input relevance", "EP"]
     # relevances in the inputs' own units: 1 / lengthscale, most relevant first
@@ -143,7 +115,7 @@ def test_saspa_report_on_stores_and_its_refusals(tmp_path, threads_client):
                            "--max-rows", 500)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == f"report: {out} (500 rows of {tmp_path / 't.zarr'})"
-    page = _Page(out.read_text())
+    page = ReportPage(out.read_text())
     _check_images(page)
     assert page.cells["rows"] == "500"
     assert {"income", "age", "score"} <= set(page.cells)  # relevances by column name
@@ -170,7 +142,7 @@ def test_saspa_report_on_stores_and_its_refusals(tmp_path, threads_client):
         ("income", "age", "score"), lengthscale))) in shown
     again = in_process.saspa("report", tmp_path / "m.zarr", "--out", out)
     assert again.returncode == 1 and "exists; pass --overwrite" in again.stderr
-    assert _Page(out.read_text()).cells["rows"] == "500"  # the old page untouched
+    assert ReportPage(out.read_text()).cells["rows"] == "500"  # the old page untouched
     # rows to score: the training encoding, no target column
     (tmp_path / "x.csv").write_text("\n".join(r.rsplit(",", 1)[0] for r in rows) + "\n")
     jobs.ingest(tmp_path / "x.csv", tmp_path / "x.zarr", like=tmp_path / "t.zarr")
@@ -191,7 +163,7 @@ def test_a_job_files_report_step_writes_the_page_once(tmp_path, classifier):
     first = in_process.saspa("run", job)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == f"report: {tmp_path / 'page.html'}"
-    assert _Page((tmp_path / "page.html").read_text()).cells["rows"] == "300"
+    assert ReportPage((tmp_path / "page.html").read_text()).cells["rows"] == "300"
     # the job's step table: its one step, what it wrote
     table = first.stderr.strip().splitlines()[-3:]
     assert table[0].startswith("job job: 1 step(s) done in ")

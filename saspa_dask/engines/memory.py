@@ -47,8 +47,9 @@ class InMemoryEngine:
         return InMemoryEngine(self.blocks[::stride], anderson_memory=memory)
 
     def _indices(self, part):
-        return range(len(self.blocks)) if part is None else range(*part[:1], len(self.blocks),
-                                                                    part[1])
+        if part is None:
+            return range(len(self.blocks))
+        return range(part[0], len(self.blocks), part[1])  # blocks g, g + G, ...
 
     def rows_in(self, part):
         return sum(self.blocks[i].y.shape[0] for i in self._indices(part))

@@ -214,12 +214,14 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
     """
     if settings.mode not in ("parallel", "sequential"):
         raise ValueError(f"ep_mode must be 'parallel' or 'sequential', got {settings.mode!r}")
-    posterior, A, b, levels = _starting_point(engine, likelihood, signal_variance, settings,
-                                              start, probe)
+    groups = _group_count(engine, likelihood, settings)
+    posterior, site_stats, levels = _starting_point(engine, likelihood, signal_variance,
+                                                    settings, start, probe, groups)
     watch = (PredictionWatch(probe, settings.prediction_tol)
              if probe is not None and settings.prediction_tol > 0
              and settings.mode == "parallel" else None)
-    sweeps = _Sweeps(engine, likelihood, signal_variance, settings, posterior, A, b, watch)
+    sweeps = _Sweeps(engine, likelihood, signal_variance, settings, posterior, site_stats,
+                     groups, watch)
     if _sites_exact_in_one_sweep(likelihood):
         deadline = None  # one more sweep only confirms them: no time saved by stopping
     for sweep in range(1, settings.max_sweeps + 1):
@@ -269,11 +271,28 @@ def _sites_exact_in_one_sweep(likelihood):
     return bool(getattr(likelihood, "exact_sites", False))
 
 
-def _starting_point(engine, likelihood, signal_variance, settings, start, probe):
-    """(posterior, A, b, coarse levels) the first sweep starts from."""
+def _group_count(engine, likelihood, settings):
+    """The groups a parallel sweep updates the blocks in (``EPSchedule.groups`` where
+    there are enough blocks; sites that do not depend on the cavity, the Gaussian's,
+    gain nothing from groups)."""
+    if (settings.mode != "parallel" or len(engine.blocks) < settings.groups
+            or _sites_exact_in_one_sweep(likelihood)):
+        return 1
+    return settings.groups
+
+
+def _starting_point(engine, likelihood, signal_variance, settings, start, probe, groups):
+    """(posterior, statistics of the current sites per group, coarse levels) the first
+    sweep starts from; one statistics pass over a warm engine's sites."""
     M = engine.n_bases
-    A, b = (np.zeros((M, M)), np.zeros(M)) if engine.is_cold else engine.statistics()
-    posterior = Posterior.from_statistics(A, b)
+    if engine.is_cold:
+        site_stats = [(np.zeros((M, M)), np.zeros(M)) for _ in range(groups)]
+    elif groups == 1:
+        site_stats = [engine.statistics()]
+    else:
+        site_stats = [engine.statistics((g, groups)) for g in range(groups)]
+    posterior = Posterior.from_statistics(sum(a for a, _ in site_stats),
+                                          sum(h for _, h in site_stats))
     levels = []
     if ((start is None or start.scale > _COARSE_STRIDE) and settings.coarse_start
             and settings.mode == "parallel" and engine.is_cold
@@ -282,41 +301,36 @@ def _starting_point(engine, likelihood, signal_variance, settings, start, probe)
                                      probe)
     if start is not None and engine.is_cold:
         posterior = start
-    return posterior, A, b, levels
+    return posterior, site_stats, levels
 
 
-def _group_shares(engine, posterior, groups):
-    """Per group of blocks: (what it adds to the starting posterior's statistics, the
-    statistics of its current sites).  A cold engine's groups share a given start's
-    statistics by their rows (each row stands for its share of all rows) and have zero
-    sites; a warm engine's are its sites' own."""
-    parts = [(g, groups) for g in range(groups)]
+def _group_shares(engine, posterior, site_stats):
+    """Per group of blocks, what it adds to the starting posterior's statistics: a
+    warm engine's sites' own; a cold engine's groups share the starting posterior's
+    statistics by their rows (each row stands for its share of all rows)."""
     if not engine.is_cold:
-        shares = [engine.statistics(part) for part in parts]
-        return shares, shares
-    M = engine.n_bases
-    A = posterior.chol @ posterior.chol.T - np.eye(M)
-    fractions = [engine.rows_in(part) / engine.n_rows for part in parts]
-    return ([(f * A, f * posterior.h) for f in fractions],
-            [(np.zeros((M, M)), np.zeros(M)) for _ in parts])
+        return list(site_stats)
+    groups = len(site_stats)
+    A = posterior.chol @ posterior.chol.T - np.eye(engine.n_bases)
+    fractions = [engine.rows_in((g, groups)) / engine.n_rows for g in range(groups)]
+    return [(f * A, f * posterior.h) for f in fractions]
 
 
 class _Sweeps:
     """The state of one EP run between sweeps: posterior, its site sums, damping (and
     the cycle rule), Anderson's driver side, the per-sweep history."""
 
-    def __init__(self, engine, likelihood, signal_variance, settings, posterior, A, b,
-                 watch=None):
+    def __init__(self, engine, likelihood, signal_variance, settings, posterior, site_stats,
+                 groups, watch=None):
         self.engine, self.likelihood, self.s2 = engine, likelihood, signal_variance
         self.watch, self.converged_on = watch, "sites"
         self.settings = settings
-        self.posterior, self.A, self.b = posterior, A, b
+        self.posterior = posterior
+        # the statistics of the engine's current sites
+        self.A, self.b = sum(a for a, _ in site_stats), sum(h for _, h in site_stats)
         self.guard = CycleGuard(settings.step)
         self.damping = self.guard.damping
-        # sites that do not depend on the cavity (Gaussian) gain nothing from groups
-        self.groups = (settings.groups if settings.mode == "parallel"
-                       and len(engine.blocks) >= settings.groups
-                       and not _sites_exact_in_one_sweep(likelihood) else 1)
+        self.groups = groups
         # over grouped sweeps Anderson waits for the linear tail (a site change below
         # 1e-2): mixing earlier cost sweeps (benchmarks/RESULTS.md)
         self.anderson = (Anderson(settings.anderson_memory,
@@ -324,7 +338,8 @@ class _Sweeps:
                          if settings.mode == "parallel" and settings.anderson_memory > 0
                          else None)
         if self.groups > 1:
-            self.shares, self.site_shares = _group_shares(engine, posterior, self.groups)
+            self.shares = _group_shares(engine, posterior, site_stats)
+            self.site_shares = site_stats
         self.history, self.converged, self.final = [], False, None
         self.stopped_by_time = False
 
