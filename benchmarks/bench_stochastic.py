@@ -39,7 +39,8 @@ from lib.svgp import run_budgets
 SETS = ("kin40k", "pumadyn32nm", "pol")
 
 
-def run(split, M, blur, learning, seed, rows=None, alpha=1.0, learn_offset=True):
+def run(split, M, blur, learning, seed, rows=None, alpha=1.0, learn_offset=True,
+        batch_rows=None):
     from saspa_dask import SASPARegressor
 
     Xtr, ytr, Xte, yte, scale = split
@@ -50,7 +51,9 @@ def run(split, M, blur, learning, seed, rows=None, alpha=1.0, learn_offset=True)
         warnings.simplefilter("ignore")  # bound warnings: recorded below
         model = SASPARegressor(M, blur=blur, learning=learning, random_state=seed,
                                hyper_subsample=None, alpha=alpha,
-                               learn_offset=learn_offset).fit(Xtr, ytr)
+                               learn_offset=learn_offset,
+                               stochastic=batch_rows and {"batch_rows": batch_rows},
+                               ).fit(Xtr, ytr)
     cpu = time.process_time() - start
     mean, var = model.predict_latent(Xte)
     scores = metrics.regression_scores(mean * scale, (var + model.noise_variance_) * scale**2,
@@ -84,13 +87,17 @@ def main():
     parser.add_argument("--svgp-cpu", type=float, nargs="*", default=[],
                         help="also GPyTorch's SVGP (K-means start, lr 0.01, batch 256) "
                              "scored at these CPU seconds of training")
+    parser.add_argument("--batch-rows", type=int,
+                        help="stochastic learning's minibatch rows (default: the library's)")
     parser.add_argument("--quick", action="store_true",
-                        help="Kin-40k's first 1,000 training rows, M = 8: a smoke run")
+                        help="Kin-40k's first 1,000 training rows, M = 8, minibatches of "
+                             "125 rows (8 steps an epoch): a smoke run")
     parser.add_argument("--out", default="stochastic.json", help="file under results/")
     args = output.parse(parser)
     if args.quick:
         args.sets, args.bases, args.blurs = ["kin40k"], 8, ["delta"]
         args.svgp_cpu = [0.5] if args.svgp_cpu else []
+        args.batch_rows = args.batch_rows or 125
     report = machine.start_report(args, matmul_rate, runs=[])
     rows = 1000 if args.quick else None
     for name in args.sets:
@@ -99,7 +106,7 @@ def main():
                 args.blurs, args.alphas, args.seeds, args.learn_offset, args.learnings):
             result = {"set": name, "M": args.bases,
                       **run(split, args.bases, blur, learning, seed, rows, alpha,
-                            offset == "on")}
+                            offset == "on", args.batch_rows)}
             report["runs"].append(result)
             print(json.dumps(result), flush=True)
         if args.svgp_cpu:

@@ -52,7 +52,7 @@ def main():
          "--overwrite"])
     ingest_seconds = time.perf_counter() - t
 
-    cmd = [BIN / "saspa", "train", store, "--out", model, "--bases", args.bases,
+    cmd = [BIN / "saspa", "train", store, "--out", model, "--n-bases", args.bases,
            "--blur", "full", "--likelihood", "probit", "--workers", args.workers,
            "--cache", args.cache, "--overwrite"]
     _, train_seconds, monitor, proc = run_monitored(cmd, ok_codes=(0, 3))
