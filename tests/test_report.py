@@ -114,10 +114,18 @@ def test_saspa_report_on_stores_and_its_refusals(tmp_path, threads_client):
     res = in_process.saspa("report", tmp_path / "m.zarr", tmp_path / "t.zarr", "--out", out,
                            "--max-rows", 500)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == f"report: {out} (500 rows of {tmp_path / 't.zarr'})"
+    assert res.stdout.strip() == (f"report: {out} (metrics on all 1200 rows of "
+                                  f"{tmp_path / 't.zarr'}, the plots on a sample of 500)")
     page = ReportPage(out.read_text())
     _check_images(page)
-    assert page.cells["rows"] == "500"
+    # the metrics are of every row (as saspa evaluate's), the other sections of 500
+    from saspa_dask import load_model
+
+    fitted = load_model(tmp_path / "m.zarr")
+    assert page.cells["rows"] == "1200"
+    assert page.cells["error"] == f"{np.mean(fitted.predict(X) != y):.6g}"
+    assert "all 1200 rows (the metrics of saspa evaluate); the sections below are on a " \
+           "seeded sample of 500 of them" in out.read_text()
     assert {"income", "age", "score"} <= set(page.cells)  # relevances by column name
     # t.zarr is the model's own training store: its metrics are not called held out,
     # by the report or by evaluate; a store split off is held out
@@ -134,15 +142,13 @@ def test_saspa_report_on_stores_and_its_refusals(tmp_path, threads_client):
     assert other.returncode == 0, other.stderr
     assert "Held-out metrics" in (tmp_path / "h.html").read_text()
     # saspa info says the lengthscales by column name too
-    from saspa_dask import load_model
-
     lengthscale = load_model(tmp_path / "m.zarr").lengthscale_
     shown = in_process.saspa("info", tmp_path / "m.zarr").stdout
     assert ("lengthscales: " + ", ".join(f"{c} {v:.4g}" for c, v in zip(
         ("income", "age", "score"), lengthscale))) in shown
     again = in_process.saspa("report", tmp_path / "m.zarr", "--out", out)
     assert again.returncode == 1 and "exists; pass --overwrite" in again.stderr
-    assert ReportPage(out.read_text()).cells["rows"] == "500"  # the old page untouched
+    assert "seeded sample of 500 of them" in out.read_text()  # the old page untouched
     # rows to score: the training encoding, no target column
     (tmp_path / "x.csv").write_text("\n".join(r.rsplit(",", 1)[0] for r in rows) + "\n")
     jobs.ingest(tmp_path / "x.csv", tmp_path / "x.zarr", like=tmp_path / "t.zarr")
@@ -163,7 +169,9 @@ def test_a_job_files_report_step_writes_the_page_once(tmp_path, classifier):
     first = in_process.saspa("run", job)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == f"report: {tmp_path / 'page.html'}"
-    assert ReportPage((tmp_path / "page.html").read_text()).cells["rows"] == "300"
+    page = (tmp_path / "page.html").read_text()
+    assert ReportPage(page).cells["rows"] == str(len(y))
+    assert "seeded sample of 300 of them" in page
     # the job's step table: its one step, what it wrote
     table = first.stderr.strip().splitlines()[-3:]
     assert table[0].startswith("job job: 1 step(s) done in ")

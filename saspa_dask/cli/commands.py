@@ -343,13 +343,19 @@ def report_command(**options):
     coverage), learning, input relevances, residuals, EP diagnostics, drift.
 
     With DATA (a store with targets, its columns matched to the model's by name) the
-    held-out sections use a sample of its rows; without it the page shows the model,
-    its learning, relevances and EP.  The page loads nothing from anywhere.
+    metrics are of all its rows (those of saspa evaluate) and the other held-out
+    sections use a seeded sample of at most --max-rows of them; without it the page
+    shows the model, its learning, relevances and EP.  The page loads nothing from
+    anywhere.
     """
     from .. import jobs
 
     result = jobs.report(**options)
-    rows = f" ({result['rows']} rows of {options['data']})" if options["data"] else ""
+    rows = ""
+    if options["data"]:
+        sample = ("" if result["sample_rows"] == result["rows"] else
+                  f", the plots on a sample of {result['sample_rows']}")
+        rows = f" (metrics on all {result['rows']} rows of {options['data']}{sample})"
     click.echo(f"report: {result['out']}{rows}")
 
 

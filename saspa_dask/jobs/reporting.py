@@ -4,8 +4,10 @@ The page is :func:`saspa_dask.models.report.model_report`'s.  With a data store,
 most ``max_rows`` of its rows (a seeded uniform sample, read chunk by chunk under a
 reader lock, its columns matched to the model's by name) give the held-out sections
 (headed as the training rows' when the store is the model's own training store), and
-the store's drift counts (an ``ingest --like`` store's) their own.  No cluster: the
-sample is read in this process.
+the store's drift counts (an ``ingest --like`` store's) their own; the metrics table is
+of every row, :func:`saspa_dask.storage.scores.evaluate`'s (equal to ``saspa
+evaluate``'s), computed chunk by chunk under the same lock.  No cluster: both run in
+this process.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..files.outputs import HTML
 from ..models.loading import load_model_and_attrs
 from ..models.model_summary import class_labels
 from ..models.report import model_report
+from ..storage import scores
 from ..storage.data_store import input_arrays, is_training_store
 from .errors import JobError, reported
 from .paths import absolute
@@ -47,35 +50,44 @@ def report(model, data=None, *, out, max_rows=20_000, seed=0, overwrite=False):
     Returns
     -------
     dict
-        ``out``, ``rows`` (of the data store used; 0 without one).
+        ``out``, ``rows`` (of the data store: the metrics' rows; 0 without one) and
+        ``sample_rows`` (the sample's, for the other sections).
     """
     out, model = absolute(out), absolute(model)
     data = absolute(data)
     with reported():  # before any work
         check_destination(out, overwrite, HTML, {"model": model, "data store": data})
         estimator, attrs = load_model_and_attrs(model)
-        X = y = drift = None
+        X = y = drift = metrics = None
         training = False
         if data is not None:
-            with reading(data):  # the sample and the store's fingerprint, under one lock
-                X, y, drift = _sample(estimator, data, int(max_rows), seed)
+            with reading(data):  # the sample, the metrics and the fingerprint, one lock
+                inputs = _inputs(estimator, data)
+                X, y, drift = _sample(inputs, data, int(max_rows), seed)
+                metrics = (None if len(y) == inputs[0].shape[0] else
+                           scores.evaluate(estimator, data, inputs=inputs))
                 training = is_training_store(getattr(estimator, "data_fingerprint_", None),
                                              data)
         page = model_report(estimator, X, y, drift=drift,
                             source=None if data is None else str(data),
-                            training_rows=training,
+                            training_rows=training, metrics=metrics,
                             class_labels=class_labels(attrs) if attrs.get("classes") else None)
         write_text_file(out, page, HTML, overwrite=overwrite,
                         inputs={"model": model, "data store": data})
-    return {"out": out, "rows": 0 if X is None else len(X)}
+    return {"out": out, "rows": 0 if X is None else inputs[0].shape[0],
+            "sample_rows": 0 if X is None else len(X)}
 
 
-def _sample(estimator, data, max_rows, seed):
+def _inputs(estimator, data):
+    """The store's X, y and column match, its columns matched to the model's by name."""
+    names = estimator.fitted_posterior_.feature_names
+    return input_arrays(data, None if names is None else list(names))
+
+
+def _sample(inputs, data, max_rows, seed):
     """At most ``max_rows`` rows of the store (sorted, seeded), their targets and the
     store's drift counts."""
-
-    names = estimator.fitted_posterior_.feature_names
-    X, y, _ = input_arrays(data, None if names is None else list(names))
+    X, y, _ = inputs
     if y is None:
         raise JobError(f"{data}: no target column y: a report's held-out sections need "
                        "one (or leave DATA out)")

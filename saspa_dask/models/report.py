@@ -30,7 +30,7 @@ _HELD_OUT_CURVES = {True: (("error", "error"), ("nlp", "NLP (nats per row)")),
 
 
 def model_report(model, X=None, y=None, *, title=None, drift=None, source=None,
-                 training_rows=False, class_labels=None):
+                 training_rows=False, class_labels=None, metrics=None):
     """The HTML report of a fitted SASPA-family estimator.
 
     Parameters
@@ -52,6 +52,11 @@ def model_report(model, X=None, y=None, *, title=None, drift=None, source=None,
     class_labels : sequence of str, optional
         The classes as the user wrote them, when the model's classes are codes (a
         model trained on a store with text labels); default: the classes themselves.
+    metrics : dict, optional
+        The metrics section's values when ``X, y`` are a sample of more rows: those of
+        every row of ``source`` (:func:`saspa_dask.storage.scores.evaluate`'s, with
+        ``rows``); the other sections stay on the sample.  Default: the metrics of
+        ``X, y``.
 
     Returns
     -------
@@ -71,7 +76,8 @@ def model_report(model, X=None, y=None, *, title=None, drift=None, source=None,
     sections = [_summary(model, fitted, labels)]
     if X is not None:
         held = HeldOutRows(fitted, X, y)
-        sections += [_metrics(held, source, training_rows), calibration_section(held, labels)]
+        sections += [_metrics(held, source, training_rows, metrics),
+                     calibration_section(held, labels)]
     sections += [_learning(model, fitted.is_classifier),
                  relevance_section(fitted, names, relevance, what),
                  kernel_terms_section(fitted, names)]
@@ -128,21 +134,39 @@ def _training_rows(model):
     return "unknown" if tau is None else np.shape(tau)[-1]
 
 
-def _metrics(held, source, training_rows=False):
-    fitted, y = held.fitted, held.y
+_CLASS_METRICS = (("auc", "AUC"), ("brier", "Brier score"),
+                  ("base_error", "error of always the commonest class"))
+
+
+def held_out_metrics(held):
+    """The metrics of the held rows, as :func:`saspa_dask.storage.scores.evaluate`
+    gives them for a store's rows."""
+    fitted = held.fitted
     metrics = metrics_from_sums(held.sums, fitted.is_classifier, context=True)
-    rows = [(k, v) for k, v in metrics.items()]
     if fitted.is_classifier:
-        more = class_metrics(held.proba, held.codes)
-        auc = area_under_roc(held.proba, held.codes)
-        rows += [("AUC", "n/a (one class)" if auc is None else auc),
-                 ("Brier score", more["brier"]),
-                 ("error of always the commonest class", more["base_error"])]
+        metrics["auc"] = area_under_roc(held.proba, held.codes)
+        metrics.update(class_metrics(held.proba, held.codes))
+    return metrics
+
+
+def _metrics(held, source, training_rows=False, metrics=None):
+    """The metrics table: of ``metrics`` (every row of ``source``) when given, else of
+    the held rows; the note says which rows and, when the other sections are on a
+    sample of them, so."""
+    sample = len(held.y)
+    metrics = held_out_metrics(held) if metrics is None else metrics
+    named = dict(_CLASS_METRICS) if held.fitted.is_classifier else {}
+    rows = [(k, v) for k, v in metrics.items() if k not in named and k != "columns"]
+    for key, label in named.items():
+        value = metrics.get(key)
+        rows.append((label, "n/a (one class)" if value is None else value))
     where = f"on {source}, " if source else ""
     heading = ("Metrics on the training rows (not held out)" if training_rows
                else "Held-out metrics")
-    return section(heading, note(f"{where}{len(y)} rows (the metrics of saspa evaluate)"),
-                   table(rows))
+    said = f"{where}all {metrics['rows']} rows (the metrics of saspa evaluate)"
+    if metrics["rows"] != sample:
+        said += f"; the sections below are on a seeded sample of {sample} of them"
+    return section(heading, note(said), table(rows))
 
 
 def _learning(model, is_classifier):
