@@ -1,7 +1,7 @@
-"""The README's install, as a new user runs it: a fresh virtual environment, ``pip
-install .`` (no extra), the main job as written, then ``saspa report`` on its held-out
-store, opened in headless Chromium.  Marked slow (CI's second step): the install alone
-takes about half a minute from pip's cache."""
+"""The README's main command, as a new user runs it: a fresh virtual environment, ``pip
+install .`` (no extra), the job as written and its printed metrics; then ``saspa
+report`` on its held-out store, opened in headless Chromium.  Marked slow (CI's second
+step runs it): the install takes about half a minute from pip's cache, the job as long."""
 
 import json
 import pathlib
@@ -40,6 +40,7 @@ def test_the_readmes_install_runs_the_main_job_and_the_report(tmp_path):
     job = subprocess.run(["bash", "-c", command], cwd=clone, capture_output=True, text=True,
                          timeout=1800)
     assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-4000:]
+    _check_the_printed_metrics(clone, job)
     saspa = str(clone / ".venv" / "bin" / "saspa")
     # only the package's own dependencies came in: no test or benchmark library
     pip = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "pip", "list",
@@ -61,3 +62,27 @@ def test_the_readmes_install_runs_the_main_job_and_the_report(tmp_path):
     problems, images = browser.load(
         page.as_uri(), "Array.from(document.images).map(i => i.naturalWidth)")
     assert problems == [] and len(images) >= 5 and min(images) > 100
+
+
+def _check_the_printed_metrics(folder, job):
+    """The job holds out a test part and its printed metrics are that part's, equal to
+    what the model gives on it."""
+    import numpy as np
+    import zarr
+
+    from saspa_dask import load_model
+
+    assert "task: classification (inferred" in job.stderr
+    line = job.stdout.strip().splitlines()[-1]
+    assert line.startswith("on demo-test.zarr (")
+    metrics = line.split(": ", 1)[1].split()
+    printed = dict(zip(metrics[::2], map(float, metrics[1::2])))
+    store = zarr.open_group(str(folder / "demo-test.zarr"), mode="r")
+    X, y = store["X"][...], store["y"][...]
+    assert abs(len(y) - 40_000) < 4 * 179  # 20% of 200,000 rows, binomial sd 179
+    assert f"({len(y)} rows" in line
+    model = load_model(folder / "model.zarr")
+    assert model.sites_tau_.shape[-1] == 200_000 - len(y)  # trained on the other part
+    errors = np.mean(model.predict(X) != y)
+    assert printed["error"] == pytest.approx(errors, abs=1e-6)
+    assert printed["error"] < 0.05
