@@ -23,14 +23,17 @@ The model, fitted on one worker's run alone and then asked for the others:
     sweep(W) = ceil(C / W) * t_chunk * max(1, min(W, C) / P) + empty(W)
     empty(W) = s_round + C * s_task + (1 - 1 / W) * (C - 1) * s_move
 
-with C chunks, P cores, t_chunk a chunk task's compute (one worker's sweep less its
-empty graph, over C), s_round and s_task the empty graph's fixed and per-chunk time on
-one worker (from its two sizes), s_move the cost of moving one summary between workers
-(from the two-worker empty graph: the only other input).  Printed per W: measured and
-predicted sweep, and the error; then the model's projection for 10^8 and 10^9 rows on
-16 to 256 workers of one core each at the chunk rows it recommends (the smallest that
-keeps the scheduler's per-chunk share of a sweep under 10%; t_chunk scaled by rows).
-Writes ``results/scaling.json``.
+with C chunks, t_chunk a chunk task's compute (one worker's sweep less its empty graph,
+over C), s_round and s_task the empty graph's fixed and per-chunk time on one worker
+(from its two sizes), P the chunk compute's effective parallelism on this machine and
+s_move the cost of moving one summary between workers, both from the run with as many
+workers as the machine has cores (its sweep's compute against one worker's, and its
+empty graph against one worker's).  Those two runs fit the model; the others (more
+workers than cores) test it.  Printed per W: measured and predicted sweep and the error;
+then the projection for 10^8 and 10^9 rows on 16 to 256 workers of one core each (P =
+W: a core per worker) at the chunk rows it recommends (the smallest with the same chunk
+count on every worker whose scheduling and moving stay under a tenth of a worker's
+compute; t_chunk scaled by rows).  Writes ``results/scaling.json``.
 
     python benchmarks/bench_scaling.py                       # 10^6 rows, M = 128, 1-8 workers
     python benchmarks/bench_scaling.py --quick               # smoke: 20,000 rows, M = 8
@@ -147,27 +150,37 @@ def one_cluster(store, fitted, n_workers, sweeps, folder):
 
 
 def fit_model(runs, cores):
-    """t_chunk and s_task from one worker's run; s_move from two workers' empty graph."""
+    """t_chunk, s_round and s_task from one worker's run; P and s_move from the run
+    with a worker per core."""
     one = next(r for r in runs if r["workers"] == 1)
     C, half = one["chunks"], max(one["chunks"] // 2, 1)
     s_task = (one["empty_s"] - one["empty_half_s"]) / max(C - half, 1)
     s_task = max(s_task, 0.0)
-    model = {"cores": cores, "chunk_rows": one["chunk_rows"],
+    model = {"cores": float(cores), "machine_cores": cores, "chunk_rows": one["chunk_rows"],
              "t_chunk_s": (one["sweep_s"] - one["empty_s"]) / C,
+             "t_build_s": one["build_s"] / C,
              "s_round_s": max(one["empty_s"] - C * s_task, 0.0), "s_task_s": s_task,
              "s_move_s": 0.0}
-    two = next((r for r in runs if r["workers"] == 2), None)
-    if two is not None and C > 1:
+    full = next((r for r in runs if r["workers"] == cores), None)
+    if full is not None and cores > 1 and C > 1:
         alone = model["s_round_s"] + C * s_task
-        model["s_move_s"] = max(two["empty_s"] - alone, 0.0) / (0.5 * (C - 1))
+        model["s_move_s"] = (max(full["empty_s"] - alone, 0.0)
+                             / ((1.0 - 1.0 / cores) * (C - 1)))
+        busy = min(cores, C)
+        compute = full["sweep_s"] - full["empty_s"]
+        # ceil(C / W) t_chunk busy / P = compute
+        model["cores"] = math.ceil(C / cores) * model["t_chunk_s"] * busy / compute
+    model["cores"] = max(model["cores"], 1.0)
     return model
 
 
-def predict(model, chunks, workers, cores=None, chunk_rows=None):
+def predict(model, chunks, workers, cores=None, chunk_rows=None, rebuilt=False):
     """A sweep's seconds on ``workers`` one-thread workers over ``cores`` cores, with
-    chunks of ``chunk_rows`` rows (default: the measured chunks')."""
+    chunks of ``chunk_rows`` rows (default: the measured chunks'); ``rebuilt``: each
+    chunk's block built again in the sweep (``--cache none``, or blocks that do not fit)."""
     cores = model["cores"] if cores is None else cores
-    t_chunk = model["t_chunk_s"] * (chunk_rows or model["chunk_rows"]) / model["chunk_rows"]
+    per_chunk = model["t_chunk_s"] + (model["t_build_s"] if rebuilt else 0.0)
+    t_chunk = per_chunk * (chunk_rows or model["chunk_rows"]) / model["chunk_rows"]
     busy = min(workers, chunks)
     compute = math.ceil(chunks / workers) * t_chunk * max(1.0, busy / cores)
     empty = (model["s_round_s"] + chunks * model["s_task_s"]
@@ -176,12 +189,13 @@ def predict(model, chunks, workers, cores=None, chunk_rows=None):
 
 
 def recommended_chunk_rows(model, rows, workers):
-    """The smallest chunk whose per-chunk scheduling and moving is under a tenth of a
-    worker's share of the compute (C (s_task + s_move) <= 0.1 N c_row / W), and no
-    fewer chunks than workers."""
+    """The smallest chunk that is the same count on every worker (k chunks each) and
+    keeps the per-chunk scheduling and moving under a tenth of a worker's compute:
+    k W (s_task + s_move) <= 0.1 N c_row / W, k >= 1."""
     per_row = model["t_chunk_s"] / model["chunk_rows"]
-    need = 10.0 * workers * (model["s_task_s"] + model["s_move_s"]) / per_row
-    return int(min(max(math.ceil(need), 1), rows // workers))
+    per_chunk = model["s_task_s"] + model["s_move_s"]
+    k = max(int(0.1 * rows * per_row / (workers**2 * per_chunk)), 1)
+    return math.ceil(rows / (k * workers))
 
 
 def projection(model, n_bases):
@@ -194,8 +208,11 @@ def projection(model, n_bases):
             chunks = math.ceil(N / chunk_rows)
             out.append({"rows": N, "workers": workers, "bases": n_bases,
                         "chunk_rows": chunk_rows, "chunks": chunks,
+                        "blocks_gib_per_worker": N * n_bases * 8 / workers / 2**30,
                         "sweep_s": predict(model, chunks, workers, cores=workers,
                                            chunk_rows=chunk_rows),
+                        "rebuilt_sweep_s": predict(model, chunks, workers, cores=workers,
+                                                   chunk_rows=chunk_rows, rebuilt=True),
                         "compute_only_s": N * model["t_chunk_s"] / model["chunk_rows"]
                         / workers})
     return out
@@ -241,12 +258,13 @@ def main():
         print(f"| {r['workers']} | {r['chunks']} | {r['build_s']:.2f} | {r['sweep_s']:.3f} | "
               f"{r['empty_s']:.3f} | {r['graph_s']:.4f} | {r['worker_cpu_per_sweep_s']:.2f} | "
               f"{r['predicted_sweep_s']:.3f} | {100 * r['error']:+.0f}% |")
-    print("\n| rows | workers | recommended chunk rows | chunks | predicted sweep s | "
-          "compute alone s |")
-    print("|---|---|---|---|---|---|")
+    print("\n| rows | workers | recommended chunk rows | chunks | blocks GiB / worker | "
+          "sweep s, cached | sweep s, rebuilt | compute alone s |")
+    print("|---|---|---|---|---|---|---|---|")
     for p in report["projection"]:
         print(f"| {p['rows']:.0e} | {p['workers']} | {p['chunk_rows']} | {p['chunks']} | "
-              f"{p['sweep_s']:.1f} | {p['compute_only_s']:.1f} |")
+              f"{p['blocks_gib_per_worker']:.1f} | {p['sweep_s']:.1f} | "
+              f"{p['rebuilt_sweep_s']:.1f} | {p['compute_only_s']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -417,3 +417,18 @@ def test_bench_sweep_chunk_quick(tmp_path):
     r = json.loads((tmp_path / "results" / "sweep_chunk.json").read_text())
     assert r["rows"] == 2000 and r["n_bases"] == 8 and r["build_seconds"] > 0
     assert r["pass_over_limit"] == r["pass_seconds"] / r["matmul_limit_seconds"]
+
+
+def test_bench_scaling_quick(tmp_path):
+    """One and two workers on 8 chunks: the sweep costs more than its empty graph, the
+    model's one-worker prediction is its own input (no error), and the projection picks
+    at least one chunk per worker and says a sweep is no faster than its compute."""
+    out = _run("bench_scaling.py", "--quick", "--outdir", str(tmp_path))
+    r = json.loads((tmp_path / "results" / "scaling.json").read_text())
+    one, two = r["runs"]
+    assert (one["workers"], two["workers"]) == (1, 2) and one["chunks"] == 8
+    assert all(run["sweep_s"] > run["empty_s"] > 0 for run in r["runs"])
+    assert abs(one["error"]) < 1e-9
+    assert all(p["chunks"] >= p["workers"] and p["sweep_s"] >= p["compute_only_s"]
+               for p in r["projection"])
+    assert "| 2 | 8 |" in out
