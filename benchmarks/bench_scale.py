@@ -13,7 +13,14 @@ block instead of keeping N M floats in worker memory (20 GB at N = 10^7, M = 256
 worker memory is bounded by the chunk size and does not grow with N.  The block costs
 about another N M^2 flops a sweep (the triangular solve) plus N M d^2 (the kernel).
 
+``--defaults`` instead runs the README's pipeline with every default: ``saspa
+make-data``, ``ingest`` (its own chunking), ``split --test-fraction 0.01``, ``saspa
+train`` with no option but ``--workers``, then ``score`` and ``evaluate`` on the held-out
+part, each timed with its peaks (driver and every worker), the sweeps and EP's stop
+reason, and the held-out error.
+
     python benchmarks/bench_scale.py                 # N = 10^5, 10^6, 10^7; d = 8, M = 256
+    python benchmarks/bench_scale.py --defaults --rows 100000000   # the defaults at 10^8
     python benchmarks/bench_scale.py --quick         # N = 2*10^4, 4*10^4; M = 32 (CI)
 """
 
@@ -43,6 +50,42 @@ def _peaks(monitor, proc):
     workers = [rss / 2**20 for pid, rss in sorted(monitor.peaks.items())
                if monitor.names.get(pid) == "worker"]
     return monitor.peaks.get(proc.pid, 0) / 2**20, workers
+
+
+def _timed_step(cmd, ok_codes=(0,)):
+    out, seconds, monitor, proc = run_monitored(cmd, ok_codes=ok_codes)
+    driver, workers = _peaks(monitor, proc)
+    return out, {"seconds": seconds, "driver_peak_mib": round(driver),
+                 "worker_peak_mib": [round(w) for w in workers]}
+
+
+def with_defaults(work, N, args):
+    """The README's pipeline with every default at N rows: each step's time and
+    peaks, the sweeps, EP's stop reason and the held-out error."""
+    data_npy, store = work / "data.npy", work / "data.zarr"
+    train, test = work / "data-train.zarr", work / "data-test.zarr"
+    model, scores = work / "model.zarr", work / "scores.zarr"
+    steps = {}
+    for name, cmd in (
+            ("make-data", ["make-data", data_npy, "--rows", N, "--features", args.features,
+                           "--overwrite"]),
+            ("ingest", ["ingest", data_npy, "--out", store, "--overwrite"]),
+            ("split", ["split", store, "--test-fraction", "0.01", "--seed", "0",
+                       "--overwrite"]),
+            ("train", ["train", train, "--out", model, "--workers", args.workers,
+                       "--overwrite"]),
+            ("score", ["score", model, test, "--out", scores, "--workers", args.workers,
+                       "--overwrite"]),
+            ("evaluate", ["evaluate", model, test, "--workers", args.workers, "--json"])):
+        out, steps[name] = _timed_step([BIN / "saspa", *cmd], ok_codes=(0, 3))
+        print(f"[bench_scale] {name}: {json.dumps(steps[name])}", file=sys.stderr,
+              flush=True)
+    fitted = load_model(model)
+    return {"N": N, "steps": steps, "sweeps": fitted.n_sweeps_,
+            "stop": fitted.ep_stop_reason_, "converged": bool(fitted.converged_),
+            "coarse_start": fitted.coarse_start_, "M": fitted.bases_.n_bases,
+            "sweep_s": [r["seconds"] for r in fitted.history_],
+            "held_out": json.loads(out)}
 
 
 def one_size(work, N, args, rate):
@@ -116,6 +159,8 @@ def main():
     ap.add_argument("--chunk-rows", type=int, default=125_000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="small run for CI")
+    ap.add_argument("--defaults", action="store_true",
+                    help="the README's pipeline with every default (module docstring)")
     ap.add_argument("--workdir", help="stores go here (default: a temp dir)")
     ap.add_argument("--plot", default=str(HERE / "figures" / "scale.png"))
     args = ap.parse_args()
@@ -125,6 +170,10 @@ def main():
     rate = matmul_rate()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="saspa-scale-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.defaults:
+        for N in sizes:
+            print(json.dumps(with_defaults(work, N, args), indent=1), flush=True)
+        return 0
     rows = []
     for N in sizes:
         row = one_size(work, N, args, rate)
