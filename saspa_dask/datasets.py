@@ -3,6 +3,7 @@ one small real set shipped with the package (:func:`load_ionosphere`)."""
 
 from __future__ import annotations
 
+import copy
 import gzip
 import io
 from importlib.resources import files
@@ -10,7 +11,7 @@ from importlib.resources import files
 import numpy as np
 
 __all__ = ["load_ionosphere", "multiscale_regression", "multiscale_signal",
-           "synthetic_two_class"]
+           "synthetic_two_class", "synthetic_two_class_chunks"]
 
 
 def load_ionosphere():
@@ -64,6 +65,53 @@ def synthetic_two_class(n_rows, n_features, seed):
         rows = y == label
         X[rows] = centre + rng.normal(size=(rows.sum(), n_features)) @ A
     return X, y
+
+
+def synthetic_two_class_chunks(n_rows, n_features, seed, chunk_rows=1_000_000):
+    """:func:`synthetic_two_class`'s rows, ``chunk_rows`` at a time, in a chunk's
+    memory: the same draws in the same order (its labels, then each class's
+    covariance, centre and rows), so the same values (to the last bit wherever a class's
+    rows of a chunk are multiplied as they are in one piece; to rounding otherwise).
+
+    The generator's stream is replayed instead of held: one pass counts the labels, a
+    second skips class 0's rows to reach class 1's draws, and the chunks then take
+    their labels and each class's rows from three copies of the generator, each at its
+    place in the stream.
+
+    Yields
+    ------
+    X : ndarray of shape (rows, n_features)
+    y : ndarray of shape (rows,) with labels 0 and 1
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, y = synthetic_two_class(1000, 3, seed=0)
+    >>> parts = list(synthetic_two_class_chunks(1000, 3, seed=0, chunk_rows=300))
+    >>> [len(p[1]) for p in parts]
+    [300, 300, 300, 100]
+    >>> np.allclose(np.vstack([p[0] for p in parts]), X, rtol=1e-15, atol=1e-15)
+    True
+    """
+    starts = range(0, n_rows, chunk_rows)
+    rng = np.random.default_rng(seed)
+    labels = copy.deepcopy(rng)
+    n_first = sum(int((rng.integers(0, 2, size=min(chunk_rows, n_rows - s)) == 0).sum())
+                  for s in starts)
+    classes = []
+    for n_class in (n_first, n_rows - n_first):
+        A = rng.normal(size=(n_features, n_features)) / np.sqrt(n_features)
+        centre = rng.normal(size=n_features) * 0.8
+        classes.append((copy.deepcopy(rng), centre, A))
+        for done in range(0, n_class, chunk_rows):  # past this class's rows
+            rng.normal(size=(min(chunk_rows, n_class - done), n_features))
+    for start in starts:
+        y = labels.integers(0, 2, size=min(chunk_rows, n_rows - start))
+        X = np.empty((y.size, n_features))
+        for label, (stream, centre, A) in enumerate(classes):
+            rows = y == label
+            X[rows] = centre + stream.normal(size=(rows.sum(), n_features)) @ A
+        yield X, y
 
 
 def multiscale_signal(X):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import multiscale_regression, synthetic_two_class
+from ..datasets import multiscale_regression, synthetic_two_class, synthetic_two_class_chunks
 from ..files.names import aside
 from ..files.outputs import NPY, check_output
 from ..storage.column_plan import target_index
@@ -105,6 +105,20 @@ def read_csv(path, target):
     return np.array(features), np.array(labels)
 
 
+# rows generated and written at a time by make-data (two-class): about 70 MB of memory
+# at 8 inputs whatever the rows, and one piece (the same bits) up to a million rows
+MAKE_DATA_CHUNK_ROWS = 1_000_000
+
+
+def _write_npy(path, shape, chunks):
+    """A float64 ``.npy`` file of ``shape`` written from (X, y) row chunks in order."""
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "<f8", "fortran_order": False, "shape": shape})
+        for X, y in chunks:
+            np.column_stack([X, y]).astype("<f8", copy=False).tofile(f)
+
+
 def make_data(out, *, rows=200_000, features=8, seed=0, kind="two-class",
               overwrite=False):
     """Write generated rows (inputs, then the label or target column) to the ``.npy``
@@ -112,19 +126,23 @@ def make_data(out, *, rows=200_000, features=8, seed=0, kind="two-class",
     0/1 label) or "multiscale-regression" (structure at several length scales, inputs 7
     and beyond irrelevant; needs ``features >= 8``).  An existing ``out`` is replaced
     only with ``overwrite`` and only when it is a ``.npy`` array
-    (:func:`~saspa_dask.files.outputs.check_output`).  Returns the path."""
+    (:func:`~saspa_dask.files.outputs.check_output`).  Two-class rows are generated and
+    written a million at a time (:func:`~saspa_dask.datasets.synthetic_two_class_chunks`:
+    the same values), so memory does not grow with ``rows``; the multiscale regression
+    is drawn whole.  Returns the path."""
     path = Path(out)
     with reported():
         check_output(path, NPY, overwrite=overwrite)
     if kind == "two-class":
-        X, y = synthetic_two_class(rows, features, seed)
+        chunks = synthetic_two_class_chunks(rows, features, seed, MAKE_DATA_CHUNK_ROWS)
     elif features < 8:
         raise JobError("multiscale-regression needs --features >= 8")
     else:
         X, y, _ = multiscale_regression(rows, features, seed)
+        chunks = [(X, y)]
     tmp = aside(path).with_suffix(".npy")
     try:
-        np.save(tmp, np.column_stack([X, y]))
+        _write_npy(tmp, (rows, features + 1), chunks)
         check_output(path, NPY, overwrite=overwrite)  # again, just before the rename
         tmp.replace(path)
     except BaseException:
