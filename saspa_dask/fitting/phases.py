@@ -32,7 +32,8 @@ from . import policy
 from .costs import evaluation_flops
 from .exact_start import (exact_check_applies, exact_gp_flops, exact_gp_start,
                           exact_start_applies, start_rows)
-from .stages import learning_stages, merge_stages, sites_at, sites_on_all, stages_end
+from .stages import (every_row, learning_stages, merge_stages, sites_at, sites_on_all,
+                     stages_end)
 from .stochastic import learn_stochastic
 from .trainer import FitOutcome
 
@@ -173,7 +174,7 @@ def _ep_on_all_rows(run, state, learn_here):
     if learn_here and state.learnt is None:  # learning starts here, on all rows
         hyper = exact_started(run, hyper, X, state.targets)
     run.say(f"EP on {X.shape[0]} rows" + (", learning hyperparameters" if learn_here else ""))
-    sites = (state.learnt_sites if learn_here or state.sites_cover_all
+    sites = (every_row(state.learnt_sites) if learn_here or state.sites_cover_all
              else state.given_sites)
     with WorkDir(run.plan.execution.work_dir) if run.lazy else nullcontext() as work:
         outcome = state.fit(state.trainer_for(X, state.targets, work, learn_here), hyper,
@@ -228,8 +229,8 @@ def _sample_model(learnt, rows, n_samples):
     no sweep on all rows, not converged (stopped by the time budget), and no evidence
     (it needs every row)."""
     results = []
-    for result, (tau, nu) in zip(learnt.results, sites_on_all(learnt, rows, n_samples,
-                                                             None)):
+    for result, (tau, nu) in zip(learnt.results, every_row(
+            sites_on_all(learnt, rows, n_samples, None))):
         results.append(replace(result, tau=tau, nu=nu, n_sweeps=0, converged=False,
                                stopped_by_time=True, log_evidence=float("nan"),
                                history=[], coarse_start=[]))
