@@ -56,3 +56,27 @@ def test_given_arrays_of_every_row_stay_arrays():
     expected_tau[rows] = outcome.results[0].tau
     np.testing.assert_array_equal(tau, expected_tau)
     assert every_row(None) is None and sites_at(None, rows) is None
+
+
+def test_stages_of_many_rows_are_drawn_in_the_samples_memory(monkeypatch):
+    """Past PERMUTED_ROWS_MAX rows the stages are nested seeded samples drawn without
+    a permutation of every row: 10^9 rows, stages of 2,000 and 20,000, traced under
+    a megabyte; the same seed draws the same rows; below it, a permutation's prefixes
+    as before."""
+    import tracemalloc
+
+    from saspa_dask.fitting import stages
+
+    tracemalloc.start()
+    try:
+        small, large = stages._stage_rows([2_000, 20_000], 10**9, 4)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20
+    assert np.unique(large).size == 20_000 and set(small) <= set(large)
+    assert large.min() >= 0 and large.max() < 10**9
+    again = stages._stage_rows([2_000, 20_000], 10**9, 4)
+    np.testing.assert_array_equal(again[1], large)
+    order = np.random.RandomState(4).permutation(1000)
+    np.testing.assert_array_equal(stages._stage_rows([10], 1000, 4)[0], np.sort(order[:10]))
