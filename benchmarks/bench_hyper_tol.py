@@ -8,7 +8,7 @@ process CPU seconds, learning's iterations and stop reason, and the energy per r
 Writes ``results/hyper_tol.json``.
 
     python benchmarks/bench_hyper_tol.py                 # 3 sets x 3 tolerances, seed 0
-    python benchmarks/bench_hyper_tol.py --quick         # smoke: 1,000 Pumadyn rows, M = 8
+    python benchmarks/bench_hyper_tol.py --quick         # smoke: 1,000 Kin-40k rows, M = 8
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def main():
     parser.add_argument("--bases", type=int, default=None, help="default: the estimator's")
     parser.add_argument("--rows", type=int, default=None, help="first training rows only")
     parser.add_argument("--out", default="hyper_tol.json")
-    add_quick_option(parser, sets=["pumadyn32nm"], tols=[1e-4, 1e-3], bases=8, rows=1000)
+    add_quick_option(parser, sets=["kin40k"], tols=[1e-4, 1e-3], bases=8, rows=1000)
     args = parse(parser)
     report = start_report(args, rate=lambda: matmul_rate(threads=1), runs=[])
     for name in args.sets:

@@ -435,11 +435,13 @@ def test_bench_scaling_quick(tmp_path):
 
 
 def test_bench_hyper_tol_quick(tmp_path):
-    """Two tolerances on 1,000 Pumadyn rows at M = 8: the looser stops no later, each
-    run's energy is finite and its test RMSE below the targets' sd (1, standardised)."""
+    """Two tolerances on 1,000 Kin-40k rows at M = 8: the looser stops no later, each
+    run's energy is finite and its test RMSE below the targets' sd (1, standardised),
+    the default's well below (0.62 measured; 1e-3 stops at 0.80)."""
     _run("bench_hyper_tol.py", "--quick", "--outdir", str(tmp_path))
     runs = json.loads((tmp_path / "results" / "hyper_tol.json").read_text())["runs"]
     strict, loose = runs
     assert (strict["tol"], loose["tol"]) == (1e-4, 1e-3)
     assert loose["iterations"] <= strict["iterations"]
-    assert all(np.isfinite(r["energy_per_row"]) and r["rmse"] < 1.0 for r in runs)
+    assert all(np.isfinite(r["energy_per_row"]) and r["rmse"] < 0.9 for r in runs)
+    assert strict["rmse"] < 0.7
