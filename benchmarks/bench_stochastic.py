@@ -87,24 +87,26 @@ def main():
     parser.add_argument("--svgp-cpu", type=float, nargs="*", default=[],
                         help="also GPyTorch's SVGP (K-means start, lr 0.01, batch 256) "
                              "scored at these CPU seconds of training")
+    parser.add_argument("--rows", type=int, nargs="+", default=[None],
+                        help="learn on the first ROWS training rows (default: all)")
     parser.add_argument("--batch-rows", type=int,
                         help="stochastic learning's minibatch rows (default: the library's)")
     parser.add_argument("--quick", action="store_true",
-                        help="Kin-40k's first 1,000 training rows, M = 8, minibatches of "
-                             "125 rows (8 steps an epoch): a smoke run")
+                        help="Kin-40k's first 1,000 training rows, M = 8: a smoke run")
     parser.add_argument("--out", default="stochastic.json", help="file under results/")
     args = output.parse(parser)
     if args.quick:
         args.sets, args.bases, args.blurs = ["kin40k"], 8, ["delta"]
         args.svgp_cpu = [0.5] if args.svgp_cpu else []
-        args.batch_rows = args.batch_rows or 125
     report = machine.start_report(args, matmul_rate, runs=[])
-    rows = 1000 if args.quick else None
+    if args.quick:
+        args.rows = [1000]
     for name in args.sets:
         split = data.paper_split(name)
-        for blur, alpha, seed, offset, learning in itertools.product(
-                args.blurs, args.alphas, args.seeds, args.learn_offset, args.learnings):
-            result = {"set": name, "M": args.bases,
+        for rows, blur, alpha, seed, offset, learning in itertools.product(
+                args.rows, args.blurs, args.alphas, args.seeds, args.learn_offset,
+                args.learnings):
+            result = {"set": name, "M": args.bases, "rows": rows,
                       **run(split, args.bases, blur, learning, seed, rows, alpha,
                             offset == "on", args.batch_rows)}
             report["runs"].append(result)
@@ -112,18 +114,19 @@ def main():
         if args.svgp_cpu:
             report.setdefault("svgp", []).extend(
                 {"set": name, "M": args.bases, **r}
-                for r in run_svgp(split, args.bases, args.svgp_cpu, rows))
+                for r in run_svgp(split, args.bases, args.svgp_cpu, args.rows[0]))
             print(json.dumps(report["svgp"]), flush=True)
     output.RESULTS.mkdir(parents=True, exist_ok=True)
     (output.RESULTS / args.out).write_text(json.dumps(report, indent=2))
     print(json.dumps(report))
-    print("\n| set | blur | alpha | offset | learning | RMSE | NLPD | energy / row | "
+    print("\n| set | rows | blur | alpha | offset | learning | RMSE | NLPD | energy / row | "
           "iterations | CPU s | train RMSE | noise | mean residual variance |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in report["runs"]:
         # targets are standardised: the learnt mean in standard deviations from y's mean
         offset = f"learnt, {r['y_mean']:+.3f} sd" if r["learn_offset"] else "y's mean"
-        print(f"| {r['set']} | {r['blur']} | {r['alpha']:g} | {offset} | {r['learning']} | "
+        print(f"| {r['set']} | {r['rows'] or 'all'} | {r['blur']} | {r['alpha']:g} | "
+              f"{offset} | {r['learning']} | "
               f"{r['rmse']:.4g} | {r['nlpd']:.4g} | {r['energy_per_row']:.4f} | "
               f"{r['iterations']} | {r['cpu_seconds']:.0f} | {r['train_rmse']:.4g} | "
               f"{r['noise_variance']:.3g} | {r['mean_residual_variance']:.3g} |")

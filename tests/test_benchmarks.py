@@ -194,9 +194,9 @@ def test_bench_power_ep_small(tmp_path):
 def test_bench_stochastic_quick(tmp_path):
     """Both learnings run on Kin-40k's split and predict far better than the mean
     (test RMSE below the targets' sd, about 1 in standardised units: 0.61 and 0.74
-    measured, stochastic in minibatches of 125 rows: with the library's 2,048 an epoch of
-    these 1,000 rows is one step, and 100 steps reach 0.91); the energies are those of
-    full-batch EP at each learnt point."""
+    measured, stochastic in minibatches of 125 rows, an eighth of the rows: one 2,048-row
+    step an epoch reached 0.91); the energies are those of full-batch EP at each learnt
+    point."""
     out = _run("bench_stochastic.py", "--quick", "--svgp-cpu", "1", "--outdir",
                str(tmp_path))
     report = json.loads((tmp_path / "results" / "stochastic.json").read_text())
@@ -206,7 +206,8 @@ def test_bench_stochastic_quick(tmp_path):
                       skiprows=1)[:, -1].std()
     assert all(r["rmse"] < 0.9 * y_sd for r in runs)
     assert all(r["learn_offset"] and abs(r["y_mean"]) < 1.0 for r in runs)
-    assert "| kin40k | delta | 1 | learnt, " in out
+    assert "| kin40k | 1000 | delta | 1 | learnt, " in out
+    assert [r["rows"] for r in runs] == [1000, 1000]
     # SVGP beside them, scored once its training CPU reached the budget
     (svgp,) = report["svgp"]
     assert svgp["cpu_seconds"] >= 0.5 and np.isfinite(svgp["rmse"])

@@ -279,3 +279,15 @@ def test_300_epochs_at_the_default_step_end_at_the_full_batch_optimum(name, seed
     assert info["epochs"] == 300 and info["stop_reason"] == "cap"
     assert (full.log_evidence_ - sgd.log_evidence_) / N < 0.002, (
         full.log_evidence_, sgd.log_evidence_)
+
+
+def test_an_epoch_of_few_rows_takes_eight_steps():
+    """600 rows with the default 2,048-row minibatches: minibatches of 75 rows (an
+    eighth), so 3 epochs are 16 learning steps after the first epoch's 8 site-setting
+    ones, and the fit records the minibatch it used."""
+    X, y = _regression(600)
+    model = SASPARegressor(8, blur="delta", learning="stochastic", random_state=0,
+                           stochastic={"max_epochs": 3}).fit(X, y)
+    info = model.hyperparameter_info_
+    assert info["batch_rows"] == 75 and info["epochs"] == 3
+    assert info["rows_seen"] == 3 * 600 and info["n_iterations"] == 24

@@ -115,7 +115,7 @@ class LearningOnMinibatches:
         decide_exact_start(run, state, on_sample=False)
         start = state.began = time.perf_counter()
         state.hyper = exact_started(run, state.hyper, run.X, state.targets)
-        schedule = run.plan.stochastic
+        schedule = run.plan.stochastic.for_rows(run.X.shape[0])
         run.say(f"learning stochastically on all {run.X.shape[0]} rows (minibatches of "
                 f"{schedule.batch_rows}, learning rate {schedule.learning_rate:g}, at most "
                 f"{schedule.max_epochs:g} epochs{run.budget_text()})")

@@ -100,6 +100,10 @@ class FitPolicy:
     mean_step: float = 0.01
     #: Adam's rate is divided by the learning epochs to this power (Robbins-Monro)
     rate_decay: float = 0.25
+    #: an epoch takes at least this many minibatch steps (smaller minibatches on few
+    #: rows: one 2,048-row step an epoch learnt little in the epoch cap; "Stochastic
+    #: learning on few rows")
+    min_steps_per_epoch: int = 8
 
 
 POLICY = FitPolicy()

@@ -6,9 +6,10 @@ stochastic learning runs (:class:`StochasticLearning`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ep.schedule import EPSchedule, check_field, is_whole
+from . import policy
 
 __all__ = ["EPSchedule", "Execution", "LEARNING_METHODS", "StochasticLearning"]
 
@@ -61,7 +62,8 @@ class StochasticLearning:
     Parameters
     ----------
     batch_rows : int, default=2048
-        Rows per minibatch.
+        Rows per minibatch; at most a ``min_steps_per_epoch``-th of the rows (fit
+        policy: 8), so that an epoch of few rows still takes that many steps.
     learning_rate : float, default=0.05
         Adam's step: in log space for lengthscales, variances and likelihood
         parameters; a basis mean moves the fit policy's ``mean_step`` of its input's lengthscale
@@ -84,6 +86,12 @@ class StochasticLearning:
     learning_rate: float = 0.05
     max_epochs: float = 100.0
     tol: float = 1e-3
+
+    def for_rows(self, n_rows):
+        """These settings for ``n_rows`` rows: minibatches of at most a
+        ``min_steps_per_epoch``-th of them (:mod:`saspa_dask.fitting.policy`)."""
+        steps = policy.POLICY.min_steps_per_epoch
+        return replace(self, batch_rows=max(min(self.batch_rows, -(-n_rows // steps)), 1))
 
     def __post_init__(self):
         name = type(self).__name__
