@@ -45,9 +45,9 @@ def learning_stages(hyper_subsample, n_samples, random_state, lazy=False):
 
 
 # above this many rows the stages are not a permutation's prefixes: a permutation of
-# every row is 8 bytes a row on the driver (800 MB at 10^8 rows), Floyd's sampling
-# (numpy's Generator.choice) takes the sample's memory (other rows, so fits of more
-# rows than this learn on another sample than before)
+# every row is 8 bytes a row on the driver, Floyd's sampling (numpy's
+# Generator.choice) takes the sample's memory (and draws other rows than the
+# permutation would)
 PERMUTED_ROWS_MAX = 2**24
 
 

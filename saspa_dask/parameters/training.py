@@ -36,7 +36,8 @@ _EP_FIELDS = (
 )
 
 _STOCHASTIC_FIELDS = (
-    Parameter("minibatch_rows", int, 2048, "Stochastic learning: rows per minibatch.",
+    Parameter("minibatch_rows", int, 2048, "Stochastic learning: rows per minibatch (at "
+              "most an eighth of the rows: an epoch of at least 8 steps).",
               "stochastic", "batch_rows"),
     Parameter("learning_rate", float, 0.05, "Stochastic learning: Adam's step (log space; "
               "a basis mean moves a tenth of its input's lengthscale per unit).",
