@@ -103,6 +103,42 @@ def test_every_worker_killed_at_once_during_training(cluster):
     assert model.n_sweeps_ == reference.n_sweeps_
 
 
+def test_a_worker_added_mid_job_leaves_the_model_as_it_was(cluster):
+    """A third worker joins at sweep 3 (no nanny, one thread, on 127.0.0.1): the
+    scheduler takes it in, and training ends in the undisturbed run's sweeps and
+    sites."""
+    X, y = synthetic_two_class(8_000, 4, seed=4)
+    bases = Basis(X[:20], None)
+    Xd, yd = da.from_array(X, chunks=(1_000, 4)), da.from_array(y, chunks=1_000)
+    settings = dict(optimize_hyperparameters=False, bases=bases, lengthscale=2.0,
+                    ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False})
+    reference = SASPAClassifier(**settings, execution={"block_rows": 1_000}).fit(X, y)
+    added, seen = [], []
+    with Client(cluster, timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+
+        def add_at_sweep_3(record):
+            if record["sweep"] == 3 and not added:
+                added.append(subprocess.Popen(
+                    [str(BIN / "dask"), "worker", cluster, "--nthreads", "1", "--no-nanny",
+                     "--host", "127.0.0.1", "--no-dashboard"], stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, start_new_session=True))
+                client.wait_for_workers(3, timeout=60)
+            seen.append(len(client.scheduler_info()["workers"]))
+
+        try:
+            model = SASPAClassifier(**settings).fit(Xd, yd, progress=add_at_sweep_3)
+        finally:  # the job is over: the extra worker holds nothing it needs
+            for proc in added:
+                proc.kill()
+                proc.wait()
+    assert added and max(seen) == 3 and model.converged_
+    np.testing.assert_allclose(model.alpha_, reference.alpha_, rtol=1e-9,
+                               atol=1e-9 * np.abs(reference.alpha_).max())
+    np.testing.assert_allclose(model.sites_tau_, reference.sites_tau_, rtol=1e-8, atol=1e-10)
+    assert model.n_sweeps_ == reference.n_sweeps_
+
+
 def _scoring_started(cluster, tmp_path, seed):
     """A 40,000-row store in 20 chunks, its model, and ``saspa score`` of it started on
     the cluster (both workers up): (X, model, out, process)."""
