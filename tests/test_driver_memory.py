@@ -68,3 +68,32 @@ def test_a_npy_ingest_stays_resident_at_a_few_chunks(tmp_path):
         peaks.append(int(out.stdout.split()[-2]) * 1024)  # "VmHWM: N kB"
         source.unlink()
     assert peaks[1] - peaks[0] < 64 * 2**20, peaks
+
+
+def test_scoring_checks_a_models_sites_without_reading_them(tmp_path, monkeypatch):
+    """What scoring reads of a model store (``read_fitted_posterior``) checks the per-row
+    sites by the store's checksum a stored chunk at a time instead of reading them:
+    traced under a quarter of their bytes (400,000 rows in chunks of 10,000: 6.4 MB),
+    where reading them took it all; ``load_model`` (the estimator keeps them) still
+    returns them whole."""
+    import numpy as np
+
+    from saspa_dask import load_model
+    from saspa_dask.models import model_store
+    from saspa_dask.models.model_reader import read_fitted_posterior
+
+    X, y = synthetic_two_class(400_000, 1, 1)
+    model = SASPAClassifier(4, optimize_hyperparameters=False, random_state=0).fit(X, y)
+    monkeypatch.setattr(model_store, "ROW_CHUNK", 10_000)  # stored in 40 chunks
+    model.save(tmp_path / "m.zarr")
+    sites_bytes = model.sites_tau_.nbytes + model.sites_nu_.nbytes
+    read_fitted_posterior(tmp_path / "m.zarr")  # first calls' imports traced apart
+    tracemalloc.start()
+    try:
+        fitted, _ = read_fitted_posterior(tmp_path / "m.zarr")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < sites_bytes / 4, (peak, sites_bytes)
+    np.testing.assert_array_equal(fitted.posteriors[0].mean, model.fitted_posterior_.posteriors[0].mean)
+    np.testing.assert_array_equal(load_model(tmp_path / "m.zarr").sites_tau_, model.sites_tau_)

@@ -182,6 +182,16 @@ class _ArrayReader:
         self.read_arrays[name] = value
         return np.asarray(value, dtype=dtype)
 
+    def metadata(self, name, dtype=None, shape=None):
+        """The stored array ``name``, checked as :meth:`__call__` checks it, unread."""
+        try:
+            array = self.group[name]
+        except Exception as err:
+            raise StoreError(f"{self.path}: array {name!r} is missing or unreadable "
+                             f"({type(err).__name__}: {err})") from None
+        self._check(array, name, shape)
+        return array
+
     def _check(self, array, name, shape):
         path = self.path
         check_codecs(array, path, name)
@@ -221,10 +231,13 @@ class _ArrayReader:
                           "cannot be checked; save it again to add one", UserWarning,
                           stacklevel=2)
             return
+        arrays = dict(self.read_arrays)
         for name in self.group.array_keys():
-            if name not in self.read_arrays:
-                self(name, dtype=None)
-        if content_checksum(attrs, self.read_arrays) != recorded:
+            if name not in arrays:  # not needed here: checked, then hashed a slab at a time
+                array = self.group[name]
+                self._check(array, name, None)
+                arrays[name] = array
+        if content_checksum(attrs, arrays) != recorded:
             raise StoreError(f"{self.path}: its content differs from the checksum recorded "
                              "when it was saved (an attribute or array was changed "
                              "since); refusing to load it: save or train the model again")
@@ -416,7 +429,8 @@ def read_fitted_posterior(path):
     """
     def read():
         attrs, reader, fitted = _read_posterior_checked(Path(path))
-        _read_report_arrays(reader, attrs, fitted, path)  # their shapes, for the checksum
+        # the per-row sites are checked (their shapes, and by the checksum) but not read
+        _read_report_arrays(reader, attrs, fitted, path, keep=False)
         reader.verify_checksum(attrs)
         return fitted, attrs
 
@@ -469,17 +483,19 @@ def _load(path, classes):
     return model, attrs
 
 
-def _read_report_arrays(read, attrs, fitted, path):
+def _read_report_arrays(read, attrs, fitted, path, keep=True):
     """The fit report's arrays; per-row sites checked against the problems (and the
-    training rows the store records) before they are read."""
+    training rows the store records) before they are read.  ``keep=False``: their
+    metadata only (the stored arrays are returned, not read)."""
     names = attrs.get("report_arrays", ["sites_nu", "sites_tau"])  # format 3: sites
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise StoreError(f"{path}: attribute 'report_arrays' must be a list of names")
     rows = attrs.get("n_training_rows")
     lead = () if fitted.n_problems == 1 else (fitted.n_problems,)
     sites_shape = lead + (rows,) if read.rows_known else None
-    arrays = {name: read(name, dtype=None,
-                         shape=sites_shape if name in ("sites_tau", "sites_nu") else None)
+    arrays = {name: (read if keep else read.metadata)(
+                  name, dtype=None,
+                  shape=sites_shape if name in ("sites_tau", "sites_nu") else None)
               for name in names}
     if "sites_tau" in arrays:
         tau, nu = arrays["sites_tau"], arrays.get("sites_nu")

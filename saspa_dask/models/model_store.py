@@ -279,7 +279,7 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
         # over what a reader will read back (JSON and arrays as stored)
         stored = zarr_group(tmp, "r")
         group.attrs["checksum"] = content_checksum(
-            dict(stored.attrs), {name: stored[name][...] for name in stored.array_keys()})
+            dict(stored.attrs), {name: stored[name] for name in stored.array_keys()})
         move_into_place(tmp, path, overwrite, MODEL)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -289,7 +289,7 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
 
 def _write_array(group, name, value, dtype=np.float64):
     value = np.asarray(value, dtype=dtype)
-    chunks = value.shape if value.ndim != 1 or value.size <= 1 << 20 else (1 << 20,)
+    chunks = value.shape if value.ndim != 1 or value.size <= ROW_CHUNK else (ROW_CHUNK,)
     fill = np.nan if value.dtype.kind == "f" else 0
     arr = group.create_array(name, shape=value.shape, chunks=chunks or (1,),
                              dtype=value.dtype, fill_value=fill)
@@ -299,16 +299,32 @@ def _write_array(group, name, value, dtype=np.float64):
 # -- loading -----------------------------------------------------------------------
 
 
+# per-row arrays are stored in chunks of this many elements (8 MB of float64) and
+# hashed a chunk at a time: a model's sites need not be in memory to be checked
+ROW_CHUNK = 1 << 20
+
+
 def content_checksum(attrs, arrays):
     """sha256 over a model store's attributes (all but ``checksum``) and arrays (name,
-    type, shape and bytes of each), as a reader reads them back."""
+    type, shape and bytes of each), as a reader reads them back.  ``arrays`` values are
+    NumPy arrays or stored (zarr) arrays, the latter read a slab at a time."""
     import hashlib
 
     h = hashlib.sha256()
     meta = {k: v for k, v in attrs.items() if k != "checksum"}
     h.update(json.dumps(meta, sort_keys=True, separators=(",", ":")).encode())
     for name in sorted(arrays):
-        value = np.asarray(arrays[name])
-        h.update(f"\0{name}\0{value.dtype.str}\0{value.shape}\0".encode())
-        h.update(np.ascontiguousarray(value).tobytes())
+        value = arrays[name]
+        if not hasattr(value, "dtype") or isinstance(value, (list, tuple)):
+            value = np.asarray(value)
+        shape = tuple(int(n) for n in value.shape)
+        h.update(f"\0{name}\0{np.dtype(value.dtype).str}\0{shape}\0".encode())
+        if isinstance(value, np.ndarray) or not shape:
+            h.update(np.ascontiguousarray(value[...]).tobytes())
+            continue
+        step = int(value.chunks[-1])  # C order: the last axis a stored chunk at a time
+        for lead in np.ndindex(*shape[:-1]):
+            for start in range(0, shape[-1], step):
+                h.update(np.ascontiguousarray(
+                    value[lead + (slice(start, start + step),)]).tobytes())
     return h.hexdigest()
