@@ -75,16 +75,24 @@ def _kill_every_worker(client):
     return sorted(pids)
 
 
+def _thousand_row_chunks(seed):
+    """8,000 rows in chunks of 1,000 as dask arrays, fixed-hyperparameter settings with
+    a tight EP tolerance, and the in-memory fit of blocks of the chunks' rows (the same
+    groups of blocks: the same path): (Xd, yd, settings, reference)."""
+    X, y = synthetic_two_class(8_000, 4, seed=seed)
+    settings = dict(optimize_hyperparameters=False, bases=Basis(X[:20], None),
+                    lengthscale=2.0, ep={"tol": 1e-10, "max_sweeps": 300,
+                                         "coarse_start": False})
+    reference = SASPAClassifier(**settings, execution={"block_rows": 1_000}).fit(X, y)
+    return (da.from_array(X, chunks=(1_000, 4)), da.from_array(y, chunks=1_000), settings,
+            reference)
+
+
 def test_every_worker_killed_at_once_during_training(cluster):
     """Every worker SIGKILLed at once mid-sweep: their nannies start new workers at new
     addresses, and the chunk blocks cached on the dead ones are rebuilt there (they were
     once pinned to the dead addresses, and the job waited for ever)."""
-    X, y = synthetic_two_class(8_000, 4, seed=3)
-    bases = Basis(X[:20], None)
-    Xd, yd = da.from_array(X, chunks=(1_000, 4)), da.from_array(y, chunks=1_000)
-    settings = dict(optimize_hyperparameters=False, bases=bases, lengthscale=2.0,
-                    ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False})
-    reference = SASPAClassifier(**settings, execution={"block_rows": 1_000}).fit(X, y)
+    Xd, yd, settings, reference = _thousand_row_chunks(seed=3)
     killed = []
     with Client(cluster, timeout=30) as client:
         client.wait_for_workers(2, timeout=60)
@@ -107,12 +115,7 @@ def test_a_worker_added_mid_job_leaves_the_model_as_it_was(cluster):
     """A third worker joins at sweep 3 (no nanny, one thread, on 127.0.0.1): the
     scheduler takes it in, and training ends in the undisturbed run's sweeps and
     sites."""
-    X, y = synthetic_two_class(8_000, 4, seed=4)
-    bases = Basis(X[:20], None)
-    Xd, yd = da.from_array(X, chunks=(1_000, 4)), da.from_array(y, chunks=1_000)
-    settings = dict(optimize_hyperparameters=False, bases=bases, lengthscale=2.0,
-                    ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False})
-    reference = SASPAClassifier(**settings, execution={"block_rows": 1_000}).fit(X, y)
+    Xd, yd, settings, reference = _thousand_row_chunks(seed=4)
     added, seen = [], []
     with Client(cluster, timeout=30) as client:
         client.wait_for_workers(2, timeout=60)
