@@ -50,6 +50,24 @@ class FitOutcome:
     info: dict | None = None
 
 
+# chunks of a per-row array computed at a time when it is gathered on the driver
+_GATHER_CHUNKS = 32
+
+
+def _gathered(array):
+    """A lazy per-row array as one NumPy array, a few chunks at a time written into
+    place (``dask.compute`` of the whole array holds every chunk and their
+    concatenation: twice its bytes on the driver)."""
+    out = np.empty(array.shape, dtype=np.float64)
+    blocks, start = array.blocks, 0
+    for first in range(0, blocks.size, _GATHER_CHUNKS):
+        last = min(first + _GATHER_CHUNKS, blocks.size)
+        for part in dask.compute(*[blocks[i] for i in range(first, last)]):
+            out[start:start + len(part)] = part
+            start += len(part)
+    return out
+
+
 class Trainer:
     """EP on shared whitened blocks for one or more problems.
 
@@ -165,8 +183,7 @@ class Trainer:
             result = run_ep(engine, likelihood, self.hyper.signal_variance, self.settings,
                             callback=callback, start=start, deadline=deadline, probe=probe)
             if self.is_lazy:
-                result.tau, result.nu = (np.asarray(s) for s in dask.compute(result.tau,
-                                                                               result.nu))
+                result.tau, result.nu = _gathered(result.tau), _gathered(result.nu)
             else:
                 result.tau, result.nu = np.concatenate(result.tau), np.concatenate(result.nu)
             results.append(result)
