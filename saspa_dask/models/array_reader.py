@@ -43,12 +43,9 @@ class ArrayReader:
 
     def __call__(self, name, dtype=np.float64, shape=None):
         """The array ``name`` (``dtype=None``: as stored), or a StoreError naming it."""
+        array = self.metadata(name, shape=shape)
         try:
-            array = self.group[name]
-            self._check(array, name, shape)
             value = array[...]
-        except StoreError:
-            raise
         except Exception as err:
             raise StoreError(f"{self.path}: array {name!r} is missing or unreadable "
                              f"({type(err).__name__}: {err})") from None
@@ -56,13 +53,17 @@ class ArrayReader:
         return np.asarray(value, dtype=dtype)
 
     def metadata(self, name, dtype=None, shape=None):
-        """The stored array ``name``, checked as :meth:`__call__` checks it, unread."""
+        """The stored array ``name``, checked as :meth:`__call__` checks it, unread (the
+        checksum hashes it a stored chunk at a time)."""
         try:
             array = self.group[name]
+            self._check(array, name, shape)
+        except StoreError:
+            raise
         except Exception as err:
             raise StoreError(f"{self.path}: array {name!r} is missing or unreadable "
                              f"({type(err).__name__}: {err})") from None
-        self._check(array, name, shape)
+        self.read_arrays.setdefault(name, array)
         return array
 
     def _check(self, array, name, shape):
@@ -104,13 +105,10 @@ class ArrayReader:
                           "cannot be checked; save it again to add one", UserWarning,
                           stacklevel=2)
             return
-        arrays = dict(self.read_arrays)
         for name in self.group.array_keys():
-            if name not in arrays:  # not needed here: checked, then hashed a slab at a time
-                array = self.group[name]
-                self._check(array, name, None)
-                arrays[name] = array
-        if content_checksum(attrs, arrays) != recorded:
+            if name not in self.read_arrays:  # not needed here: checked, hashed unread
+                self.metadata(name)
+        if content_checksum(attrs, self.read_arrays) != recorded:
             raise StoreError(f"{self.path}: its content differs from the checksum recorded "
                              "when it was saved (an attribute or array was changed "
                              "since); refusing to load it: save or train the model again")

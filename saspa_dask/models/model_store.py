@@ -315,7 +315,7 @@ def content_checksum(attrs, arrays):
     h.update(json.dumps(meta, sort_keys=True, separators=(",", ":")).encode())
     for name in sorted(arrays):
         value = arrays[name]
-        if not hasattr(value, "dtype") or isinstance(value, (list, tuple)):
+        if not hasattr(value, "dtype"):
             value = np.asarray(value)
         shape = tuple(int(n) for n in value.shape)
         h.update(f"\0{name}\0{np.dtype(value.dtype).str}\0{shape}\0".encode())
