@@ -97,6 +97,18 @@ def test_no_function_is_longer_than_80_lines():
     assert long == []
 
 
+def test_no_module_is_longer_than_its_layers_bound():
+    """At most 400 lines a module in fitting/ (the fit path one reads first), 500
+    anywhere else."""
+    long = []
+    for path in _modules():
+        bound = 400 if path.parent.name == "fitting" else 500
+        lines = len(path.read_text().splitlines())
+        if lines > bound:
+            long.append(f"{path.relative_to(ROOT)}: {lines} > {bound}")
+    assert not long, long
+
+
 def test_both_engines_implement_the_protocol_the_driver_names():
     import numpy as np
 

@@ -16,13 +16,12 @@ import warnings
 from dataclasses import dataclass, replace
 from functools import partial
 
-import dask
 import numpy as np
 
 from ..core.blur_families import blur_family
 from ..core.bases import Basis, is_diagonal
 from ..core.kernels import basis_covariance
-from ..engines.chunks import is_lazy
+from ..engines.chunks import gathered, is_lazy
 from ..engines.dask_engine import DaskEngine
 from ..engines.memory import InMemoryEngine
 from ..ep.approximation import FITC
@@ -48,24 +47,6 @@ class FitOutcome:
     log_evidence: float
     trace: list | None = None
     info: dict | None = None
-
-
-# chunks of a per-row array computed at a time when it is gathered on the driver
-_GATHER_CHUNKS = 32
-
-
-def _gathered(array):
-    """A lazy per-row array as one NumPy array, a few chunks at a time written into
-    place (``dask.compute`` of the whole array holds every chunk and their
-    concatenation: twice its bytes on the driver)."""
-    out = np.empty(array.shape, dtype=np.float64)
-    blocks, start = array.blocks, 0
-    for first in range(0, blocks.size, _GATHER_CHUNKS):
-        last = min(first + _GATHER_CHUNKS, blocks.size)
-        for part in dask.compute(*[blocks[i] for i in range(first, last)]):
-            out[start:start + len(part)] = part
-            start += len(part)
-    return out
 
 
 class Trainer:
@@ -183,7 +164,7 @@ class Trainer:
             result = run_ep(engine, likelihood, self.hyper.signal_variance, self.settings,
                             callback=callback, start=start, deadline=deadline, probe=probe)
             if self.is_lazy:
-                result.tau, result.nu = _gathered(result.tau), _gathered(result.nu)
+                result.tau, result.nu = gathered(result.tau), gathered(result.nu)
             else:
                 result.tau, result.nu = np.concatenate(result.tau), np.concatenate(result.nu)
             results.append(result)
