@@ -492,3 +492,16 @@ def test_a_run_from_a_given_posterior_settles_on_its_own_sites():
     own = _site_posterior(blocks, np.concatenate(result.tau), np.concatenate(result.nu))
     np.testing.assert_allclose(result.posterior.mean, own.mean, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(result.posterior.chol, own.chol, rtol=1e-10, atol=1e-12)
+
+
+def test_the_priors_marginals_are_those_of_the_identity_factor():
+    """A cold run's first sweep takes its cavities from the prior N(0, I): its
+    marginals without a product (mean 0, variance |phi_i|^2) equal, bit for bit, the
+    general path's through R = I."""
+    phi = np.random.default_rng(3).normal(size=(300, 7))
+    prior = Posterior.prior(7)
+    general = Posterior(np.eye(7), np.zeros(7), np.zeros(7))  # not marked: the GEMM
+    assert prior.is_prior and not general.is_prior
+    for got, want in zip(prior.marginals(phi), general.marginals(phi)):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(prior.marginals(phi)[1], (phi ** 2).sum(axis=1), rtol=1e-14)

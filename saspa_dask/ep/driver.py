@@ -291,8 +291,9 @@ def _starting_point(engine, likelihood, signal_variance, settings, start, probe,
         site_stats = [engine.statistics()]
     else:
         site_stats = [engine.statistics((g, groups)) for g in range(groups)]
-    posterior = Posterior.from_statistics(sum(a for a, _ in site_stats),
-                                          sum(h for _, h in site_stats))
+    posterior = (Posterior.prior(M) if engine.is_cold else
+                 Posterior.from_statistics(sum(a for a, _ in site_stats),
+                                           sum(h for _, h in site_stats)))
     levels = []
     if ((start is None or start.scale > _COARSE_STRIDE) and settings.coarse_start
             and settings.mode == "parallel" and engine.is_cold

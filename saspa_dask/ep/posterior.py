@@ -30,17 +30,20 @@ class Posterior:
     scale : float
         How many rows each row of the sites behind it stands for (1 but for
         :meth:`scaled` posteriors).
+    is_prior : bool
+        The prior N(0, I) (:meth:`prior`): its marginals need no product.
     """
 
     chol: np.ndarray
     h: np.ndarray
     mean: np.ndarray
     scale: float = 1.0
+    is_prior: bool = False
 
     @classmethod
     def prior(cls, n_bases):
         eye = np.eye(n_bases)
-        return cls(eye, np.zeros(n_bases), np.zeros(n_bases))
+        return cls(eye, np.zeros(n_bases), np.zeros(n_bases), is_prior=True)
 
     @classmethod
     def from_statistics(cls, A, b):
@@ -80,6 +83,8 @@ class Posterior:
         var_i = |R^{-1} phi_i|^2, computed as the rows of phi R^{-T} (one GEMM).  With
         a :class:`Workspace` the product goes into its buffer (no n x M temporary).
         """
+        if self.is_prior:  # R = I: the first sweep of a cold run costs no GEMM
+            return np.zeros(phi.shape[0]), np.einsum("ij,ij->i", phi, phi)
         out = None if workspace is None else workspace.rows(phi.shape[0])
         W = np.matmul(phi, self.inverse_chol_t, out=out)
         return phi @ self.mean, np.einsum("ij,ij->i", W, W)

@@ -346,13 +346,21 @@ def _fit_at(trainer, likelihood, hyper, init_sites, starts=None, deadline=None,
                       float(sum(r.log_evidence for r in results)))
 
 
+def _warm_sites(likelihood, settings, sites):
+    """The sites an evaluation's EP starts from: none where the likelihood's sites do
+    not depend on the cavity (the Gaussian's) and no damping mixes them with the old
+    ones.  Its first sweep from the prior then sets them without a posterior product,
+    where a warm start took a pass for their statistics and a sweep from those."""
+    return None if likelihood.exact_sites and settings.step == 1.0 else sites
+
+
 def _maximise(trainer, likelihood, start, rule, init_sites, callback, watch=None):
     best = {"sites": init_sites, "value": -np.inf, "outcome": None}
 
     def evaluate(hyper):
         lik = hyper.bind(likelihood)
         t0 = time.perf_counter()
-        trainer.build(hyper, best["sites"])
+        trainer.build(hyper, _warm_sites(lik, trainer.settings, best["sites"]))
         with warnings.catch_warnings():
             # trial points of the line search may not converge; they are counted in
             # the outcome, and only the chosen point's convergence is reported
