@@ -167,10 +167,14 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
         # the rows see their projection only, lam is fixed at 0, so it drops
         g = (0.5 * (a * a - c) / alpha if block.approximation.residual_in_training
              else np.zeros_like(a))
-        sigma_phi = W @ inv_rt.T  # rows Sigma_v phi_i = R^{-T} R^{-1} phi_i
-        G = np.outer(n - t * m, mu) - t[:, None] * sigma_phi - 2.0 * g[:, None] * phi
+        # G in place from Sigma_v phi_i (an n x M temporary costs about its product)
+        G = W @ inv_rt.T
+        G *= -t[:, None]
+        G -= (2.0 * g)[:, None] * phi
+        G += np.outer(n - t * m, mu)
         Bt = solve_triangular(L, G.T, lower=True, trans="T", check_finite=False).T
-        E = Bt * (phi @ L.T)  # (G L^{-1}) o Kt
+        E = phi @ L.T  # Kt, then (G L^{-1}) o Kt
+        E *= Bt
         lik = {k: float(v.sum()) / alpha
                for k, v in likelihood.log_z_gradient(y, mc, sc + lam).items()}
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -262,12 +266,6 @@ def _fourier_moments(X, Bt, E, means, lengthscale, fourier):
     return (m0, m1, m2), (s0, s1)
 
 
-def _sym_lower(A):
-    """The symmetric S with <A, tril_half(X)> = <S, X> for symmetric X."""
-    low = np.tril(A, -1)
-    return 0.5 * (low + low.T) + 0.5 * np.diag(np.diag(A))
-
-
 def assemble_gradient(summary, basis, hyper, L):
     """Gradient of log Z_EP in log space from the merged per-chunk sums.
 
@@ -289,7 +287,9 @@ def assemble_gradient(summary, basis, hyper, L):
         with respect to the basis means and blur covariances themselves.
     """
     signal_variance = hyper.signal_variance
-    S = _sym_lower(summary.A)
+    # the symmetric S with <A, tril_half(X)> = <S, X> for symmetric X
+    low = np.tril(summary.A, -1)
+    S = 0.5 * (low + low.T) + 0.5 * np.diag(np.diag(summary.A))
     # Ah = L^{-T} S L^{-1}, the weights of dKh; Kh + jitter is proportional to s2
     # (the jitter is relative), so <Ah, dKh / dlog s2> = <Ah, L L^T> = tr(S).
     left = solve_triangular(L, S, lower=True, trans="T")
