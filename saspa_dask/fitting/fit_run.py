@@ -57,16 +57,6 @@ class FitRun:
         self.report = {"blur_": choose_blur(plan.blur, X.shape[1]),
                        "damping_": float(plan.ep.step)}
         self.watch = None  # a HeldOutWatch when held-out rows are given
-        self.sample_model = False  # the model is EP on the learning sample only
-        # rows of the last learning sample on whose predictions EP on all rows may
-        # converge (EPSchedule.prediction_tol); None when learning saw every row
-        self.probe_rows = None
-        # learning starts from an exact GP on a sample (decided by fit(); its record
-        # joins hyperparameter_info_ as "start")
-        self.exact_start, self.start_record = False, None
-        # learning on every row from the data-driven start is checked against an exact
-        # GP's start afterwards (decided by fit(): _exact_check)
-        self.exact_check = False
         # Dask inputs: whether the chunks' blocks stay in worker memory (fit() decides)
         self.cache = "memory"
 
@@ -123,7 +113,8 @@ class FitRun:
             learnt["noise_variance"] = max(learnt["noise_variance"], plan.min_noise_variance)
         return Hyperparameters(
             lengthscale, float(signal_variance), learnt,
-            learn_blur_scale=bool(plan.learn_blur_scale) and blur_family(self.report["blur_"]).blurred,
+            learn_blur_scale=(bool(plan.learn_blur_scale)
+                              and blur_family(self.report["blur_"]).blurred),
             bases=learnt_start(basis, learn, self.report["blur_"], lengthscale),
             mean_offset=0.0 if learn_offset else None, noise_floor=plan.min_noise_variance,
             offset_scale=math.sqrt(float(centre[0] if centre is not None
@@ -136,8 +127,8 @@ class FitRun:
     def fit(self, targets, likelihood, basis, hyper, sites):
         """The plan's phases (:meth:`FitPlan.phases`: learning, then EP on all rows or
         the sample's model) over one :class:`~saspa_dask.fitting.phases.FitState`;
-        the outcome with the stages' report merged in, and the rows learnt on (None:
-        all)."""
+        the state after them (its ``outcome`` with the stages' report merged in, the
+        rows learnt on in ``learnt_rows``, None: all)."""
         plan = self.plan
         if self.lazy:
             self.cache, why = choose_cache(plan.execution.cache, self.X.shape[0],
@@ -150,7 +141,7 @@ class FitRun:
                          self._trainer_factory(basis), fit)
         for phase in plan.phases():
             phase.run(self, state)
-        return state.outcome, state.learnt_rows
+        return state
 
     def _fitter(self, likelihood, positions):
         """``fit(trainer, hyper, sites, optimize, restarts)``: the trainer's fit with

@@ -73,6 +73,18 @@ class FitState:
     #: when learning (or, without it, EP on all rows) began: its time and EP's are one
     #: span in the report's ``timings_["ep"]``
     began: float = 0.0
+    #: learning starts from an exact GP on a sample (:func:`decide_exact_start`)
+    starts_exact: bool = False
+    #: learning on every row from the data-driven start is checked against an exact
+    #: GP's start afterwards (:func:`decide_exact_start`, :func:`_exact_check`)
+    checked_against_exact: bool = False
+    #: how learning started, for ``hyperparameter_info_["start"]`` (None: not recorded)
+    start_record: dict = None
+    #: rows of the last learning sample on whose predictions EP on all rows may
+    #: converge (``EPSchedule.prediction_tol``); None when learning saw every row
+    probe_rows: object = None
+    #: the model is EP on the learning sample only (the budget left no room)
+    sample_model: bool = False
     #: the fit's outcome, once the final phase has run
     outcome: object = None
 
@@ -114,7 +126,7 @@ class LearningOnMinibatches:
         run.announce_cost(run.X.shape[0], state.basis)
         decide_exact_start(run, state, on_sample=False)
         start = state.began = time.perf_counter()
-        state.hyper = exact_started(run, state.hyper, run.X, state.targets)
+        state.hyper = exact_started(run, state, state.hyper, run.X, state.targets)
         schedule = run.plan.stochastic.for_rows(run.X.shape[0])
         run.say(f"learning stochastically on all {run.X.shape[0]} rows (minibatches of "
                 f"{schedule.batch_rows}, learning rate {schedule.learning_rate:g}, at most "
@@ -152,7 +164,7 @@ class FinalModel:
         X = run.X
         learn_here = bool(run.plan.optimize_hyperparameters) and state.learns_on_all
         if state.learnt is not None and _sample_model_only(run, state):
-            run.sample_model, learn_here = True, False
+            state.sample_model, learn_here = True, False
             state.outcome = _sample_model(state.learnt, state.learnt_rows, X.shape[0])
         else:
             state.outcome = _ep_on_all_rows(run, state, learn_here)
@@ -163,8 +175,8 @@ class FinalModel:
             state.learnt_rows = None
         merge_stages(state.outcome, state.learnt if not learn_here else None,
                      state.stages_run)
-        if run.start_record is not None:
-            state.outcome.info = {**(state.outcome.info or {}), "start": run.start_record}
+        if state.start_record is not None:
+            state.outcome.info = {**(state.outcome.info or {}), "start": state.start_record}
 
 
 def _ep_on_all_rows(run, state, learn_here):
@@ -172,7 +184,7 @@ def _ep_on_all_rows(run, state, learn_here):
     sites for Dask inputs, from learning's sites or its posterior scaled to all rows."""
     X, hyper = run.X, state.hyper
     if learn_here and state.learnt is None:  # learning starts here, on all rows
-        hyper = exact_started(run, hyper, X, state.targets)
+        hyper = exact_started(run, state, hyper, X, state.targets)
     run.say(f"EP on {X.shape[0]} rows" + (", learning hyperparameters" if learn_here else ""))
     sites = (every_row(state.learnt_sites) if learn_here or state.sites_cover_all
              else state.given_sites)
@@ -181,8 +193,8 @@ def _ep_on_all_rows(run, state, learn_here):
                             sites, learn_here, restarts=not state.staged, rows=X.shape[0],
                             starts=_scaled_starts(state.learnt, state.learnt_rows,
                                                   X.shape[0], sites, learn_here),
-                            probe_rows=None if learn_here else run.probe_rows)
-    if learn_here and state.learnt is None and _exact_check(run, outcome):
+                            probe_rows=None if learn_here else state.probe_rows)
+    if learn_here and state.learnt is None and _exact_check(run, state, outcome):
         outcome = _checked_against_exact(run, state, outcome, hyper, X, state.targets)
     return outcome
 
@@ -201,21 +213,22 @@ def _learn_in_stages(run, state, stages):
         X_sub, y_sub = (dask.compute(X[rows], state.targets[rows]) if run.lazy
                         else (X[rows], state.targets[rows]))
         if k == 0:
-            hyper = exact_started(run, hyper, X_sub, y_sub)
+            hyper = exact_started(run, state, hyper, X_sub, y_sub)
         what = "all" if rows.size == X.shape[0] else "a subsample of"
         say(f"learning hyperparameters{' and bases' if run.plan.learnt_bases else ''} "
             f"on {what} {rows.size} rows, in memory on the driver "
             f"({run.stop_description()})")
         learnt = state.fit(state.trainer_for(X_sub, y_sub, None, True), hyper,
                            sites_at(sites, rows), True, restarts=k == 0, rows=rows.size)
-        if len(stages) == 1 and rows.size == X.shape[0] and _exact_check(run, learnt):
+        if (len(stages) == 1 and rows.size == X.shape[0]
+                and _exact_check(run, state, learnt)):
             learnt = _checked_against_exact(run, state, learnt, hyper, X_sub, y_sub)
         if run.watch is not None:  # the stage's end, if not measured already
             run.watch(lambda: learnt, rows=rows.size, always=True,
                       iteration=learnt.info.get("n_iterations"))
         hyper, probe = learnt.hyper, policy.POLICY.probe_rows
-        run.probe_rows = (None if rows.size == X.shape[0] else
-                          X_sub[::max(1, rows.size // probe)][:probe])
+        state.probe_rows = (None if rows.size == X.shape[0] else
+                            X_sub[::max(1, rows.size // probe)][:probe])
         sites = sites_on_all(learnt, rows, X.shape[0], sites)
         state.stages_run.append((learnt, rows.size, "driver (in memory)"))
         if stages_end(state.stages_run, say):
@@ -286,9 +299,9 @@ def decide_exact_start(run, state, on_sample):
     from the data-driven start) is checked against one after
     (:mod:`saspa_dask.fitting.exact_start`)."""
     plan, n = run.plan, run.X.shape[0]
-    run.exact_start = not blur_family(run.report["blur_"]).frequency and \
+    state.starts_exact = not blur_family(run.report["blur_"]).frequency and \
         exact_start_applies(plan, state.likelihood, state.hyper, n, on_sample)
-    run.exact_check = not run.exact_start and exact_check_applies(
+    state.checked_against_exact = not state.starts_exact and exact_check_applies(
         plan, state.likelihood, state.hyper, n)
 
 
@@ -301,14 +314,14 @@ def exact_gp(run, hyper, X, targets):
     return exact_gp_start(hyper, hyper.bounds(), X_s, y_s)
 
 
-def exact_started(run, hyper, X, targets):
+def exact_started(run, state, hyper, X, targets):
     """``hyper`` moved to an exact GP's values on a seeded sample of (``X``,
-    ``targets``) when the fit starts that way; said, and recorded for
-    ``hyperparameter_info_["start"]``."""
-    if not run.exact_start:
+    ``targets``) when the fit starts that way (``state.starts_exact``); said, and
+    recorded for ``hyperparameter_info_["start"]``."""
+    if not state.starts_exact:
         return hyper
-    hyper, run.start_record = exact_gp(run, hyper, X, targets)
-    record = run.start_record
+    hyper, state.start_record = exact_gp(run, hyper, X, targets)
+    record = state.start_record
     if record["method"] == "exact-gp":
         run.say(f"start: an exact GP on {record['rows']} rows, {record['iterations']} "
                 f"iterations ({record['seconds']:.1f}s): noise "
@@ -319,14 +332,15 @@ def exact_started(run, hyper, X, targets):
     return hyper
 
 
-def _exact_check(run, outcome):
+def _exact_check(run, state, outcome):
     """Whether learning on every row from the data-driven start (where the fit is
-    checked at all: ``run.exact_check``), which ended by its stop rule in ``outcome``
+    checked at all: ``state.checked_against_exact``), which ended by its stop rule in
+    ``outcome``
     (not by a cap or a budget) after work of at least the policy's
     ``exact_check_work_ratio`` times the exact GP's most, is checked against an exact
     GP's start (:func:`_checked_against_exact`)."""
     info, n_rows = outcome.info, run.X.shape[0]
-    if not run.exact_check or info is None or info.get("stop_reason") not in (
+    if not state.checked_against_exact or info is None or info.get("stop_reason") not in (
             "energy", "gradient"):
         return False
     work = info["n_evaluations"] * evaluation_flops(*run.cost_terms(n_rows, outcome.basis))
@@ -351,7 +365,7 @@ def _checked_against_exact(run, state, outcome, hyper, X, targets):
               "energy_learnt": float(outcome.log_evidence),
               "energy_at_exact_start": float(at_exact.log_evidence)}
     if not at_exact.log_evidence > outcome.log_evidence:
-        run.start_record = {**record, "method": "data", "reason": (
+        state.start_record = {**record, "method": "data", "reason": (
             "learning from the data-driven start ended above the exact GP's start")}
         return outcome
     run.say(f"start: learning ended at energy {outcome.log_evidence:.6g}, below an exact "
@@ -359,5 +373,5 @@ def _checked_against_exact(run, state, outcome, hyper, X, targets):
     again = fit(trainer_for(X, targets, None, True), exact, None, True, restarts=False,
                 rows=X.shape[0])
     kept = again if again.log_evidence > outcome.log_evidence else outcome
-    run.start_record = {**record, "method": "exact-gp" if kept is again else "data"}
+    state.start_record = {**record, "method": "exact-gp" if kept is again else "data"}
     return kept

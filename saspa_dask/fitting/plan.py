@@ -229,15 +229,16 @@ class FitPlan:
         basis, start = run.start(likelihood, signal_variance, column_std, centre, groups,
                                  terms)
         sites = check_init_sites(init_sites, X.shape[0], 1 if labels is None else len(labels))
-        outcome, rows = run.fit(targets, powered(likelihood, float(self.alpha)), basis,
-                                start, sites)
+        state = run.fit(targets, powered(likelihood, float(self.alpha)), basis, start,
+                        sites)
+        outcome, rows = state.outcome, state.learnt_rows
         self._check_jitter(outcome)
         result = FitResult(posterior_of(outcome))
         result.report = {**run.report, **self._report(outcome, X.shape[0], rows,
                                                       feature_names)}
         if run.watch is not None:  # the rows whose sites make the final model
             run.watch.measure(result.posterior,
-                              rows=rows.size if run.sample_model else X.shape[0])
+                              rows=rows.size if state.sample_model else X.shape[0])
             result.report["held_out_trace_"] = run.watch.trace
         run.say_done(result.report)
         return result
