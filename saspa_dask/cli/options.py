@@ -159,8 +159,12 @@ def _in_gc_callback(frame):
 
 
 def _send_again(signum, after=0.05):
-    """The signal sent to this process again shortly (from a timer thread)."""
-    timer = threading.Timer(after, os.kill, (os.getpid(), signum))
+    """The signal sent again shortly (from a timer thread) to the main thread, whose
+    handler raises: sent to the process, the kernel may give it to the timer thread,
+    and the main thread then sees it only when it next runs Python code (a 10 s sleep
+    in C ran to its end)."""
+    timer = threading.Timer(after, signal.pthread_kill,
+                            (threading.main_thread().ident, signum))
     timer.daemon = True
     timer.start()
 
