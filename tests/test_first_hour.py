@@ -245,6 +245,7 @@ def test_cv_measures_each_fold_on_rows_its_model_never_saw(tmp_path):
     evaluated on it, here redone by hand; the model on every row is the one plain
     ``train`` makes, and it records the folds."""
     from saspa_dask import jobs, load_model
+    from saspa_dask.jobs.cross_validation import cv_lines
     from saspa_dask.storage.split import split_store
 
     rng = np.random.default_rng(6)
@@ -256,6 +257,10 @@ def test_cv_measures_each_fold_on_rows_its_model_never_saw(tmp_path):
     said = _ok("train", tmp_path / "d.zarr", "--out", tmp_path / "cv.zarr", "--cv", "3",
                *options, "--json")
     cv = json.loads(said.stdout)["cv"]
+    assert "cv fold 2/3 (" in said.stderr  # each fold's line as it ends
+    # what the model keeps and saspa info shows; the text mode's closing line
+    assert json.loads(_ok("info", tmp_path / "cv.zarr", "--json").stdout)["cv_metrics"] == cv
+    assert cv_lines(cv)[-1].startswith("cv mean over 3 folds: rmse ")
     assert cv["k"] == 3 and cv["seed"] == 3 and len(cv["folds"]) == 3
     import zarr
 
@@ -286,7 +291,3 @@ def test_cv_measures_each_fold_on_rows_its_model_never_saw(tmp_path):
                                rtol=1e-9, atol=1e-12)  # the same fit, up to sum order
     text = _ok("info", tmp_path / "cv.zarr").stdout
     assert f"cross-validation: 3 folds (seed 3): rmse {cv['mean']['rmse']:.5g}" in text
-    shown = _ok("train", tmp_path / "d.zarr", "--out", tmp_path / "cv2.zarr", "--cv", "3",
-                *options)
-    assert "cv mean over 3 folds: rmse" in shown.stdout
-    assert "cv fold 2/3 (" in shown.stderr
