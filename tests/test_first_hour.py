@@ -277,6 +277,8 @@ def test_cv_measures_each_fold_on_rows_its_model_never_saw(tmp_path):
                    max_hyper_iter=4, random_state=3, task="regression")
         by_hand = jobs.evaluate(tmp_path / f"m{k}.zarr", tmp_path / f"te{k}.zarr")
         assert cv["folds"][k]["rows"] == by_hand["rows"]
+        # named by its fold, not by the scratch store the job removed
+        assert cv["folds"][k]["data"] == f"fold {k + 1} of 3 of {tmp_path / 'd.zarr'}"
         for key in ("rmse", "mae", "nlpd"):  # the same sums, maybe in another order
             assert cv["folds"][k][key] == pytest.approx(by_hand[key], rel=1e-9), key
     assert sorted(rows) == list(range(900))  # the folds partition the rows

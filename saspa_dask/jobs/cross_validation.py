@@ -62,7 +62,9 @@ def cross_validate(train, data, folds, *, seed, task, work_dir, echo, **options)
             said = None if echo is None else (lambda m, k=k: echo(f"fold {k + 1}/{folds}: {m}"))
             result = train(train_store, folder / f"model-{k}.zarr", task=task,
                            test=test_store, echo=said, work_dir=folder, **options)
-            results.append({**result["metrics"], "train_rows": counts["train_rows"]})
+            # the fold's scratch store is removed below: the record names the fold
+            results.append({**result["metrics"], "data": f"fold {k + 1} of {folds} of {data}",
+                            "train_rows": counts["train_rows"]})
             if echo is not None:
                 echo(cv_lines({"folds": results, "k": folds})[-1])
             for path in (train_store, test_store, folder / f"model-{k}.zarr"):
