@@ -446,3 +446,15 @@ def test_bench_hyper_tol_quick(tmp_path):
     assert loose["iterations"] <= strict["iterations"]
     assert all(np.isfinite(r["energy_per_row"]) and r["rmse"] < 0.9 for r in runs)
     assert strict["rmse"] < 0.7
+
+
+def test_bench_learning_ep_quick(tmp_path):
+    """Both tolerances inside learning on 600 Spambase rows at M = 8: each run's test
+    error under a fifth (the classes are 40/60) and its log loss finite; the looser
+    EP inside learning gives a model within 0.05 nats of the other's."""
+    _run("bench_learning_ep.py", "--quick", "--outdir", str(tmp_path))
+    runs = json.loads((tmp_path / "results" / "learning_ep.json").read_text())["runs"]
+    strict, loose = runs
+    assert (strict["learning_ep_tol"], loose["learning_ep_tol"]) == (1e-6, 1e-4)
+    assert all(r["error"] < 0.2 and np.isfinite(r["log_loss"]) for r in runs)
+    assert abs(strict["log_loss"] - loose["log_loss"]) < 0.05

@@ -199,9 +199,13 @@ def test_evidence_never_decreases_across_iterations():
     assert len(trace) >= 3
     assert np.all(np.diff(trace) >= -1e-6 * np.abs(trace[:-1]))
     assert trace[-1] > trace[0] + 1.0
-    assert clf.log_evidence_ == pytest.approx(max(trace), abs=1e-9)
+    # the trace's EP stops at learning's site change (policy.learning_ep_tol, 1e-4), the
+    # model's is polished to ep's 1e-6: the energy, stationary in the sites at EP's
+    # fixed point, moves by about their change squared (1.2e-9 here)
+    assert clf.log_evidence_ == pytest.approx(max(trace), abs=1e-7)
+    assert clf.converged_ and clf.history_[-1]["change"] < 1e-6  # the polished EP's
     start = SASPAClassifier(n_bases=16, random_state=0, optimize_hyperparameters=False).fit(X, y)
-    assert start.log_evidence_ == pytest.approx(trace[0], abs=1e-9)
+    assert start.log_evidence_ == pytest.approx(trace[0], abs=1e-7)
 
 
 def test_learnt_hyperparameters_are_saved_with_their_trace(tmp_path):

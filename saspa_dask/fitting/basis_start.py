@@ -1,6 +1,6 @@
 """Where a fit's bases start: given, K-means (blurred by family), or frequency
-features (FIFGP's starts); the learnt-bases parameter object of a start; the K-means
-positions of the optimiser's restarts.
+features (FIFGP's starts); the learnt-bases parameter object of a start; the
+optimiser's restarts (their shorter lengthscales and other K-means positions).
 
 The blur families are named in :data:`saspa_dask.core.kernels.BASIS_FAMILIES`; each
 family's covariance is :func:`~saspa_dask.core.kernels.blur_covariances` and its
@@ -22,8 +22,8 @@ from ..engines.kmeans import kmeans
 from .basis_parameters import LearntBases, LearntFeatures
 from .input_groups import resolve_lengthscale
 
-__all__ = ["check_covariance_memory", "learnt_start", "machine_memory", "restart_positions",
-           "start_bases"]
+__all__ = ["check_covariance_memory", "learnt_start", "machine_memory", "restart_points",
+           "restart_positions", "start_bases"]
 
 
 def start_bases(X, *, n_bases, blur, bases, lengthscale, column_std, random_state,
@@ -163,3 +163,24 @@ def check_covariance_memory(n_bases, d, blur, memory=None):
             "bases")
 
 
+def restart_points(start, n_restarts, positions=None):
+    """``start`` and ``n_restarts`` further starts with shorter lengthscales, spread
+    geometrically from ``start.lengthscale`` down to ``start.lengthscale / sqrt(d)``,
+    and, when ``positions`` is given (learnt bases), other basis positions: restart k
+    starts its bases at ``positions(k)`` (K-means with another seed).
+
+    The data-driven default start (``std * sqrt(d)``) is smooth on purpose; in many
+    dimensions the evidence has other maxima at shorter lengthscales (one per input's
+    standard deviation is the other usual start), which these restarts reach.  Learnt
+    basis positions have maxima of their own: bases started in one corner of the data
+    stay near it, so the restarts move them too.
+    """
+    d = start.lengthscale.size
+    points = [start]
+    for k in range(1, n_restarts + 1):
+        factor = d ** (-0.5 * k / n_restarts)
+        point = replace(start, lengthscale=start.lengthscale * factor)
+        if positions is not None:
+            point = replace(point, bases=positions(k))
+        points.append(point)
+    return points

@@ -65,6 +65,10 @@ class FitPolicy:
     full_blur_max_dims: int = 16
     #: warn when one evaluation is expected to take longer than this (seconds)
     slow_evaluation_seconds: float = 60.0
+    #: EP inside learning's evaluations stops at this site change (or the asked
+    #: tolerance, if looser); the chosen values' EP is then polished to the asked one
+    #: ("Cheaper learning evaluations": the same held-out numbers in less CPU)
+    learning_ep_tol: float = 1e-4
 
     # -- an exact GP's start (fitting.exact_start; "An exact GP's start") --------------
     #: rows of the seeded sample the exact GP is fitted on

@@ -29,6 +29,8 @@ from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep
 from ..ep.posterior import Posterior, predict_latent
 from ..ep.whitening import make_block, relabel_block, whiten
 from .gradient import assemble_gradient, gradient_chunk, kernel_terms
+from . import policy
+from .basis_start import restart_points
 from .hyperparameters import Hyperparameters
 from .optimizer import StopRule, optimize
 
@@ -228,34 +230,12 @@ def _split(sites, blocks):
             [sites[1][a:b] for a, b in zip(edges[:-1], edges[1:])])
 
 
-def restart_points(start, n_restarts, positions=None):
-    """``start`` and ``n_restarts`` further starts with shorter lengthscales, spread
-    geometrically from ``start.lengthscale`` down to ``start.lengthscale / sqrt(d)``,
-    and, when ``positions`` is given (learnt bases), other basis positions: restart k
-    starts its bases at ``positions(k)`` (K-means with another seed).
-
-    The data-driven default start (``std * sqrt(d)``) is smooth on purpose; in many
-    dimensions the evidence has other maxima at shorter lengthscales (one per input's
-    standard deviation is the other usual start), which these restarts reach.  Learnt
-    basis positions have maxima of their own: bases started in one corner of the data
-    stay near it, so the restarts move them too.
-    """
-    d = start.lengthscale.size
-    points = [start]
-    for k in range(1, n_restarts + 1):
-        factor = d ** (-0.5 * k / n_restarts)
-        point = replace(start, lengthscale=start.lengthscale * factor)
-        if positions is not None:
-            point = replace(point, bases=positions(k))
-        points.append(point)
-    return points
-
-
 def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         init_sites=None, callback=None, n_restarts=0, positions=None, start_posteriors=None,
         ep_deadline=None, watch=None, probe_rows=None):
     """Fit at ``start`` or maximise the summed EP evidence from it (and, with
-    ``n_restarts``, from the further starts of :func:`restart_points`, keeping the
+    ``n_restarts``, from the further starts of
+    :func:`~saspa_dask.fitting.basis_start.restart_points`, keeping the
     highest evidence).
 
     Parameters
@@ -277,7 +257,7 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         (:class:`~saspa_dask.fitting.held_out.HeldOutWatch`).
     n_restarts : int
         Further maximisations from shorter starting lengthscales (and other basis
-        positions: :func:`restart_points`).
+        positions: :func:`~saspa_dask.fitting.basis_start.restart_points`).
     positions : callable, optional
         ``positions(k, X)``: learnt bases for restart k on the learning rows X.
     start_posteriors : list of Posterior per problem, optional
@@ -299,9 +279,20 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         return _fit_at(trainer, likelihood, start, init_sites, start_posteriors, ep_deadline,
                        probe_rows)
     rule = replace(rule or StopRule(), scale_rows=trainer.X.shape[0] * trainer.n_problems)
-    chosen = _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restarts,
-                         None if positions is None else (lambda k: positions(k, trainer.X)),
-                         watch)
+    settings = trainer.settings
+    trainer.settings = replace(settings, tol=max(settings.tol, policy.POLICY.learning_ep_tol))
+    try:
+        chosen = _best_start(trainer, likelihood, start, rule, init_sites, callback,
+                             n_restarts, None if positions is None
+                             else (lambda k: positions(k, trainer.X)), watch)
+    finally:
+        trainer.settings = settings
+    if settings.tol < policy.POLICY.learning_ep_tol and not likelihood.exact_sites:
+        # EP at the chosen values polished to the asked tolerance, from its sites
+        polished = _fit_at(trainer, likelihood, chosen.hyper,
+                           [(r.tau, r.nu) for r in chosen.results])
+        polished.trace, polished.info = chosen.trace, chosen.info
+        chosen = polished
     if not all(r.converged for r in chosen.results):
         warnings.warn("EP did not converge at the chosen hyperparameters "
                       f"(max_sweeps={trainer.settings.max_sweeps}); raise max_sweeps or "
