@@ -265,8 +265,9 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         its cavities from (e.g. a row sample's posterior at the same values, scaled
         to all rows) instead of a coarse start.
     ep_deadline : float, optional
-        At fixed hyperparameters: the ``time.perf_counter()`` value by which EP
-        stops, converged or not (:func:`saspa_dask.ep.driver.run_ep`).
+        At fixed hyperparameters, and for the polish of the learnt values' EP: the
+        ``time.perf_counter()`` value by which EP stops, converged or not
+        (:func:`saspa_dask.ep.driver.run_ep`).
     probe_rows : ndarray, optional
         At fixed hyperparameters: input rows on whose predictions EP may converge
         (``EPSchedule.prediction_tol``; e.g. some of a learning sample's rows).
@@ -290,7 +291,7 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
     if settings.tol < policy.POLICY.learning_ep_tol and not likelihood.exact_sites:
         # EP at the chosen values polished to the asked tolerance, from its sites
         polished = _fit_at(trainer, likelihood, chosen.hyper,
-                           [(r.tau, r.nu) for r in chosen.results])
+                           [(r.tau, r.nu) for r in chosen.results], deadline=ep_deadline)
         polished.trace, polished.info = chosen.trace, chosen.info
         chosen = polished
     if not all(r.converged for r in chosen.results):
