@@ -168,7 +168,7 @@ def coarse_start(engine, likelihood, signal_variance, settings, seed=None, probe
 
 
 def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=None, start=None,
-           deadline=None, probe=None):
+           deadline=None, probe=None, confirm=True):
     """Run EP to convergence; the engine holds the data blocks and the sites.
 
     Parameters
@@ -206,6 +206,12 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         predictions there by a mean KL divergence (over the damping squared) below it
         (:class:`PredictionWatch`).  The result is then that posterior with its sites
         and the evidence the sweep computed, as when the site change decides.
+    confirm : bool, default=True
+        False: a cold, undamped parallel run of a likelihood whose sites do not depend
+        on the cavity (the Gaussian's) ends after its first sweep, which sets them:
+        converged, without the sweep that confirms them and computes the evidence
+        (``log_evidence`` NaN: the caller's pass at the posterior computes it, as the
+        gradient's does).
 
     Returns
     -------
@@ -222,10 +228,15 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
              and settings.mode == "parallel" else None)
     sweeps = _Sweeps(engine, likelihood, signal_variance, settings, posterior, site_stats,
                      groups, watch)
-    if _sites_exact_in_one_sweep(likelihood):
+    exact = _sites_exact_in_one_sweep(likelihood)
+    if exact:
         deadline = None  # one more sweep only confirms them: no time saved by stopping
+    settled_at_once = (exact and not confirm and engine.is_cold and groups == 1
+                       and settings.mode == "parallel" and settings.step == 1.0)
     for sweep in range(1, settings.max_sweeps + 1):
         record = sweeps.sweep(sweep)
+        if settled_at_once and not record["anderson"]:
+            sweeps.converged, sweeps.final = True, float("nan")  # the caller's evidence
         if callback is not None:
             callback(record)
         if sweeps.converged:

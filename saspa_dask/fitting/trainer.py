@@ -152,11 +152,12 @@ class Trainer:
 
     # -- EP and the gradient ---------------------------------------------------------
 
-    def run(self, likelihood, starts=None, deadline=None, probe_rows=None):
+    def run(self, likelihood, starts=None, deadline=None, probe_rows=None, confirm=True):
         """EP for every problem; returns the EPResults with sites as numpy arrays.
         ``starts``: per problem, the posterior a cold run's first sweep takes its
         cavities from; ``deadline``: when the runs stop unconverged; ``probe_rows``:
-        input rows on whose predictions the runs may also converge (see
+        input rows on whose predictions the runs may also converge; ``confirm``: False
+        ends a cold run of cavity-free sites after its first sweep (see
         :func:`saspa_dask.ep.driver.run_ep`)."""
         results = []
         starts = starts or [None] * len(self._engines)
@@ -164,7 +165,8 @@ class Trainer:
         for k, (engine, start) in enumerate(zip(self._engines, starts)):
             callback = None if self.callback is None else partial(self._tell, k)
             result = run_ep(engine, likelihood, self.hyper.signal_variance, self.settings,
-                            callback=callback, start=start, deadline=deadline, probe=probe)
+                            callback=callback, start=start, deadline=deadline, probe=probe,
+                            confirm=confirm)
             if self.is_lazy:
                 result.tau, result.nu = gathered(result.tau), gathered(result.nu)
             else:
@@ -196,13 +198,17 @@ class Trainer:
 
     def gradient(self, results, likelihood):
         """d (sum of the problems' log Z_EP) / d log(theta) at the current sites, for
-        the values ``self.hyper`` learns."""
+        the values ``self.hyper`` learns.  A result without its evidence (NaN: a run
+        not confirmed, :meth:`run`) gets it from the same pass over the rows."""
         total = None
         for engine, result in zip(self._engines, results):
             summary = engine.reduce_chunks(gradient_chunk, result.posterior, likelihood, self.L,
                                            self.basis.means, self.hyper.lengthscale,
                                            self.full_moments(self.hyper), self._fourier(),
                                            kernel_terms(self.basis, self.hyper))
+            if np.isnan(result.log_evidence) and summary.n_invalid == 0:
+                result.log_evidence = result.history[-1]["log_evidence"] = ep_evidence(
+                    result.posterior, summary.evidence_terms)
             total = summary if total is None else total.merge(summary)
         return assemble_gradient(total, self.basis, self.hyper, self.L)
 
@@ -338,12 +344,13 @@ def _fit_at(trainer, likelihood, hyper, init_sites, starts=None, deadline=None,
                       float(sum(r.log_evidence for r in results)))
 
 
-def _warm_sites(likelihood, settings, sites):
-    """The sites an evaluation's EP starts from: none where the likelihood's sites do
-    not depend on the cavity (the Gaussian's) and no damping mixes them with the old
-    ones.  Its first sweep from the prior then sets them without a posterior product,
-    where a warm start took a pass for their statistics and a sweep from those."""
-    return None if likelihood.exact_sites and settings.step == 1.0 else sites
+def _cavity_free(likelihood, settings):
+    """Whether an evaluation's EP starts cold and ends after one sweep: the
+    likelihood's sites do not depend on the cavity (the Gaussian's) and no damping
+    mixes them with the old ones, so the first sweep from the prior sets them without
+    a posterior product (a warm start took a pass for the statistics of the last
+    sites, and a sweep from them, and a second sweep confirmed)."""
+    return bool(likelihood.exact_sites) and settings.step == 1.0
 
 
 def _maximise(trainer, likelihood, start, rule, init_sites, callback, watch=None):
@@ -352,16 +359,21 @@ def _maximise(trainer, likelihood, start, rule, init_sites, callback, watch=None
     def evaluate(hyper):
         lik = hyper.bind(likelihood)
         t0 = time.perf_counter()
-        trainer.build(hyper, _warm_sites(lik, trainer.settings, best["sites"]))
+        cold = _cavity_free(lik, trainer.settings)
+        trainer.build(hyper, None if cold else best["sites"])
         with warnings.catch_warnings():
             # trial points of the line search may not converge; they are counted in
             # the outcome, and only the chosen point's convergence is reported
             warnings.simplefilter("ignore", EPConvergenceWarning)
-            results = trainer.run(lik)
+            # such sites are set by one sweep from the prior: the gradient's pass over
+            # the rows gives the evidence a confirming sweep would
+            results = trainer.run(lik, confirm=not cold)
+        grad = trainer.gradient(results, lik) if cold else None
         value = float(sum(r.log_evidence for r in results))
         if not np.isfinite(value):
             return value, None, None
-        grad = trainer.gradient(results, lik)
+        if grad is None:
+            grad = trainer.gradient(results, lik)
         outcome = FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results,
                              value)
         outcome.info = {"sweeps": sum(r.n_sweeps for r in results),
