@@ -191,7 +191,8 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         run with ``settings.coarse_start`` makes one with :func:`coarse_start` (not for
         the Gaussian likelihood, whose sites do not depend on the cavity); with it,
         when it stands for more than 10 times the rows it was fitted on, it seeds
-        :func:`coarse_start`'s levels.
+        :func:`coarse_start`'s levels.  Not used for the Gaussian likelihood: its
+        first sweep from the prior sets the same sites without a product.
     deadline : float, optional
         A ``time.perf_counter()`` value: after each sweep from the first on, the run
         stops unconverged (with a warning) when another sweep and the evidence pass
@@ -311,8 +312,8 @@ def _starting_point(engine, likelihood, signal_variance, settings, start, probe,
             and not _sites_exact_in_one_sweep(likelihood)):
         start, levels = coarse_start(engine, likelihood, signal_variance, settings, start,
                                      probe)
-    if start is not None and engine.is_cold:
-        posterior = start
+    if start is not None and engine.is_cold and not _sites_exact_in_one_sweep(likelihood):
+        posterior = start  # cavity-free sites: the prior's marginals need no product
     return posterior, site_stats, levels
 
 
