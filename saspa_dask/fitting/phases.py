@@ -76,7 +76,7 @@ class FitState:
     #: learning starts from an exact GP on a sample (:func:`decide_exact_start`)
     starts_exact: bool = False
     #: learning on every row from the data-driven start is checked against an exact
-    #: GP's start afterwards (:func:`decide_exact_start`, :func:`_exact_check`)
+    #: GP's start afterwards (:func:`decide_exact_start`, :func:`_exact_check_due`)
     checked_against_exact: bool = False
     #: how learning started, for ``hyperparameter_info_["start"]`` (None: not recorded)
     start_record: dict = None
@@ -114,8 +114,9 @@ class StagedLearning:
         state.learns_on_all = on_all
         state.sites_cover_all = bool(stages) and stages[-1].size == X.shape[0]
         if learnt is not None:
-            _learnt(run, state, learnt, rows, sites, ended, start)
-            state.learns_on_all = on_all and not ended and _room_to_learn_on_all(run)
+            _keep_learnt(run, state, learnt, rows, sites, ended, start)
+            state.learns_on_all = (on_all and not ended
+                                   and _budget_affords_learning_on_all(run))
 
 
 class LearningOnMinibatches:
@@ -144,11 +145,11 @@ class LearningOnMinibatches:
                                   watch=run.watch_of(run.X.shape[0]))
         sites = [(result.tau, result.nu) for result in learnt.results]
         state.sites_cover_all = True
-        _learnt(run, state, learnt, None, sites, learnt.info["stop_reason"] == "time",
-                start)
+        _keep_learnt(run, state, learnt, None, sites, learnt.info["stop_reason"] == "time",
+                     start)
 
 
-def _learnt(run, state, learnt, rows, sites, ended, start):
+def _keep_learnt(run, state, learnt, rows, sites, ended, start):
     """Keep what a learning phase found, and the time it took."""
     state.learnt, state.learnt_rows, state.learnt_sites = learnt, rows, sites
     state.ended_early, state.hyper = ended, learnt.hyper
@@ -163,7 +164,7 @@ class FinalModel:
     def run(self, run, state):
         X = run.X
         learn_here = bool(run.plan.optimize_hyperparameters) and state.learns_on_all
-        if state.learnt is not None and _sample_model_only(run, state):
+        if state.learnt is not None and _budget_leaves_the_sample_model(run, state):
             state.sample_model, learn_here = True, False
             state.outcome = _sample_model(state.learnt, state.learnt_rows, X.shape[0])
         else:
@@ -194,8 +195,8 @@ def _ep_on_all_rows(run, state, learn_here):
                             starts=_scaled_starts(state.learnt, state.learnt_rows,
                                                   X.shape[0], sites, learn_here),
                             probe_rows=None if learn_here else state.probe_rows)
-    if learn_here and state.learnt is None and _exact_check(run, state, outcome):
-        outcome = _checked_against_exact(run, state, outcome, hyper, X, state.targets)
+    if learn_here and state.learnt is None and _exact_check_due(run, state, outcome):
+        outcome = _compared_with_exact_start(run, state, outcome, hyper, X, state.targets)
     return outcome
 
 
@@ -221,8 +222,8 @@ def _learn_in_stages(run, state, stages):
         learnt = state.fit(state.trainer_for(X_sub, y_sub, None, True), hyper,
                            sites_at(sites, rows), True, restarts=k == 0, rows=rows.size)
         if (len(stages) == 1 and rows.size == X.shape[0]
-                and _exact_check(run, state, learnt)):
-            learnt = _checked_against_exact(run, state, learnt, hyper, X_sub, y_sub)
+                and _exact_check_due(run, state, learnt)):
+            learnt = _compared_with_exact_start(run, state, learnt, hyper, X_sub, y_sub)
         if run.watch is not None:  # the stage's end, if not measured already
             run.watch(lambda: learnt, rows=rows.size, always=True,
                       iteration=learnt.info.get("n_iterations"))
@@ -264,7 +265,7 @@ def _scaled_starts(learnt, rows, n_samples, sites, learn_here):
     return [result.posterior.scaled(factor) for result in learnt.results]
 
 
-def _sample_model_only(run, state):
+def _budget_leaves_the_sample_model(run, state):
     """Whether the model is EP on the learning sample: the budget (if any) left no
     room for EP on all rows (the policy's ``sample_model_ratio``), learning ran on a
     sample, and no warm-start sites give the other rows information EP on the sample
@@ -282,7 +283,7 @@ def _sample_model_only(run, state):
     return True
 
 
-def _room_to_learn_on_all(run):
+def _budget_affords_learning_on_all(run):
     """After the in-memory stages: whether the budget (if any) leaves room for
     learning on all rows; says so when it does not."""
     if run.budget is None or run.budget.affords_learning_on_all():
@@ -332,13 +333,13 @@ def exact_started(run, state, hyper, X, targets):
     return hyper
 
 
-def _exact_check(run, state, outcome):
+def _exact_check_due(run, state, outcome):
     """Whether learning on every row from the data-driven start (where the fit is
     checked at all: ``state.checked_against_exact``), which ended by its stop rule in
     ``outcome``
     (not by a cap or a budget) after work of at least the policy's
     ``exact_check_work_ratio`` times the exact GP's most, is checked against an exact
-    GP's start (:func:`_checked_against_exact`)."""
+    GP's start (:func:`_compared_with_exact_start`)."""
     info, n_rows = outcome.info, run.X.shape[0]
     if not state.checked_against_exact or info is None or info.get("stop_reason") not in (
             "energy", "gradient"):
@@ -348,7 +349,7 @@ def _exact_check(run, state, outcome):
     return work >= policy.POLICY.exact_check_work_ratio * exact_gp_flops(n_rows, d)
 
 
-def _checked_against_exact(run, state, outcome, hyper, X, targets):
+def _compared_with_exact_start(run, state, outcome, hyper, X, targets):
     """After learning on every row (``X``, ``targets`` in memory) from the data-driven
     start ``hyper``: where an exact GP's start on a sample has a higher energy than
     where that learning ended, it stopped short (on a plateau before irrelevant inputs
