@@ -208,11 +208,9 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         (:class:`PredictionWatch`).  The result is then that posterior with its sites
         and the evidence the sweep computed, as when the site change decides.
     confirm : bool, default=True
-        False: a cold, undamped parallel run of a likelihood whose sites do not depend
-        on the cavity (the Gaussian's) ends after its first sweep, which sets them:
-        converged, without the sweep that confirms them and computes the evidence
-        (``log_evidence`` NaN: the caller's pass at the posterior computes it, as the
-        gradient's does).
+        False: a cold, undamped parallel run of cavity-free sites (the Gaussian's)
+        ends converged after the first sweep, which sets them, without the sweep that
+        confirms them (``log_evidence`` NaN: a pass of the caller's computes it).
 
     Returns
     -------
