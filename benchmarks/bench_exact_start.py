@@ -25,7 +25,6 @@ the start's record (``hyperparameter_info_["start"]``).  Writes results/exact_st
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import warnings
 
@@ -33,7 +32,7 @@ from bench_defaults import split_of
 from lib import data, machine, output
 from lib.machine import matmul_rate
 from lib.metrics import regression_scores
-from lib.output import save
+from lib.output import record
 
 PAPER_SETS = ("kin40k", "pumadyn32nm", "pol")
 SHARED_SETS = ("california_housing", "cpu_act", "house_16h", "ailerons")
@@ -87,9 +86,7 @@ def main():
             for exact in (False, True):
                 run = {"set": name, "split": seed, "M": args.bases,
                        **fit(split, args.bases, exact, args.sample_rows)}
-                report["runs"].append(run)
-                print(json.dumps(run), flush=True)
-                save(report, args.out)
+                record(report, run, args.out)
     print("\n| set | split | data-driven start: RMSE / NLPD (CPU s, iterations) | "
           "exact GP's start |")
     print("|---|---|---|---|")

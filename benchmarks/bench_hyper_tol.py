@@ -14,13 +14,12 @@ Writes ``results/hyper_tol.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import warnings
 
 from lib import data, metrics
 from lib.machine import matmul_rate, start_report
-from lib.output import add_quick_option, parse, save
+from lib.output import add_quick_option, parse, record
 from threadpoolctl import threadpool_limits
 
 from saspa_dask import SASPARegressor
@@ -59,9 +58,7 @@ def main():
         for seed in args.seeds:
             for tol in args.tols:
                 run = {"set": name, **one_fit(split, tol, seed, args.bases, args.rows)}
-                report["runs"].append(run)
-                print(json.dumps(run), flush=True)
-                save(report, args.out)
+                record(report, run, args.out)
     print("\n| set | hyper_tol | RMSE | NLPD | CPU s | iterations | energy / row |")
     print("|---|---|---|---|---|---|---|")
     for r in report["runs"]:

@@ -17,7 +17,6 @@ Writes ``results/learning_ep.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import warnings
 from dataclasses import replace
@@ -25,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 from lib import data
 from lib.machine import matmul_rate, start_report
-from lib.output import add_quick_option, parse, save
+from lib.output import add_quick_option, parse, record
 from sklearn.metrics import log_loss
 from threadpoolctl import threadpool_limits
 
@@ -84,9 +83,7 @@ def main():
             split = load(name, seed, args.rows)
             for tol in args.learning_ep_tols:
                 run = {"set": name, **one_fit(split, tol, seed, args.bases)}
-                report["runs"].append(run)
-                print(json.dumps(run), flush=True)
-                save(report, args.out)
+                record(report, run, args.out)
     print("\n| set | seed | learning EP tol | error | log loss | CPU s | iterations | energy |")
     print("|---|---|---|---|---|---|---|---|")
     for r in report["runs"]:

@@ -49,3 +49,11 @@ def save(report, name):
     keeps what it measured)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / name).write_text(json.dumps(report, indent=1))
+
+
+def record(report, run, name):
+    """Add one run to ``report["runs"]``, print it as a JSON line and save the report
+    to RESULTS/``name`` (a stopped benchmark keeps what it measured)."""
+    report["runs"].append(run)
+    print(json.dumps(run), flush=True)
+    save(report, name)

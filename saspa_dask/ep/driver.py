@@ -22,7 +22,7 @@ from .posterior import Posterior
 from .sites import merge_summaries
 
 __all__ = ["EPConvergenceWarning", "EPResult", "PredictionWatch", "coarse_start",
-           "ep_evidence", "run_ep"]
+           "ep_evidence", "run_ep", "settled_by_one_sweep"]
 
 _MAX_DAMPING_HALVINGS = 20
 _TINY = np.finfo(float).tiny
@@ -227,15 +227,15 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
              and settings.mode == "parallel" else None)
     sweeps = _Sweeps(engine, likelihood, signal_variance, settings, posterior, site_stats,
                      groups, watch)
-    exact = _sites_exact_in_one_sweep(likelihood)
-    if exact:
+    if _sites_exact_in_one_sweep(likelihood):
         deadline = None  # one more sweep only confirms them: no time saved by stopping
-    settled_at_once = (exact and not confirm and engine.is_cold and groups == 1
-                       and settings.mode == "parallel" and settings.step == 1.0)
+    settled_at_once = (not confirm and engine.is_cold and groups == 1
+                       and settings.mode == "parallel"
+                       and settled_by_one_sweep(likelihood, settings))
     for sweep in range(1, settings.max_sweeps + 1):
         record = sweeps.sweep(sweep)
-        if settled_at_once and not record["anderson"]:
-            sweeps.converged, sweeps.final = True, float("nan")  # the caller's evidence
+        if settled_at_once:  # the first sweep set the sites; the caller's evidence
+            sweeps.converged, sweeps.final = True, float("nan")
         if callback is not None:
             callback(record)
         if sweeps.converged:
@@ -279,6 +279,13 @@ class PredictionWatch:
 def _sites_exact_in_one_sweep(likelihood):
     """Whether the likelihood's sites do not depend on the cavity (the Gaussian's)."""
     return bool(getattr(likelihood, "exact_sites", False))
+
+
+def settled_by_one_sweep(likelihood, settings):
+    """Whether one undamped sweep from the prior is EP's fixed point: cavity-free sites
+    (the Gaussian's) that no damping mixes with older ones.  Such a run needs no warm
+    start; its confirming sweep only computes the evidence (``run_ep``'s ``confirm``)."""
+    return _sites_exact_in_one_sweep(likelihood) and settings.step == 1.0
 
 
 def _group_count(engine, likelihood, settings):

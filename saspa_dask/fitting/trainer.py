@@ -25,7 +25,7 @@ from ..engines.chunks import gathered, is_lazy
 from ..engines.dask_engine import DaskEngine
 from ..engines.memory import InMemoryEngine
 from ..ep.approximation import FITC
-from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep
+from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep, settled_by_one_sweep
 from ..ep.posterior import Posterior, predict_latent
 from ..ep.whitening import make_block, relabel_block, whiten
 from .gradient import assemble_gradient, gradient_chunk, kernel_terms
@@ -294,7 +294,8 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
                              else (lambda k: positions(k, trainer.X)), watch)
     finally:
         trainer.settings = settings
-    if settings.tol < policy.POLICY.learning_ep_tol and not likelihood.exact_sites:
+    if (settings.tol < policy.POLICY.learning_ep_tol
+            and not settled_by_one_sweep(likelihood, settings)):
         # EP at the chosen values polished to the asked tolerance, from its sites
         polished = _fit_at(trainer, likelihood, chosen.hyper,
                            [(r.tau, r.nu) for r in chosen.results], deadline=ep_deadline)
@@ -344,22 +345,15 @@ def _fit_at(trainer, likelihood, hyper, init_sites, starts=None, deadline=None,
                       float(sum(r.log_evidence for r in results)))
 
 
-def _cavity_free(likelihood, settings):
-    """Whether an evaluation's EP starts cold and ends after one sweep: the
-    likelihood's sites do not depend on the cavity (the Gaussian's) and no damping
-    mixes them with the old ones, so the first sweep from the prior sets them without
-    a posterior product (a warm start took a pass for the statistics of the last
-    sites, and a sweep from them, and a second sweep confirmed)."""
-    return bool(likelihood.exact_sites) and settings.step == 1.0
-
-
 def _maximise(trainer, likelihood, start, rule, init_sites, callback, watch=None):
     best = {"sites": init_sites, "value": -np.inf, "outcome": None}
 
     def evaluate(hyper):
         lik = hyper.bind(likelihood)
         t0 = time.perf_counter()
-        cold = _cavity_free(lik, trainer.settings)
+        # one sweep from the prior sets such sites, without a posterior product (a warm
+        # start took a statistics pass over the last sites and two sweeps)
+        cold = settled_by_one_sweep(lik, trainer.settings)
         trainer.build(hyper, None if cold else best["sites"])
         with warnings.catch_warnings():
             # trial points of the line search may not converge; they are counted in
