@@ -18,6 +18,17 @@ sys.path.insert(0, str(Path(__file__).parent))
 # ``saspa`` process keeps Dask's default (spawn): its one cluster would gain nothing.
 dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
 
+# With -n 2 two test processes share the two cores: each runs its BLAS on one thread,
+# and so do the processes its tests start (jobs, Dask workers).  Two pools of two
+# threads each spin against each other, and the numerical files took twice as long.
+# The package's own thread policy is checked in fresh processes (tests/test_threads.py).
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_name] = "1"
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+
 BIN = Path(sys.executable).parent
 
 
@@ -150,7 +161,8 @@ def scoring_problem(directory, rows, fit_rows, seed, chunk_rows=4_000):
     X, y = synthetic_two_class(rows, 6, seed=seed)
     np.save(d / "d.npy", np.column_stack([X, y]))
     ingest(d / "d.npy", d / "d.zarr", chunk_rows=chunk_rows)
-    model = SASPAClassifier(optimize_hyperparameters=False, n_bases=128, random_state=0, ep={"max_sweeps": 3, "tol": 1e-3})
+    model = SASPAClassifier(optimize_hyperparameters=False, n_bases=128, random_state=0,
+                            ep={"max_sweeps": 3, "tol": 1e-3})
     with pytest.warns(Warning):
         model.fit(X[:fit_rows], y[:fit_rows])
     model.save(d / "m.zarr")

@@ -74,8 +74,9 @@ print(json.dumps([outside, seen, inside, after]))
 def test_nested_and_concurrent_blocks_put_back_what_was_there():
     """The first of nested or concurrent blocks sets the pool, the last restores it (in
     a fresh process: no other thread of the test run holds a block meanwhile)."""
+    env = {"OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2", "PATH": ""}
     res = subprocess.run([sys.executable, "-c", NESTED], capture_output=True, text=True,
-                         timeout=120)
+                         env=env, timeout=120)
     assert res.returncode == 0, res.stderr
     outside, seen, inside, after = json.loads(res.stdout)
     assert outside == after and all(n == 2 for n in outside)
