@@ -12,7 +12,7 @@ import numpy as np
 import zarr
 from dask import delayed
 
-__all__ = ["as_dask", "chunk_bounds", "gathered", "is_lazy", "persist_balanced",
+__all__ = ["as_dask", "chunk_bounds", "is_lazy", "persist_balanced",
            "row_chunked", "seed_from", "spread_rows", "tree_reduce"]
 
 
@@ -96,20 +96,3 @@ def persist_balanced(build, n_blocks):
     """
     return list(dask.persist(*[build(i) for i in range(n_blocks)]))
 
-
-# chunks of a per-row array computed at a time when it is gathered on the driver
-GATHER_CHUNKS = 32
-
-
-def gathered(array):
-    """A lazy per-row array as one NumPy array, a few chunks at a time written into
-    place (``dask.compute`` of the whole array holds every chunk and their
-    concatenation: twice its bytes on the driver)."""
-    out = np.empty(array.shape, dtype=np.float64)
-    blocks, start = array.blocks, 0
-    for first in range(0, blocks.size, GATHER_CHUNKS):
-        last = min(first + GATHER_CHUNKS, blocks.size)
-        for part in dask.compute(*[blocks[i] for i in range(first, last)]):
-            out[start:start + len(part)] = part
-            start += len(part)
-    return out

@@ -31,7 +31,7 @@ from ..ep.acceleration import mix_steps
 from ..ep.sites import (PassSummary, block_statistics, evaluate_chunk, parallel_chunk,
                         sequential_chunk)
 from ..ep.whitening import make_block, relabel_block
-from .chunks import chunk_bounds, persist_balanced, row_chunked, tree_reduce
+from .chunks import chunk_bounds, is_lazy, persist_balanced, row_chunked, tree_reduce
 
 __all__ = ["DaskEngine", "WorkDir"]
 
@@ -94,6 +94,11 @@ def _sequential_task(block, store, slot, start, stop, state, likelihood, damping
     tau[1 - slot, start:stop] = t
     nu[1 - slot, start:stop] = n
     return (sigma, mean), summary
+
+
+def _warm_task(store, start, stop, tau_part, nu_part):
+    tau, nu = _open_sites(store)
+    tau[0, start:stop], nu[0, start:stop] = tau_part, nu_part
 
 
 def _halve_task(store, slot, start, stop):
@@ -189,12 +194,7 @@ class DaskEngine:
                                fill_value=0.0, compressors=None)
         self.is_cold = sites is None
         if sites is not None:
-            tau, nu = (np.asarray(s, dtype=np.float64) for s in sites)
-            if tau.shape != (N,) or nu.shape != (N,):
-                raise ValueError(f"warm-start sites of shape {tau.shape} do not match "
-                                 f"{N} rows")
-            group["tau"][0, :] = tau
-            group["nu"][0, :] = nu
+            self._warm_start(group, sites)
         self.label = label
         self._kernel = (bases, lengthscale, signal_variance, L)
         self._x_parts = self.X.to_delayed().ravel()
@@ -215,6 +215,21 @@ class DaskEngine:
             self._blocks = persist_balanced(build, len(self._x_parts))
         else:
             self._blocks = [build(i) for i in range(len(self._x_parts))]
+
+    def _warm_start(self, group, sites):
+        """Warm-start sites into slot 0: lazy ones (a kept copy) written chunk by chunk
+        by the workers, in-memory ones from here."""
+        N = self.X.shape[0]
+        if any(np.shape(s) != (N,) for s in sites):
+            raise ValueError(f"warm-start sites of shape {np.shape(sites[0])} do not "
+                             f"match {N} rows")
+        if not any(is_lazy(s) for s in sites):
+            group["tau"][0, :] = np.asarray(sites[0], dtype=np.float64)
+            group["nu"][0, :] = np.asarray(sites[1], dtype=np.float64)
+            return
+        parts = [da.asarray(s).rechunk(self.X.chunks[0]).to_delayed().ravel() for s in sites]
+        dask.compute(*[delayed(_warm_task)(self._store, start, stop, tau, nu)
+                       for (start, stop), tau, nu in zip(self.bounds, *parts)])
 
     @property
     def blocks(self):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, replace
+from pathlib import Path
 from functools import partial
 
 import numpy as np
@@ -21,8 +22,9 @@ import numpy as np
 from ..core.blur_families import blur_family
 from ..core.bases import Basis, is_diagonal
 from ..core.kernels import basis_covariance
-from ..engines.chunks import gathered, is_lazy
+from ..engines.chunks import is_lazy
 from ..engines.dask_engine import DaskEngine
+from ..engines.kept_sites import kept_copy
 from ..engines.memory import InMemoryEngine
 from ..ep.approximation import FITC
 from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep, settled_by_one_sweep
@@ -167,8 +169,9 @@ class Trainer:
             result = run_ep(engine, likelihood, self.hyper.signal_variance, self.settings,
                             callback=callback, start=start, deadline=deadline, probe=probe,
                             confirm=confirm)
-            if self.is_lazy:
-                result.tau, result.nu = gathered(result.tau), gathered(result.nu)
+            if self.is_lazy:  # a copy the workers write: the next run overwrites these
+                result.tau, result.nu = kept_copy([result.tau, result.nu],
+                                                  Path(self.work_dir).parent)
             else:
                 result.tau, result.nu = np.concatenate(result.tau), np.concatenate(result.nu)
             results.append(result)

@@ -15,23 +15,32 @@ from pathlib import Path
 
 from ..models.settings import settings_of
 
-__all__ = ["owned_folder", "remove_stale_scratch", "scratch_directory"]
+__all__ = ["owned_folder", "remove_stale_scratch", "scratch_directory", "working_in"]
 
 
 @contextlib.contextmanager
 def scratch_directory(model):
     """A folder of the job's own for the model's scratch site stores, inside its
-    ``work_dir``, removed after the cluster is closed: on an interrupt, tasks still
+    ``work_dir``, removed after the cluster is closed (on an interrupt, tasks still
     running on the workers could otherwise write into a site store after the model
-    removed it, leaving a ``saspa-sites-*`` folder behind."""
+    removed it, leaving a ``saspa-sites-*`` folder behind) and after the model is saved
+    (a Dask fit keeps its per-row sites there until then).  Fit within
+    :func:`working_in` the folder."""
     execution = settings_of("execution", model.execution)
-    parent = Path(execution.work_dir or tempfile.gettempdir())
-    with owned_folder(parent) as folder:
-        model.set_params(execution=replace(execution, work_dir=str(folder)))
-        try:
-            yield folder
-        finally:
-            model.set_params(execution=replace(execution, work_dir=str(parent)))
+    with owned_folder(Path(execution.work_dir or tempfile.gettempdir())) as folder:
+        yield folder
+
+
+@contextlib.contextmanager
+def working_in(model, folder):
+    """The model's ``work_dir`` set to ``folder`` for the ``with`` block (what it was
+    after, so the saved model's parameters are the user's)."""
+    execution = settings_of("execution", model.execution)
+    model.set_params(execution=replace(execution, work_dir=str(folder)))
+    try:
+        yield
+    finally:
+        model.set_params(execution=execution)
 
 
 @contextlib.contextmanager

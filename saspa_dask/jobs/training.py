@@ -33,7 +33,7 @@ from .paths import absolute
 from .task import DEFAULT_MAX_CLASSES, choose_task, summarise_target
 from .estimators import build_estimator, canonical_options
 from .row_probes import check_data
-from .scratch import scratch_directory
+from .scratch import scratch_directory, working_in
 
 __all__ = ["fit_and_save", "not_converged_advice", "optimiser_warnings", "train",
            "training_data"]
@@ -217,20 +217,25 @@ def fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, p
             (reading(test, "test store") if test is not None else contextlib.nullcontext()):
         pin = store_identity(data)
         test_pin = None if test is None else store_identity(test)
-        probes, metrics = _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo,
-                                          init_sites, reordered, old_probes, test)
-        check_identity(data, pin)  # every read of the data came from one store
-        if test is not None:  # and every measurement on the test store likewise
-            check_identity(test, test_pin)
-        seconds = time.perf_counter() - start
-        attributes = {"data_store": str(Path(data).resolve()),
-                      "data_columns": attrs.get("columns"),
-                      "data_encoding": encoding_record(attrs, data), "row_probes": probes,
-                      "target": attrs.get("target"),
-                      "target_classes": attrs.get("target_classes"), "train_seconds": seconds,
-                      "test_metrics": metrics, **(extra or {})}
-        with reported():
-            save_model(model, out, overwrite=overwrite, extra_attrs=attributes)
+        # the scratch folder outlives the cluster (see scratch_directory) and the save:
+        # a Dask fit's per-row sites are kept there until the model store has them
+        with scratch_directory(model) as folder:
+            with working_in(model, folder):
+                probes, metrics = _fit_on_cluster(model, X, y, attrs, data, cluster,
+                                                  progress, echo, init_sites, reordered,
+                                                  old_probes, test)
+            check_identity(data, pin)  # every read of the data came from one store
+            if test is not None:  # and every measurement on the test store likewise
+                check_identity(test, test_pin)
+            seconds = time.perf_counter() - start
+            attributes = {"data_store": str(Path(data).resolve()),
+                          "data_columns": attrs.get("columns"),
+                          "data_encoding": encoding_record(attrs, data), "row_probes": probes,
+                          "target": attrs.get("target"),
+                          "target_classes": attrs.get("target_classes"),
+                          "train_seconds": seconds, "test_metrics": metrics, **(extra or {})}
+            with reported():
+                save_model(model, out, overwrite=overwrite, extra_attrs=attributes)
         if latest:
             _point_latest(latest, out)
     for level in getattr(model, "coarse_start_", []):
@@ -272,7 +277,7 @@ def _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo, init_site
                     reordered, old_probes, test):
     """The fit itself (and its held-out metrics): ``(row probes, metrics or None)``."""
     size = input_values(X)
-    with scratch_directory(model), dask_client(**cluster, echo=echo, values=size) as client:
+    with dask_client(**cluster, echo=echo, values=size) as client:
         _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs); checking its "
                    "fingerprint")
         probes = check_data(X, y, attrs, data, reordered, old_probes)

@@ -193,9 +193,12 @@ _SHARED_ATTRS_DOC = """
         The paper's alpha: predictive mean = Kt(x, B) @ alpha_.
     beta_ : ndarray of shape (M, M)
         The paper's beta: latent variance = s2 - k^T beta_ k.
-    sites_tau_, sites_nu_ : ndarray of shape (n_samples,) or (n_classes, n_samples)
+    sites_tau_, sites_nu_ : ndarray or dask array of shape (n_samples,) or (n_classes, n_samples)
         Site precisions and shifts on the projected values (one row per class for a
-        one-vs-rest multi-class model).
+        one-vs-rest multi-class model).  After a fit on Dask or zarr rows, a Dask array
+        that reads them from where the workers wrote them (a folder in
+        ``execution["work_dir"]``, removed with the last array that reads it; after
+        ``save``, the model store): the driver never holds them whole.
     n_sweeps_ : int
         Sweeps made, including the one that found the sites converged.
     converged_ : bool

@@ -17,10 +17,11 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
+import dask.array as da
 import numpy as np
 import zarr
 
-from ..files.groups import zarr_group
+from ..files.groups import zarr_array, zarr_group
 from .._version import __version__
 from ..core.bases import Basis, saved_blur
 from ..files.atomic import aside_directory, check_destination, move_into_place
@@ -273,7 +274,7 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
         for name, value in arrays.items():
             _write_array(group, name, value)
         for name, value in report_arrays.items():  # their own dtype (indices stay int)
-            _write_array(group, name, value, dtype=np.asarray(value).dtype)
+            _write_array(group, name, value, dtype=_dtype_of(value))
         attrs["complete"] = True
         group.attrs.update(attrs)
         # over what a reader will read back (JSON and arrays as stored)
@@ -284,16 +285,34 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    for name, value in report_arrays.items():
+        if isinstance(value, da.Array):  # a Dask fit's sites: read from the store now,
+            # which outlives the fit's scratch folder that kept them
+            setattr(model, f"{name}_", da.from_zarr(zarr_array(path, name)))
     return Path(path)
 
 
+def _dtype_of(value):
+    return value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+
+
 def _write_array(group, name, value, dtype=np.float64):
-    value = np.asarray(value, dtype=dtype)
-    chunks = value.shape if value.ndim != 1 or value.size <= ROW_CHUNK else (ROW_CHUNK,)
+    """``value`` stored as ``name``, per-row arrays in chunks of ROW_CHUNK rows; a Dask
+    fit's sites (lazy: :mod:`saspa_dask.engines.kept_sites`) read and written a chunk at
+    a time, never whole on the driver."""
+    lazy = isinstance(value, da.Array)
+    value = value.astype(dtype) if lazy else np.asarray(value, dtype=dtype)
+    rows = value.shape[-1] if value.ndim else 0
+    chunks = value.shape[:-1] + (ROW_CHUNK,) if rows > ROW_CHUNK else value.shape
     fill = np.nan if value.dtype.kind == "f" else 0
     arr = group.create_array(name, shape=value.shape, chunks=chunks or (1,),
                              dtype=value.dtype, fill_value=fill)
-    arr[...] = value
+    if not lazy:
+        arr[...] = value
+        return
+    for start in range(0, rows, ROW_CHUNK):
+        part = (Ellipsis, slice(start, start + ROW_CHUNK))
+        arr[part] = value[part].compute()
 
 
 # -- loading -----------------------------------------------------------------------
