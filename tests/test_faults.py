@@ -111,6 +111,39 @@ def test_every_worker_killed_at_once_during_training(cluster):
     assert model.n_sweeps_ == reference.n_sweeps_
 
 
+def test_workers_restarted_by_their_nannies_memory_limit(tmp_path):
+    """Two workers limited to 400 MB each take 600 MB each at sweep 3: their nannies'
+    memory monitors stop them and start new ones (at new addresses), and the fit ends
+    with the model the undisturbed run gives (the job once waited for ever here)."""
+    Xd, yd, settings, reference = _thousand_row_chunks(seed=4)
+    started, hogged = start_cluster(tmp_path, memory_limit="400MB"), []
+
+    async def hog_memory(dask_worker):  # nested: sent by value (tests are not importable)
+        import numpy
+
+        dask_worker.saspa_test_hog = numpy.ones(75_000_000)  # 600 MB of touched pages
+
+    try:
+        with Client(started.address, timeout=30) as client:
+            before = set(client.scheduler_info()["workers"])
+
+            def hog_at_sweep_3(record):
+                if record["sweep"] == 3 and not hogged:
+                    hogged.append(client.run(hog_memory, wait=False))
+
+            model = SASPAClassifier(**settings)
+            model.fit(Xd, yd, progress=hog_at_sweep_3)
+            client.wait_for_workers(2, timeout=60)
+            after = set(client.scheduler_info()["workers"])
+    finally:
+        stop_cluster(started)
+    assert hogged and not before & after  # both workers were replaced
+    assert model.converged_
+    np.testing.assert_allclose(model.alpha_, reference.alpha_, rtol=1e-9,
+                               atol=1e-9 * np.abs(reference.alpha_).max())
+    assert model.n_sweeps_ == reference.n_sweeps_
+
+
 def test_a_worker_added_mid_job_leaves_the_model_as_it_was(cluster):
     """A third worker joins at sweep 3 (no nanny, one thread, on 127.0.0.1): the
     scheduler takes it in, and training ends in the undisturbed run's sweeps and
