@@ -56,7 +56,8 @@ def test_worker_killed_during_training(cluster):
             if record["sweep"] == 3:
                 killed.append(_kill_one_worker(client))
 
-        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=2.0, ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False})
+        model = SASPAClassifier(optimize_hyperparameters=False, bases=bases, lengthscale=2.0,
+                                ep={"tol": 1e-10, "max_sweeps": 300, "coarse_start": False})
         model.fit(Xd, yd, progress=kill_at_sweep_3)
         client.wait_for_workers(2, timeout=60)
     assert killed and model.converged_
