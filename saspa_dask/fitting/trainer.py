@@ -234,6 +234,8 @@ class Trainer:
 def _split(sites, blocks):
     if sites is None:
         return None
+    # rows in memory: their sites too (a Dask fit's are lazy, engines.kept_sites)
+    sites = [np.asarray(s, dtype=np.float64) for s in sites]
     edges = np.cumsum([0] + [b.y.shape[0] for b in blocks])
     return ([sites[0][a:b] for a, b in zip(edges[:-1], edges[1:])],
             [sites[1][a:b] for a, b in zip(edges[:-1], edges[1:])])
