@@ -62,6 +62,8 @@ def test_cli_train_on_a_real_cluster_equals_in_memory_fit(scheduler, store, tmp_
     assert model.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-9)
     info = json.loads(_saspa("info", tmp_path / "m.zarr", "--json").stdout)
     assert info["n_training_rows"] == 8_000 and info["ep"]["converged"]
+    # the job's scratch folder (its site stores, the sites kept until the save) is gone
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".saspa-job-")] == []
     assert info["data_fingerprint"] == open_data_store(path)[2]["fingerprint"]
 
 
