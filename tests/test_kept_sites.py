@@ -39,8 +39,8 @@ def test_a_dask_fits_sites_are_lazy_saved_in_slabs_and_equal_the_in_memory_fits(
         tmp_path, monkeypatch, classes):
     """The Dask fit's sites (one problem; three one-vs-rest) are Dask arrays on a kept
     store, equal to the in-memory fit's at EP's fixed point; saved in slabs of 1,000
-    rows (six per problem), they load as they were, and the model then reads them from
-    its store; the kept store is removed once no array reads it."""
+    rows (six per problem), they load as they were; the kept store stays while the
+    model reads it and is removed with the model."""
     lazy, memory = _fits(tmp_path, classes)
     assert isinstance(lazy.sites_tau_, da.Array) and len(_kept_folders(tmp_path)) >= 1
     before = np.asarray(lazy.sites_tau_), np.asarray(lazy.sites_nu_)
@@ -53,9 +53,11 @@ def test_a_dask_fits_sites_are_lazy_saved_in_slabs_and_equal_the_in_memory_fits(
     np.testing.assert_array_equal(saved.sites_tau_, before[0])
     np.testing.assert_array_equal(saved.sites_nu_, before[1])
     gc.collect()
-    assert _kept_folders(tmp_path) == []
-    np.testing.assert_array_equal(lazy.sites_tau_, before[0])  # read from m.zarr now
+    np.testing.assert_array_equal(lazy.sites_tau_, before[0])  # still there
     np.testing.assert_array_equal(lazy.sites_nu_, before[1])
+    del lazy
+    gc.collect()
+    assert _kept_folders(tmp_path) == []
 
 
 def test_a_removed_kept_store_is_an_error_not_missing_values(tmp_path):
@@ -70,3 +72,22 @@ def test_a_removed_kept_store_is_an_error_not_missing_values(tmp_path):
     with pytest.raises(FileNotFoundError, match="saspa-kept-sites-.*folder is gone"):
         with dask.config.set(scheduler="sync"):
             np.asarray(lazy.sites_tau_)
+
+
+def test_the_model_a_training_job_returns_reads_its_saved_store(tmp_path, threads_client):
+    """``jobs.train`` removes its scratch folder (the kept sites with it) after the save:
+    the model it returns reads its sites from the model store, equal to what loads."""
+    from saspa_dask import jobs
+    from saspa_dask.storage import ingest
+
+    X, y = synthetic_two_class(6_000, 3, seed=5)
+    np.save(tmp_path / "d.npy", np.column_stack([X, y]))
+    ingest(tmp_path / "d.npy", tmp_path / "d.zarr", chunk_rows=1_000)
+    result = jobs.train(tmp_path / "d.zarr", tmp_path / "m.zarr", n_bases=8,
+                        optimize_hyperparameters=False, client=threads_client)
+    model = result["model"]
+    assert isinstance(model.sites_tau_, da.Array)
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".saspa-job-")] == []
+    saved = load_model(tmp_path / "m.zarr")
+    np.testing.assert_array_equal(model.sites_tau_, saved.sites_tau_)
+    np.testing.assert_array_equal(model.sites_nu_, saved.sites_nu_)

@@ -5,8 +5,7 @@ What a fit returns (``sites_tau_``, warm starts between its runs) is a copy the
 workers write chunk by chunk into a store of its own beside the scratch one, read
 back lazily: the driver never holds the 2 x N values (1.6 GB at 10^8 rows).  The
 store is removed when nothing refers to its arrays any more (or when the process
-exits); a saved model copies them into its own store a slab at a time, and reads
-them from there afterwards.
+exits); a saved model copies them into its own store a slab at a time.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, replace
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 

@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 import dask
+import dask.array as da
 
 from ..engines.chunks import spread_rows
 from ..fitting.held_out import HeldOutError
@@ -21,6 +22,7 @@ from ..fitting.learning_advice import LearntBoundWarning, bound_advice
 from ..files.atomic import check_destination, check_pointer, reading, write_latest
 from ..files.outputs import MODEL
 from ..files.errors import StoreError
+from ..files.groups import zarr_array
 from ..storage.data_store import (check_identity, input_arrays, open_data_store,
                                   store_identity)
 from ..storage.encoding import like_encoding
@@ -236,6 +238,7 @@ def fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, p
                           "train_seconds": seconds, "test_metrics": metrics, **(extra or {})}
             with reported():
                 save_model(model, out, overwrite=overwrite, extra_attrs=attributes)
+            _sites_read_from(model, out)
         if latest:
             _point_latest(latest, out)
     for level in getattr(model, "coarse_start_", []):
@@ -245,6 +248,14 @@ def fit_and_save(model, X, y, attrs, data, out, *, overwrite, latest, cluster, p
         _say(echo, line)
     return {"model": model, "out": Path(out), "seconds": float(seconds),
             "converged": bool(model.converged_), "metrics": metrics}
+
+
+def _sites_read_from(model, out):
+    """A Dask fit's per-row sites, kept in the job's scratch folder, go with it: the
+    model the job returns reads them from the store it saved."""
+    for name in model._REPORT_ARRAYS:
+        if isinstance(getattr(model, name, None), da.Array):
+            setattr(model, name, da.from_zarr(zarr_array(out, name.rstrip("_"))))
 
 
 def _point_latest(latest, out):

@@ -197,8 +197,9 @@ _SHARED_ATTRS_DOC = """
         Site precisions and shifts on the projected values (one row per class for a
         one-vs-rest multi-class model).  After a fit on Dask or zarr rows, a Dask array
         that reads them from where the workers wrote them (a folder in
-        ``execution["work_dir"]``, removed with the last array that reads it; after
-        ``save``, the model store): the driver never holds them whole.
+        ``execution["work_dir"]``, removed with the last array that reads it; the
+        model a training job returns reads its saved store): the driver never holds
+        them whole.
     n_sweeps_ : int
         Sweeps made, including the one that found the sites converged.
     converged_ : bool

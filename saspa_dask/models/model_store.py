@@ -21,7 +21,7 @@ import dask.array as da
 import numpy as np
 import zarr
 
-from ..files.groups import zarr_array, zarr_group
+from ..files.groups import zarr_group
 from .._version import __version__
 from ..core.bases import Basis, saved_blur
 from ..files.atomic import aside_directory, check_destination, move_into_place
@@ -285,10 +285,6 @@ def save_model(model, path, *, overwrite=False, extra_attrs=None):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for name, value in report_arrays.items():
-        if isinstance(value, da.Array):  # a Dask fit's sites: read from the store now,
-            # which outlives the fit's scratch folder that kept them
-            setattr(model, f"{name}_", da.from_zarr(zarr_array(path, name)))
     return Path(path)
 
 
