@@ -62,13 +62,13 @@ def kept_copy(arrays, parent):
     path = Path(tempfile.mkdtemp(prefix="saspa-kept-sites-", dir=parent))
     owner = _Owner(path)
     group = zarr_group(path, "w")
-    chunks = arrays[0].chunks[0]
-    stored = [group.create_array(f"a{k}", shape=value.shape, chunks=(max(chunks),),
-                                 dtype="f8", fill_value=np.nan, compressors=None)
+    rows = max(arrays[0].chunks[0])
+    stored = [group.create_array(f"a{k}", shape=value.shape, chunks=(rows,), dtype="f8",
+                                 fill_value=np.nan, compressors=None)
               for k, value in enumerate(arrays)]
     # chunks of one size but the last: each task writes whole chunks, so no lock
-    da.store([value.rechunk((max(chunks),)) for value in arrays], stored, lock=False)
+    da.store([value.rechunk((rows,)) for value in arrays], stored, lock=False)
     token = uuid.uuid4().hex
-    return [da.from_array(_KeptArray(array, owner), chunks=(max(chunks),), asarray=True,
+    return [da.from_array(_KeptArray(array, owner), chunks=(rows,), asarray=True,
                           name=f"saspa-kept-sites-{token}-{k}")
             for k, array in enumerate(stored)]

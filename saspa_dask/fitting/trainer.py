@@ -155,7 +155,8 @@ class Trainer:
     # -- EP and the gradient ---------------------------------------------------------
 
     def run(self, likelihood, starts=None, deadline=None, probe_rows=None, confirm=True):
-        """EP for every problem; returns the EPResults with sites as numpy arrays.
+        """EP for every problem; returns the EPResults, their sites NumPy arrays (Dask
+        arrays on a kept copy for Dask rows: :mod:`saspa_dask.engines.kept_sites`).
         ``starts``: per problem, the posterior a cold run's first sweep takes its
         cavities from; ``deadline``: when the runs stop unconverged; ``probe_rows``:
         input rows on whose predictions the runs may also converge; ``confirm``: False
