@@ -296,3 +296,26 @@ def test_a_failed_connection_leaves_dask_settings_as_they_were():
             assert dask.config.get("scheduler", None) == before, address
     finally:
         silent.close()
+
+
+def test_a_refused_connection_leaves_no_client_for_the_collector():
+    """A client that failed to connect was garbage in a cycle; the collector ran its
+    __del__ later in whatever thread it ran in, and in a thread starting another
+    client's loop (holding distributed's class-wide LoopRunner lock) that deadlocked:
+    the suite hung in ``test_a_lost_scheduler_is_said_plainly``'s Client().  With the
+    collector off, no Client may be left after the refusal."""
+    import gc
+
+    from distributed import Client
+    from saspa_dask.jobs import JobError, dask_client
+
+    gc.collect()
+    gc.disable()
+    try:
+        with pytest.raises(JobError, match="cannot reach the Dask scheduler"):
+            with dask_client(scheduler="tcp://127.0.0.1:1", timeout=1):
+                pass
+        left = [o for o in gc.get_objects() if isinstance(o, Client)]
+    finally:
+        gc.enable()
+    assert left == []

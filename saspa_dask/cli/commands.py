@@ -285,7 +285,8 @@ def score_command(cluster, **options):
 
     start = time.perf_counter()
     result = jobs.score(**options, **cluster)
-    click.echo(f"scores of {options['data']}: {options['out']} ({result['format']})  {result['rows']} rows, "
+    click.echo(f"scores of {options['data']}: {options['out']} ({result['format']})  "
+               f"{result['rows']} rows, "
                f"{result['chunks_written']} of {result['chunks_total']} chunks written this "
                f"run, {result['columns']}, {time.perf_counter() - start:.1f}s")
 

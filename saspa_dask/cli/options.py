@@ -1,21 +1,21 @@
 """What the ``saspa`` commands share: options generated from the parameter table,
-the cluster options, one-line errors and signal handling, the sweep progress reporter.
+the cluster options, one-line errors (and interrupts, :mod:`.signals`), the sweep
+progress reporter.
 """
 
 from __future__ import annotations
 
 import errno
 import functools
-import gc
 import os
 import signal
 import sys
-import threading
 from pathlib import Path
 
 import click
 
 from ..parameters import CLUSTER_PARAMETERS
+from .signals import InterruptHandlers
 
 __all__ = ["SweepReporter", "cluster_options", "command_options", "echo", "job_errors",
            "quiet_shutdown"]
@@ -76,20 +76,13 @@ def job_errors(command):
         from ..jobs.errors import Interrupted, JobError
         from ..files.errors import StoreError
 
-        def interrupt(signum, frame):
-            if _in_gc_callback(frame):
-                # raised there, the exception would be printed and dropped by the
-                # collector ("Exception ignored in ..._gc_callback": Dask's scheduler
-                # in this process watches collections), and the job would go on
-                _send_again(signum)
-                return
+        def interrupt(signum):
             quiet_shutdown()
             raise Interrupted(signal.Signals(signum).name, signum)
 
-        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT,
-                                                                   signal.SIGTERM)}
         try:
-            return command(*args, **kwargs)
+            with InterruptHandlers(interrupt):
+                return command(*args, **kwargs)
         except (JobError, StoreError) as err:
             raise click.ClickException(bounded(str(err))) from None
         except OSError as err:  # read-only output, disk full, a missing directory ...
@@ -108,9 +101,6 @@ def job_errors(command):
             raise click.ClickException(bounded(
                 f"unexpected {type(err).__name__}: {err} (run again with SASPA_DEBUG=1 for "
                 "the traceback, and please report it)")) from None
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
     return run
 
@@ -146,27 +136,6 @@ def os_error_text(err):
     if output != Path(err.filename):  # one of the package's own files beside it
         return f"{output}: cannot be written there ({reason})"
     return f"{output}: {reason}"
-
-
-def _in_gc_callback(frame):
-    """Whether ``frame`` runs inside one of the garbage collector's callbacks."""
-    codes = {getattr(getattr(cb, "__func__", cb), "__code__", None) for cb in gc.callbacks}
-    while frame is not None:
-        if frame.f_code in codes:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _send_again(signum, after=0.05):
-    """The signal sent again shortly (from a timer thread) to the main thread, whose
-    handler raises: sent to the process, the kernel may give it to the timer thread,
-    and the main thread then sees it only when it next runs Python code (a 10 s sleep
-    in C ran to its end)."""
-    timer = threading.Timer(after, signal.pthread_kill,
-                            (threading.main_thread().ident, signum))
-    timer.daemon = True
-    timer.start()
 
 
 def quiet_shutdown():

@@ -33,6 +33,7 @@ having marked nothing complete (jobs resume where they stopped when run again).
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import os
 import signal
@@ -330,8 +331,18 @@ def _connect(client_class, scheduler, timeout, security):
         try:
             client = client_class(scheduler, timeout=timeout, security=security)
         except Exception as err:  # refused, TLS handshake or configuration, time-out
-            box["error"] = err
+            error = f"{type(err).__name__}: {err}"
+        else:
+            _keep_or_close(client)
             return
+        # the half-built client is garbage in a cycle with the exception's frames.
+        # Its __del__ takes distributed's class-wide LoopRunner lock, so the collector
+        # must not run it in a thread that holds that lock while starting another
+        # client's loop (a deadlock seen in the suite): it runs here and now instead
+        gc.collect()
+        box["error"] = error
+
+    def _keep_or_close(client):
         with lock:
             if not box.get("abandoned"):
                 box["client"] = client
@@ -348,7 +359,7 @@ def _connect(client_class, scheduler, timeout, security):
         box["abandoned"] = True
     _restore_scheduler_setting(before)
     err = box.get("error")
-    reason = (f"{type(err).__name__}: {err}" if err is not None
+    reason = (err if err is not None
               else "no answer: the address accepts connections but does not speak Dask")
     raise JobError(f"cannot reach the Dask scheduler at {scheduler} within {timeout}s "
                    f"({reason})")
