@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from numbers import Integral
 
+import dask
+import dask.array as da
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError
@@ -144,12 +146,27 @@ def sites_on_all(outcome, rows, n_samples, sites):
         for (tau, nu), (t, v) in zip(merged, fitted):
             tau[where], nu[where] = t, v
         return RowSites(union, merged, n_samples)
-    out = []
-    for (t, v), given in zip(fitted, sites):
-        tau, nu = (np.array(s, dtype=np.float64) for s in given)
-        tau[rows], nu[rows] = t, v
-        out.append((tau, nu))
-    return out
+    return [(with_rows_set(given[0], rows, t), with_rows_set(given[1], rows, v))
+            for (t, v), given in zip(fitted, sites)]
+
+
+def with_rows_set(values, rows, new):
+    """A copy of ``values`` with ``new`` at the sorted ``rows``; Dask ``values`` (a
+    loaded model's stored sites, a kept copy) stay lazy, each chunk setting its own."""
+    if not isinstance(values, da.Array):
+        out = np.array(values, dtype=np.float64)
+        out[rows] = new
+        return out
+    rows, new = np.asarray(rows), np.asarray(new, dtype=np.float64)
+
+    def set_chunk(chunk, block_info=None):
+        start, stop = block_info[0]["array-location"][0]
+        lo, hi = np.searchsorted(rows, [start, stop])
+        chunk = np.array(chunk, dtype=np.float64)
+        chunk[rows[lo:hi] - start] = new[lo:hi]
+        return chunk
+
+    return values.map_blocks(set_chunk, dtype=np.float64)
 
 
 def _stage_record(outcome, n_rows, where):
@@ -180,12 +197,14 @@ def check_init_sites(init_sites, n_samples, n_problems=1):
     """Warm-start sites as a list of (tau, nu) per EP problem (or None)."""
     if init_sites is None:
         return None
-    tau, nu = (np.asarray(s, dtype=np.float64) for s in init_sites)
+    # Dask sites (a loaded model's stored ones) stay lazy: checked in one pass
+    tau, nu = (s.astype(np.float64) if isinstance(s, da.Array)
+               else np.asarray(s, dtype=np.float64) for s in init_sites)
     shape = (n_samples,) if n_problems == 1 else (n_problems, n_samples)
     if tau.shape != shape or nu.shape != shape:
         raise ValueError(f"init_sites must be two arrays of shape {shape} "
                          f"(n_samples={n_samples}), got shapes {tau.shape} and {nu.shape}")
-    if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
+    if not all(dask.compute(*[np.isfinite(s).all() for s in (tau, nu)])):
         raise ValueError("init_sites contain NaN or infinity")
     if n_problems == 1:
         return [(tau, nu)]

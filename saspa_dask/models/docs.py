@@ -199,7 +199,8 @@ _SHARED_ATTRS_DOC = """
         that reads them from where the workers wrote them (a folder in
         ``execution["work_dir"]``, removed with the last array that reads it; the
         model a training job returns reads its saved store): the driver never holds
-        them whole.
+        them whole.  A loaded model of more than 2^24 training rows reads them from
+        its store likewise (``saspa_dask.models.stored_sites``).
     n_sweeps_ : int
         Sweeps made, including the one that found the sites converged.
     converged_ : bool

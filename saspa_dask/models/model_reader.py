@@ -17,6 +17,7 @@ from ..files.groups import open_group
 from ..fitting.posterior import FittedPosterior, unstacked
 from ..parameters import APPROXIMATIONS
 
+from . import stored_sites as stored_sites_module
 from .array_reader import ArrayReader
 from .model_store import (ADDITIVE_PREFIX, FLOAT_REPORT, FOURIER_SCALING, KERNEL_TYPES,
                           MODEL_FORMAT, READABLE_VERSIONS, decode_params)
@@ -391,10 +392,17 @@ def _read_report_arrays(read, attrs, fitted, path, keep=True):
     rows = attrs.get("n_training_rows")
     lead = () if fitted.n_problems == 1 else (fitted.n_problems,)
     sites_shape = lead + (rows,) if read.rows_known else None
-    arrays = {name: (read if keep else read.metadata)(
-                  name, dtype=None,
-                  shape=sites_shape if name in ("sites_tau", "sites_nu") else None)
-              for name in names}
+    arrays = {}
+    for name in names:
+        per_row = name in ("sites_tau", "sites_nu")
+        shape = sites_shape if per_row else None
+        stored = read.metadata(name, shape=shape)
+        if not keep:
+            arrays[name] = stored
+        elif per_row and stored.shape[-1] > stored_sites_module.SITES_READ_WHOLE_ROWS:
+            arrays[name] = stored_sites_module.stored_sites(stored, path)  # read lazily
+        else:
+            arrays[name] = read(name, dtype=None, shape=shape)
     if "sites_tau" in arrays:
         tau, nu = arrays["sites_tau"], arrays.get("sites_nu")
         if nu is None or tau.shape != nu.shape:
