@@ -48,6 +48,44 @@ def test_the_drivers_peak_grows_by_less_than_the_models_sites(tmp_path, monkeypa
     assert (large - small) / 900_000 < 16, (small, large)
 
 
+def _traced_retrain_peak(n_rows, path):
+    """A saved Dask fit of ``n_rows`` rows (untraced), then traced: its loading and a
+    fit from its sites with learning on a 2,000-row sample, as ``saspa retrain`` does."""
+    from saspa_dask import load_model
+
+    X, y = synthetic_two_class(n_rows, 2, 0)
+    X, y = da.from_array(X, chunks=(12_500, 2)), da.from_array(y, chunks=12_500)
+    params = dict(blur="delta", hyper_subsample=2000, max_hyper_iter=2, random_state=0,
+                  execution={"cache": "none"})
+    with dask.config.set(scheduler="threads", num_workers=1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the iteration cap's warning
+        SASPAClassifier(8, **params).fit(X, y).save(path)
+        tracemalloc.start()
+        try:
+            old = load_model(path)
+            SASPAClassifier(8, bases=old.bases_, **params).fit(
+                X, y, init_sites=(old.sites_tau_, old.sites_nu_))
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+
+def test_a_retrains_driver_does_not_hold_the_old_models_sites(tmp_path, monkeypatch):
+    """Loading a model whose sites are read from its store (more rows than
+    ``SITES_READ_WHOLE_ROWS``, lowered here) and fitting from them: from 10^5 to
+    6 x 10^5 rows the traced peak grows by less than 16 bytes a row (the old sites
+    read whole, and merged with the sample's, add 16 bytes a row each: RESULTS, "A
+    retrain's driver with the old model's sites left in its store")."""
+    from saspa_dask.models import model_store, stored_sites
+
+    monkeypatch.setattr(model_store, "ROW_CHUNK", 1 << 16)  # stored chunks, as at scale
+    monkeypatch.setattr(stored_sites, "SITES_READ_WHOLE_ROWS", 50_000)
+    _traced_retrain_peak(20_000, tmp_path / "first.zarr")
+    small = _traced_retrain_peak(100_000, tmp_path / "small.zarr")
+    large = _traced_retrain_peak(600_000, tmp_path / "large.zarr")
+    assert (large - small) / 500_000 < 16, (small, large)
+
+
 # the process's own peak resident memory (VmHWM: this program's, whereas ru_maxrss
 # keeps the forking parent's from before exec)
 _INGEST = """
