@@ -166,7 +166,7 @@ def with_rows_set(values, rows, new):
         chunk[rows[lo:hi] - start] = new[lo:hi]
         return chunk
 
-    return values.map_blocks(set_chunk, dtype=np.float64)
+    return values.map_blocks(set_chunk, dtype=np.float64, meta=np.empty(0, np.float64))
 
 
 def _stage_record(outcome, n_rows, where):
