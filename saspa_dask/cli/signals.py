@@ -43,7 +43,6 @@ class InterruptHandlers:
         self._lock = threading.RLock()
         self._pending = None  # the signal being re-sent until it is raised
         self._raised = None  # (signal, time) of the last re-sent signal raised
-        self._repeater = None
         self._previous = {}
 
     def __enter__(self):
@@ -79,10 +78,9 @@ class InterruptHandlers:
             if self._pending is not None:
                 return
             self._pending = signum
-            self._repeater = threading.Thread(
-                target=self._send_until_raised, args=(signum, threading.main_thread().ident),
-                name="saspa-signal-repeater", daemon=True)
-            self._repeater.start()
+            threading.Thread(target=self._send_until_raised,
+                             args=(signum, threading.main_thread().ident),
+                             name="saspa-signal-repeater", daemon=True).start()
 
     def _send_until_raised(self, signum, main_thread):
         while True:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import uuid
 import weakref
 from pathlib import Path
 
 import dask.array as da
 import numpy as np
 
+from ..files.folder_arrays import folder_array
 from ..files.groups import zarr_group
 
 __all__ = ["kept_copy"]
@@ -41,21 +41,6 @@ class _Owner:
         return self
 
 
-class _KeptArray:
-    """An on-disk array that keeps its directory alive (what ``da.from_array`` reads)."""
-
-    def __init__(self, array, owner):
-        self.array, self.owner = array, owner
-        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
-
-    def __getitem__(self, key):
-        # zarr reads a removed chunk as its fill value: say so instead
-        if not Path(self.owner.path).is_dir():
-            raise FileNotFoundError(f"{self.owner.path}: the fit's per-row sites were kept "
-                                    "here and the folder is gone (its work_dir removed?)")
-        return self.array[key]
-
-
 def kept_copy(arrays, parent):
     """Copies of lazy 1-d arrays of equal chunks, written by the workers into a new
     store in ``parent`` (a directory every worker sees), as lazy arrays reading it."""
@@ -68,7 +53,6 @@ def kept_copy(arrays, parent):
               for k, value in enumerate(arrays)]
     # chunks of one size but the last: each task writes whole chunks, so no lock
     da.store([value.rechunk((rows,)) for value in arrays], stored, lock=False)
-    token = uuid.uuid4().hex
-    return [da.from_array(_KeptArray(array, owner), chunks=(rows,), asarray=True,
-                          name=f"saspa-kept-sites-{token}-{k}")
-            for k, array in enumerate(stored)]
+    return [folder_array(array, owner.path, "the fit's per-row sites were kept here and "
+                         "the folder is gone (its work_dir removed?)", (rows,), keep=owner)
+            for array in stored]

@@ -11,10 +11,7 @@ rest of the store is.
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
-
-import dask.array as da
+from ..files.folder_arrays import folder_array
 
 __all__ = ["SITES_READ_WHOLE_ROWS", "stored_sites"]
 
@@ -22,24 +19,8 @@ __all__ = ["SITES_READ_WHOLE_ROWS", "stored_sites"]
 SITES_READ_WHOLE_ROWS = 1 << 24
 
 
-class _StoredArray:
-    """A model store's array, read by ``da.from_array``; a store removed since the
-    model was loaded is said, not read as fill values."""
-
-    def __init__(self, array, path):
-        self.array, self.path = array, str(path)
-        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
-
-    def __getitem__(self, key):
-        if not Path(self.path).is_dir():
-            raise FileNotFoundError(f"{self.path}: this model's per-row sites are read "
-                                    "from its store, which is gone (load it again from "
-                                    "where it was moved)")
-        return self.array[key]
-
-
 def stored_sites(array, path):
     """The stored array ``array`` of the model store ``path``, as a Dask array over
     its chunks."""
-    return da.from_array(_StoredArray(array, path), chunks=array.chunks, asarray=True,
-                         name=f"saspa-stored-sites-{uuid.uuid4().hex}")
+    return folder_array(array, path, "this model's per-row sites are read from its store, "
+                        "which is gone (load it again from where it was moved)", array.chunks)
