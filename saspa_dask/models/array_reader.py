@@ -43,7 +43,11 @@ class ArrayReader:
 
     def __call__(self, name, dtype=np.float64, shape=None):
         """The array ``name`` (``dtype=None``: as stored), or a StoreError naming it."""
-        array = self.metadata(name, shape=shape)
+        return self.values(name, self.metadata(name, shape=shape), dtype)
+
+    def values(self, name, array, dtype=np.float64):
+        """The stored ``array`` named ``name``, already checked by :meth:`metadata`,
+        read (``dtype=None``: as stored)."""
         try:
             value = array[...]
         except Exception as err:

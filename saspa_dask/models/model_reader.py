@@ -402,7 +402,7 @@ def _read_report_arrays(read, attrs, fitted, path, keep=True):
         elif per_row and stored.shape[-1] > stored_sites_module.SITES_READ_WHOLE_ROWS:
             arrays[name] = stored_sites_module.stored_sites(stored, path)  # read lazily
         else:
-            arrays[name] = read(name, dtype=None, shape=shape)
+            arrays[name] = read.values(name, stored, dtype=None)
     if "sites_tau" in arrays:
         tau, nu = arrays["sites_tau"], arrays.get("sites_nu")
         if nu is None or tau.shape != nu.shape:
