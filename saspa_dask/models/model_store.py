@@ -322,7 +322,7 @@ ROW_CHUNK = 1 << 20
 def content_checksum(attrs, arrays):
     """sha256 over a model store's attributes (all but ``checksum``) and arrays (name,
     type, shape and bytes of each), as a reader reads them back.  ``arrays`` values are
-    NumPy arrays or stored (zarr) arrays, the latter read a slab at a time."""
+    NumPy arrays or stored (zarr) arrays, the latter read a stored chunk at a time."""
     import hashlib
 
     h = hashlib.sha256()
@@ -338,6 +338,14 @@ def content_checksum(attrs, arrays):
             h.update(np.ascontiguousarray(value[...]).tobytes())
             continue
         step = int(value.chunks[-1])  # C order: the last axis a stored chunk at a time
+        if shape[-1] <= step:
+            # one chunk across the last axis: a chunk's leading rows at once, so each
+            # chunk is decoded once (a row at a time decoded a (M, d, d) stack's one
+            # chunk M d times); the same bytes in the same order
+            rows = int(value.chunks[0])
+            for start in range(0, shape[0], rows):
+                h.update(np.ascontiguousarray(value[start:start + rows]).tobytes())
+            continue
         for lead in np.ndindex(*shape[:-1]):
             for start in range(0, shape[-1], step):
                 h.update(np.ascontiguousarray(
