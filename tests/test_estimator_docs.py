@@ -78,7 +78,7 @@ def test_every_parameter_is_documented_once_with_its_default_and_choices(name):
 def test_the_estimators_accept_what_the_parameter_table_offers(cls, task, likelihoods):
     """Each ungrouped row of the table with choices: the estimator accepts exactly those
     strings (the likelihood: its task's share of them; learn_bases' "none" is the
-    CLI's word for False)."""
+    CLI's word for False, feature_groups' for None)."""
     constraints = cls._parameter_constraints
     for p in TRAIN_PARAMETERS:
         if p.group is not None or not p.choices or p.name not in inspect.signature(
@@ -92,6 +92,10 @@ def test_the_estimators_accept_what_the_parameter_table_offers(cls, task, likeli
             assert build_estimator(task, learn_bases="none").learn_bases is False
             assert accepted == offered - {"none"}
             cls(learn_bases=False)._validate_params()  # False itself is accepted
+        elif p.name == "feature_groups":  # the job maps "none" to None
+            assert build_estimator(task, feature_groups="none").feature_groups is None
+            assert accepted == offered - {"none"}
+            cls(feature_groups=None)._validate_params()
         else:
             assert accepted == offered, p.name
     assert set(CLASSIFICATION_LIKELIHOODS) | set(REGRESSION_LIKELIHOODS) == set(

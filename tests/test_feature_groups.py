@@ -64,7 +64,8 @@ def test_a_one_hot_groups_optimum_is_the_exchangeable_kernels_fitc_optimum():
     np.testing.assert_allclose(ours, ref.x, atol=2e-3)
     assert reg.log_evidence_ == pytest.approx(-ref.fun, abs=1e-6)
     # learnt apart, the four category lengthscales go their own ways
-    free = SASPARegressor(bases=Basis(_one_hot(zx, zc, K)), blur="delta", lengthscale=1.0,
+    free = SASPARegressor(bases=Basis(_one_hot(zx, zc, K)), blur="delta",
+                          feature_groups=None, lengthscale=1.0,
                           signal_variance=0.5, noise_variance=0.1, center_y=False,
                           learn_offset=False, jitter=jitter, max_hyper_iter=200,
                           hyper_tol=1e-12).fit(X, y)
@@ -101,16 +102,20 @@ def test_bad_groups_are_refused_by_name():
     assert feature_groups_of(["a", "b"], None, 2) is None  # no input shares: untied
 
 
-def test_the_job_path_ties_each_text_columns_one_hot_group(tmp_path, threads_client):
+def _city_table(path):
     rng = np.random.default_rng(3)
     rows = [["size", "city", "kind", "price"]]
     for _ in range(300):
         city, kind = rng.choice(["Oslo", "Rome", "Lima"]), rng.choice(["flat", "house"])
         size = rng.uniform(20, 200)
-        rows.append([f"{size:.1f}", city, kind,
-                     f"{size / 50 + {'Oslo': 2, 'Rome': 1, 'Lima': 0}[city] + rng.normal() * 0.2:.3f}"])
-    with open(tmp_path / "t.csv", "w", newline="") as fh:
+        price = size / 50 + {'Oslo': 2, 'Rome': 1, 'Lima': 0}[city] + rng.normal() * 0.2
+        rows.append([f"{size:.1f}", city, kind, f"{price:.3f}"])
+    with open(path, "w", newline="") as fh:
         csv.writer(fh).writerows(rows)
+
+
+def test_the_job_path_ties_each_text_columns_one_hot_group(tmp_path, threads_client):
+    _city_table(tmp_path / "t.csv")
     jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", text="onehot")
     jobs.train(tmp_path / "t.zarr", tmp_path / "m.zarr", n_bases=8, kernel="matern32",
                feature_groups="one-hot", max_hyper_iter=30, client=threads_client)
@@ -138,3 +143,28 @@ def test_tying_keeps_tied_groups_exactly_and_takes_the_geometric_mean_otherwise(
     out = tied_lengthscale(values, groups)
     assert out[1:4].tolist() == [tied] * 3 and out[0] == 156.35
     assert out[4] == out[5] == pytest.approx(4.0, rel=1e-15)
+
+
+def test_by_default_one_hot_columns_are_tied_and_none_unties_them(tmp_path, threads_client):
+    """feature_groups="auto" (the default) ties each text column's one-hot inputs when
+    the data names them so; the CLI's and TOML's "none" gives every input its own; an
+    array without names keeps one per input."""
+    _city_table(tmp_path / "t.csv")
+    jobs.ingest(tmp_path / "t.csv", tmp_path / "t.zarr", text="onehot")
+    learnt = {}
+    for given in ({}, {"feature_groups": "none"}):
+        out = tmp_path / f"m{len(learnt)}.zarr"
+        jobs.train(tmp_path / "t.zarr", out, n_bases=6, max_hyper_iter=8,
+                   client=threads_client, **given)
+        model = load_model(out)
+        learnt[model.feature_groups] = dict(zip(model.fitted_posterior_.feature_names,
+                                                model.lengthscale_))
+    assert set(learnt) == {"auto", None}
+    tied, free = learnt["auto"], learnt[None]
+    assert tied["city=Oslo"] == tied["city=Rome"] == tied["city=Lima"]
+    assert tied["kind=flat"] == tied["kind=house"]
+    assert len({free["city=Oslo"], free["city=Rome"], free["city=Lima"]}) == 3
+    # no names: one lengthscale per input, as before the default
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    model = SASPARegressor(4, max_hyper_iter=5).fit(X, X[:, 0])
+    assert model.feature_groups == "auto" and len(set(model.lengthscale_)) == 3

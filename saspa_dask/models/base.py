@@ -27,7 +27,7 @@ from ..core.kernels import BASIS_FAMILIES
 from ..engines.chunks import is_lazy
 from ..fitting.basis_parameters import LEARN_BASES
 from ..fitting.held_out import HeldOut, HeldOutError
-from ..fitting.input_groups import FEATURE_GROUP_RULES
+from ..fitting.input_groups import FEATURE_GROUP_RULES, FEATURE_GROUPS_AUTO
 from ..fitting.new_rows import adf_pass, update_pass
 from ..fitting.plan import REPORT_ARRAYS, REPORT_ATTRIBUTES, FitPlan
 from .predictor import PosteriorModel
@@ -56,7 +56,8 @@ class SASPABase(PosteriorModel):
         "n_bases": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "blur": [StrOptions(set(BASIS_FAMILIES) | {"auto"})],
         "kernel": [StrOptions(set(KERNELS))],
-        "feature_groups": [StrOptions(set(FEATURE_GROUP_RULES)), "array-like", None],
+        "feature_groups": [StrOptions({*FEATURE_GROUP_RULES, FEATURE_GROUPS_AUTO}),
+                           "array-like", None],
         "additive_groups": [StrOptions(set(FEATURE_GROUP_RULES)), "array-like", None],
         "term_weights": ["array-like", None],
         "approximation": [StrOptions(set(APPROXIMATIONS))],

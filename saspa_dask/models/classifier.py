@@ -82,7 +82,7 @@ class SASPAClassifier(PosteriorClassifierMixin, SASPABase):
         "label_noise": [Interval(Real, 0, 0.5, closed="left")],
     }
 
-    def __init__(self, n_bases="auto", *, blur="auto", kernel="se", feature_groups=None,
+    def __init__(self, n_bases="auto", *, blur="auto", kernel="se", feature_groups="auto",
                  additive_groups=None, term_weights=None,
                  approximation="fitc", alpha=1.0,
                  likelihood="probit", label_noise=0.01, lengthscale=None, signal_variance=None, bases=None,

@@ -126,7 +126,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         "exact_start": [StrOptions({"auto"}), "boolean"],
     }
 
-    def __init__(self, n_bases="auto", *, blur="auto", kernel="se", feature_groups=None,
+    def __init__(self, n_bases="auto", *, blur="auto", kernel="se", feature_groups="auto",
                  additive_groups=None, term_weights=None,
                  approximation="fitc", alpha=1.0,
                  likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,

@@ -97,6 +97,11 @@ class Parameter:
         return self.default if self.job_default is None else self.job_default
 
 
+def parse_none(value):
+    """A choice's CLI and TOML word "none" as Python's None."""
+    return None if value == "none" else value
+
+
 def parse_stages(value):
     """``hyper_subsample`` from a CLI string or TOML value: an int, None ("all", "none"),
     or a tuple of stage sizes with None ("all") for every row."""

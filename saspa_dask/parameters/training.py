@@ -7,7 +7,7 @@ from __future__ import annotations
 from .schema import (APPROXIMATIONS, AUTO_BASES, AUTO_BASES_LARGE, AUTO_LARGE_ROWS,
                      BLUR_CHOICES, CLASSIFICATION_LIKELIHOODS, KERNEL_CHOICES,
                      LEARN_BASES_CHOICES, REGRESSION_LIKELIHOODS, Parameter,
-                     parse_exact_start, parse_n_bases, parse_stages)
+                     parse_exact_start, parse_n_bases, parse_none, parse_stages)
 
 __all__ = ["RETRAIN_PARAMETERS", "TRAIN_PARAMETERS", "by_name"]
 
@@ -76,10 +76,11 @@ TRAIN_PARAMETERS = (
               "exponential) or Matern with nu 1/2, 3/2, 5/2 (exact for delta blur, a "
               "7-11 term mixture of SE kernels for the other blurs, within 0.5% of it).",
               choices=KERNEL_CHOICES),
-    Parameter("feature_groups", str, None, "one-hot: the one-hot columns of each text "
+    Parameter("feature_groups", str, "auto", "one-hot: the one-hot columns of each text "
               "column (column=category) share one learnt lengthscale, an exchangeable "
-              "kernel over its categories (default: a lengthscale per input).",
-              choices=("one-hot",)),
+              "kernel over its categories; none: a lengthscale per input; auto: one-hot "
+              "when the data has one-hot columns.", choices=("auto", "one-hot", "none"),
+              parse=parse_none),
     Parameter("additive_groups", str, None, "one-hot: a sum of kernels, one over the "
               "inputs that are not one-hot and one over each text column's one-hot "
               "columns, each with a learnt share of the signal variance (an additive "
