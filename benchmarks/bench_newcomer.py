@@ -78,12 +78,12 @@ def timed(cmd):
     return res.stdout + res.stderr, wall, cpu
 
 
-def one_table(name, rows, train_args, work, watch=False):
+def one_table(name, rows, train_args, work, watch=False, split_seed=0):
     source, data = work / f"{name}.csv", work / f"{name}.zarr"
     write_csv(source, name, rows)
     run([BIN / "saspa", "ingest", source, "--out", data, "--text", "onehot",
          "--target", "target"])
-    run([BIN / "saspa", "split", data, "--test-fraction", "0.2", "--seed", "0"])
+    run([BIN / "saspa", "split", data, "--test-fraction", "0.2", "--seed", split_seed])
     train, test, model = work / f"{name}-train.zarr", work / f"{name}-test.zarr", work / "m"
     cmd = [BIN / "saspa", "train", train, "--out", model / f"{name}.zarr",
            *shlex.split(train_args), *(["--test", test] if watch else [])]
@@ -95,7 +95,8 @@ def one_table(name, rows, train_args, work, watch=False):
     learning = [line for line in lines if "learning:" in line]
     held_out = [line for line in lines if "held-out (" in line]
     print(f"{name}: train {wall:.1f} s wall, {cpu:.1f} CPU-s; {json.dumps(metrics)}")
-    return {"table": name, "rows": rows, "train_args": train_args, "wall_seconds": wall,
+    return {"table": name, "rows": rows, "split_seed": split_seed, "train_args": train_args,
+            "wall_seconds": wall,
             "cpu_seconds": cpu, "metrics": metrics, "info": _fit_summary(info),
             "learning": learning[-1:], "held_out": held_out, "progress_tail": lines[-6:]}
 
@@ -111,6 +112,8 @@ def main():
     parser.add_argument("--tables", nargs="+", default=list(SHAPES))
     parser.add_argument("--rows", type=int, default=None, help="default: each shape's")
     parser.add_argument("--train-args", default="", help="extra `saspa train` options")
+    parser.add_argument("--split-seeds", type=int, nargs="+", default=[0],
+                        help="saspa split --seed: one test split per seed")
     parser.add_argument("--watch", action="store_true",
                         help="train with --test: held-out metrics as the fit learns")
     parser.add_argument("--out", default="newcomer.json")
@@ -118,9 +121,11 @@ def main():
     args = parse(parser)
     report = start_report(args, runs=[])
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.tables:
-            rows = args.rows or SHAPES[name][0]
-            record(report, one_table(name, rows, args.train_args, Path(tmp), args.watch), args.out)
+        for seed in args.split_seeds:
+            for name in args.tables:
+                rows = args.rows or SHAPES[name][0]
+                record(report, one_table(name, rows, args.train_args, Path(tmp), args.watch,
+                                         seed), args.out)
 
 
 if __name__ == "__main__":
