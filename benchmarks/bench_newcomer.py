@@ -124,7 +124,9 @@ def main():
         for seed in args.split_seeds:
             for name in args.tables:
                 rows = args.rows or SHAPES[name][0]
-                record(report, one_table(name, rows, args.train_args, Path(tmp), args.watch,
+                work = Path(tmp) / f"split-{seed}"  # a fresh folder per split
+                work.mkdir(exist_ok=True)
+                record(report, one_table(name, rows, args.train_args, work, args.watch,
                                          seed), args.out)
 
 
