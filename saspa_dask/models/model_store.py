@@ -341,8 +341,10 @@ def content_checksum(attrs, arrays):
         if shape[-1] <= step:
             # one chunk across the last axis: a chunk's leading rows at once, so each
             # chunk is decoded once (a row at a time decoded a (M, d, d) stack's one
-            # chunk M d times); the same bytes in the same order
-            rows = int(value.chunks[0])
+            # chunk M d times), at most ROW_CHUNK x 16 values a read; the same bytes
+            # in the same order
+            per_row = int(np.prod(shape[1:], dtype=np.int64))
+            rows = max(1, min(int(value.chunks[0]), (ROW_CHUNK << 4) // max(per_row, 1)))
             for start in range(0, shape[0], rows):
                 h.update(np.ascontiguousarray(value[start:start + rows]).tobytes())
             continue
