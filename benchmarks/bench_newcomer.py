@@ -8,7 +8,7 @@ lines and the held-out metrics.
 
     python benchmarks/bench_newcomer.py                        # both tables, defaults
     python benchmarks/bench_newcomer.py --train-args "--hyper-tol 1e-5"   # a variant
-    python benchmarks/bench_newcomer.py --quick                # smoke: 3,000 rows
+    python benchmarks/bench_newcomer.py --quick    # smoke: 2,000 rows, 15 iterations
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def main():
     parser.add_argument("--watch", action="store_true",
                         help="train with --test: held-out metrics as the fit learns")
     parser.add_argument("--out", default="newcomer.json")
-    add_quick_option(parser, rows=3000)
+    add_quick_option(parser, rows=2000, train_args="--max-hyper-iter 15")
     args = parse(parser)
     report = start_report(args, runs=[])
     with tempfile.TemporaryDirectory() as tmp:
