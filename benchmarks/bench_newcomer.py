@@ -16,14 +16,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import resource
 import shlex
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-from lib.commands import BIN, run
+from lib.commands import BIN, cpu_timed, run
 from lib.output import add_quick_option, parse, record
 from lib.machine import start_report
 
@@ -67,17 +65,6 @@ def write_csv(path, name, rows, seed=0):
                             + [target[i]])
 
 
-def timed(cmd):
-    """(stdout + stderr, wall seconds, CPU seconds of the command and its children)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    began = time.perf_counter()
-    res = run(cmd, ok_codes=(0, 3))
-    wall = time.perf_counter() - began
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return res.stdout + res.stderr, wall, cpu
-
-
 def one_table(name, rows, train_args, work, watch=False, split_seed=0):
     source, data = work / f"{name}.csv", work / f"{name}.zarr"
     write_csv(source, name, rows)
@@ -87,7 +74,8 @@ def one_table(name, rows, train_args, work, watch=False, split_seed=0):
     train, test, model = work / f"{name}-train.zarr", work / f"{name}-test.zarr", work / "m"
     cmd = [BIN / "saspa", "train", train, "--out", model / f"{name}.zarr",
            *shlex.split(train_args), *(["--test", test] if watch else [])]
-    output, wall, cpu = timed(cmd)
+    res, wall, cpu = cpu_timed(cmd, ok_codes=(0, 3))
+    output = res.stdout + res.stderr
     metrics = json.loads(run([BIN / "saspa", "evaluate", model / f"{name}.zarr", test,
                               "--json"]).stdout)
     info = json.loads(run([BIN / "saspa", "info", model / f"{name}.zarr", "--json"]).stdout)

@@ -72,6 +72,10 @@ def test_every_parameter_is_documented_once_with_its_default_and_choices(name):
             assert {c for c in listed if isinstance(c, str)} == strings, (param, line)
 
 
+# the Python value of the CLI's and TOML's word "none", where a table row offers it
+NONE_MEANS = {"learn_bases": False, "feature_groups": None}
+
+
 @pytest.mark.parametrize("cls, task, likelihoods", [
     (SASPAClassifier, "classification", CLASSIFICATION_LIKELIHOODS),
     (SASPARegressor, "regression", REGRESSION_LIKELIHOODS)])
@@ -88,14 +92,11 @@ def test_the_estimators_accept_what_the_parameter_table_offers(cls, task, likeli
         offered = set(p.choices)
         if p.name == "likelihood":
             assert accepted == set(likelihoods) and accepted <= offered
-        elif p.name == "learn_bases":  # the job maps "none" to False
-            assert build_estimator(task, learn_bases="none").learn_bases is False
+        elif p.name in NONE_MEANS:  # the job maps the CLI's "none" to a Python value
+            meant = NONE_MEANS[p.name]
+            assert getattr(build_estimator(task, **{p.name: "none"}), p.name) is meant
             assert accepted == offered - {"none"}
-            cls(learn_bases=False)._validate_params()  # False itself is accepted
-        elif p.name == "feature_groups":  # the job maps "none" to None
-            assert build_estimator(task, feature_groups="none").feature_groups is None
-            assert accepted == offered - {"none"}
-            cls(feature_groups=None)._validate_params()
+            cls(**{p.name: meant})._validate_params()  # the value itself is accepted
         else:
             assert accepted == offered, p.name
     assert set(CLASSIFICATION_LIKELIHOODS) | set(REGRESSION_LIKELIHOODS) == set(

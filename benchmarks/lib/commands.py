@@ -4,6 +4,7 @@ command and its workers, and the generated data stores the large runs share."""
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 import threading
@@ -86,6 +87,15 @@ def timed(cmd, ok_codes=(0,)):
     start = time.perf_counter()
     res = run(cmd, ok_codes)
     return res, time.perf_counter() - start
+
+
+def cpu_timed(cmd, ok_codes=(0,)):
+    """:func:`timed`, and the CPU seconds of the command and every process it waited
+    for (its workers, when they end with it): (result, wall seconds, CPU seconds)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    res, wall = timed(cmd, ok_codes)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return res, wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def evaluate(model, test):

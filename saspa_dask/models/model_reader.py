@@ -17,7 +17,7 @@ from ..files.groups import open_group
 from ..fitting.posterior import FittedPosterior, unstacked
 from ..parameters import APPROXIMATIONS
 
-from . import stored_sites as stored_sites_module
+from . import stored_sites
 from .array_reader import ArrayReader
 from .model_store import (ADDITIVE_PREFIX, FLOAT_REPORT, FOURIER_SCALING, KERNEL_TYPES,
                           MODEL_FORMAT, READABLE_VERSIONS, decode_params)
@@ -399,8 +399,8 @@ def _read_report_arrays(read, attrs, fitted, path, keep=True):
         stored = read.metadata(name, shape=shape)
         if not keep:
             arrays[name] = stored
-        elif per_row and stored.shape[-1] > stored_sites_module.SITES_READ_WHOLE_ROWS:
-            arrays[name] = stored_sites_module.stored_sites(stored, path)  # read lazily
+        elif per_row and stored.shape[-1] > stored_sites.SITES_READ_WHOLE_ROWS:
+            arrays[name] = stored_sites.stored_sites(stored, path)  # read lazily
         else:
             arrays[name] = read.values(name, stored, dtype=None)
     if "sites_tau" in arrays:

@@ -15,7 +15,8 @@ from ..files.folder_arrays import folder_array
 
 __all__ = ["SITES_READ_WHOLE_ROWS", "stored_sites"]
 
-# rows up to which a loaded model's sites are read into memory (128 MiB per array)
+# rows up to which a loaded model's sites are read into memory (128 MiB per array and
+# EP problem)
 SITES_READ_WHOLE_ROWS = 1 << 24
 
 
