@@ -26,7 +26,8 @@ from scipy import sparse
 from .bases import dense_blur
 from .kernel_pairs import (delta_pair_sq, diagonal_pairs, mixture_pair_log_k, pair_blocks,
                            pair_eigen, scaled_blur, scaled_blurs, upper_blocks)
-from .kernels import _feature_blocks, _feature_scales, _row_features
+from .row_features import (PreparedRows, feature_blocks, feature_scales, row_centre,
+                           weighted_features)
 
 __all__ = ["KernelGradient", "basis_covariance_gradient", "cross_covariance_gradient",
            "cross_moments", "mixture_covariance_gradient", "summed"]
@@ -62,7 +63,8 @@ def cross_moments(X, weights, means, lengthscale, full):
 
     Parameters
     ----------
-    X : ndarray of shape (n, d)
+    X : ndarray of shape (n, d), or PreparedRows
+        The rows (prepared ones: :mod:`saspa_dask.core.row_features`).
     weights : ndarray of shape (n, M)
         E_ij = (dEvidence / dKt_ij) * Kt_ij.
     means : ndarray of shape (M, d)
@@ -77,24 +79,41 @@ def cross_moments(X, weights, means, lengthscale, full):
         (M, d, d) if ``full`` else its diagonal (M, d); x~ = (x - centre) / l with the
         centre of the bases' means (as in :func:`blurred_cross_covariance`).
     """
-    X = np.asarray(X, dtype=np.float64)
+    if not isinstance(X, PreparedRows):
+        X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
-    centre = means.mean(axis=0)
+    centre = row_centre(X, means)
     # sum_i E_ij [z z^T entries, z, 1] of z = x - centre, one product per row block
     # (no n x d scaled copy); scaled by 1 / l afterwards, M d work
-    scales = _feature_scales(lengthscale, not full)
+    scales = feature_scales(lengthscale, not full)
     sums = np.zeros((weights.shape[1], scales.size))
-    for rows in _feature_blocks(n, d, not full):
-        sums += weights[rows].T @ _row_features(X[rows], centre, not full)
+    for rows in feature_blocks(n, d, not full):
+        sums += weighted_features(X[rows], centre, not full, weights[rows])
     sums *= scales
     packed, m1, m0 = sums[:, :-d - 1], sums[:, -d - 1:-1], sums[:, -1]
-    if not full:
-        return m0, m1, packed
-    iu, ju = np.triu_indices(d)
-    m2 = np.empty((weights.shape[1], d, d))
-    m2[:, iu, ju] = packed
-    m2[:, ju, iu] = packed
-    return m0, m1, m2
+    if full:
+        iu, ju = np.triu_indices(d)
+        m2 = np.empty((weights.shape[1], d, d))
+        m2[:, iu, ju] = packed
+        m2[:, ju, iu] = packed
+    else:
+        m2 = packed
+    return _recentred(m0, m1, m2, (centre - means.mean(axis=0)) / lengthscale)
+
+
+def _recentred(m0, m1, m2, shift):
+    """Moments about the scaled centre moved by ``-shift`` (x~ - c'~ = (x~ - c~) +
+    shift): what rows prepared about their own centre give, about the bases'."""
+    if not shift.any():
+        return m0, m1, m2
+    moved = m1 + m0[:, None] * shift
+    if m2.ndim == 2:
+        m2 = m2 + 2.0 * m1 * shift + m0[:, None] * shift * shift
+    else:
+        cross = m1[:, :, None] * shift[None, None, :]
+        m2 = (m2 + cross + np.swapaxes(cross, 1, 2)
+              + m0[:, None, None] * np.multiply.outer(shift, shift)[None])
+    return m0, moved, m2
 
 
 def cross_covariance_gradient(moments, means, covs, lengthscale, with_covs=True):

@@ -30,6 +30,8 @@ from .fourier import fourier_cross_covariance, fourier_feature_covariance
 from .kernel_pairs import (delta_pair_sq, mixture_basis_covariance, scaled_blurs,
                            se_basis_covariance)
 from .kernel_profiles import kernel_named
+from .row_features import (PreparedRows, feature_blocks, feature_scales, quadratic_product,
+                           raw_rows, row_centre, row_features)
 
 __all__ = [
     "BASIS_FAMILIES",
@@ -44,22 +46,6 @@ __all__ = [
     "scaled_sq_distances",
     "se_kernel",
 ]
-
-# Rows handled per matrix product when building Kt: at most _ROW_BLOCK, and fewer
-# when the row features (d (d + 1) / 2 + d + 1 floats a row, 2 d + 1 for diagonal
-# blurs) would pass _FEATURE_FLOATS: a block that size is reused from the heap, where
-# one of a wide table's chunk is a fresh mapping whose page faults cost as much as
-# the product (measured at 676 inputs).
-_ROW_BLOCK = 8192
-_FEATURE_FLOATS = 2**20
-
-
-def _feature_blocks(n_rows, d, diagonal):
-    """Row slices for :func:`_row_features` blocks (see ``_FEATURE_FLOATS``)."""
-    width = 2 * d + 1 if diagonal else d * (d + 1) // 2 + d + 1
-    size = max(64, min(_ROW_BLOCK, _FEATURE_FLOATS // width))
-    return [slice(start, min(start + size, n_rows)) for start in range(0, n_rows, size)]
-
 
 def blur_covariances(covs, family):
     """Map cluster covariances to the blur covariances of a blur family.
@@ -128,43 +114,10 @@ def _diagonal_quadratic_coefficients(means_s, precision_diagonals):
     return np.vstack([precision_diagonals.T, -2.0 * Sa.T, const[None, :]])
 
 
-def _row_features(X, centre, diagonal):
-    """[z_k^2 (or z_k z_l, k <= l), z, 1] of the rows z = x - centre, written into one
-    array (no scaled copy of the rows: on wide tables these passes over n x d arrays,
-    not the product, were the cost); the lengthscales are in the coefficients
-    (:func:`_unscaled`)."""
-    n, d = X.shape
-    width = d if diagonal else d * (d + 1) // 2
-    out = np.empty((n, width + d + 1))
-    z = np.subtract(X, centre, out=out[:, width:width + d])
-    if diagonal:
-        np.multiply(z, z, out=out[:, :width])
-    else:  # z_k z_l for l >= k, row k of the upper triangle at a time: contiguous
-        # slices, where gathering z[:, iu] and z[:, ju] took 5-8 times as long
-        start = 0
-        for k in range(d):
-            np.multiply(z[:, k:k + 1], z[:, k:], out=out[:, start:start + d - k])
-            start += d - k
-    out[:, -1] = 1.0
-    return out
-
-
-def _feature_scales(lengthscale, diagonal):
-    """What each of :func:`_row_features`' columns is multiplied by to be the feature
-    of the scaled rows (x - centre) / l: 1 / (l_k l_l), 1 / l_k and 1."""
-    inv_l = 1.0 / lengthscale
-    if diagonal:
-        quad = inv_l * inv_l
-    else:
-        iu, ju = np.triu_indices(inv_l.size)
-        quad = inv_l[iu] * inv_l[ju]
-    return np.concatenate([quad, inv_l, [1.0]])
-
-
 def _unscaled(coef, lengthscale, diagonal):
     """Quadratic coefficients in scaled coordinates (x - centre) / l, rewritten for the
-    unscaled features of :func:`_row_features`."""
-    return coef * _feature_scales(lengthscale, diagonal)[:, None]
+    unscaled features of :func:`~saspa_dask.core.row_features.row_features`."""
+    return coef * feature_scales(lengthscale, diagonal)[:, None]
 
 
 def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequencies=None,
@@ -173,7 +126,8 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
 
     Parameters
     ----------
-    X : ndarray of shape (n, d)
+    X : ndarray of shape (n, d), or PreparedRows
+        The rows (prepared ones: :mod:`saspa_dask.core.row_features`).
     means : ndarray of shape (M, d)
     covs : ndarray of shape (M, d, d)
         Blur covariances (already mapped to the blur family).
@@ -199,12 +153,12 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
     """
     if isinstance(kernel, AdditiveKernel):
         return _summed(kernel, frequencies, lambda inputs, w: blurred_cross_covariance(
-            np.asarray(X, dtype=np.float64)[:, inputs], means[:, inputs],
+            np.asarray(raw_rows(X), dtype=np.float64)[:, inputs], means[:, inputs],
             restrict_blur(covs, inputs), lengthscale[inputs], signal_variance * w,
             kernel=kernel.shape))
     profile = _profile(kernel, frequencies)
     if frequencies is not None:
-        return fourier_cross_covariance(X, means, frequencies, phases,
+        return fourier_cross_covariance(raw_rows(X), means, frequencies, phases,
                                         blur_diagonals(covs)[0],
                                         lengthscale, signal_variance)
     form = kernel_form(profile, covs)
@@ -215,7 +169,7 @@ def blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequ
                                 lambda u: signal_variance * profile.value(u))
     factors = mixture_factors(means, covs, lengthscale, signal_variance, *profile.mixture)
     out = np.zeros((np.shape(X)[0], means.shape[0]))
-    for rows in _feature_blocks(out.shape[0], means.shape[1], factors.diagonal):
+    for rows in feature_blocks(out.shape[0], means.shape[1], factors.diagonal):
         block = out[rows]  # bounded temporaries, as for SE
         for term in cross_covariance_terms(X[rows], factors):
             block += term
@@ -262,8 +216,8 @@ def mixture_factors(means, covs, lengthscale, signal_variance, scales, weights):
 def cross_covariance_terms(X, factors):
     """Kt of rows X for each term of a scale mixture (a generator, one (n, M) array a
     term), from its :func:`mixture_factors`; the terms share the row features."""
-    features = _row_features(np.asarray(X, dtype=np.float64), factors.centre,
-                             factors.diagonal)
+    features = row_features(np.asarray(raw_rows(X), dtype=np.float64), factors.centre,
+                            factors.diagonal)
     for coef, log_amp in factors.terms:
         quad = features @ _unscaled(coef, factors.lengthscale, factors.diagonal)
         np.maximum(quad, 0.0, out=quad)
@@ -306,17 +260,22 @@ def _delta_quadratic(X, means, lengthscale, finish):
     """``finish(u)`` of the scaled squared distances u = |(x - a) / l|^2 of rows X to the
     points ``means``, row block by row block in one (n, M) array (expanded as the SE
     form expands its quadratic, about the bases' centroid)."""
-    X = np.asarray(X, dtype=np.float64)
-    centre = means.mean(axis=0)
+    X = _rows(X)
+    centre = row_centre(X, means)
     ms = (means - centre) / lengthscale
     coef = _unscaled(_diagonal_quadratic_coefficients(ms, np.ones_like(ms)), lengthscale,
                      True)
     out = np.empty((X.shape[0], means.shape[0]))
-    for rows in _feature_blocks(X.shape[0], X.shape[1], True):
+    for rows in feature_blocks(X.shape[0], X.shape[1], True):
         quad = out[rows]
-        np.matmul(_row_features(X[rows], centre, True), coef, out=quad)
+        quadratic_product(X[rows], centre, True, coef, out=quad)
         quad[...] = finish(np.maximum(quad, 0.0))
     return out
+
+
+def _rows(X):
+    """Rows as float64 (prepared rows as they are: :mod:`saspa_dask.core.row_features`)."""
+    return X if isinstance(X, PreparedRows) else np.asarray(X, dtype=np.float64)
 
 
 def scaled_sq_distances(X, means, lengthscale):
@@ -327,8 +286,8 @@ def scaled_sq_distances(X, means, lengthscale):
 
 def _se_cross_covariance(X, means, covs, lengthscale, signal_variance):
     """:func:`blurred_cross_covariance` for the SE kernel."""
-    X = np.asarray(X, dtype=np.float64)
-    centre = means.mean(axis=0)
+    X = _rows(X)
+    centre = row_centre(X, means)
     ms = (means - centre) / lengthscale
     cs, cd = scaled_blurs(covs, lengthscale)
     d = X.shape[1]
@@ -349,11 +308,11 @@ def _se_cross_covariance(X, means, covs, lengthscale, signal_variance):
     coef = _unscaled(coef, lengthscale, diagonal)
     log_amp = np.log(signal_variance) - 0.5 * logdet
     out = np.empty((X.shape[0], means.shape[0]))
-    for rows in _feature_blocks(X.shape[0], d, diagonal):
+    for rows in feature_blocks(X.shape[0], d, diagonal):
         # computed in place in the output: no (rows x M) temporaries, which matters
         # in Dask workers where every large temporary is a fresh mmap
         quad = out[rows]
-        np.matmul(_row_features(X[rows], centre, diagonal), coef, out=quad)
+        quadratic_product(X[rows], centre, diagonal, coef, out=quad)
         np.maximum(quad, 0.0, out=quad)
         quad *= -0.5
         quad += log_amp[None, :]

@@ -42,6 +42,7 @@ from ..core.kernel_profiles import kernel_named
 from ..core.kernel_sums import AdditiveKernel, restrict_blur
 from ..core.kernels import (basis_covariance, cross_covariance_terms, kernel_form,
                             mixture_factors, scaled_sq_distances)
+from ..core.row_features import raw_rows
 from ..ep.sites import SUB_ROWS, cavities, evidence_site_terms
 
 __all__ = ["GradientSummary", "KernelTerms", "assemble_gradient", "gradient_chunk",
@@ -128,7 +129,7 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
 
     Parameters
     ----------
-    X : ndarray of shape (n, d)
+    X : ndarray of shape (n, d), or PreparedRows
         The chunk's inputs (for the moments of dKt).
     block : saspa_dask.ep.Block
         Its whitened block (phi, lam, y) built with the same kernel and ``L``.
@@ -154,13 +155,12 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
     # R^{-T} (R R^T = P >= I, so well conditioned): the posterior's products become
     # GEMMs, several times faster than triangular solves (RESULTS.md, design table)
     inv_rt = posterior.inverse_chol_t
-    summary = None
+    summary, alpha = None, likelihood.alpha
     for start in range(0, max(block.y.shape[0], 1), SUB_ROWS):
         rows = slice(start, start + SUB_ROWS)
         phi, lam, y, t, n = block.phi[rows], block.lam[rows], block.y[rows], tau[rows], nu[rows]
         W = phi @ inv_rt  # rows R^{-1} phi_i
         m, s = phi @ mu, np.einsum("ij,ij->i", W, W)
-        alpha = likelihood.alpha
         mc, sc, valid = cavities(m, s, t, n, alpha)
         log_z, a, c = likelihood.tilted(y, mc, sc + lam)
         # d log Z_i / d lam_i (heat equation), over alpha for the power-EP energy; where
@@ -181,7 +181,7 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
             terms = float(evidence_site_terms(log_z, m, s, t, n, alpha).sum())
         kt_sum = float(E.sum())
         if kernel is not None and kernel.form == "additive":
-            moments, kt_sum = _additive_moments(X[rows], Bt, means, lengthscale, full,
+            moments, kt_sum = _additive_moments(raw_rows(X[rows]), Bt, means, lengthscale, full,
                                                 kernel.factors)
             sines = ()
         elif fourier is None:
@@ -189,7 +189,7 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
                        in _kernel_terms(X[rows], Bt, E, means, lengthscale, kernel)]
             moments, sines = [np.stack(m) for m in zip(*moments)], ()
         else:
-            moments, sines = _fourier_moments(X[rows], Bt, E, means, lengthscale, fourier)
+            moments, sines = _fourier_moments(raw_rows(X[rows]), Bt, E, means, lengthscale, fourier)
         part = GradientSummary(*moments, G.T @ phi, float(g.sum()), lik, terms,
                                int((~valid).sum()), kt_sum, *sines)
         summary = part if summary is None else summary.merge(part)

@@ -22,6 +22,7 @@ import numpy as np
 from ..core.blur_families import blur_family
 from ..core.bases import Basis, is_diagonal
 from ..core.kernels import basis_covariance
+from ..core.row_features import PreparedRows
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import DaskEngine
 from ..engines.kept_sites import kept_copy
@@ -95,6 +96,9 @@ class Trainer:
         self.is_lazy = is_lazy(X)
         self.full_blur = not is_diagonal(base_covs)
         self.n_problems = 1 if labels is None else len(labels)
+        # in-memory rows prepared once for every evaluation's products
+        self.inputs = None if self.is_lazy else [
+            PreparedRows.of(X[s:s + block_rows]) for s in range(0, X.shape[0], block_rows)]
         self._engines = None
 
     # -- building ------------------------------------------------------------------
@@ -122,14 +126,12 @@ class Trainer:
         labels = self.labels or [None]
         if not self.is_lazy:
             shared = list(self._memory_blocks(hyper))
-            inputs = [self.X[s:s + self.block_rows]
-                      for s in range(0, self.X.shape[0], self.block_rows)]
             engines = []
             for label, warm in zip(labels, sites):
                 blocks = shared if label is None else [relabel_block(b, label) for b in shared]
                 engines.append(InMemoryEngine(blocks, sites=_split(warm, blocks),
                                               anderson_memory=self.settings.anderson_memory,
-                                              inputs=inputs))
+                                              inputs=self.inputs))
         else:
             engines, blocks = [], None
             for k, (label, warm) in enumerate(zip(labels, sites)):
@@ -145,9 +147,8 @@ class Trainer:
         self._engines = engines
 
     def _memory_blocks(self, hyper):
-        for start in range(0, self.X.shape[0], self.block_rows):
-            stop = start + self.block_rows
-            yield make_block(self.X[start:stop], self.y[start:stop], self.basis.means,
+        for rows, start in zip(self.inputs, range(0, self.X.shape[0], self.block_rows)):
+            yield make_block(rows, self.y[start:start + self.block_rows], self.basis.means,
                              self.basis.blur, hyper.lengthscale, hyper.signal_variance, self.L,
                              self.approximation, self.basis.frequencies, self.basis.phases,
                              hyper.kernel_spec)

@@ -1,0 +1,177 @@
+"""The rows' side of an expanded quadratic form: the features [z_k^2 (or z_k z_l), z, 1]
+of z = x - centre, so that the SE exponent of every basis is one column of one matrix
+product (:mod:`saspa_dask.core.kernels`), and :class:`PreparedRows`, rows prepared once
+for the many such products a fit makes.
+
+A one-hot table's inputs are indicator columns: each takes two values, and centred on
+its commoner one a column is zero on most rows and its square is a multiple of itself
+(z^2 = delta z where z is 0 or delta).  Prepared rows keep those columns as one sparse
+matrix whose product costs its nonzeros, and fold their squares' coefficients into
+their linear ones, so that a table of a few numbers and hundreds of indicators costs
+what its numbers and its nonzeros cost, not 2 d + 1 columns a row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+
+__all__ = ["PreparedRows", "feature_blocks", "feature_scales", "quadratic_product",
+           "raw_rows", "row_centre", "row_features", "weighted_features"]
+
+# Rows handled per matrix product when building Kt: at most _ROW_BLOCK, and fewer
+# when the row features (d (d + 1) / 2 + d + 1 floats a row, 2 d + 1 for diagonal
+# blurs) would pass _FEATURE_FLOATS: a block that size is reused from the heap, where
+# one of a wide table's chunk is a fresh mapping whose page faults cost as much as
+# the product (measured at 676 inputs).
+_ROW_BLOCK = 8192
+_FEATURE_FLOATS = 2**20
+
+
+def feature_blocks(n_rows, d, diagonal):
+    """Row slices for :func:`row_features` blocks (see ``_FEATURE_FLOATS``)."""
+    width = 2 * d + 1 if diagonal else d * (d + 1) // 2 + d + 1
+    size = max(64, min(_ROW_BLOCK, _FEATURE_FLOATS // width))
+    return [slice(start, min(start + size, n_rows)) for start in range(0, n_rows, size)]
+
+
+def feature_scales(lengthscale, diagonal):
+    """What each of :func:`row_features`' columns is multiplied by to be the feature
+    of the scaled rows (x - centre) / l: 1 / (l_k l_l), 1 / l_k and 1."""
+    inv_l = 1.0 / lengthscale
+    if diagonal:
+        quad = inv_l * inv_l
+    else:
+        iu, ju = np.triu_indices(inv_l.size)
+        quad = inv_l[iu] * inv_l[ju]
+    return np.concatenate([quad, inv_l, [1.0]])
+
+
+def row_features(X, centre, diagonal):
+    """[z_k^2 (or z_k z_l, k <= l), z, 1] of the rows z = x - centre, written into one
+    array (no scaled copy of the rows: on wide tables these passes over n x d arrays,
+    not the product, were the cost); the lengthscales are in the coefficients."""
+    n, d = X.shape
+    width = d if diagonal else d * (d + 1) // 2
+    out = np.empty((n, width + d + 1))
+    z = np.subtract(X, centre, out=out[:, width:width + d])
+    if diagonal:
+        np.multiply(z, z, out=out[:, :width])
+    else:  # z_k z_l for l >= k, row k of the upper triangle at a time: contiguous
+        # slices, where gathering z[:, iu] and z[:, ju] took 5-8 times as long
+        start = 0
+        for k in range(d):
+            np.multiply(z[:, k:k + 1], z[:, k:], out=out[:, start:start + d - k])
+            start += d - k
+    out[:, -1] = 1.0
+    return out
+
+
+class PreparedRows:
+    """Rows X (n, d) prepared once for many diagonal quadratic forms in them.
+
+    The columns that take at most two values are centred on their commoner value and
+    held as one sparse matrix (their squares are ``step`` times themselves); the other
+    columns are centred on their mean and kept dense.  Built by :meth:`of`; sliced by
+    rows like an array; ``X`` is the rows themselves, for every product that is not a
+    diagonal quadratic form.
+    """
+
+    def __init__(self, X, centre, two_valued, step, indicators, numbers):
+        self.X, self.centre = X, centre
+        self.two_valued, self.step = two_valued, step
+        self.indicators, self.numbers = indicators, numbers
+
+    @classmethod
+    def of(cls, X):
+        """Prepared rows of X (n, d)."""
+        X = np.asarray(X, dtype=np.float64)
+        n = X.shape[0]
+        if n == 0:
+            return cls(X, np.zeros(X.shape[1]), np.zeros(X.shape[1], bool),
+                       np.zeros(0), sparse.csr_matrix((0, 0)), X)
+        low, high = X.min(axis=0), X.max(axis=0)
+        at_high = X == high
+        two_valued = np.all(at_high | (X == low), axis=0)
+        common = np.where(2 * at_high.sum(axis=0) > n, high, low)
+        centre = np.where(two_valued, common, X.mean(axis=0))
+        step = np.where(common == high, low - high, high - low)[two_valued]
+        indicators = sparse.csr_matrix(X[:, two_valued] - centre[two_valued])
+        numbers = X if not two_valued.any() else np.ascontiguousarray(X[:, ~two_valued])
+        return cls(X, centre, two_valued, step, indicators, numbers)
+
+    @property
+    def shape(self):
+        return self.X.shape
+
+    def __len__(self):
+        return self.X.shape[0]
+
+    def __getitem__(self, rows):
+        if not isinstance(rows, slice):
+            raise TypeError("prepared rows are sliced by a slice of rows")
+        return PreparedRows(self.X[rows], self.centre, self.two_valued, self.step,
+                            self.indicators[rows], self.numbers[rows])
+
+    def _split(self, coef):
+        """(numbers' coefficients in :func:`row_features`' diagonal layout, the
+        indicators' (squares folded into their linear terms))."""
+        d = self.X.shape[1]
+        squares, linear, const = coef[:d], coef[d:2 * d], coef[2 * d:]
+        two = self.two_valued
+        numbers = np.vstack([squares[~two], linear[~two], const])
+        return numbers, linear[two] + self.step[:, None] * squares[two]
+
+    def product(self, coef, out=None):
+        """``row_features(X, centre, True) @ coef`` for coefficients (2 d + 1, M)."""
+        numbers, indicators = self._split(coef)
+        out = np.matmul(row_features(self.numbers, self.centre[~self.two_valued], True),
+                        numbers, out=out)
+        if indicators.size:
+            out += self.indicators @ indicators
+        return out
+
+    def sums(self, weights):
+        """``weights.T @ row_features(X, centre, True)``, (M, 2 d + 1), for weights
+        (n, M)."""
+        d, two = self.X.shape[1], self.two_valued
+        dense = weights.T @ row_features(self.numbers, self.centre[~two], True)
+        out = np.empty((weights.shape[1], 2 * d + 1))
+        n_numbers = int((~two).sum())
+        out[:, :d][:, ~two] = dense[:, :n_numbers]
+        out[:, d:2 * d][:, ~two] = dense[:, n_numbers:2 * n_numbers]
+        out[:, -1] = dense[:, -1]
+        if two.any():
+            linear = (self.indicators.T @ weights).T
+            out[:, d:2 * d][:, two] = linear
+            out[:, :d][:, two] = linear * self.step
+        return out
+
+
+def raw_rows(X):
+    """The rows themselves, prepared or not."""
+    return X.X if isinstance(X, PreparedRows) else X
+
+
+def row_centre(X, means):
+    """The centre the rows' features are taken about: prepared rows' own, otherwise
+    the bases' centroid (the expansion's round-off is then relative to the data's
+    spread, not to its offset)."""
+    return X.centre if isinstance(X, PreparedRows) else means.mean(axis=0)
+
+
+def quadratic_product(X, centre, diagonal, coef, out=None):
+    """``row_features(X, centre, diagonal) @ coef``, prepared rows' way where they
+    have one (``centre`` must then be theirs)."""
+    if isinstance(X, PreparedRows) and diagonal:
+        return X.product(coef, out=out)
+    return np.matmul(row_features(np.asarray(raw_rows(X), dtype=np.float64), centre,
+                                  diagonal), coef, out=out)
+
+
+def weighted_features(X, centre, diagonal, weights):
+    """``weights.T @ row_features(X, centre, diagonal)``, as :func:`quadratic_product`."""
+    if isinstance(X, PreparedRows) and diagonal:
+        return X.sums(weights)
+    return weights.T @ row_features(np.asarray(raw_rows(X), dtype=np.float64), centre,
+                                    diagonal)
