@@ -96,7 +96,12 @@ class PreparedRows:
         common = np.where(2 * at_high.sum(axis=0) > n, high, low)
         centre = np.where(two_valued, common, X.mean(axis=0))
         step = np.where(common == high, low - high, high - low)[two_valued]
-        indicators = sparse.csr_matrix(X[:, two_valued] - centre[two_valued])
+        # a row's nonzeros are its columns off their commoner value, each at its step;
+        # np.nonzero lists them row by row, which is CSR's order
+        rows, cols = np.nonzero(X[:, two_valued] != common[two_valued])
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+        indicators = sparse.csr_matrix((step[cols], cols, indptr),
+                                       shape=(n, int(two_valued.sum())))
         numbers = X if not two_valued.any() else np.ascontiguousarray(X[:, ~two_valued])
         return cls(X, centre, two_valued, step, indicators, numbers)
 
