@@ -72,7 +72,8 @@ class PreparedRows:
 
     The columns that take at most two values are centred on their commoner value and
     held as one sparse matrix (their squares are ``step`` times themselves); the other
-    columns are centred on their mean and kept dense.  Built by :meth:`of`; sliced by
+    columns are centred on their mean and kept dense (``indicators`` is None where no
+    column takes two values).  Built by :meth:`of`; sliced by
     rows like an array; ``X`` is the rows themselves, for every product that is not a
     diagonal quadratic form.
     """
@@ -88,21 +89,23 @@ class PreparedRows:
         X = np.asarray(X, dtype=np.float64)
         n = X.shape[0]
         if n == 0:
-            return cls(X, np.zeros(X.shape[1]), np.zeros(X.shape[1], bool),
-                       np.zeros(0), sparse.csr_matrix((0, 0)), X)
+            return cls(X, np.zeros(X.shape[1]), np.zeros(X.shape[1], bool), np.zeros(0),
+                       None, X)
         low, high = X.min(axis=0), X.max(axis=0)
         at_high = X == high
         two_valued = np.all(at_high | (X == low), axis=0)
         common = np.where(2 * at_high.sum(axis=0) > n, high, low)
         centre = np.where(two_valued, common, X.mean(axis=0))
         step = np.where(common == high, low - high, high - low)[two_valued]
+        if not two_valued.any():
+            return cls(X, centre, two_valued, step, None, X)
         # a row's nonzeros are its columns off their commoner value, each at its step;
         # np.nonzero lists them row by row, which is CSR's order
         rows, cols = np.nonzero(X[:, two_valued] != common[two_valued])
         indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
         indicators = sparse.csr_matrix((step[cols], cols, indptr),
                                        shape=(n, int(two_valued.sum())))
-        numbers = X if not two_valued.any() else np.ascontiguousarray(X[:, ~two_valued])
+        numbers = np.ascontiguousarray(X[:, ~two_valued])
         return cls(X, centre, two_valued, step, indicators, numbers)
 
     @property
@@ -116,7 +119,8 @@ class PreparedRows:
         if not isinstance(rows, slice):
             raise TypeError("prepared rows are sliced by a slice of rows")
         return PreparedRows(self.X[rows], self.centre, self.two_valued, self.step,
-                            self.indicators[rows], self.numbers[rows])
+                            None if self.indicators is None else self.indicators[rows],
+                            self.numbers[rows])
 
     def _split(self, coef):
         """(numbers' coefficients in :func:`row_features`' diagonal layout, the
@@ -132,7 +136,7 @@ class PreparedRows:
         numbers, indicators = self._split(coef)
         out = np.matmul(row_features(self.numbers, self.centre[~self.two_valued], True),
                         numbers, out=out)
-        if indicators.size:
+        if self.indicators is not None:
             out += self.indicators @ indicators
         return out
 
@@ -146,7 +150,7 @@ class PreparedRows:
         out[:, :d][:, ~two] = dense[:, :n_numbers]
         out[:, d:2 * d][:, ~two] = dense[:, n_numbers:2 * n_numbers]
         out[:, -1] = dense[:, -1]
-        if two.any():
+        if self.indicators is not None:
             linear = (self.indicators.T @ weights).T
             out[:, d:2 * d][:, two] = linear
             out[:, :d][:, two] = linear * self.step
