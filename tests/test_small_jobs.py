@@ -75,7 +75,7 @@ def test_a_small_training_runs_in_its_process_and_equals_the_in_memory_fit(tmp_p
     # resource tracker, which once hid every worker from this check)
     assert _saspa_watched("train", tmp_path / "d.zarr", "--out", tmp_path / "w.zarr",
                           "--n-bases", 12, "--fixed-hyperparameters", "--workers", 1)[3] == 1
-    assert "dask: in this process (9,000 input values" in err
+    assert "dask: in this process (45,000 values in memory" in err  # 3,000 x (3 + 12)
     assert "fitted in memory" in err
     saved = load_model(tmp_path / "m.zarr")
     direct = SASPAClassifier(12, optimize_hyperparameters=False, random_state=3).fit(X, y)

@@ -3,13 +3,14 @@
 Every job takes ``client`` (an existing ``distributed.Client``, used as it is),
 or ``scheduler`` (an address to connect to, within ``timeout`` seconds), or neither:
 then an embedded ``LocalCluster`` of ``workers`` single-threaded processes (default
-2), closed afterwards, except that a small job (at most :data:`IN_PROCESS_VALUES`
-input values, rows x inputs) given no ``workers`` runs in this process
-(:func:`runs_in_process`): on one in-process worker thread, whose BLAS keeps its
-threads, and training fits in memory, with no task per EP sweep.  A cluster's start
-(worker processes importing the numerical stack, a TLS certificate) and a task round
-per sweep cost seconds that a small job does not repay: ``benchmarks/RESULTS.md``,
-"Small jobs in this process".  ``security`` (TLS) comes from :func:`tls_security`.
+2), closed afterwards, except that a small job (one that holds at most
+:data:`IN_PROCESS_VALUES` float64 values in memory: :func:`input_values`) given no
+``workers`` runs in this process (:func:`runs_in_process`): on one in-process worker
+thread, whose BLAS keeps its threads, and training fits in memory, with no task per EP
+sweep.  A cluster's start (worker processes importing the numerical stack, a TLS
+certificate) and a task round per sweep cost seconds that a small job does not repay,
+and on one machine the cluster's processes share its memory: the bound is one of
+memory (``benchmarks/RESULTS.md``, "Small jobs in this process").  ``security`` (TLS) comes from :func:`tls_security`.
 The in-process worker talks over distributed's in-memory transport, which no other
 process can reach.  A training job begins its embedded cluster in a thread
 (:func:`start_embedded`) and imports its estimators while the workers start.
@@ -45,9 +46,10 @@ from .watchdog import Watchdog, quiet_distributed
 __all__ = ["IN_PROCESS_VALUES", "StartingCluster", "dask_client", "dashboard_link",
            "input_values", "n_workers", "runs_in_process", "start_embedded", "tls_security"]
 
-#: A job of at most this many input values (rows x inputs), given neither a scheduler
-#: nor ``workers``, runs in this process (module docstring).
-IN_PROCESS_VALUES = 2_000_000
+#: A job that holds at most this many float64 values in memory (256 MiB:
+#: :func:`input_values`), given neither a scheduler nor ``workers``, runs in this
+#: process (module docstring).
+IN_PROCESS_VALUES = 2**25
 
 
 def tls_security(ca_file=None, cert=None, key=None):
@@ -86,8 +88,8 @@ def dask_client(client=None, *, scheduler=None, workers=None, timeout=10, securi
         where = scheduler
     elif runs_in_process(workers=workers, values=values):
         cluster, client = _in_process(dashboard)
-        where = (f"in this process ({values:,} input values; up to {IN_PROCESS_VALUES:,} "
-                 "run without a cluster: --workers N starts one)")
+        where = (f"in this process ({values:,} values in memory; up to "
+                 f"{IN_PROCESS_VALUES:,} run without a cluster: --workers N starts one)")
     else:
         workers = 2 if workers is None else workers
         cluster, client = (_embedded(workers, dashboard) if started is None
@@ -252,15 +254,17 @@ def _cluster_settings(dashboard):
     return settings
 
 
-def input_values(X):
-    """A job's size for :func:`dask_client` and :func:`runs_in_process`: rows x
-    inputs of its X."""
-    return int(X.shape[0]) * int(X.shape[1])
+def input_values(X, n_bases=0):
+    """A job's size for :func:`dask_client` and :func:`runs_in_process`: the float64
+    values it holds in memory, rows x (inputs + bases) of its X (a fit in memory keeps
+    each row's inputs and its whitened block; scoring streams its rows, ``n_bases``
+    0)."""
+    return int(X.shape[0]) * (int(X.shape[1]) + int(n_bases))
 
 
 def runs_in_process(*, client=None, scheduler=None, workers=None, values=None, **_):
-    """Whether a job of ``values`` input values (rows x inputs) with these cluster
-    options runs in this process (module docstring)."""
+    """Whether a job of ``values`` values in memory (:func:`input_values`) with these
+    cluster options runs in this process (module docstring)."""
     return (client is None and not scheduler and workers is None and values is not None
             and values <= IN_PROCESS_VALUES)
 

@@ -25,6 +25,7 @@ from ..files.errors import StoreError
 from ..files.groups import zarr_array
 from ..storage.data_store import (check_identity, input_arrays, open_data_store,
                                   store_identity)
+from ..parameters import bases_for_rows
 from ..storage.encoding import like_encoding
 from ..storage.scores import evaluate as evaluate_store
 from ..storage import save_model
@@ -102,7 +103,7 @@ def train(data, out, *, task=None, max_classes=DEFAULT_MAX_CLASSES, overwrite=Fa
     cluster = dict(client=client, scheduler=scheduler, workers=workers, timeout=timeout,
                    security=security, dashboard=dashboard)
     # its workers start while the estimators are imported and the options checked
-    starting = start_embedded(**cluster, values=input_values(X))
+    starting = start_embedded(**cluster, values=_held_values(X, options.get("n_bases")))
     try:
         build_estimator(task, **options)  # bad options fail before the data is read
         # (a valid store's cluster, started above, is then given up)
@@ -127,7 +128,8 @@ def _with_cv(cv, model, store, task, max_classes, cluster, run, options):
     """``cv`` folds cross-validated, then the model on every row fitted and saved with
     their metrics, on one cluster (:mod:`~saspa_dask.jobs.cross_validation`)."""
     X, y, attrs, data, out = store
-    with dask_client(**cluster, echo=run["echo"], values=input_values(X)) as running:
+    with dask_client(**cluster, echo=run["echo"],
+                     values=_held_values(X, options.get("n_bases"))) as running:
         folds = cross_validate(train, data, cv, seed=options.get("random_state") or 0,
                                task=task, max_classes=max_classes, echo=run["echo"],
                                client=running, **options)
@@ -284,10 +286,17 @@ def _held_out_rows(test, attrs):
     return X, y
 
 
+def _held_values(X, n_bases):
+    """What a fit of X holds in memory (:func:`~saspa_dask.jobs.cluster.input_values`),
+    with the bases ``n_bases`` means for its rows."""
+    n_bases = n_bases if isinstance(n_bases, int) else "auto"
+    return input_values(X, bases_for_rows(n_bases, X.shape[0]))
+
+
 def _fit_on_cluster(model, X, y, attrs, data, cluster, progress, echo, init_sites,
                     reordered, old_probes, test):
     """The fit itself (and its held-out metrics): ``(row probes, metrics or None)``."""
-    size = input_values(X)
+    size = _held_values(X, model.n_bases)
     with dask_client(**cluster, echo=echo, values=size) as client:
         _say(echo, f"data: {data} ({X.shape[0]} rows x {X.shape[1]} inputs); checking its "
                    "fingerprint")

@@ -197,8 +197,9 @@ CLUSTER_PARAMETERS = (
     Parameter("scheduler", str, None, "Address of a running Dask scheduler, "
               "tcp://HOST:PORT."),
     Parameter("workers", int, None, "Worker processes of an embedded LocalCluster (without "
-              "--scheduler). Default: 2, except that a job of at most 2,000,000 input "
-              "values (rows x inputs) runs in this process, without a cluster.",
+              "--scheduler). Default: 2, except that a job holding at most 33,554,432 "
+              "values in memory (rows x (inputs + bases)) runs in this process, without "
+              "a cluster.",
               low=1, high=4096),
     Parameter("timeout", int, 10, "Seconds to wait for --scheduler to connect; a scheduler "
               "that gives no answer for 3 times this while the job runs is lost.",
