@@ -10,7 +10,8 @@ thread, whose BLAS keeps its threads, and training fits in memory, with no task 
 sweep.  A cluster's start (worker processes importing the numerical stack, a TLS
 certificate) and a task round per sweep cost seconds that a small job does not repay,
 and on one machine the cluster's processes share its memory: the bound is one of
-memory (``benchmarks/RESULTS.md``, "Small jobs in this process").  ``security`` (TLS) comes from :func:`tls_security`.
+memory (``benchmarks/RESULTS.md``, "Small jobs in this process" and "The newcomer's
+tables within 60 CPU-s").  ``security`` (TLS) comes from :func:`tls_security`.
 The in-process worker talks over distributed's in-memory transport, which no other
 process can reach.  A training job begins its embedded cluster in a thread
 (:func:`start_embedded`) and imports its estimators while the workers start.
