@@ -74,6 +74,11 @@ fi
 # (distributed #5971); one BLAS thread per worker thread avoids oversubscription.
 export MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-65536}"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+# No wait on the cluster is unbounded, from Python too: a task that cannot run because
+# no worker is left (every one lost, none restarted) fails after this, so a fit or a
+# score whose workers are all gone raises instead of waiting for ever (nannies restart
+# a lost worker in seconds).  Set it in the environment to change it.
+export DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT="${DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT:-60s}"
 
 children=()
 stop() {

@@ -145,6 +145,57 @@ def test_workers_restarted_by_their_nannies_memory_limit(tmp_path):
     assert model.n_sweeps_ == reference.n_sweeps_
 
 
+def test_a_python_fit_left_without_workers_raises_instead_of_waiting(cluster, tmp_path):
+    """In Python the bound is the scheduler's: start-local.sh's scheduler fails a task
+    that no worker is left to run after 60 s, and a fit whose only worker is killed
+    (no nanny, never back) under a scheduler bounded at 3 s raises NoWorkerError a few
+    seconds after the kill, instead of waiting for ever."""
+    import json
+    import time
+
+    from conftest import _wait_for_file
+    from distributed.scheduler import NoWorkerError
+
+    with Client(cluster, timeout=30) as client:
+        assert client.run_on_scheduler(lambda: __import__("dask").config.get(
+            "distributed.scheduler.no-workers-timeout")) == "60s"
+    sched_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": "3s"}
+    scheduler = subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1",
+                                  "--port", "0", "--no-dashboard", "--scheduler-file",
+                                  str(sched_file)], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+    worker, killed = None, []
+    try:
+        _wait_for_file(sched_file)
+        time.sleep(0.5)
+        address = json.loads(sched_file.read_text())["address"]
+        worker = subprocess.Popen([str(BIN / "dask"), "worker", address, "--no-nanny",
+                                   "--nthreads", "1", "--no-dashboard"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+        X, y = synthetic_two_class(20_000, 3, seed=1)
+
+        def kill_at_sweep_2(record):
+            if record.get("sweep") == 2 and not killed:
+                worker.kill()
+                killed.append(time.monotonic())
+
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(1, timeout=60)
+            with pytest.raises(NoWorkerError, match="without any running workers"):
+                SASPAClassifier(16, optimize_hyperparameters=False, random_state=0).fit(
+                    da.from_array(X, chunks=2_000), da.from_array(y, chunks=2_000),
+                    progress=kill_at_sweep_2)
+            waited = time.monotonic() - killed[0]
+    finally:
+        for p in (worker, scheduler):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    assert 3.0 <= waited < 60.0  # the scheduler's bound, not for ever
+
+
 def test_a_worker_added_mid_job_leaves_the_model_as_it_was(cluster):
     """A third worker joins at sweep 3 (no nanny, one thread, on 127.0.0.1): the
     scheduler takes it in, and training ends in the undisturbed run's sweeps and
