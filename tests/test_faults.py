@@ -1,6 +1,7 @@
 """A worker killed (SIGKILL) in the middle of training and of scoring: the job
 completes and its result equals the undisturbed run.  Real processes throughout."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -150,30 +151,15 @@ def test_a_python_fit_left_without_workers_raises_instead_of_waiting(cluster, tm
     that no worker is left to run after 60 s, and a fit whose only worker is killed
     (no nanny, never back) under a scheduler bounded at 3 s raises NoWorkerError a few
     seconds after the kill, instead of waiting for ever."""
-    import json
     import time
 
-    from conftest import _wait_for_file
     from distributed.scheduler import NoWorkerError
 
     with Client(cluster, timeout=30) as client:
         assert client.run_on_scheduler(lambda: __import__("dask").config.get(
             "distributed.scheduler.no-workers-timeout")) == "60s"
-    sched_file = tmp_path / "scheduler.json"
-    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": "3s"}
-    scheduler = subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1",
-                                  "--port", "0", "--no-dashboard", "--scheduler-file",
-                                  str(sched_file)], env=env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
-    worker, killed = None, []
-    try:
-        _wait_for_file(sched_file)
-        time.sleep(0.5)
-        address = json.loads(sched_file.read_text())["address"]
-        worker = subprocess.Popen([str(BIN / "dask"), "worker", address, "--no-nanny",
-                                   "--nthreads", "1", "--no-dashboard"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True)
+    killed = []
+    with _lone_worker(tmp_path, no_workers_timeout="3s") as (address, worker):
         X, y = synthetic_two_class(20_000, 3, seed=1)
 
         def kill_at_sweep_2(record):
@@ -182,17 +168,11 @@ def test_a_python_fit_left_without_workers_raises_instead_of_waiting(cluster, tm
                 killed.append(time.monotonic())
 
         with Client(address, timeout=30) as client:
-            client.wait_for_workers(1, timeout=60)
             with pytest.raises(NoWorkerError, match="without any running workers"):
                 SASPAClassifier(16, optimize_hyperparameters=False, random_state=0).fit(
                     da.from_array(X, chunks=2_000), da.from_array(y, chunks=2_000),
                     progress=kill_at_sweep_2)
             waited = time.monotonic() - killed[0]
-    finally:
-        for p in (worker, scheduler):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
     assert 3.0 <= waited < 60.0  # the scheduler's bound, not for ever
 
 
@@ -276,24 +256,26 @@ def test_every_worker_killed_at_once_during_scoring(cluster, tmp_path):
     np.testing.assert_allclose(g["mean"][...], mean, rtol=1e-12, atol=1e-14)
 
 
-def test_a_cluster_left_without_workers_ends_the_job_in_one_line(tmp_path):
-    """A scheduler whose only worker is killed and never comes back (no nanny): the
-    job cannot progress, and ends within the watchdog's bound (6 x --timeout) with one
-    line, instead of waiting for ever on a scheduler that still answers."""
+@contextlib.contextmanager
+def _lone_worker(directory, no_workers_timeout=None):
+    """A ``dask scheduler`` and one ``dask worker`` without a nanny (a killed worker
+    never comes back) on 127.0.0.1, the worker up: (address, worker process);
+    ``no_workers_timeout`` is the scheduler's ``no-workers-timeout``."""
+    import json
     import time
 
-    X, model_path, data_path = scoring_problem(tmp_path, 40_000, 4_000, seed=6,
-                                               chunk_rows=2_000)
-    sched_file = tmp_path / "scheduler.json"
+    from conftest import _wait_for_file
+
+    sched_file = Path(directory) / "scheduler.json"
+    env = dict(os.environ)
+    if no_workers_timeout is not None:
+        env["DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT"] = no_workers_timeout
     scheduler = subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1",
                                   "--port", "0", "--no-dashboard", "--scheduler-file",
-                                  str(sched_file)], stdout=subprocess.DEVNULL,
+                                  str(sched_file)], env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL, start_new_session=True)
     worker = None
     try:
-        from conftest import _wait_for_file
-        import json
-
         _wait_for_file(sched_file)
         time.sleep(0.5)
         address = json.loads(sched_file.read_text())["address"]
@@ -303,6 +285,23 @@ def test_a_cluster_left_without_workers_ends_the_job_in_one_line(tmp_path):
                                   start_new_session=True)
         with Client(address, timeout=30) as client:
             client.wait_for_workers(1, timeout=60)
+        yield address, worker
+    finally:
+        for p in (worker, scheduler):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a_cluster_left_without_workers_ends_the_job_in_one_line(tmp_path):
+    """A scheduler whose only worker is killed and never comes back (no nanny): the
+    job cannot progress, and ends within the watchdog's bound (6 x --timeout) with one
+    line, instead of waiting for ever on a scheduler that still answers."""
+    import time
+
+    X, model_path, data_path = scoring_problem(tmp_path, 40_000, 4_000, seed=6,
+                                               chunk_rows=2_000)
+    with _lone_worker(tmp_path) as (address, worker):
         out = tmp_path / "s.zarr"
         proc = subprocess.Popen([str(BIN / "saspa"), "score", str(model_path),
                                  str(data_path), "--out", str(out), "--scheduler", address,
@@ -313,11 +312,6 @@ def test_a_cluster_left_without_workers_ends_the_job_in_one_line(tmp_path):
         killed_at = time.monotonic()
         stdout, stderr = proc.communicate(timeout=120)
         waited = time.monotonic() - killed_at
-    finally:
-        for p in (worker, scheduler):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
     assert proc.returncode == 1, (stdout, stderr)
     errors = [ln for ln in stderr.splitlines() if ln.startswith("Error: ")]
     assert len(errors) == 1 and "has had no worker for" in errors[0], stderr
@@ -347,7 +341,6 @@ def test_blocks_larger_than_the_workers_memory_are_rebuilt_not_cached(tmp_path):
             client.wait_for_workers(2, timeout=60)
             pids = client.run(os.getpid)
             model = SASPAClassifier(**settings, verbose=1)
-            import contextlib
             import io
 
             err = io.StringIO()
