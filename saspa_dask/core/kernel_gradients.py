@@ -26,7 +26,7 @@ from scipy import sparse
 from .bases import dense_blur
 from .kernel_pairs import (delta_pair_sq, diagonal_pairs, mixture_pair_log_k, pair_blocks,
                            pair_eigen, scaled_blur, scaled_blurs, upper_blocks)
-from .row_features import (PreparedRows, feature_blocks, feature_scales, row_centre,
+from .row_features import (as_rows, feature_blocks, feature_scales, row_centre,
                            weighted_features)
 
 __all__ = ["KernelGradient", "basis_covariance_gradient", "cross_covariance_gradient",
@@ -79,8 +79,7 @@ def cross_moments(X, weights, means, lengthscale, full):
         (M, d, d) if ``full`` else its diagonal (M, d); x~ = (x - centre) / l with the
         centre of the bases' means (as in :func:`blurred_cross_covariance`).
     """
-    if not isinstance(X, PreparedRows):
-        X = np.asarray(X, dtype=np.float64)
+    X = as_rows(X)
     n, d = X.shape
     centre = row_centre(X, means)
     # sum_i E_ij [z z^T entries, z, 1] of z = x - centre, one product per row block

@@ -30,7 +30,7 @@ from .fourier import fourier_cross_covariance, fourier_feature_covariance
 from .kernel_pairs import (delta_pair_sq, mixture_basis_covariance, scaled_blurs,
                            se_basis_covariance)
 from .kernel_profiles import kernel_named
-from .row_features import (PreparedRows, feature_blocks, feature_scales, quadratic_product,
+from .row_features import (as_rows, feature_blocks, feature_scales, quadratic_product,
                            raw_rows, row_centre, row_features)
 
 __all__ = [
@@ -259,8 +259,8 @@ def kernel_form(kernel, covs):
 def _delta_quadratic(X, means, lengthscale, finish):
     """``finish(u)`` of the scaled squared distances u = |(x - a) / l|^2 of rows X to the
     points ``means``, row block by row block in one (n, M) array (expanded as the SE
-    form expands its quadratic, about the bases' centroid)."""
-    X = _rows(X)
+    form expands its quadratic, about the bases' centroid or prepared rows' centre)."""
+    X = as_rows(X)
     centre = row_centre(X, means)
     ms = (means - centre) / lengthscale
     coef = _unscaled(_diagonal_quadratic_coefficients(ms, np.ones_like(ms)), lengthscale,
@@ -273,11 +273,6 @@ def _delta_quadratic(X, means, lengthscale, finish):
     return out
 
 
-def _rows(X):
-    """Rows as float64 (prepared rows as they are: :mod:`saspa_dask.core.row_features`)."""
-    return X if isinstance(X, PreparedRows) else np.asarray(X, dtype=np.float64)
-
-
 def scaled_sq_distances(X, means, lengthscale):
     """u = |(x - a) / l|^2 for rows X and points ``means`` (the delta blur's, for the
     gradient's weights), as :func:`blurred_cross_covariance` forms them."""
@@ -286,7 +281,7 @@ def scaled_sq_distances(X, means, lengthscale):
 
 def _se_cross_covariance(X, means, covs, lengthscale, signal_variance):
     """:func:`blurred_cross_covariance` for the SE kernel."""
-    X = _rows(X)
+    X = as_rows(X)
     centre = row_centre(X, means)
     ms = (means - centre) / lengthscale
     cs, cd = scaled_blurs(covs, lengthscale)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-__all__ = ["PreparedRows", "feature_blocks", "feature_scales", "quadratic_product",
+__all__ = ["PreparedRows", "as_rows", "feature_blocks", "feature_scales", "quadratic_product",
            "raw_rows", "row_centre", "row_features", "weighted_features"]
 
 # Rows handled per matrix product when building Kt: at most _ROW_BLOCK, and fewer
@@ -155,6 +155,11 @@ class PreparedRows:
             out[:, d:2 * d][:, two] = linear
             out[:, :d][:, two] = linear * self.step
         return out
+
+
+def as_rows(X):
+    """Prepared rows as they are, any other rows as a float64 array."""
+    return X if isinstance(X, PreparedRows) else np.asarray(X, dtype=np.float64)
 
 
 def raw_rows(X):
