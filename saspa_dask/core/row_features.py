@@ -99,9 +99,11 @@ class PreparedRows:
         step = np.where(common == high, low - high, high - low)[two_valued]
         if not two_valued.any():
             return cls(X, centre, two_valued, step, None, X)
-        # a row's nonzeros are its columns off their commoner value, each at its step;
-        # np.nonzero lists them row by row, which is CSR's order
-        rows, cols = np.nonzero(X[:, two_valued] != common[two_valued])
+        # a row's nonzeros are its two-valued columns off their commoner value, each at
+        # its step; np.nonzero lists them row by row, which is CSR's order (found over
+        # all columns: gathering the two-valued ones first cost more than the rest)
+        rows, cols = np.nonzero((X != common) & two_valued)
+        cols = (np.cumsum(two_valued) - 1)[cols]
         indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
         indicators = sparse.csr_matrix((step[cols], cols, indptr),
                                        shape=(n, int(two_valued.sum())))
