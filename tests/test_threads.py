@@ -82,3 +82,31 @@ def test_nested_and_concurrent_blocks_put_back_what_was_there():
     assert outside == after and all(n == 2 for n in outside)
     assert all(n == 1 for n in inside) and len(seen) == 4
     assert all(n == 1 for threads in seen for n in threads)
+
+
+CLI_PROBE = """
+import os, sys
+import saspa_dask.cli as cli
+loaded_first = "numpy" in sys.modules  # OpenBLAS reads its settings when NumPy loads it
+sys.argv = ["saspa", "make-data", sys.argv[1], "--rows", "50"]
+try:
+    cli.run()
+except SystemExit:
+    pass
+print(loaded_first, "numpy" in sys.modules, os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+"""
+
+
+def test_the_saspa_program_sets_openblas_idle_threads_to_sleep_before_numpy_loads(tmp_path):
+    """The ``saspa`` program sets OPENBLAS_THREAD_TIMEOUT before NumPy (and so
+    OpenBLAS) is loaded, and keeps a value the environment gives."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    for given, expected in ((None, "4"), ("9", "9")):
+        if given is not None:
+            env["OPENBLAS_THREAD_TIMEOUT"] = given
+        res = subprocess.run([sys.executable, "-c", CLI_PROBE, str(tmp_path / f"{expected}.npy")],
+                             capture_output=True, text=True, timeout=120, env=env)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.splitlines()[-1].split() == ["False", "True", expected], res.stdout

@@ -3,10 +3,19 @@
 ``saspa info``'s text (:mod:`saspa_dask.cli.info`)."""
 
 import gc
+import os
 
 from .commands import main
 
 __all__ = ["main", "run"]
+
+#: OpenBLAS's idle threads spin for about 2^28 cycles after each call before they
+#: sleep; between a fit's many small products that spin is CPU spent for nothing.  The
+#: ``saspa`` program's own process asks for 2^4 (unless the environment says
+#: otherwise): the same wall time for 35-40% less CPU (``benchmarks/RESULTS.md``,
+#: "The newcomer's tables within 60 CPU-s").  Read when NumPy loads OpenBLAS, which
+#: importing this module does not do.
+BLAS_THREAD_TIMEOUT = "4"
 
 
 def run():
@@ -14,7 +23,8 @@ def run():
     (``gc.freeze``) so that the interpreter's exit does not traverse them all in each of
     its last collections: 0.6 s after a training job (``benchmarks/RESULTS.md``, "A
     first model by 10 s").  Only for a process that ends with the command (tests call
-    :func:`main`)."""
+    :func:`main`); its OpenBLAS threads sleep when idle (:data:`BLAS_THREAD_TIMEOUT`)."""
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", BLAS_THREAD_TIMEOUT)
     try:
         main()
     finally:
