@@ -12,7 +12,7 @@ __all__ = ["main", "run"]
 #: OpenBLAS's idle threads spin for about 2^28 cycles after each call before they
 #: sleep; between a fit's many small products that spin is CPU spent for nothing.  The
 #: ``saspa`` program's own process asks for 2^4 (unless the environment says
-#: otherwise): the same wall time for 35-40% less CPU (``benchmarks/RESULTS.md``,
+#: otherwise): the same wall time for a quarter to two fifths less CPU (``benchmarks/RESULTS.md``,
 #: "The newcomer's tables within 60 CPU-s").  Read when NumPy loads OpenBLAS, which
 #: importing this module does not do.
 BLAS_THREAD_TIMEOUT = "4"

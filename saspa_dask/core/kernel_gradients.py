@@ -26,7 +26,7 @@ from scipy import sparse
 from .bases import dense_blur
 from .kernel_pairs import (delta_pair_sq, diagonal_pairs, mixture_pair_log_k, pair_blocks,
                            pair_eigen, scaled_blur, scaled_blurs, upper_blocks)
-from .row_features import (as_rows, feature_blocks, feature_scales, row_centre,
+from .row_features import (as_rows, feature_scales, row_blocks, row_centre,
                            weighted_features)
 
 __all__ = ["KernelGradient", "basis_covariance_gradient", "cross_covariance_gradient",
@@ -80,13 +80,13 @@ def cross_moments(X, weights, means, lengthscale, full):
         centre of the bases' means (as in :func:`blurred_cross_covariance`).
     """
     X = as_rows(X)
-    n, d = X.shape
+    d = X.shape[1]
     centre = row_centre(X, means)
     # sum_i E_ij [z z^T entries, z, 1] of z = x - centre, one product per row block
     # (no n x d scaled copy); scaled by 1 / l afterwards, M d work
     scales = feature_scales(lengthscale, not full)
     sums = np.zeros((weights.shape[1], scales.size))
-    for rows in feature_blocks(n, d, not full):
+    for rows in row_blocks(X, not full):
         sums += weighted_features(X[rows], centre, not full, weights[rows])
     sums *= scales
     packed, m1, m0 = sums[:, :-d - 1], sums[:, -d - 1:-1], sums[:, -1]

@@ -31,7 +31,7 @@ from .kernel_pairs import (delta_pair_sq, mixture_basis_covariance, scaled_blurs
                            se_basis_covariance)
 from .kernel_profiles import kernel_named
 from .row_features import (as_rows, feature_blocks, feature_scales, quadratic_product,
-                           raw_rows, row_centre, row_features)
+                           raw_rows, row_blocks, row_centre, row_features)
 
 __all__ = [
     "BASIS_FAMILIES",
@@ -266,7 +266,7 @@ def _delta_quadratic(X, means, lengthscale, finish):
     coef = _unscaled(_diagonal_quadratic_coefficients(ms, np.ones_like(ms)), lengthscale,
                      True)
     out = np.empty((X.shape[0], means.shape[0]))
-    for rows in feature_blocks(X.shape[0], X.shape[1], True):
+    for rows in row_blocks(X, True):
         quad = out[rows]
         quadratic_product(X[rows], centre, True, coef, out=quad)
         quad[...] = finish(np.maximum(quad, 0.0))
@@ -303,7 +303,7 @@ def _se_cross_covariance(X, means, covs, lengthscale, signal_variance):
     coef = _unscaled(coef, lengthscale, diagonal)
     log_amp = np.log(signal_variance) - 0.5 * logdet
     out = np.empty((X.shape[0], means.shape[0]))
-    for rows in feature_blocks(X.shape[0], d, diagonal):
+    for rows in row_blocks(X, diagonal):
         # computed in place in the output: no (rows x M) temporaries, which matters
         # in Dask workers where every large temporary is a fresh mmap
         quad = out[rows]

@@ -17,7 +17,7 @@ import numpy as np
 from scipy import sparse
 
 __all__ = ["PreparedRows", "as_rows", "feature_blocks", "feature_scales", "quadratic_product",
-           "raw_rows", "row_centre", "row_features", "weighted_features"]
+           "raw_rows", "row_blocks", "row_centre", "row_features", "weighted_features"]
 
 # Rows handled per matrix product when building Kt: at most _ROW_BLOCK, and fewer
 # when the row features (d (d + 1) / 2 + d + 1 floats a row, 2 d + 1 for diagonal
@@ -82,6 +82,13 @@ class PreparedRows:
         self.X, self.centre = X, centre
         self.two_valued, self.step = two_valued, step
         self.indicators, self.numbers = indicators, numbers
+        # where the numbers' and the indicators' entries sit in row_features' diagonal
+        # layout [z^2 (d), z (d), 1]
+        d = X.shape[1]
+        self._numbers_at = np.flatnonzero(~two_valued)
+        self._indicators_at = np.flatnonzero(two_valued)
+        self._numbers_layout = np.concatenate([self._numbers_at, d + self._numbers_at,
+                                               [2 * d]])
 
     @classmethod
     def of(cls, X):
@@ -124,39 +131,35 @@ class PreparedRows:
                             None if self.indicators is None else self.indicators[rows],
                             self.numbers[rows])
 
-    def _split(self, coef):
-        """(numbers' coefficients in :func:`row_features`' diagonal layout, the
-        indicators' (squares folded into their linear terms))."""
-        d = self.X.shape[1]
-        squares, linear, const = coef[:d], coef[d:2 * d], coef[2 * d:]
-        two = self.two_valued
-        numbers = np.vstack([squares[~two], linear[~two], const])
-        return numbers, linear[two] + self.step[:, None] * squares[two]
-
     def product(self, coef, out=None):
         """``row_features(X, centre, True) @ coef`` for coefficients (2 d + 1, M)."""
-        numbers, indicators = self._split(coef)
-        out = np.matmul(row_features(self.numbers, self.centre[~self.two_valued], True),
-                        numbers, out=out)
-        if self.indicators is not None:
-            out += self.indicators @ indicators
+        out = np.matmul(row_features(self.numbers, self.centre[self._numbers_at], True),
+                        coef[self._numbers_layout], out=out)
+        if self.indicators is not None:  # squares folded into the linear terms
+            d, at = self.X.shape[1], self._indicators_at
+            out += self.indicators @ (coef[d + at] + self.step[:, None] * coef[at])
         return out
 
     def sums(self, weights):
         """``weights.T @ row_features(X, centre, True)``, (M, 2 d + 1), for weights
         (n, M)."""
-        d, two = self.X.shape[1], self.two_valued
-        dense = weights.T @ row_features(self.numbers, self.centre[~two], True)
+        d = self.X.shape[1]
         out = np.empty((weights.shape[1], 2 * d + 1))
-        n_numbers = int((~two).sum())
-        out[:, :d][:, ~two] = dense[:, :n_numbers]
-        out[:, d:2 * d][:, ~two] = dense[:, n_numbers:2 * n_numbers]
-        out[:, -1] = dense[:, -1]
+        out[:, self._numbers_layout] = weights.T @ row_features(
+            self.numbers, self.centre[self._numbers_at], True)
         if self.indicators is not None:
             linear = (self.indicators.T @ weights).T
-            out[:, d:2 * d][:, two] = linear
-            out[:, :d][:, two] = linear * self.step
+            out[:, d + self._indicators_at] = linear
+            out[:, self._indicators_at] = linear * self.step
         return out
+
+
+def row_blocks(X, diagonal):
+    """:func:`feature_blocks` for rows X: prepared rows' diagonal products build the
+    features of their numbers only, so their blocks are as wide as those."""
+    prepared = isinstance(X, PreparedRows) and diagonal
+    width = X.numbers.shape[1] if prepared else X.shape[1]
+    return feature_blocks(X.shape[0], width, diagonal)
 
 
 def as_rows(X):
