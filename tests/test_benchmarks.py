@@ -57,18 +57,6 @@ def test_bench_threads_quick(tmp_path):
     assert len(report["scipy_pools"]) == len(scipy_blas_pools())
 
 
-def test_bench_learnt_scale_quick(tmp_path):
-    """Generated stores, the fixed and the learnt `saspa train` timed end to end and
-    evaluated on the test store, SVGP at the learnt fit's time and at its own budget."""
-    report = _quick_results("bench_learnt_scale.py", tmp_path, "learnt_scale.json")
-    fixed, learnt = report["saspa"]["fixed"], report["saspa"]["learnt_means"]
-    assert fixed["rows"] == learnt["rows"] == 1000
-    assert learnt["hyperparameters"]["n_iterations"] <= 10
-    assert report["learning_cost"] == pytest.approx(learnt["seconds"] / fixed["seconds"])
-    assert [r["budget"] for r in report["svgp"]] == sorted([learnt["seconds"], 3.0])
-    assert all(r["rmse"] > report["noise_sd"] * 0.5 for r in report["svgp"])
-
-
 def test_bench_race_quick(tmp_path):
     """The race's parts on generated stores: a fixed fit, a learnt fit whose fit gets
     the budget less the job's time outside the fit (measured by the fixed run), SVGP
@@ -76,10 +64,10 @@ def test_bench_race_quick(tmp_path):
     report = _quick_results("bench_race.py", tmp_path, "race.json")
     (learnt,) = report["saspa"]
     fixed = report["fixed"]
-    assert learnt["budget"] == 40
+    assert learnt["budget"] == 10
     assert 0 < fixed["fit_seconds"] < fixed["seconds"]
     assert report["job_overhead"] == pytest.approx(fixed["seconds"] - fixed["fit_seconds"])
-    assert learnt["max_fit_time"] == pytest.approx(40 - report["job_overhead"])
+    assert learnt["max_fit_time"] == pytest.approx(10 - report["job_overhead"])
     assert report["svgp_lr"] == 0.01
     assert [r["budget"] for r in report["svgp"]] == sorted([learnt["seconds"], 3.0])
     for run in (report["fixed"], learnt, *report["svgp"]):

@@ -110,7 +110,7 @@ def info(model):
 
 def add_data_options(parser, cluster=True):
     """The generated data's options and, with ``cluster``, the cluster's
-    (bench_learnt_scale, bench_race; bench_anytime without a cluster)."""
+    (bench_race; bench_anytime without a cluster)."""
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--test-rows", type=int, default=100_000)
     parser.add_argument("--features", type=int, default=8)
