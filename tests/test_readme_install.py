@@ -1,7 +1,8 @@
 """The README's main command, as a new user runs it: a fresh virtual environment, ``pip
 install .`` (no extra), the job as written and its printed metrics; then ``saspa
 report`` on its held-out store, opened in headless Chromium.  Marked slow (`.ci/run`
-runs it after the suite): the install takes about half a minute from pip's cache, the job as long."""
+runs it after the suite): the install takes about half a minute from pip's cache, the
+job as long."""
 
 import json
 import pathlib
