@@ -425,7 +425,7 @@ def test_staged_learning_continues_from_each_stage_on_a_larger_subsample():
     every = SASPARegressor(hyper_subsample=(300, None), **common).fit(X, y)
     assert every.hyperparameter_info_["n_rows_learnt"] == 3000
     assert [s["rows"] for s in every.hyperparameter_info_["stages"]] == [300, 3000]
-    with pytest.raises(ValueError, match="must increase"):
+    with pytest.raises(ValueError, match="must be increasing"):
         SASPARegressor(hyper_subsample=(1000, 300), **common).fit(X, y)
 
 

@@ -48,6 +48,12 @@ RULES = [  # (estimator, parameters, what the refusal says)
     (SASPARegressor, dict(term_weights=[1.0, 2.0]), "set additive_groups too"),
     (SASPARegressor, dict(likelihood="student_t", min_noise_variance=0.1),
      "the student_t likelihood has none"),
+    (SASPARegressor, dict(hyper_subsample=[20000, 10000]),
+     "hyper_subsample must be increasing row counts"),
+    (SASPAClassifier, dict(hyper_subsample=["all", 20000]),
+     "hyper_subsample must be increasing row counts"),
+    (SASPAClassifier, dict(hyper_subsample="20000,lots"),
+     "hyper_subsample must be increasing row counts"),
 ]
 
 
@@ -95,6 +101,7 @@ CLI_RULES = [
     (("--additive-groups", "one-hot", "--blur", "fourier"), "additive_groups sums kernels"),
     (("--task", "regression", "--likelihood", "student_t", "--min-noise-variance", "0.1"),
      "the student_t likelihood has none"),
+    (("--hyper-subsample", "2000,1000"), "hyper_subsample must be increasing"),
 ]
 
 
@@ -108,3 +115,17 @@ def test_saspa_train_refuses_before_reading_any_row(damaged_store, tmp_path, fla
     assert "chunk" not in res.stderr, res.stderr
     assert took < 1.0, took
     assert not (tmp_path / "m.zarr").exists()
+
+
+def test_python_spells_stages_as_the_command_line_does():
+    """``"1000,all"`` and ``[1000, "all"]`` are the stages ``[1000, None]`` (learning on
+    1,000 of the 3,000 rows, then on all of them): the same fit to the last digit."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3_000, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=3_000)
+    fits = [SASPARegressor(n_bases=8, max_hyper_iter=3, random_state=0,
+                           hyper_subsample=stages).fit(X, y)
+            for stages in ([1000, None], "1000,all", [1000, "all"])]
+    for fit in fits:
+        assert [s["rows"] for s in fit.hyperparameter_info_["stages"]] == [1000, 3000]
+    assert fits[1].log_evidence_ == fits[0].log_evidence_ == fits[2].log_evidence_

@@ -34,7 +34,7 @@ from .learning_advice import (LearningStoppedWarning, LearntBoundWarning, bound_
                               by_input_name, learning_stopped_advice)
 from .posterior import FittedPosterior, stacked
 from .settings import Execution, StochasticLearning
-from .stages import check_init_sites
+from .stages import check_init_sites, stage_sizes
 
 __all__ = ["FitPlan", "FitResult", "REPORT_ATTRIBUTES", "REPORT_ARRAYS"]
 
@@ -150,6 +150,7 @@ class FitPlan:
         ValueError
             Naming the parameters that do not go together.
         """
+        stage_sizes(self.hyper_subsample)
         learn, blur = self.learnt_bases, self.blur
         family = None if blur == "auto" else blur_family(blur)  # auto: blurred points
         frequency = family is not None and family.frequency

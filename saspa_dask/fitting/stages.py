@@ -13,10 +13,33 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError
 
+from ..parameters.schema import parse_stages
 from . import policy
 
 __all__ = ["RowSites", "check_init_sites", "every_row", "learning_stages", "merge_stages",
-           "sites_at", "sites_on_all", "stages_end"]
+           "sites_at", "sites_on_all", "stage_sizes", "stages_end"]
+
+
+def stage_sizes(hyper_subsample):
+    """``hyper_subsample`` as a list of stage sizes: increasing row counts, None (every
+    row) last if at all.  Takes the CLI's and TOML's spellings too ("20000,all",
+    ``[20000, "all"]``), so that Python accepts what the docs say; raises
+    ``InvalidParameterError`` naming the value (the plan's check, before any work)."""
+    if isinstance(hyper_subsample, Integral) and not isinstance(hyper_subsample, bool):
+        parsed = int(hyper_subsample)
+    else:
+        try:
+            parsed = parse_stages(hyper_subsample)
+        except (ValueError, TypeError):
+            parsed = ()
+    sizes = [parsed] if parsed is None or isinstance(parsed, int) else list(parsed)
+    counts = [size for size in sizes if size is not None]
+    if (not sizes or None in sizes[:-1] or min(counts, default=1) < 1
+            or any(b <= a for a, b in zip(counts, counts[1:]))):
+        raise InvalidParameterError(
+            f"hyper_subsample must be increasing row counts, optionally ending with "
+            f"'all' (or None: every row); got {hyper_subsample!r}")
+    return sizes
 
 
 
@@ -25,23 +48,12 @@ def learning_stages(hyper_subsample, n_samples, random_state, lazy=False):
     containing the last, and whether learning then continues on all rows.  Dask data
     no larger than a stage's size is learnt on in memory on the driver (one stage of
     every row): an evaluation there costs a fraction of a distributed one."""
-    sizes = hyper_subsample
-    sizes = [sizes] if sizes is None or isinstance(sizes, Integral) else list(sizes)
-    for k, size in enumerate(sizes):
-        if size is None and k < len(sizes) - 1 or size is not None and (
-                not isinstance(size, Integral) or size < 1):
-            raise InvalidParameterError(
-                f"hyper_subsample must be row counts, increasing, optionally ending "
-                f"with None (all rows); got {hyper_subsample!r}")
     stages = []
-    for size in sizes:
+    for size in stage_sizes(hyper_subsample):
         if size is not None and size >= n_samples and lazy:
             return _stage_rows(stages + [n_samples], n_samples, random_state), False
         if size is None or size >= n_samples:
             return _stage_rows(stages, n_samples, random_state), True
-        if stages and size <= stages[-1]:
-            raise InvalidParameterError(f"hyper_subsample stages must increase; got "
-                                        f"{hyper_subsample!r}")
         stages.append(int(size))
     return _stage_rows(stages, n_samples, random_state), False
 

@@ -155,12 +155,14 @@ _SHARED_PARAMS_DOC = """
         optimiser has M d (or more) extra values, so allow ``max_hyper_iter`` to grow.
         With many bases per row the evidence can overfit; ``benchmarks/RESULTS.md``
         has train and held-out NLPD side by side.
-    hyper_subsample : int or None, default=20000
+    hyper_subsample : int, list, str or None, default=20000
         With ``optimize_hyperparameters`` and more rows than this, the
         hyperparameters (and bases) are learnt on a uniform subsample of this many
         rows (drawn with ``random_state``, read chunk-wise), and EP then runs on all
         rows at the learnt values.  ``hyperparameter_info_["n_rows_learnt"]`` says how
-        many rows were used.  None: always all rows.
+        many rows were used.  None: always all rows.  Stages: increasing sizes, each
+        warm-started from the last, ``"all"`` (or None) last to finish on every row:
+        ``[20000, 100000, "all"]`` or the CLI's ``"20000,100000,all"``.
     learning : {"full-batch", "stochastic"}, default="full-batch"
         How the hyperparameters (and bases) are learnt.  ``full-batch``: L-BFGS-B,
         each evaluation a full EP run (on ``hyper_subsample`` rows when the data has
