@@ -3,9 +3,9 @@
 On the papers' splits of ``../shared/datasets/`` (Kin-40k, Pumadyn-32nm, Pole Telecomm;
 inputs and targets standardised on the training rows), ``SASPARegressor(hyper_tol=tol,
 random_state=seed)`` with every other default, one BLAS thread, for each tolerance of
-``--tols`` (1e-4 is the default): test RMSE and NLPD in standardised units, the fit's
-process CPU seconds, learning's iterations and stop reason, and the energy per row.
-Writes ``results/hyper_tol.json``.
+``--tols`` (1e-4 is the default; ``--hyper-subsample`` sets learning's stages): test
+RMSE and NLPD in standardised units, the fit's process CPU seconds, learning's
+iterations and stop reason, and the energy per row.  Writes ``results/hyper_tol.json``.
 
     python benchmarks/bench_hyper_tol.py                 # 3 sets x 3 tolerances, seed 0
     python benchmarks/bench_hyper_tol.py --quick         # smoke: 1,000 Kin-40k rows, M = 8
@@ -25,10 +25,12 @@ from threadpoolctl import threadpool_limits
 from saspa_dask import SASPARegressor
 
 
-def one_fit(split, tol, seed, n_bases, rows):
+def one_fit(split, tol, seed, n_bases, rows, stages=None):
     Xtr, ytr, Xte, yte, _ = split
     Xtr, ytr = Xtr[:rows], ytr[:rows]
     extra = {} if n_bases is None else {"n_bases": n_bases}
+    if stages is not None:
+        extra["hyper_subsample"] = stages
     with warnings.catch_warnings(), threadpool_limits(1):
         warnings.simplefilter("ignore")  # cap warnings: the stop reason is recorded
         began = time.process_time()
@@ -39,6 +41,7 @@ def one_fit(split, tol, seed, n_bases, rows):
     return {"tol": tol, "seed": seed, "cpu_seconds": cpu,
             **metrics.regression_scores(mean, var + model.noise_variance_, yte),
             "iterations": info.get("n_iterations"), "stop_reason": info.get("stop_reason"),
+            "stages": [(s["rows"], s["n_iterations"]) for s in info.get("stages", [])],
             "energy_per_row": model.log_evidence_ / len(ytr)}
 
 
@@ -49,6 +52,9 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--bases", type=int, default=None, help="default: the estimator's")
     parser.add_argument("--rows", type=int, default=None, help="first training rows only")
+    parser.add_argument("--hyper-subsample", default=None,
+                        help="learning's stages, as saspa train takes them (default: the "
+                             "estimator's)")
     parser.add_argument("--out", default="hyper_tol.json")
     add_quick_option(parser, sets=["kin40k"], tols=[1e-4, 1e-3], bases=8, rows=1000)
     args = parse(parser)
@@ -57,7 +63,8 @@ def main():
         split = data.paper_split(name)
         for seed in args.seeds:
             for tol in args.tols:
-                run = {"set": name, **one_fit(split, tol, seed, args.bases, args.rows)}
+                run = {"set": name, **one_fit(split, tol, seed, args.bases, args.rows,
+                                              args.hyper_subsample)}
                 record(report, run, args.out)
     print("\n| set | hyper_tol | RMSE | NLPD | CPU s | iterations | energy / row |")
     print("|---|---|---|---|---|---|---|")
