@@ -132,7 +132,7 @@ class FitRun:
         plan = self.plan
         if self.lazy:
             self.cache, why = choose_cache(plan.execution.cache, self.X.shape[0],
-                                           basis.means.shape[0])
+                                           basis.means.shape[0], _largest_chunk(self.X))
             if why:
                 self.say(f"cache: {why}")
         fit = self._fitter(likelihood, restart_positions(
@@ -284,3 +284,9 @@ def start_term_weights(term_weights, terms):
         raise ValueError(f"term_weights must be {n_terms} positive numbers (one per term "
                          f"of additive_groups), got {term_weights!r}")
     return weights / weights.sum()
+
+
+def _largest_chunk(X):
+    """Rows in the largest row chunk of a dask or zarr array."""
+    rows = X.chunks[0]
+    return max(rows) if isinstance(rows, tuple) else rows
