@@ -5,8 +5,8 @@ already in memory; they take N (M + 3) floats over the cluster, which at 10^8 ro
 M = 256 is 200 GB: more than the workers hold, so Dask spills them to disk and reads
 them back every sweep, or the nannies restart workers over their memory limit and the
 job starts over.  Rebuilding each chunk's block in every sweep (``cache="none"``) bounds
-a worker's memory by a chunk at the cost of the kernel's evaluation per sweep (about
-twice a sweep's time: ``docs/distributed.md``).
+a worker's memory by a chunk at the cost of the kernel's evaluation per sweep
+(``docs/distributed.md``, "Memory").
 ``cache="auto"`` (the default) keeps the blocks where every worker's share of them
 fits below the fraction of its memory limit at which Dask starts spilling (its
 ``distributed.worker.memory`` ``target`` and ``spill``), after what the worker holds
