@@ -66,10 +66,10 @@ def choose_cache(cache, n_rows, n_bases, chunk_rows=None):
     if not workers or any(limit is None for limit, _ in workers):
         return "memory", (f"blocks cached ({need / 2**30:.3g} GiB; the workers have no "
                           "memory limit)")
-    chunk = block_bytes(chunk_rows or n_rows, n_bases)
+    chunk_rows = chunk_rows or n_rows
+    n_chunks, chunk = math.ceil(n_rows / chunk_rows), block_bytes(chunk_rows, n_bases)
     # the scheduler spreads the blocks about evenly: a worker may get one more
-    share = (math.ceil(math.ceil(n_rows / (chunk_rows or n_rows)) / len(workers)) + 1
-             ) * chunk + TEMPORARY_BLOCKS * chunk
+    share = (math.ceil(n_chunks / len(workers)) + 1 + TEMPORARY_BLOCKS) * chunk
     fraction = spill_fraction()
     room = min(fraction * limit - held for limit, held in workers)
     said = (f"{need / 2**30:.3g} GiB of blocks, up to {share / 2**30:.3g} GiB a worker "
