@@ -339,3 +339,21 @@ def test_bench_newcomer_quick(tmp_path):
     assert rare["auc"] > 0.6 and rare["error"] <= rare["base_error"]
     assert all(r["learning"] and r["cpu_seconds"] > 0 for r in runs)
 
+
+
+def test_bench_sparse_peers_quick(tmp_path):
+    """Kin-40k's first 1,000 rows, M = 8: the defaults predict better than the
+    training mean (RMSE below the standardised targets' 1; 0.617 measured), and SVGP
+    and SGPR are scored once their CPU reaches the defaults' and five times it (SGPR
+    where it stopped, if earlier)."""
+    report = _quick_results("bench_sparse_peers.py", tmp_path, "sparse_peers.json")
+    (run,) = report["runs"]
+    assert (run["set"], run["seed"], run["M"]) == ("kin40k", 0, 8)
+    saspa = run["saspa"]
+    assert 0 < saspa["rmse"] < 0.9 and np.isfinite(saspa["nlpd"])
+    budgets = [saspa["cpu_seconds"], 5 * saspa["cpu_seconds"]]
+    for peer in ("svgp", "sgpr"):
+        assert [r["budget"] for r in run[peer]] == pytest.approx(budgets)
+        assert all(np.isfinite(r["rmse"]) and np.isfinite(r["nlpd"]) for r in run[peer])
+    assert all(r["cpu_seconds"] >= r["budget"] for r in run["svgp"])
+    assert all(r["cpu_seconds"] >= r["budget"] or r["stopped"] for r in run["sgpr"])

@@ -1,0 +1,90 @@
+"""The defaults against GPyTorch's SVGP and SGPR at equal CPU on the papers' splits.
+
+On the papers' splits of ``../shared/datasets/`` (Pole Telecomm, Kin-40k, Pumadyn-32nm;
+inputs and targets standardised on the training rows), for each seed of ``--seeds``:
+``SASPARegressor(n_bases=M, random_state=seed)`` with every other default, one BLAS
+thread, its fit's process CPU seconds T; then, from the same K-means centres
+(``kmeans_bases(..., random_state=seed)``), one torch thread each, scored when their
+optimisers' CPU reaches T and 5 T:
+
+* SVGP (``lib/svgp.py``: minibatch Adam at lr 0.01, batch 256, float32);
+* SGPR (``lib/sgpr.py``: Titsias' collapsed bound, full-batch L-BFGS, float64), which
+  may stop before its budget (then scored where it stopped).
+
+Test RMSE and NLPD in standardised units.  Writes ``results/sparse_peers.json``.
+
+    python benchmarks/bench_sparse_peers.py                       # 3 sets, seeds 0-2, M = 64
+    python benchmarks/bench_sparse_peers.py --sets pol --bases 256 --seeds 0
+    python benchmarks/bench_sparse_peers.py --quick               # smoke: 1,000 rows, M = 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+from lib import data, sgpr, svgp
+from lib.machine import matmul_rate, start_report
+from lib.metrics import regression_scores
+from lib.output import add_quick_option, parse, record
+from threadpoolctl import threadpool_limits
+
+from saspa_dask import SASPARegressor, kmeans_bases
+
+
+def saspa_fit(Xtr, ytr, Xte, yte, M, seed):
+    """The defaults, one BLAS thread: scores, CPU seconds and learning's iterations."""
+    with warnings.catch_warnings(), threadpool_limits(1):
+        warnings.simplefilter("ignore")  # cap warnings: the iterations are recorded
+        began = time.process_time()
+        model = SASPARegressor(n_bases=M, random_state=seed).fit(Xtr, ytr)
+        cpu = time.process_time() - began
+        mean, var = model.predict_latent(Xte)
+    return {"cpu_seconds": cpu, **regression_scores(mean, var + model.noise_variance_, yte),
+            "iterations": model.hyperparameter_info_.get("n_iterations")}
+
+
+def peers(Xtr, ytr, Xte, yte, M, seed, budgets):
+    """SVGP and SGPR from the same K-means centres, scored at the CPU ``budgets``."""
+    centres = kmeans_bases(Xtr, M, random_state=seed).means
+    svgp_rows, _, _ = svgp.train(
+        Xtr, ytr, centres, budgets, regression=True, batch=256, lr=0.01, clock="cpu",
+        threads=1, score=lambda m, lik: svgp.scores(m, lik, Xte, yte, True))
+    sgpr_rows = sgpr.train(Xtr, ytr, centres, budgets,
+                           score=lambda m, lik: sgpr.scores(m, lik, Xte, yte))
+    return {"svgp": svgp_rows, "sgpr": sgpr_rows}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sets", nargs="+", default=["pol", "kin40k", "pumadyn32nm"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--bases", type=int, default=64)
+    parser.add_argument("--rows", type=int, default=None, help="first training rows only")
+    parser.add_argument("--out", default="sparse_peers.json")
+    add_quick_option(parser, sets=["kin40k"], seeds=[0], bases=8, rows=1000)
+    args = parse(parser)
+    report = start_report(args, lambda: matmul_rate(threads=1), "torch", "gpytorch",
+                          runs=[])
+    for name in args.sets:
+        Xtr, ytr, Xte, yte, _ = data.paper_split(name)
+        Xtr, ytr = Xtr[:args.rows], ytr[:args.rows]
+        for seed in args.seeds:
+            saspa = saspa_fit(Xtr, ytr, Xte, yte, args.bases, seed)
+            budgets = [saspa["cpu_seconds"], 5 * saspa["cpu_seconds"]]
+            record(report, {"set": name, "seed": seed, "M": args.bases, "saspa": saspa,
+                            **peers(Xtr, ytr, Xte, yte, args.bases, seed, budgets)},
+                   args.out)
+    print("\n| set | seed | SASPA defaults (CPU s) | SVGP at T, 5 T | SGPR at T, 5 T |")
+    print("|---|---|---|---|---|")
+    for r in report["runs"]:
+        s = r["saspa"]
+        cells = [", ".join(f"{p['rmse']:.4f} / {p['nlpd']:.3f}" for p in r[k])
+                 for k in ("svgp", "sgpr")]
+        print(f"| {r['set']} | {r['seed']} | {s['rmse']:.4f} / {s['nlpd']:.3f} "
+              f"({s['cpu_seconds']:.1f}) | {cells[0]} | {cells[1]} |")
+
+
+if __name__ == "__main__":
+    main()
