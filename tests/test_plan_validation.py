@@ -129,3 +129,14 @@ def test_python_spells_stages_as_the_command_line_does():
     for fit in fits:
         assert [s["rows"] for s in fit.hyperparameter_info_["stages"]] == [1000, 3000]
     assert fits[1].log_evidence_ == fits[0].log_evidence_ == fits[2].log_evidence_
+
+
+def test_a_lengthscale_of_the_wrong_length_is_refused_before_k_means(capsys):
+    """Two lengthscales for eight inputs: refused before K-means starts (it was refused
+    after K-means had run on every row)."""
+    rng = np.random.default_rng(4)
+    X = da.from_array(rng.normal(size=(40_000, 8)), chunks=10_000)
+    y = X[:, 0] + 0.1
+    with pytest.raises(ValueError, match=r"one value per feature \(8\), got shape \(2,\)"):
+        SASPARegressor(n_bases=16, lengthscale=[1.0, 2.0], verbose=1).fit(X, y)
+    assert "K-means" not in capsys.readouterr().err

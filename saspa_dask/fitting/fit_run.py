@@ -69,6 +69,8 @@ class FitRun:
         ``terms``: an additive kernel's, :func:`~saspa_dask.fitting.hyperparameters.
         additive_terms_of`)."""
         plan, X, blur = self.plan, self.X, self.report["blur_"]
+        if plan.lengthscale is not None:  # one value per input: refused before K-means
+            resolve_lengthscale(plan.lengthscale, X.shape[1], column_std)
         n_bases = bases_for_rows(plan.n_bases, X.shape[0])
         self.say(f"{plan.owner}: {X.shape[0]} rows x {X.shape[1]} inputs"
                  + (f", one-vs-rest over {len(self.labels)} classes" if self.labels else "")
