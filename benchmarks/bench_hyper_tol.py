@@ -14,35 +14,19 @@ iterations and stop reason, and the energy per row.  Writes ``results/hyper_tol.
 from __future__ import annotations
 
 import argparse
-import time
-import warnings
 
-from lib import data, metrics
+from lib import data, fits
 from lib.machine import matmul_rate, start_report
 from lib.output import add_quick_option, parse, record
-from threadpoolctl import threadpool_limits
-
-from saspa_dask import SASPARegressor
 
 
 def one_fit(split, tol, seed, n_bases, rows, stages=None):
     Xtr, ytr, Xte, yte, _ = split
-    Xtr, ytr = Xtr[:rows], ytr[:rows]
     extra = {} if n_bases is None else {"n_bases": n_bases}
     if stages is not None:
         extra["hyper_subsample"] = stages
-    with warnings.catch_warnings(), threadpool_limits(1):
-        warnings.simplefilter("ignore")  # cap warnings: the stop reason is recorded
-        began = time.process_time()
-        model = SASPARegressor(hyper_tol=tol, random_state=seed, **extra).fit(Xtr, ytr)
-        cpu = time.process_time() - began
-        mean, var = model.predict_latent(Xte)
-    info = model.hyperparameter_info_
-    return {"tol": tol, "seed": seed, "cpu_seconds": cpu,
-            **metrics.regression_scores(mean, var + model.noise_variance_, yte),
-            "iterations": info.get("n_iterations"), "stop_reason": info.get("stop_reason"),
-            "stages": [(s["rows"], s["n_iterations"]) for s in info.get("stages", [])],
-            "energy_per_row": model.log_evidence_ / len(ytr)}
+    return {"tol": tol, "seed": seed, **fits.regressor_fit(
+        Xtr[:rows], ytr[:rows], Xte, yte, hyper_tol=tol, random_state=seed, **extra)}
 
 
 def main():

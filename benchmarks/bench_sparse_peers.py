@@ -21,28 +21,12 @@ Test RMSE and NLPD in standardised units.  Writes ``results/sparse_peers.json``.
 from __future__ import annotations
 
 import argparse
-import time
-import warnings
 
-from lib import data, sgpr, svgp
+from lib import data, fits, sgpr, svgp
 from lib.machine import matmul_rate, start_report
-from lib.metrics import regression_scores
 from lib.output import add_quick_option, parse, record
-from threadpoolctl import threadpool_limits
 
-from saspa_dask import SASPARegressor, kmeans_bases
-
-
-def saspa_fit(Xtr, ytr, Xte, yte, M, seed):
-    """The defaults, one BLAS thread: scores, CPU seconds and learning's iterations."""
-    with warnings.catch_warnings(), threadpool_limits(1):
-        warnings.simplefilter("ignore")  # cap warnings: the iterations are recorded
-        began = time.process_time()
-        model = SASPARegressor(n_bases=M, random_state=seed).fit(Xtr, ytr)
-        cpu = time.process_time() - began
-        mean, var = model.predict_latent(Xte)
-    return {"cpu_seconds": cpu, **regression_scores(mean, var + model.noise_variance_, yte),
-            "iterations": model.hyperparameter_info_.get("n_iterations")}
+from saspa_dask import kmeans_bases
 
 
 def peers(Xtr, ytr, Xte, yte, M, seed, budgets):
@@ -73,7 +57,8 @@ def main():
         Xtr, ytr, Xte, yte, _ = data.paper_split(name)
         Xtr, ytr = Xtr[:args.rows], ytr[:args.rows]
         for seed in args.seeds:
-            saspa = saspa_fit(Xtr, ytr, Xte, yte, args.bases, seed)
+            saspa = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=args.bases,
+                                       random_state=seed)
             budgets = [k * saspa["cpu_seconds"] for k in args.multiples]
             record(report, {"set": name, "seed": seed, "M": args.bases, "saspa": saspa,
                             **peers(Xtr, ytr, Xte, yte, args.bases, seed, budgets)},

@@ -17,7 +17,7 @@ import numpy as np
 from ..core.blur_families import blur_family
 from ..core.kernel_profiles import kernel_named
 from ..engines.cache_policy import choose_cache
-from ..engines.chunks import is_lazy
+from ..engines.chunks import as_dask, is_lazy
 from ..ep.approximation import approximation_named
 from ..parameters import bases_for_rows
 from .basis_start import learnt_start, restart_positions, start_bases
@@ -134,7 +134,7 @@ class FitRun:
         plan = self.plan
         if self.lazy:
             self.cache, why = choose_cache(plan.execution.cache, self.X.shape[0],
-                                           basis.means.shape[0], _largest_chunk(self.X))
+                                           basis.means.shape[0], max(as_dask(self.X).chunks[0]))
             if why:
                 self.say(f"cache: {why}")
         fit = self._fitter(likelihood, restart_positions(
@@ -286,9 +286,3 @@ def start_term_weights(term_weights, terms):
         raise ValueError(f"term_weights must be {n_terms} positive numbers (one per term "
                          f"of additive_groups), got {term_weights!r}")
     return weights / weights.sum()
-
-
-def _largest_chunk(X):
-    """Rows in the largest row chunk of a dask or zarr array."""
-    rows = X.chunks[0]
-    return max(rows) if isinstance(rows, tuple) else rows

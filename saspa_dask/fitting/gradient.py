@@ -181,15 +181,15 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
             terms = float(evidence_site_terms(log_z, m, s, t, n, alpha).sum())
         kt_sum = float(E.sum())
         if kernel is not None and kernel.form == "additive":
-            moments, kt_sum = _additive_moments(raw_rows(X[rows]), Bt, means, lengthscale, full,
-                                                kernel.factors)
+            moments, kt_sum = _additive_moments(raw_rows(X)[rows], Bt, means, lengthscale,
+                                                full, kernel.factors)
             sines = ()
         elif fourier is None:
             moments = [cross_moments(X[rows], weights, means, scale, full) for scale, weights
                        in _kernel_terms(X[rows], Bt, E, means, lengthscale, kernel)]
             moments, sines = [np.stack(m) for m in zip(*moments)], ()
         else:
-            moments, sines = _fourier_moments(raw_rows(X[rows]), Bt, E, means, lengthscale, fourier)
+            moments, sines = _fourier_moments(raw_rows(X)[rows], Bt, E, means, lengthscale, fourier)
         part = GradientSummary(*moments, G.T @ phi, float(g.sum()), lik, terms,
                                int((~valid).sum()), kt_sum, *sines)
         summary = part if summary is None else summary.merge(part)

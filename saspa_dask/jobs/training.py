@@ -23,9 +23,9 @@ from ..files.atomic import check_destination, check_pointer, reading, write_late
 from ..files.outputs import MODEL
 from ..files.errors import StoreError
 from ..files.groups import zarr_array
+from ..parameters import bases_for_rows
 from ..storage.data_store import (check_identity, input_arrays, open_data_store,
                                   store_identity)
-from ..parameters import bases_for_rows
 from ..storage.encoding import like_encoding
 from ..storage.scores import evaluate as evaluate_store
 from ..storage import save_model
