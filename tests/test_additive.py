@@ -180,6 +180,9 @@ def test_additive_terms_and_refusals_by_name():
         additive_terms_of(["a", "b", "c"], None, 2)
     with pytest.raises(ValueError, match="every input in one term"):
         additive_terms_of(["a", "a"], None, 2)
+    # groups written as lists of input indices are refused as such, not counted as labels
+    with pytest.raises(ValueError, match="one label per input, not lists of input indices"):
+        additive_terms_of([[0, 1], [2]], None, 3)
     X, y = np.random.default_rng(0).normal(size=(40, 2)), np.arange(40.0)
     with pytest.raises(ValueError, match="not with frequency features"):
         SASPARegressor(4, additive_groups=[0, 1], blur="fourier").fit(X, y)

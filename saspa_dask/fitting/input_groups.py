@@ -110,9 +110,14 @@ def additive_terms_of(additive_groups, feature_names, d):
         else:
             terms = _first_appearance(labels)
     else:
+        if any(isinstance(label, (list, tuple, np.ndarray)) for label in additive_groups):
+            raise ValueError("additive_groups takes one label per input, not lists of "
+                             "input indices: e.g. [0, 0, 1] puts inputs 0 and 1 in one "
+                             "term and input 2 in another")
         terms = _first_appearance([str(label) for label in additive_groups])
     if terms.size != d:
-        raise ValueError(f"additive_groups has {terms.size} labels for {d} inputs")
+        raise ValueError(f"additive_groups has {terms.size} labels for {d} inputs: give "
+                         "one label per input (inputs with equal labels form one term)")
     if terms.max() == 0:
         raise ValueError("additive_groups puts every input in one term: that is one "
                          "kernel (leave additive_groups at None)")
