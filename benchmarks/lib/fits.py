@@ -11,10 +11,11 @@ from threadpoolctl import threadpool_limits
 from .metrics import regression_scores
 
 
-def regressor_fit(Xtr, ytr, Xte, yte, **params):
+def regressor_fit(Xtr, ytr, Xte, yte, keep_model=False, **params):
     """``SASPARegressor(**params)`` on (Xtr, ytr), scored on (Xte, yte): CPU seconds
-    of the fit, test RMSE and NLPD, learning's iterations, stop reason and stages, and
-    the energy per training row."""
+    of the fit, test RMSE and NLPD, learning's iterations, stop reason and stages, the
+    energy per training row and the learnt noise variance (and the model itself under
+    ``"model"`` with ``keep_model``)."""
     from saspa_dask import SASPARegressor
 
     with warnings.catch_warnings(), threadpool_limits(1):
@@ -28,4 +29,6 @@ def regressor_fit(Xtr, ytr, Xte, yte, **params):
             **regression_scores(mean, var + model.noise_variance_, yte),
             "iterations": info.get("n_iterations"), "stop_reason": info.get("stop_reason"),
             "stages": [(s["rows"], s["n_iterations"]) for s in info.get("stages", [])],
-            "energy_per_row": model.log_evidence_ / len(ytr)}
+            "energy_per_row": model.log_evidence_ / len(ytr),
+            "noise_variance": float(model.noise_variance_),
+            **({"model": model} if keep_model else {})}
