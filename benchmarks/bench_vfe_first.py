@@ -3,8 +3,8 @@
 On the papers' splits of ``../shared/datasets/`` (inputs and targets standardised on the
 training rows), for each seed: ``SASPARegressor(n_bases=M, random_state=seed)`` with
 its defaults; then two fits through the public API, one after the other, whose CPU is
-added: learning with ``alpha=--first-alpha`` (delta bases, ``exact_start=--first-exact-start``,
-every other default), and
+added: learning with ``alpha=--first-alpha`` (``blur=--blur``, delta by default;
+``exact_start=--first-exact-start``; every other default), and
 learning on from its bases, lengthscales, signal and noise at ``alpha=1`` (FITC-EP, the
 model that is scored).  Why: on Pole Telecomm the defaults stop on an optimum whose
 noise has collapsed (the residual taken by FITC's per-row variance) and whose mean
@@ -28,14 +28,14 @@ from lib.output import add_quick_option, parse, record
 from saspa_dask.parameters.schema import parse_exact_start
 
 
-def vfe_first(Xtr, ytr, Xte, yte, M, seed, first_alpha, exact_start="auto"):
+def vfe_first(Xtr, ytr, Xte, yte, M, seed, first_alpha, exact_start="auto", blur="delta"):
     """The two fits; the second's scores, with both fits' CPU and records."""
     first = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=M, random_state=seed,
-                               blur="delta", alpha=first_alpha, exact_start=exact_start,
+                               blur=blur, alpha=first_alpha, exact_start=exact_start,
                                keep_model=True)
     model = first.pop("model")
     second = fits.regressor_fit(
-        Xtr, ytr, Xte, yte, n_bases=M, random_state=seed, blur="delta",
+        Xtr, ytr, Xte, yte, n_bases=M, random_state=seed, blur=blur,
         bases=model.bases_, lengthscale=model.lengthscale_,
         signal_variance=model.signal_variance_, noise_variance=model.noise_variance_,
         exact_start=False)
@@ -52,6 +52,7 @@ def main():
     parser.add_argument("--first-alpha", type=float, default=1e-3)
     parser.add_argument("--first-exact-start", default="auto",
                         help="the first fit's exact_start (auto, on or off)")
+    parser.add_argument("--blur", default="delta", help="both fits' blur (delta, auto, ...)")
     parser.add_argument("--out", default="vfe_first.json")
     add_quick_option(parser, sets=["kin40k"], seeds=[0], bases=8, rows=1000)
     args = parse(parser)
@@ -63,7 +64,7 @@ def main():
             defaults = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=args.bases,
                                           random_state=seed)
             two = vfe_first(Xtr, ytr, Xte, yte, args.bases, seed, args.first_alpha,
-                            parse_exact_start(args.first_exact_start))
+                            parse_exact_start(args.first_exact_start), args.blur)
             record(report, {"set": name, "seed": seed, "M": args.bases,
                             "defaults": defaults, "vfe_first": two}, args.out)
     print("\n| set | seed | defaults: RMSE / NLPD (CPU s) | alpha first, then 1 | "
