@@ -15,13 +15,20 @@ standardised units.  Writes ``results/vfe_first.json``.
     python benchmarks/bench_vfe_first.py                       # 3 sets, seeds 0-2, M = 64
     python benchmarks/bench_vfe_first.py --sets pol --bases 256 --seeds 0
     python benchmarks/bench_vfe_first.py --quick               # smoke: 1,000 rows, M = 8
+    python benchmarks/bench_vfe_first.py --sets pol --seeds 0 --from-sgpr 300 \
+        --out vfe_first_diagnosis.json      # also: SGPR to convergence, SASPA from it
+
+``--from-sgpr SECONDS``: the diagnosis first, for each set and seed: GPyTorch's SGPR
+from the K-means centres until it converges (or its CPU reaches SECONDS), then SASPA
+(delta bases, alpha = 1) learning from SGPR's inducing inputs, lengthscales, signal and
+noise variances, against SASPA with delta bases from K-means.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from lib import data, fits
+from lib import data, fits, sgpr
 from lib.machine import start_report
 from lib.output import add_quick_option, parse, record
 
@@ -43,6 +50,32 @@ def vfe_first(Xtr, ytr, Xte, yte, M, seed, first_alpha, exact_start="auto", blur
             "first": first, "second_cpu_seconds": second["cpu_seconds"]}
 
 
+def from_sgpr(Xtr, ytr, Xte, yte, M, seed, seconds):
+    """SGPR to convergence, SASPA learning from its values, SASPA from K-means."""
+    from saspa_dask import Basis, kmeans_bases
+
+    learnt = {}
+
+    def score(model, likelihood):
+        kernel = model.covar_module
+        learnt.update(
+            inputs=kernel.inducing_points.detach().numpy().copy(),
+            lengthscale=kernel.base_kernel.base_kernel.lengthscale.detach().numpy().ravel(),
+            signal_variance=float(kernel.base_kernel.outputscale.detach()),
+            noise_variance=float(likelihood.noise.detach()))
+        return sgpr.scores(model, likelihood, Xte, yte)
+
+    centres = kmeans_bases(Xtr, M, random_state=seed).means
+    (peer,) = sgpr.train(Xtr, ytr, centres, [seconds], score=score)
+    start = dict(bases=Basis(learnt["inputs"], None), lengthscale=learnt["lengthscale"],
+                 signal_variance=learnt["signal_variance"],
+                 noise_variance=learnt["noise_variance"], exact_start=False)
+    common = dict(n_bases=M, random_state=seed, blur="delta")
+    return {"sgpr": peer, "sgpr_noise_variance": learnt["noise_variance"],
+            "from_sgpr": fits.regressor_fit(Xtr, ytr, Xte, yte, **common, **start),
+            "from_kmeans": fits.regressor_fit(Xtr, ytr, Xte, yte, **common)}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", nargs="+", default=["pol", "kin40k", "pumadyn32nm"])
@@ -53,6 +86,8 @@ def main():
     parser.add_argument("--first-exact-start", default="auto",
                         help="the first fit's exact_start (auto, on or off)")
     parser.add_argument("--blur", default="delta", help="both fits' blur (delta, auto, ...)")
+    parser.add_argument("--from-sgpr", type=float, default=None, metavar="SECONDS",
+                        help="the diagnosis first (SGPR's CPU budget)")
     parser.add_argument("--out", default="vfe_first.json")
     add_quick_option(parser, sets=["kin40k"], seeds=[0], bases=8, rows=1000)
     args = parse(parser)
@@ -61,12 +96,14 @@ def main():
         Xtr, ytr, Xte, yte, _ = data.paper_split(name)
         Xtr, ytr = Xtr[:args.rows], ytr[:args.rows]
         for seed in args.seeds:
+            diagnosis = {} if args.from_sgpr is None else {"diagnosis": from_sgpr(
+                Xtr, ytr, Xte, yte, args.bases, seed, args.from_sgpr)}
             defaults = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=args.bases,
                                           random_state=seed)
             two = vfe_first(Xtr, ytr, Xte, yte, args.bases, seed, args.first_alpha,
                             parse_exact_start(args.first_exact_start), args.blur)
             record(report, {"set": name, "seed": seed, "M": args.bases,
-                            "defaults": defaults, "vfe_first": two}, args.out)
+                            "defaults": defaults, "vfe_first": two, **diagnosis}, args.out)
     print("\n| set | seed | defaults: RMSE / NLPD (CPU s) | alpha first, then 1 | "
           "the first fit alone |")
     print("|---|---|---|---|---|")

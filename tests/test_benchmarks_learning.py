@@ -364,8 +364,11 @@ def test_bench_vfe_first_quick(tmp_path):
     then alpha = 1 from its values) predict better than the training mean (RMSE below
     the standardised targets' 1; 0.617 and 0.637 measured), the recipe's CPU is its two
     fits', and the first fit, which does not shrink the noise, learns more of it than
-    FITC-EP from its values does (0.58 against 1e-4 measured)."""
-    report = _quick_results("bench_vfe_first.py", tmp_path, "vfe_first.json")
+    FITC-EP from its values does (0.58 against 1e-4 measured).  The diagnosis: SGPR
+    scored once its CPU reaches 5 s or where it stopped first, its learnt noise
+    positive, and SASPA from its values and from K-means predicting."""
+    report = _quick_results("bench_vfe_first.py", tmp_path, "vfe_first.json",
+                            "--from-sgpr", "5")
     (run,) = report["runs"]
     assert (run["set"], run["seed"], run["M"]) == ("kin40k", 0, 8)
     two, first = run["vfe_first"], run["vfe_first"]["first"]
@@ -374,3 +377,8 @@ def test_bench_vfe_first_quick(tmp_path):
     assert two["cpu_seconds"] == pytest.approx(first["cpu_seconds"]
                                                + two["second_cpu_seconds"], rel=1e-12)
     assert first["noise_variance"] > 10 * two["noise_variance"]
+    diagnosis = run["diagnosis"]
+    assert diagnosis["sgpr"]["cpu_seconds"] >= 5 or diagnosis["sgpr"]["stopped"]
+    assert diagnosis["sgpr_noise_variance"] > 0
+    for fit in (diagnosis["sgpr"], diagnosis["from_sgpr"], diagnosis["from_kmeans"]):
+        assert 0 < fit["rmse"] < 0.9 and np.isfinite(fit["nlpd"])
