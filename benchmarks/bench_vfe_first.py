@@ -18,6 +18,10 @@ standardised units.  Writes ``results/vfe_first.json``.
     python benchmarks/bench_vfe_first.py --sets pol --seeds 0 --from-sgpr 300 \
         --out vfe_first_diagnosis.json      # also: SGPR to convergence, SASPA from it
 
+``--evidence FILE ...``: no fits; for each run of the given reports (under results/),
+which of the two alpha = 1 fits has the higher evidence, and which the better test
+NLPD.
+
 ``--from-sgpr SECONDS``: the diagnosis first, for each set and seed: GPyTorch's SGPR
 from the K-means centres until it converges (or its CPU reaches SECONDS), then SASPA
 (delta bases, alpha = 1) learning from SGPR's inducing inputs, lengthscales, signal and
@@ -76,6 +80,26 @@ def from_sgpr(Xtr, ytr, Xte, yte, M, seed, seconds):
             "from_kmeans": fits.regressor_fit(Xtr, ytr, Xte, yte, **common)}
 
 
+def evidence_picks(names):
+    """Print, per run of the reports ``names``, the fit the evidence picks and the one
+    with the better test NLPD."""
+    import json
+
+    from lib.output import RESULTS
+
+    print("| report | set | seed | energy per row: defaults, recipe | test NLPD: defaults, "
+          "recipe | higher evidence | better NLPD |")
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        for run in json.loads((RESULTS / name).read_text())["runs"]:
+            a, b = run["defaults"], run["vfe_first"]
+            pick = "recipe" if b["energy_per_row"] > a["energy_per_row"] else "defaults"
+            best = "recipe" if b["nlpd"] < a["nlpd"] else "defaults"
+            print(f"| {name} | {run['set']} | {run['seed']} | {a['energy_per_row']:.3f}, "
+                  f"{b['energy_per_row']:.3f} | {a['nlpd']:.3f}, {b['nlpd']:.3f} | {pick} | "
+                  f"{best} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", nargs="+", default=["pol", "kin40k", "pumadyn32nm"])
@@ -88,9 +112,13 @@ def main():
     parser.add_argument("--blur", default="delta", help="both fits' blur (delta, auto, ...)")
     parser.add_argument("--from-sgpr", type=float, default=None, metavar="SECONDS",
                         help="the diagnosis first (SGPR's CPU budget)")
+    parser.add_argument("--evidence", nargs="+", metavar="FILE",
+                        help="no fits: the evidence's picks in these reports")
     parser.add_argument("--out", default="vfe_first.json")
     add_quick_option(parser, sets=["kin40k"], seeds=[0], bases=8, rows=1000)
     args = parse(parser)
+    if args.evidence:
+        return evidence_picks(args.evidence)
     report = start_report(args, runs=[])
     for name in args.sets:
         Xtr, ytr, Xte, yte, _ = data.paper_split(name)
