@@ -31,11 +31,9 @@ def one_fit(split, tol, seed, n_bases, rows, stages=None):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sets", nargs="+", default=["pumadyn32nm", "kin40k", "pol"])
+    data.add_paper_set_options(parser, sets=("pumadyn32nm", "kin40k", "pol"), seeds=(0,),
+                               bases=None)
     parser.add_argument("--tols", type=float, nargs="+", default=[1e-4, 1e-3, 3e-4])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--bases", type=int, default=None, help="default: the estimator's")
-    parser.add_argument("--rows", type=int, default=None, help="first training rows only")
     parser.add_argument("--hyper-subsample", default=None,
                         help="learning's stages, as saspa train takes them (default: the "
                              "estimator's)")

@@ -42,10 +42,7 @@ def peers(Xtr, ytr, Xte, yte, M, seed, budgets):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sets", nargs="+", default=["pol", "kin40k", "pumadyn32nm"])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--bases", type=int, default=64)
-    parser.add_argument("--rows", type=int, default=None, help="first training rows only")
+    data.add_paper_set_options(parser)
     parser.add_argument("--multiples", type=float, nargs="+", default=[1, 5],
                         help="the peers are scored at these multiples of the defaults' CPU")
     parser.add_argument("--out", default="sparse_peers.json")
@@ -54,8 +51,7 @@ def main():
     report = start_report(args, lambda: matmul_rate(threads=1), "torch", "gpytorch",
                           runs=[])
     for name in args.sets:
-        Xtr, ytr, Xte, yte, _ = data.paper_split(name)
-        Xtr, ytr = Xtr[:args.rows], ytr[:args.rows]
+        Xtr, ytr, Xte, yte, _ = data.paper_split(name, args.rows)
         for seed in args.seeds:
             saspa = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=args.bases,
                                        random_state=seed)

@@ -102,10 +102,7 @@ def evidence_picks(names):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sets", nargs="+", default=["pol", "kin40k", "pumadyn32nm"])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--bases", type=int, default=64)
-    parser.add_argument("--rows", type=int, default=None, help="first training rows only")
+    data.add_paper_set_options(parser)
     parser.add_argument("--first-alpha", type=float, default=1e-3)
     parser.add_argument("--first-exact-start", default="auto",
                         help="the first fit's exact_start (auto, on or off)")
@@ -121,8 +118,7 @@ def main():
         return evidence_picks(args.evidence)
     report = start_report(args, runs=[])
     for name in args.sets:
-        Xtr, ytr, Xte, yte, _ = data.paper_split(name)
-        Xtr, ytr = Xtr[:args.rows], ytr[:args.rows]
+        Xtr, ytr, Xte, yte, _ = data.paper_split(name, args.rows)
         for seed in args.seeds:
             diagnosis = {} if args.from_sgpr is None else {"diagnosis": from_sgpr(
                 Xtr, ytr, Xte, yte, args.bases, seed, args.from_sgpr)}

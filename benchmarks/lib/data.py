@@ -81,9 +81,21 @@ def held_out_split(X, y, seed, train_rows):
             (y[test] - my) / sy)
 
 
-def paper_split(name):
+def add_paper_set_options(parser, sets=("pol", "kin40k", "pumadyn32nm"), seeds=(0, 1, 2),
+                          bases=64):
+    """``--sets``, ``--seeds``, ``--bases`` and ``--rows`` of a benchmark on the papers'
+    splits (:func:`paper_split`), with these defaults."""
+    parser.add_argument("--sets", nargs="+", default=list(sets))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
+    parser.add_argument("--bases", type=int, default=bases,
+                        help=None if bases else "default: the estimator's")
+    parser.add_argument("--rows", type=int, default=None, help="first training rows only")
+
+
+def paper_split(name, rows=None):
     """(Xtr, ytr, Xte, yte, y sd) of a papers' split (:data:`PAPER_SETS`), inputs and
-    targets standardised on its training rows."""
+    targets standardised on its training rows (then only the first ``rows`` of them
+    kept, if given)."""
     out = []
     for part in ("train", "test"):
         data = np.loadtxt(_path(f"{name}_{part}"), delimiter=",", skiprows=1)
@@ -92,7 +104,7 @@ def paper_split(name):
     mean, std = Xtr.mean(0), Xtr.std(0)
     std[std == 0] = 1.0
     y_mean, y_std = ytr.mean(), ytr.std()
-    return ((Xtr - mean) / std, (ytr - y_mean) / y_std, (Xte - mean) / std,
+    return ((Xtr[:rows] - mean) / std, (ytr[:rows] - y_mean) / y_std, (Xte - mean) / std,
             (yte - y_mean) / y_std, float(y_std))
 
 
