@@ -16,9 +16,8 @@ from saspa_dask.datasets import synthetic_two_class
 
 def _traced_peak(n_rows, path):
     X, y = synthetic_two_class(n_rows, 2, 0)
-    # chunks of one size at both N (a chunk's work runs in this process here); 50,000
-    # rows: the per-task cost under tracing is paid 20 times at 10^6, not 80
-    X, y = da.from_array(X, chunks=(50_000, 2)), da.from_array(y, chunks=50_000)
+    # chunks of one size at both N: a chunk's work runs in this process here
+    X, y = da.from_array(X, chunks=(12_500, 2)), da.from_array(y, chunks=12_500)
     model = SASPAClassifier(8, blur="delta", hyper_subsample=2000, max_hyper_iter=2,
                             random_state=0, execution={"cache": "none"})
     with dask.config.set(scheduler="threads", num_workers=1), warnings.catch_warnings():
@@ -33,7 +32,7 @@ def _traced_peak(n_rows, path):
 
 
 def test_the_drivers_peak_grows_by_less_than_the_models_sites(tmp_path, monkeypatch):
-    """From 10^5 to 10^6 rows (chunks of 50,000 at both) the peak of the fit and the
+    """From 10^5 to 10^6 rows (chunks of 12,500 at both) the peak of the fit and the
     save grows by less than 16 bytes a row, the bytes of the model's per-row sites
     (tau and nu): the workers keep them on disk and the save copies them a slab at a
     time (here slabs of 2^16 rows).  What grows is the permutation that draws the
@@ -55,7 +54,7 @@ def _traced_retrain_peak(n_rows, path):
     from saspa_dask import load_model
 
     X, y = synthetic_two_class(n_rows, 2, 0)
-    X, y = da.from_array(X, chunks=(50_000, 2)), da.from_array(y, chunks=50_000)
+    X, y = da.from_array(X, chunks=(12_500, 2)), da.from_array(y, chunks=12_500)
     params = dict(blur="delta", hyper_subsample=2000, max_hyper_iter=2, random_state=0,
                   execution={"cache": "none"})
     with dask.config.set(scheduler="threads", num_workers=1), warnings.catch_warnings():
