@@ -20,13 +20,13 @@ from lib.machine import matmul_rate, start_report
 from lib.output import add_quick_option, parse, record
 
 
-def one_fit(split, tol, seed, n_bases, rows, stages=None):
+def one_fit(split, tol, seed, n_bases, stages=None):
     Xtr, ytr, Xte, yte, _ = split
     extra = {} if n_bases is None else {"n_bases": n_bases}
     if stages is not None:
         extra["hyper_subsample"] = stages
     return {"tol": tol, "seed": seed, **fits.regressor_fit(
-        Xtr[:rows], ytr[:rows], Xte, yte, hyper_tol=tol, random_state=seed, **extra)}
+        Xtr, ytr, Xte, yte, hyper_tol=tol, random_state=seed, **extra)}
 
 
 def main():
@@ -42,10 +42,10 @@ def main():
     args = parse(parser)
     report = start_report(args, rate=lambda: matmul_rate(threads=1), runs=[])
     for name in args.sets:
-        split = data.paper_split(name)
+        split = data.paper_split(name, args.rows)
         for seed in args.seeds:
             for tol in args.tols:
-                run = {"set": name, **one_fit(split, tol, seed, args.bases, args.rows,
+                run = {"set": name, **one_fit(split, tol, seed, args.bases,
                                               args.hyper_subsample)}
                 record(report, run, args.out)
     print("\n| set | hyper_tol | RMSE | NLPD | CPU s | iterations | energy / row |")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 
 from lib import data, fits, sgpr
-from lib.machine import start_report
+from lib.machine import matmul_rate, start_report
 from lib.output import add_quick_option, parse, record
 
 from saspa_dask.parameters.schema import parse_exact_start
@@ -62,13 +62,8 @@ def from_sgpr(Xtr, ytr, Xte, yte, M, seed, seconds):
 
     learnt = {}
 
-    def score(model, likelihood):
-        kernel = model.covar_module
-        learnt.update(
-            inputs=kernel.inducing_points.detach().numpy().copy(),
-            lengthscale=kernel.base_kernel.base_kernel.lengthscale.detach().numpy().ravel(),
-            signal_variance=float(kernel.base_kernel.outputscale.detach()),
-            noise_variance=float(likelihood.noise.detach()))
+    def score(model, likelihood):  # called where SGPR is scored: at its end here
+        learnt.update(sgpr.learnt_values(model, likelihood))
         return sgpr.scores(model, likelihood, Xte, yte)
 
     centres = kmeans_bases(Xtr, M, random_state=seed).means
@@ -125,7 +120,7 @@ def main():
     args = parse(parser)
     if args.evidence:
         return evidence_picks(args.evidence)
-    report = start_report(args, runs=[])
+    report = start_report(args, lambda: matmul_rate(threads=1), "torch", "gpytorch", runs=[])
     for name in args.sets:
         for seed in args.seeds:
             Xtr, ytr, Xte, yte = split(name, seed, args.rows)

@@ -49,6 +49,16 @@ def sgpr_model(X, y, centres):
     return model, likelihood
 
 
+def learnt_values(model, likelihood):
+    """What the model has learnt, as plain arrays and floats: its inducing inputs,
+    ARD lengthscales, signal and noise variances."""
+    kernel = model.covar_module
+    return {"inputs": kernel.inducing_points.detach().numpy().copy(),
+            "lengthscale": kernel.base_kernel.base_kernel.lengthscale.detach().numpy().ravel(),
+            "signal_variance": float(kernel.base_kernel.outputscale.detach()),
+            "noise_variance": float(likelihood.noise.detach())}
+
+
 def scores(model, likelihood, X, y):
     """Test RMSE and NLPD (targets in the units they were trained in)."""
     import gpytorch
