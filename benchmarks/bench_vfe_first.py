@@ -41,11 +41,14 @@ from lib.output import add_quick_option, parse, record
 from saspa_dask.parameters.schema import parse_exact_start
 
 
-def vfe_first(Xtr, ytr, Xte, yte, M, seed, first_alpha, exact_start="auto", blur="delta"):
-    """The two fits; the second's scores, with both fits' CPU and records."""
+def vfe_first(Xtr, ytr, Xte, yte, M, seed, first_alpha, exact_start="auto", blur="delta",
+              first_rows=None):
+    """The two fits; the second's scores, with both fits' CPU and records
+    (``first_rows``: the first fit learns on a sample of that many rows)."""
+    sample = {} if first_rows is None else {"hyper_subsample": first_rows}
     first = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=M, random_state=seed,
                                blur=blur, alpha=first_alpha, exact_start=exact_start,
-                               keep_model=True)
+                               keep_model=True, **sample)
     model = first.pop("model")
     second = fits.regressor_fit(
         Xtr, ytr, Xte, yte, n_bases=M, random_state=seed, blur=blur,
@@ -111,6 +114,15 @@ def main():
     parser.add_argument("--first-exact-start", default="auto",
                         help="the first fit's exact_start (auto, on or off)")
     parser.add_argument("--blur", default="delta", help="both fits' blur (delta, auto, ...)")
+    parser.add_argument("--start", default="two-fits",
+                        choices=("two-fits", "variational", "both"),
+                        help="the recipe as two fits of this script, or the estimator's "
+                             "learning_start (variational: the same fits; both: the higher "
+                             "evidence of it and the defaults)")
+    parser.add_argument("--first-rows", type=int, default=None,
+                        help="the first fit learns on a sample of this many rows")
+    parser.add_argument("--no-defaults", action="store_true",
+                        help="skip the defaults' fit (compare with an earlier report's)")
     parser.add_argument("--from-sgpr", type=float, default=None, metavar="SECONDS",
                         help="the diagnosis first (SGPR's CPU budget)")
     parser.add_argument("--evidence", nargs="+", metavar="FILE",
@@ -126,22 +138,31 @@ def main():
             Xtr, ytr, Xte, yte = split(name, seed, args.rows)
             diagnosis = {} if args.from_sgpr is None else {"diagnosis": from_sgpr(
                 Xtr, ytr, Xte, yte, args.bases, seed, args.from_sgpr)}
-            defaults = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=args.bases,
-                                          random_state=seed)
-            two = vfe_first(Xtr, ytr, Xte, yte, args.bases, seed, args.first_alpha,
-                            parse_exact_start(args.first_exact_start), args.blur)
+            defaults = None if args.no_defaults else fits.regressor_fit(
+                Xtr, ytr, Xte, yte, n_bases=args.bases, random_state=seed)
+            if args.start == "two-fits":
+                two = vfe_first(Xtr, ytr, Xte, yte, args.bases, seed, args.first_alpha,
+                                parse_exact_start(args.first_exact_start), args.blur,
+                                args.first_rows)
+            else:
+                two = fits.regressor_fit(
+                    Xtr, ytr, Xte, yte, n_bases=args.bases, random_state=seed,
+                    learning_start=args.start,
+                    exact_start=parse_exact_start(args.first_exact_start))
             record(report, {"set": name, "seed": seed, "M": args.bases,
                             "defaults": defaults, "vfe_first": two, **diagnosis}, args.out)
     print("\n| set | seed | defaults: RMSE / NLPD (CPU s) | alpha first, then 1 | "
-          "the first fit alone |")
+          "the first fit alone (or the start kept) |")
     print("|---|---|---|---|---|")
     for r in report["runs"]:
-        d, v = r["defaults"], r["vfe_first"]
-        f = v["first"]
+        nan = dict.fromkeys(("rmse", "nlpd", "cpu_seconds"), float("nan"))
+        d, v = r["defaults"] or nan, r["vfe_first"]
+        f = v.get("first")
+        last = (v.get("start", {}).get("kept", "-") if f is None else
+                f"{f['rmse']:.4f} / {f['nlpd']:.3f} ({f['cpu_seconds']:.1f})")
         print(f"| {r['set']} | {r['seed']} | {d['rmse']:.4f} / {d['nlpd']:.3f} "
               f"({d['cpu_seconds']:.1f}) | {v['rmse']:.4f} / {v['nlpd']:.3f} "
-              f"({v['cpu_seconds']:.1f}) | {f['rmse']:.4f} / {f['nlpd']:.3f} "
-              f"({f['cpu_seconds']:.1f}) |")
+              f"({v['cpu_seconds']:.1f}) | {last} |")
 
 
 if __name__ == "__main__":

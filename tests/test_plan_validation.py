@@ -54,6 +54,14 @@ RULES = [  # (estimator, parameters, what the refusal says)
      "hyper_subsample must be increasing row counts"),
     (SASPAClassifier, dict(hyper_subsample="20000,lots"),
      "hyper_subsample must be increasing row counts"),
+    (SASPARegressor, dict(learning_start="both", blur="full"),
+     "learning_start='both' learns near the variational fit first, which needs delta"),
+    (SASPARegressor, dict(learning_start="variational", likelihood="poisson"),
+     "which needs the gaussian likelihood (not 'poisson')"),
+    (SASPARegressor, dict(learning_start="both", learning="stochastic"),
+     "which needs full-batch learning"),
+    (SASPARegressor, dict(learning_start="both", optimize_hyperparameters=False),
+     "which needs learning (optimize_hyperparameters=True)"),
 ]
 
 
@@ -102,6 +110,8 @@ CLI_RULES = [
     (("--task", "regression", "--likelihood", "student_t", "--min-noise-variance", "0.1"),
      "the student_t likelihood has none"),
     (("--hyper-subsample", "2000,1000"), "hyper_subsample must be increasing"),
+    (("--task", "regression", "--learning-start", "both", "--blur", "diagonal"),
+     "learns near the variational fit first"),
 ]
 
 

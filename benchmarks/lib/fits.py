@@ -31,4 +31,6 @@ def regressor_fit(Xtr, ytr, Xte, yte, keep_model=False, **params):
             "stages": [(s["rows"], s["n_iterations"]) for s in info.get("stages", [])],
             "energy_per_row": model.log_evidence_ / len(ytr),
             "noise_variance": float(model.noise_variance_),
+            **({"start": info["start"]} if "learning_start" in info.get("start", {})
+               else {}),
             **({"model": model} if keep_model else {})}

@@ -137,7 +137,12 @@ def _print_learning(summary):
                      f"{', '.join(info['at_bounds']) or 'none'}")
         click.echo(f"{'hyperparameters':>17}: {line}")
         start = info.get("start")
-        if start is not None:
+        if start is not None and "learning_start" in start:
+            click.echo(f"{'learning start':>17}: {start['learning_start']}, kept the "
+                       f"{start['kept']} start (log evidence " + ", ".join(
+                           f"{name} {fit['log_evidence'] or float('nan'):.6g}"
+                           for name, fit in start["fits"].items()) + ")")
+        if start is not None and "method" in start:
             checked = (f"; checked after learning: ended at {start['energy_learnt']:.6g}, "
                        f"{start['energy_at_exact_start']:.6g} at the exact GP's start"
                        if start.get("checked_after_learning") else "")

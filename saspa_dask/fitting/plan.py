@@ -35,6 +35,7 @@ from .learning_advice import (LearningStoppedWarning, LearntBoundWarning, bound_
 from .posterior import FittedPosterior, stacked
 from .settings import Execution, StochasticLearning
 from .stages import check_init_sites, stage_sizes
+from ..parameters import LEARNING_STARTS
 
 __all__ = ["FitPlan", "FitResult", "REPORT_ATTRIBUTES", "REPORT_ARRAYS"]
 
@@ -93,6 +94,7 @@ class FitPlan:
     learn_offset: bool = False
     log_target: bool = False
     exact_start: object = False
+    learning_start: str = "data"
     min_noise_variance: float | None = None
     n_restarts_optimizer: int = 0
     hyper_subsample: object = None
@@ -176,9 +178,32 @@ class FitPlan:
                 "noise_variance" not in likelihood.learnable:
             raise ValueError("min_noise_variance is a floor of the gaussian likelihood's "
                              f"noise variance; the {likelihood.name} likelihood has none")
+        self._validate_learning_start(likelihood)
         if self.learn_offset and n_problems is not None and n_problems > 1:
             raise ValueError("learn_offset needs one EP problem (a regression or a "
                              "binary classification), not one per class")
+
+    def _validate_learning_start(self, likelihood):
+        """A learning start other than the data's: learnt regression with the gaussian
+        likelihood, full-batch, delta bases (``blur`` "auto" or "delta")."""
+        start = self.learning_start
+        if start not in LEARNING_STARTS:
+            raise ValueError(f"learning_start={start!r} is none of "
+                             f"{', '.join(LEARNING_STARTS)}")
+        if start == "data":
+            return
+        why = None
+        if not self.optimize_hyperparameters:
+            why = "learning (optimize_hyperparameters=True)"
+        elif self.stochastic_learning:
+            why = "full-batch learning (learning='full-batch')"
+        elif self.blur not in ("auto", "delta"):
+            why = f"delta bases (blur 'auto' or 'delta', not {self.blur!r})"
+        elif likelihood is not None and "noise_variance" not in likelihood.learnable:
+            why = f"the gaussian likelihood (not {likelihood.name!r})"
+        if why:
+            raise ValueError(f"learning_start={start!r} learns near the variational fit "
+                             f"first, which needs {why}")
 
     @single_scipy_thread
     def run(self, X, targets, likelihood, *, signal_variance, column_std, labels=None,

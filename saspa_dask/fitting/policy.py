@@ -70,6 +70,10 @@ class FitPolicy:
     #: ("Cheaper learning evaluations": the same held-out numbers in less CPU)
     learning_ep_tol: float = 1e-4
 
+    # -- learning near the variational fit first (fitting.learning_start) --------------
+    #: Power EP's alpha of that first learning (near Titsias' bound at alpha -> 0)
+    variational_alpha: float = 1e-3
+
     # -- an exact GP's start (fitting.exact_start; "An exact GP's start") --------------
     #: rows of the seeded sample the exact GP is fitted on
     exact_start_rows: int = 512

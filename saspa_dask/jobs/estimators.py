@@ -22,7 +22,8 @@ LIKELIHOODS = {"classification": CLASSIFICATION_LIKELIHOODS,
 # likelihood parameters of one task only
 _TASK_ONLY = {"classification": ("label_noise",),
               "regression": ("noise_variance", "dof", "scale", "learn_offset",
-                             "min_noise_variance", "log_target", "exact_start")}
+                             "min_noise_variance", "log_target", "exact_start",
+                             "learning_start")}
 
 
 def canonical_options(options, parameters=TRAIN_PARAMETERS, where="option"):

@@ -29,6 +29,7 @@ from ..fitting.basis_parameters import LEARN_BASES
 from ..fitting.held_out import HeldOut, HeldOutError
 from ..fitting.input_groups import FEATURE_GROUP_RULES, FEATURE_GROUPS_AUTO
 from ..fitting.new_rows import adf_pass, update_pass
+from ..fitting.learning_start import run_plan
 from ..fitting.plan import REPORT_ARRAYS, REPORT_ATTRIBUTES, FitPlan
 from .predictor import PosteriorModel
 from .settings import (APPROXIMATIONS, LEARNING_METHODS, EPSchedule, Execution,
@@ -152,8 +153,9 @@ class SASPABase(PosteriorModel):
         store's columns and content): the posterior keeps the names (scoring matches
         columns by them) and the report the fingerprint.
         """
-        result = self._fit_plan(damping).run(
-            X, targets, likelihood, signal_variance=signal_variance, column_std=column_std,
+        result = run_plan(
+            self._fit_plan(damping), X, targets, likelihood,
+            signal_variance=signal_variance, column_std=column_std,
             labels=labels, init_sites=init_sites, centre=centre, progress=progress,
             offset=offset, classes=classes,
             feature_names=column_names_of(self, column_names), held_out=held_out)

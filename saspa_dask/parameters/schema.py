@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["APPROXIMATIONS", "BLUR_CHOICES", "CLASSIFICATION_LIKELIHOODS",
-           "KERNEL_CHOICES", "LEARN_BASES_CHOICES", "Parameter",
+           "KERNEL_CHOICES", "LEARN_BASES_CHOICES", "LEARNING_STARTS", "Parameter",
            "REGRESSION_LIKELIHOODS", "bases_for_rows", "parse_exact_start",
            "parse_n_bases", "parse_stages"]
 
@@ -19,6 +19,8 @@ KERNEL_CHOICES = ("se", "matern12", "matern32", "matern52")
 CLASSIFICATION_LIKELIHOODS = ("probit", "logistic", "step", "noisy_probit")
 REGRESSION_LIKELIHOODS = ("gaussian", "student_t", "poisson")
 LEARN_BASES_CHOICES = ("auto", "none", "means", "means+blur")
+# where regression's learning starts (saspa_dask.fitting.learning_start)
+LEARNING_STARTS = ("data", "variational", "both")
 
 
 @dataclass(frozen=True)

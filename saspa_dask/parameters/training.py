@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .schema import (APPROXIMATIONS, AUTO_BASES, AUTO_BASES_LARGE, AUTO_LARGE_ROWS,
                      BLUR_CHOICES, CLASSIFICATION_LIKELIHOODS, KERNEL_CHOICES,
-                     LEARN_BASES_CHOICES, REGRESSION_LIKELIHOODS, Parameter,
+                     LEARN_BASES_CHOICES, LEARNING_STARTS, REGRESSION_LIKELIHOODS, Parameter,
                      parse_exact_start, parse_n_bases, parse_none, parse_stages)
 
 __all__ = ["RETRAIN_PARAMETERS", "TRAIN_PARAMETERS", "by_name"]
@@ -146,6 +146,12 @@ TRAIN_PARAMETERS = (
               "after learning on every row (where the exact GP's start has the higher "
               "energy, learning goes on from it); on / off: always / never.",
               parse=parse_exact_start),
+    Parameter("learning_start", str, "data", "Regression (gaussian, full-batch, delta "
+              "bases): where learning starts: data (K-means and the data's scales), "
+              "variational (learning first near the variational fit, at Power EP's alpha "
+              "0.001, then on at alpha from its values: better where the noise otherwise "
+              "collapses onto its floor), or both (each; the higher EP evidence is kept, "
+              "at about 1.1-2 times the CPU).", choices=LEARNING_STARTS),
     Parameter("hyper_subsample", (int, str, list), 20000, "Learn hyperparameters and bases "
               "on a seeded uniform subsample of this many rows when the data has more, then "
               "run EP on all rows.  Stages: sizes separated by commas, 'all' last to finish "
