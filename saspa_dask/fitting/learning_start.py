@@ -9,8 +9,8 @@ Titsias' variational fit, whose objective does not reward a collapsed noise: lea
 there first (delta bases), then on at the plan's alpha from its bases and values, ends
 on the better optimum.  Elsewhere the data-driven start's optimum is the better one.
 Both end at the plan's alpha, so their EP evidences compare: the higher picked the
-better held-out NLPD in all 24 pairs measured (``benchmarks/RESULTS.md``, "The defaults
-against SVGP and SGPR at equal CPU, M = 64").
+better held-out NLPD in every pair measured (``benchmarks/RESULTS.md``, "Two learning
+starts, the higher evidence kept").
 
 :func:`run_plan` is what the estimators call: :meth:`FitPlan.run` itself for
 ``learning_start="data"``, else the fits above, one after the other.

@@ -97,11 +97,11 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         Titsias' variational fit, whose objective does not reward a noise collapsed
         onto its floor), then on at ``alpha`` from its bases (kept where they are) and
         values.  ``"both"``: each of the two, keeping the fit with the higher EP
-        evidence (it had the better held-out NLPD in every pair measured; about 1.1 to
-        2 times the CPU of ``"data"``).  On Pole Telecomm the variational start's test
+        evidence (it had the better held-out NLPD in every pair measured; 1.1 to 2.7
+        times the CPU of ``"data"``).  On Pole Telecomm the variational start's test
         RMSE is about 30% lower; on Kin-40k and four other tables its NLPD is 0.05 to
-        0.19 nats worse (``benchmarks/RESULTS.md``, "The defaults against SVGP and SGPR
-        at equal CPU, M = 64").  ``hyperparameter_info_["start"]`` says which was kept.
+        0.19 nats worse (``benchmarks/RESULTS.md``, "Two learning starts, the higher
+        evidence kept").  ``hyperparameter_info_["start"]`` says which was kept.
 
     Attributes
     ----------

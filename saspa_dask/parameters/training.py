@@ -151,7 +151,7 @@ TRAIN_PARAMETERS = (
               "variational (learning first near the variational fit, at Power EP's alpha "
               "0.001, then on at alpha from its values: better where the noise otherwise "
               "collapses onto its floor), or both (each; the higher EP evidence is kept, "
-              "at about 1.1-2 times the CPU).", choices=LEARNING_STARTS),
+              "at 1.1-2.7 times the CPU).", choices=LEARNING_STARTS),
     Parameter("hyper_subsample", (int, str, list), 20000, "Learn hyperparameters and bases "
               "on a seeded uniform subsample of this many rows when the data has more, then "
               "run EP on all rows.  Stages: sizes separated by commas, 'all' last to finish "
