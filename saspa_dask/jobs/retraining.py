@@ -53,6 +53,10 @@ def retraining_parameters(old, *, max_sweeps=100, tol=None, anderson_memory=None
               "optimize_hyperparameters": bool(optimize_hyperparameters),
               "learn_bases": (learnt_bases or False) if optimize_hyperparameters else False,
               "verbose": 1, **stopping}  # phase and iteration lines, as train prints
+    if "learning_start" in params:  # learning goes on from the old values, not anew
+        params["learning_start"] = "data"
+    if params.get("blur") == "auto":  # the family the old fit chose (delta after a
+        params["blur"] = old.blur_    # variational start), not the inputs' default
     for attr, param in _CARRIED_LIKELIHOOD:
         if hasattr(old, attr):
             params[param] = getattr(old, attr)

@@ -101,7 +101,9 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         times the CPU of ``"data"``).  On Pole Telecomm the variational start's test
         RMSE is about 30% lower; on Kin-40k and four other tables its NLPD is 0.05 to
         0.19 nats worse (``benchmarks/RESULTS.md``, "Two learning starts, the higher
-        evidence kept").  ``hyperparameter_info_["start"]`` says which was kept.
+        evidence kept").  On data larger than the learning sample each of these fits
+        ends with EP on all rows (three for ``"both"``).  ``hyperparameter_info_["start"]``
+        says which was kept; a retrain goes on from the kept fit's values.
 
     Attributes
     ----------
