@@ -178,14 +178,15 @@ class FitPlan:
                 "noise_variance" not in likelihood.learnable:
             raise ValueError("min_noise_variance is a floor of the gaussian likelihood's "
                              f"noise variance; the {likelihood.name} likelihood has none")
-        self._validate_learning_start(likelihood)
+        self._validate_learning_start(likelihood, family)
         if self.learn_offset and n_problems is not None and n_problems > 1:
             raise ValueError("learn_offset needs one EP problem (a regression or a "
                              "binary classification), not one per class")
 
-    def _validate_learning_start(self, likelihood):
+    def _validate_learning_start(self, likelihood, family):
         """A learning start other than the data's: learnt regression with the gaussian
-        likelihood, full-batch, delta bases (``blur`` "auto" or "delta")."""
+        likelihood, full-batch, delta bases (``family`` None: blur "auto", which the
+        start resolves to delta)."""
         start = self.learning_start
         if start not in LEARNING_STARTS:
             raise ValueError(f"learning_start={start!r} is none of "
@@ -197,7 +198,7 @@ class FitPlan:
             why = "learning (optimize_hyperparameters=True)"
         elif self.stochastic_learning:
             why = "full-batch learning (learning='full-batch')"
-        elif self.blur not in ("auto", "delta"):
+        elif family is not None and (family.blurred or family.frequency):
             why = f"delta bases (blur 'auto' or 'delta', not {self.blur!r})"
         elif likelihood is not None and "noise_variance" not in likelihood.learnable:
             why = f"the gaussian likelihood (not {likelihood.name!r})"
