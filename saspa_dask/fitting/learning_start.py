@@ -71,15 +71,12 @@ def run_plan(plan, X, targets, likelihood, **kwargs):
 def _variational(plan, X, targets, likelihood, say, **kwargs):
     """Learning near the variational fit, then at the plan's alpha from its values:
     (the second fit's result, its warnings, the record of both)."""
-    began = time.perf_counter()
     say(f"learning near the variational fit first (alpha "
         f"{policy.POLICY.variational_alpha:g}, delta bases)")
     near = replace(plan, alpha=policy.POLICY.variational_alpha, blur="delta",
                    learning_start="data")
-    first, _ = _quietly(lambda: near.run(X, targets, likelihood,
-                                         **{**kwargs, "init_sites": None,
-                                            "held_out": None}))[:2]
-    first_seconds = time.perf_counter() - began
+    first, _, first_record = _quietly(lambda: near.run(
+        X, targets, likelihood, **{**kwargs, "init_sites": None, "held_out": None}))
     fitted = first.posterior
     say(f"learning on at alpha {plan.alpha:g} from its values")
     on = replace(plan, blur="delta", bases=Basis(fitted.means, None),
@@ -90,16 +87,16 @@ def _variational(plan, X, targets, likelihood, say, **kwargs):
         **{**kwargs, "signal_variance": float(fitted.signal_variance)}))
     if "kmeans_info_" in first.report:  # the bases' K-means ran in the first fit
         result.report["kmeans_info_"] = first.report["kmeans_info_"]
-    first_info = first.report.get("hyperparameter_info_", {})
-    record.update(seconds=record["seconds"] + first_seconds, first_seconds=first_seconds,
-                  first_iterations=first_info.get("n_iterations"),
-                  first_log_evidence=_recorded(_evidence(first)))
+    record.update(seconds=record["seconds"] + first_record["seconds"],
+                  **{f"first_{key}": first_record[key] for key in
+                     ("seconds", "n_iterations", "log_evidence", "n_invalid_cavities")})
     return result, caught, record
 
 
 def _quietly(fit):
     """``fit()``'s result, the warnings it raised (held back until the kept fit is
-    known) and its record: evidence, iterations, seconds."""
+    known) and its record: evidence, iterations, EP's invalid cavities (a fit not
+    kept reports its EP problems here), seconds."""
     began = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -107,6 +104,8 @@ def _quietly(fit):
     info = result.report.get("hyperparameter_info_", {})
     return result, list(caught), {"log_evidence": _recorded(_evidence(result)),
                                   "n_iterations": info.get("n_iterations"),
+                                  "n_invalid_cavities": result.report.get(
+                                      "n_invalid_cavities_"),
                                   "seconds": time.perf_counter() - began}
 
 
