@@ -59,6 +59,27 @@ def vfe_first(Xtr, ytr, Xte, yte, M, seed, first_alpha, exact_start="auto", blur
             "first": first, "second_cpu_seconds": second["cpu_seconds"]}
 
 
+def short_race(Xtr, ytr, Xte, yte, M, seed, iterations, second_iterations):
+    """Both starts cut short: the defaults capped at ``iterations`` learning
+    iterations, the recipe's first fit at ``iterations`` and its second at
+    ``second_iterations``; their evidences per row, the pick, and each start's CPU."""
+    data = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=M, random_state=seed,
+                              max_hyper_iter=iterations)
+    first = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=M, random_state=seed,
+                               blur="delta", alpha=1e-3, max_hyper_iter=iterations,
+                               keep_model=True)
+    model = first.pop("model")
+    second = fits.regressor_fit(
+        Xtr, ytr, Xte, yte, n_bases=M, random_state=seed, blur="delta",
+        bases=model.bases_, lengthscale=model.lengthscale_,
+        signal_variance=model.signal_variance_, noise_variance=model.noise_variance_,
+        exact_start=False, max_hyper_iter=second_iterations)
+    pick = ("variational" if second["energy_per_row"] > data["energy_per_row"]
+            else "data")
+    return {"data": data, "variational": {**second, "cpu_seconds": first["cpu_seconds"]
+                                          + second["cpu_seconds"]}, "pick": pick}
+
+
 def from_sgpr(Xtr, ytr, Xte, yte, M, seed, seconds):
     """SGPR to convergence, SASPA learning from its values, SASPA from K-means."""
     from saspa_dask import Basis, kmeans_bases
@@ -119,6 +140,10 @@ def main():
                         help="the recipe as two fits of this script, or the estimator's "
                              "learning_start (variational: the same fits; both: the higher "
                              "evidence of it and the defaults)")
+    parser.add_argument("--race", type=int, nargs=2, metavar=("K", "K2"),
+                        help="only a short race: each start capped at K learning "
+                             "iterations (the recipe's second fit at K2), the pick by "
+                             "the evidence")
     parser.add_argument("--first-rows", type=int, default=None,
                         help="the first fit learns on a sample of this many rows")
     parser.add_argument("--no-defaults", action="store_true",
@@ -133,6 +158,8 @@ def main():
     if args.evidence:
         return evidence_picks(args.evidence)
     report = start_report(args, lambda: matmul_rate(threads=1), "torch", "gpytorch", runs=[])
+    if args.race:
+        return race_only(args, report)
     for name in args.sets:
         for seed in args.seeds:
             Xtr, ytr, Xte, yte = split(name, seed, args.rows)
@@ -163,6 +190,21 @@ def main():
         print(f"| {r['set']} | {r['seed']} | {d['rmse']:.4f} / {d['nlpd']:.3f} "
               f"({d['cpu_seconds']:.1f}) | {v['rmse']:.4f} / {v['nlpd']:.3f} "
               f"({v['cpu_seconds']:.1f}) | {last} |")
+
+
+def race_only(args, report):
+    """``--race K K2``: the short race on each set and seed, a line each."""
+    print("| set | seed | energy per row: defaults, recipe (cut short) | pick | CPU s |")
+    print("|---|---|---|---|---|")
+    for name in args.sets:
+        for seed in args.seeds:
+            Xtr, ytr, Xte, yte = split(name, seed, args.rows)
+            race = short_race(Xtr, ytr, Xte, yte, args.bases, seed, *args.race)
+            record(report, {"set": name, "seed": seed, "M": args.bases, **race}, args.out)
+            d, v = race["data"], race["variational"]
+            print(f"| {name} | {seed} | {d['energy_per_row']:.4f}, "
+                  f"{v['energy_per_row']:.4f} | {race['pick']} | "
+                  f"{d['cpu_seconds']:.1f}, {v['cpu_seconds']:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

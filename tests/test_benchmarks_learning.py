@@ -382,3 +382,12 @@ def test_bench_vfe_first_quick(tmp_path):
     assert diagnosis["sgpr_noise_variance"] > 0
     for fit in (diagnosis["sgpr"], diagnosis["from_sgpr"], diagnosis["from_kmeans"]):
         assert 0 < fit["rmse"] < 0.9 and np.isfinite(fit["nlpd"])
+    # --race: both starts cut short, the pick the higher evidence
+    race = _quick_results("bench_vfe_first.py", tmp_path, "race.json", "--race", "5", "3",
+                          "--out", "race.json")["runs"][0]
+    data, variational = race["data"], race["variational"]
+    assert data["iterations"] <= 5 and variational["iterations"] <= 3
+    higher = "variational" if variational["energy_per_row"] > data["energy_per_row"] else "data"
+    assert race["pick"] == higher
+    for fit in (data, variational):
+        assert 0 < fit["rmse"] < 1.1 and np.isfinite(fit["energy_per_row"])
