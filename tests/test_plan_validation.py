@@ -62,6 +62,8 @@ RULES = [  # (estimator, parameters, what the refusal says)
      "which needs full-batch learning"),
     (SASPARegressor, dict(learning_start="both", optimize_hyperparameters=False),
      "which needs learning (optimize_hyperparameters=True)"),
+    (SASPARegressor, dict(learning_start="variational", max_fit_time=60),
+     "makes two or three fits, each within max_fit_time"),
 ]
 
 

@@ -205,6 +205,9 @@ class FitPlan:
         if why:
             raise ValueError(f"learning_start={start!r} learns near the variational fit "
                              f"first, which needs {why}")
+        if self.max_fit_time is not None:  # each fit would take the whole budget
+            raise ValueError(f"learning_start={start!r} makes two or three fits, each "
+                             "within max_fit_time: give one or the other")
 
     @single_scipy_thread
     def run(self, X, targets, likelihood, *, signal_variance, column_std, labels=None,

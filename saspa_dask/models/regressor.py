@@ -92,7 +92,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         check's two energies).
     learning_start : {"data", "variational", "both"}, default="data"
         Gaussian likelihood, full-batch learning, delta bases (``blur`` "auto" or
-        "delta"): where learning starts.  ``"data"``: K-means bases and the data's
+        "delta"), no ``max_fit_time``: where learning starts.  ``"data"``: K-means bases and the data's
         scales.  ``"variational"``: learning first at Power EP's alpha 0.001 (near
         Titsias' variational fit, whose objective does not reward a noise collapsed
         onto its floor), then on at ``alpha`` from its bases (kept where they are) and

@@ -147,7 +147,7 @@ TRAIN_PARAMETERS = (
               "energy, learning goes on from it); on / off: always / never.",
               parse=parse_exact_start),
     Parameter("learning_start", str, "data", "Regression (gaussian, full-batch, delta "
-              "bases): where learning starts: data (K-means and the data's scales), "
+              "bases, no max_fit_time): where learning starts: data (K-means and the data's scales), "
               "variational (learning first near the variational fit, at Power EP's alpha "
               "0.001, then on at alpha from its values: better where the noise otherwise "
               "collapses onto its floor), or both (each; the higher EP evidence is kept, "
