@@ -92,18 +92,19 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         check's two energies).
     learning_start : {"data", "variational", "both"}, default="data"
         Gaussian likelihood, full-batch learning, delta bases (``blur`` "auto" or
-        "delta"), no ``max_fit_time``: where learning starts.  ``"data"``: K-means bases and the data's
-        scales.  ``"variational"``: learning first at Power EP's alpha 0.001 (near
-        Titsias' variational fit, whose objective does not reward a noise collapsed
-        onto its floor), then on at ``alpha`` from its bases (kept where they are) and
-        values.  ``"both"``: each of the two, keeping the fit with the higher EP
-        evidence (it had the better held-out NLPD in every pair measured; 1.1 to 2.7
-        times the CPU of ``"data"``).  On Pole Telecomm the variational start's test
-        RMSE is about 30% lower; on Kin-40k and four other tables its NLPD is 0.05 to
-        0.19 nats worse (``benchmarks/RESULTS.md``, "Two learning starts, the higher
-        evidence kept").  On data larger than the learning sample each of these fits
-        ends with EP on all rows (three for ``"both"``).  ``hyperparameter_info_["start"]``
-        says which was kept; a retrain goes on from the kept fit's values.
+        "delta"), no ``max_fit_time``: where learning starts.  ``"data"``: K-means
+        bases and the data's scales.  ``"variational"``: learning first at Power EP's
+        alpha 0.001 (near Titsias' variational fit) with delta bases, then on at
+        ``alpha`` from its bases (kept where they are) and values.  ``"both"``: each
+        of the two, keeping the fit with the higher EP evidence (it had the better
+        held-out NLPD in every pair measured; 1.1 to 2.7 times the CPU of ``"data"``).
+        On Pole Telecomm, where learning from K-means ends on a poor optimum, the
+        variational start's test RMSE is about 30% lower; on Kin-40k and four other
+        tables its NLPD is 0.05 to 0.19 nats worse (``benchmarks/RESULTS.md``, "Two
+        learning starts, the higher evidence kept").  On data larger than the learning
+        sample each of these fits ends with EP on all rows (three for ``"both"``).
+        ``hyperparameter_info_["start"]`` says which was kept; a retrain goes on from
+        the kept fit's values.
 
     Attributes
     ----------

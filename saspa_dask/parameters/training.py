@@ -147,11 +147,12 @@ TRAIN_PARAMETERS = (
               "energy, learning goes on from it); on / off: always / never.",
               parse=parse_exact_start),
     Parameter("learning_start", str, "data", "Regression (gaussian, full-batch, delta "
-              "bases, no max_fit_time): where learning starts: data (K-means and the data's scales), "
-              "variational (learning first near the variational fit, at Power EP's alpha "
-              "0.001, then on at alpha from its values: better where the noise otherwise "
-              "collapses onto its floor), or both (each; the higher EP evidence is kept, "
-              "at 1.1-2.7 times the CPU).", choices=LEARNING_STARTS),
+              "bases, no max_fit_time): where learning starts: data (K-means and the "
+              "data's scales), variational (learning first near the variational fit, at "
+              "Power EP's alpha 0.001, then on at alpha from its values: better where "
+              "learning from K-means ends on a poor optimum, as on Pole Telecomm), or both "
+              "(each; the higher EP evidence is kept, at 1.1-2.7 times the CPU).",
+              choices=LEARNING_STARTS),
     Parameter("hyper_subsample", (int, str, list), 20000, "Learn hyperparameters and bases "
               "on a seeded uniform subsample of this many rows when the data has more, then "
               "run EP on all rows.  Stages: sizes separated by commas, 'all' last to finish "
