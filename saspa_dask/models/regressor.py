@@ -102,7 +102,8 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         variational start's test RMSE is about 30% lower; on Kin-40k and four other
         tables its NLPD is 0.05 to 0.19 nats worse (``benchmarks/RESULTS.md``, "Two
         learning starts, the higher evidence kept").  On data larger than the learning
-        sample each of these fits ends with EP on all rows (three for ``"both"``).
+        sample each of these fits ends with EP on all rows (three for ``"both"``; a
+        sweep or two each, the Gaussian likelihood's sites being exact).
         ``hyperparameter_info_["start"]`` says which was kept; a retrain goes on from
         the kept fit's values.
 
