@@ -38,7 +38,7 @@ from lib import data, fits, sgpr
 from lib.machine import matmul_rate, start_report
 from lib.output import add_quick_option, parse, record
 
-from saspa_dask.parameters.schema import parse_exact_start
+from saspa_dask.parameters import parse_exact_start
 
 
 def vfe_first(Xtr, ytr, Xte, yte, M, seed, first_alpha, exact_start="auto", blur="delta",
@@ -148,6 +148,9 @@ def main():
                         help="the first fit learns on a sample of this many rows")
     parser.add_argument("--no-defaults", action="store_true",
                         help="skip the defaults' fit (compare with an earlier report's)")
+    parser.add_argument("--defaults-only", action="store_true",
+                        help="the defaults' fit alone (e.g. of an earlier version of the "
+                             "package, installed in another environment)")
     parser.add_argument("--from-sgpr", type=float, default=None, metavar="SECONDS",
                         help="the diagnosis first (SGPR's CPU budget)")
     parser.add_argument("--evidence", nargs="+", metavar="FILE",
@@ -167,7 +170,9 @@ def main():
                 Xtr, ytr, Xte, yte, args.bases, seed, args.from_sgpr)}
             defaults = None if args.no_defaults else fits.regressor_fit(
                 Xtr, ytr, Xte, yte, n_bases=args.bases, random_state=seed)
-            if args.start == "two-fits":
+            if args.defaults_only:
+                two = None
+            elif args.start == "two-fits":
                 two = vfe_first(Xtr, ytr, Xte, yte, args.bases, seed, args.first_alpha,
                                 parse_exact_start(args.first_exact_start), args.blur,
                                 args.first_rows)
@@ -183,7 +188,7 @@ def main():
     print("|---|---|---|---|---|")
     for r in report["runs"]:
         nan = dict.fromkeys(("rmse", "nlpd", "cpu_seconds"), float("nan"))
-        d, v = r["defaults"] or nan, r["vfe_first"]
+        d, v = r["defaults"] or nan, r["vfe_first"] or nan
         f = v.get("first")
         last = (v.get("start", {}).get("kept", "-") if f is None else
                 f"{f['rmse']:.4f} / {f['nlpd']:.3f} ({f['cpu_seconds']:.1f})")
