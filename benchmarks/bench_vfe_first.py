@@ -8,10 +8,12 @@ random_state=seed)`` with its defaults; then two fits through the public API, on
 the other, whose CPU is added: learning with ``alpha=--first-alpha`` (``blur=--blur``,
 delta by default; ``exact_start=--first-exact-start``; every other default), and
 learning on from its bases, lengthscales, signal and noise at ``alpha=1`` (FITC-EP, the
-model that is scored).  Why: on Pole Telecomm the defaults stop on an optimum whose
-noise has collapsed (the residual taken by FITC's per-row variance) and whose mean
-trails SGPR's; the variational fit does not shrink the noise, and from its optimum
-FITC-EP's learning stays near the mean it found.  One BLAS thread; test RMSE and NLPD in
+model that is scored).  Why: on Pole Telecomm learning from K-means stops on an
+optimum whose mean trails SGPR's (with delta bases, its noise on the floor and the
+residual taken by FITC's per-row variance); the variational fit does not reward a
+collapsed noise, and from its optimum FITC-EP's learning stays near the mean it found.
+The estimator's ``learning_start="variational"`` makes the same two fits
+(``--start variational``; ``tests/test_learning_start.py``).  One BLAS thread; test RMSE and NLPD in
 standardised units.  Writes ``results/vfe_first.json``.
 
     python benchmarks/bench_vfe_first.py                       # 3 sets, seeds 0-2, M = 64
@@ -42,21 +44,20 @@ from saspa_dask.parameters import parse_exact_start
 
 
 def vfe_first(Xtr, ytr, Xte, yte, M, seed, first_alpha, exact_start="auto", blur="delta",
-              first_rows=None):
-    """The two fits; the second's scores, with both fits' CPU and records
-    (``first_rows``: the first fit learns on a sample of that many rows)."""
-    sample = {} if first_rows is None else {"hyper_subsample": first_rows}
-    first = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=M, random_state=seed,
-                               blur=blur, alpha=first_alpha, exact_start=exact_start,
-                               keep_model=True, **sample)
-    model = first.pop("model")
-    second = fits.regressor_fit(
+              first=None, second=None):
+    """The two fits; the second's scores, with both fits' CPU and records (``first``
+    and ``second``: further parameters of each fit)."""
+    fitted = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=M, random_state=seed,
+                                blur=blur, alpha=first_alpha, exact_start=exact_start,
+                                keep_model=True, **(first or {}))
+    model = fitted.pop("model")
+    then = fits.regressor_fit(
         Xtr, ytr, Xte, yte, n_bases=M, random_state=seed, blur=blur,
         bases=model.bases_, lengthscale=model.lengthscale_,
         signal_variance=model.signal_variance_, noise_variance=model.noise_variance_,
-        exact_start=False)
-    return {**second, "cpu_seconds": first["cpu_seconds"] + second["cpu_seconds"],
-            "first": first, "second_cpu_seconds": second["cpu_seconds"]}
+        exact_start=False, **(second or {}))
+    return {**then, "cpu_seconds": fitted["cpu_seconds"] + then["cpu_seconds"],
+            "first": fitted, "second_cpu_seconds": then["cpu_seconds"]}
 
 
 def short_race(Xtr, ytr, Xte, yte, M, seed, iterations, second_iterations):
@@ -65,19 +66,12 @@ def short_race(Xtr, ytr, Xte, yte, M, seed, iterations, second_iterations):
     ``second_iterations``; their evidences per row, the pick, and each start's CPU."""
     data = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=M, random_state=seed,
                               max_hyper_iter=iterations)
-    first = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=M, random_state=seed,
-                               blur="delta", alpha=1e-3, max_hyper_iter=iterations,
-                               keep_model=True)
-    model = first.pop("model")
-    second = fits.regressor_fit(
-        Xtr, ytr, Xte, yte, n_bases=M, random_state=seed, blur="delta",
-        bases=model.bases_, lengthscale=model.lengthscale_,
-        signal_variance=model.signal_variance_, noise_variance=model.noise_variance_,
-        exact_start=False, max_hyper_iter=second_iterations)
-    pick = ("variational" if second["energy_per_row"] > data["energy_per_row"]
+    recipe = vfe_first(Xtr, ytr, Xte, yte, M, seed, 1e-3,
+                       first={"max_hyper_iter": iterations},
+                       second={"max_hyper_iter": second_iterations})
+    pick = ("variational" if recipe["energy_per_row"] > data["energy_per_row"]
             else "data")
-    return {"data": data, "variational": {**second, "cpu_seconds": first["cpu_seconds"]
-                                          + second["cpu_seconds"]}, "pick": pick}
+    return {"data": data, "variational": recipe, "pick": pick}
 
 
 def from_sgpr(Xtr, ytr, Xte, yte, M, seed, seconds):
@@ -175,7 +169,8 @@ def main():
             elif args.start == "two-fits":
                 two = vfe_first(Xtr, ytr, Xte, yte, args.bases, seed, args.first_alpha,
                                 parse_exact_start(args.first_exact_start), args.blur,
-                                args.first_rows)
+                                first=None if args.first_rows is None
+                                else {"hyper_subsample": args.first_rows})
             else:
                 two = fits.regressor_fit(
                     Xtr, ytr, Xte, yte, n_bases=args.bases, random_state=seed,

@@ -140,7 +140,7 @@ def _print_learning(summary):
         if start is not None and "learning_start" in start:
             click.echo(f"{'learning start':>17}: {start['learning_start']}, kept the "
                        f"{start['kept']} start (log evidence " + ", ".join(
-                           f"{name} {fit['log_evidence'] or float('nan'):.6g}"
+                           f"{name} {_or_nan(fit['log_evidence']):.6g}"
                            for name, fit in start["fits"].items()) + ")")
         if start is not None and "method" in start:
             checked = (f"; checked after learning: ended at {start['energy_learnt']:.6g}, "
@@ -157,3 +157,8 @@ def _print_learning(summary):
                        f"{stage['seconds']:.1f}s")
     else:
         click.echo(f"{'hyperparameters':>17}: fixed (not learnt)")
+
+
+def _or_nan(value):
+    """A recorded number, NaN where the record has none (None)."""
+    return float("nan") if value is None else value

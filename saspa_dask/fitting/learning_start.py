@@ -26,11 +26,10 @@ from dataclasses import replace
 import numpy as np
 
 from ..core.bases import Basis
-from ..parameters import LEARNING_STARTS
 from . import policy
 from .progress import phase_printer
 
-__all__ = ["LEARNING_STARTS", "run_plan"]
+__all__ = ["run_plan"]
 
 
 def run_plan(plan, X, targets, likelihood, **kwargs):

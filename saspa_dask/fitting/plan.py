@@ -26,6 +26,7 @@ from ..core.blur_families import blur_family
 from ..core.likelihoods import powered
 from ..ep.approximation import approximation_named
 from ..ep.schedule import EPSchedule
+from ..parameters import LEARNING_STARTS
 from .fit_run import FitRun
 from .held_out import HeldOutWatch
 from .phases import FinalModel, FixedValues, LearningOnMinibatches, StagedLearning
@@ -35,7 +36,6 @@ from .learning_advice import (LearningStoppedWarning, LearntBoundWarning, bound_
 from .posterior import FittedPosterior, stacked
 from .settings import Execution, StochasticLearning
 from .stages import check_init_sites, stage_sizes
-from ..parameters import LEARNING_STARTS
 
 __all__ = ["FitPlan", "FitResult", "REPORT_ATTRIBUTES", "REPORT_ARRAYS"]
 
