@@ -73,18 +73,25 @@ class Block:
         Where the rows' residual variance is kept (:mod:`saspa_dask.ep.approximation`):
         for DTC and SoR the likelihood sees phi_i^T v only, and ``lam`` is zero and
         does not vary with the hyperparameters.
+    kt : ndarray of shape (n, M) or None
+        The unwhitened cross-covariances Kt = phi L^T, kept only where asked
+        (learning's in-memory blocks): the gradient then reads them instead of
+        remaking them with a product.
     """
 
     phi: np.ndarray
     lam: np.ndarray
     y: np.ndarray
     approximation: Approximation = FITC
+    kt: np.ndarray | None = None
 
     def __sizeof__(self):
         # Dask sizes task results with sys.getsizeof: without this a block would count
         # as ~56 bytes, so the scheduler would move it freely and workers would
         # misjudge their memory.
-        return object.__sizeof__(self) + self.phi.nbytes + self.lam.nbytes + self.y.nbytes
+        kept = 0 if self.kt is None else self.kt.nbytes
+        return (object.__sizeof__(self) + self.phi.nbytes + self.lam.nbytes + self.y.nbytes
+                + kept)
 
 
 def relabel_block(block, label):
@@ -93,17 +100,18 @@ def relabel_block(block, label):
     phi and lam are shared, not copied: one-vs-rest classes reuse one kernel block.
     """
     return Block(block.phi, block.lam, np.where(block.y == label, 1.0, -1.0),
-                 block.approximation)
+                 block.approximation, block.kt)
 
 
 def make_block(X, y, means, covs, lengthscale, signal_variance, L, approximation=FITC,
-               frequencies=None, phases=None, kernel=None):
+               frequencies=None, phases=None, kernel=None, keep_kt=False):
     """Whitened block for rows X: Kt (n x M), then phi = (L^{-1} Kt^T)^T and lam.
 
     The residual variances are checked, then kept as ``approximation`` says (DTC and
     SoR: 0, the likelihood sees the projection phi^T v only).  ``frequencies`` and ``phases``
     make the bases frequency inducing features (:mod:`saspa_dask.core.fourier`);
-    ``kernel`` is the kernel's shape (:mod:`saspa_dask.core.kernel_profiles`, None: SE).
+    ``kernel`` is the kernel's shape (:mod:`saspa_dask.core.kernel_profiles`, None: SE);
+    ``keep_kt`` keeps a copy of Kt in the block (twice its memory).
 
     Raises
     ------
@@ -113,6 +121,7 @@ def make_block(X, y, means, covs, lengthscale, signal_variance, L, approximation
     """
     phi = blurred_cross_covariance(X, means, covs, lengthscale, signal_variance, frequencies,
                                    phases, kernel)
+    kt = phi.copy() if keep_kt else None
     if phi.size:
         # phi = (L^{-1} Kt^T)^T, solved in place on the F-ordered view Kt^T: no
         # M x n temporary and no copy (the rows stay C-ordered for the sweeps).
@@ -125,5 +134,5 @@ def make_block(X, y, means, covs, lengthscale, signal_variance, L, approximation
             f"(signal variance {signal_variance:.3g}): bases or kernel are inconsistent"
         )
     return Block(phi, approximation.training_residuals(lam), np.asarray(y, float),
-                 approximation)
+                 approximation, kt)
 

@@ -152,29 +152,27 @@ def gradient_chunk(X, block, tau, nu, posterior, likelihood, L, means, lengthsca
     """
     M, d = means.shape
     mu = posterior.mean
-    # R^{-T} (R R^T = P >= I, so well conditioned): the posterior's products become
-    # GEMMs, several times faster than triangular solves (RESULTS.md, design table)
-    inv_rt = posterior.inverse_chol_t
+    # Sigma_v = P^{-1} (P >= I, so well conditioned): phi_i^T Sigma_v is one GEMM, and
+    # the marginal variances its row products with phi_i
+    sigma = posterior.covariance()
     summary, alpha = None, likelihood.alpha
     for start in range(0, max(block.y.shape[0], 1), SUB_ROWS):
         rows = slice(start, start + SUB_ROWS)
         phi, lam, y, t, n = block.phi[rows], block.lam[rows], block.y[rows], tau[rows], nu[rows]
-        W = phi @ inv_rt  # rows R^{-1} phi_i
-        m, s = phi @ mu, np.einsum("ij,ij->i", W, W)
+        G = phi @ sigma  # rows Sigma_v phi_i, then G in place
+        m, s = phi @ mu, np.einsum("ij,ij->i", phi, G)
         mc, sc, valid = cavities(m, s, t, n, alpha)
         log_z, a, c = likelihood.tilted(y, mc, sc + lam)
         # d log Z_i / d lam_i (heat equation), over alpha for the power-EP energy; where
         # the rows see their projection only, lam is fixed at 0, so it drops
         g = (0.5 * (a * a - c) / alpha if block.approximation.residual_in_training
              else np.zeros_like(a))
-        # G in place from Sigma_v phi_i (an n x M temporary costs about its product)
-        G = W @ inv_rt.T
         G *= -t[:, None]
         G -= (2.0 * g)[:, None] * phi
         G += np.outer(n - t * m, mu)
         Bt = solve_triangular(L, G.T, lower=True, trans="T", check_finite=False).T
-        E = phi @ L.T  # Kt, then (G L^{-1}) o Kt
-        E *= Bt
+        # (G L^{-1}) o Kt, Kt from the block where it kept it
+        E = Bt * (phi @ L.T if block.kt is None else block.kt[rows])
         lik = {k: float(v.sum()) / alpha
                for k, v in likelihood.log_z_gradient(y, mc, sc + lam).items()}
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -151,7 +151,7 @@ class Trainer:
             yield make_block(rows, self.y[start:start + self.block_rows], self.basis.means,
                              self.basis.blur, hyper.lengthscale, hyper.signal_variance, self.L,
                              self.approximation, self.basis.frequencies, self.basis.phases,
-                             hyper.kernel_spec)
+                             hyper.kernel_spec, keep_kt=True)
 
     # -- EP and the gradient ---------------------------------------------------------
 
