@@ -116,16 +116,17 @@ class Trainer:
         L, jitter = whiten(Kh, hyper.signal_variance, self.jitter)
         return basis, L, jitter
 
-    def build(self, hyper, sites=None):
+    def build(self, hyper, sites=None, for_gradient=False):
         """Whitened blocks (once) and one engine per problem, warm-started by ``sites``
-        (a list of (tau, nu) arrays of length N per problem, or None)."""
+        (a list of (tau, nu) arrays of length N per problem, or None).  ``for_gradient``:
+        in-memory blocks keep their Kt for :meth:`gradient` (twice their memory)."""
         self._engines = None  # release the previous blocks first
         self.basis, self.L, self.jitter_used = self.whitening(hyper)
         self.hyper = hyper
         sites = sites or [None] * self.n_problems
         labels = self.labels or [None]
         if not self.is_lazy:
-            shared = list(self._memory_blocks(hyper))
+            shared = list(self._memory_blocks(hyper, for_gradient))
             engines = []
             for label, warm in zip(labels, sites):
                 blocks = shared if label is None else [relabel_block(b, label) for b in shared]
@@ -146,12 +147,12 @@ class Trainer:
                 engines.append(engine)
         self._engines = engines
 
-    def _memory_blocks(self, hyper):
+    def _memory_blocks(self, hyper, keep_kt):
         for rows, start in zip(self.inputs, range(0, self.X.shape[0], self.block_rows)):
             yield make_block(rows, self.y[start:start + self.block_rows], self.basis.means,
                              self.basis.blur, hyper.lengthscale, hyper.signal_variance, self.L,
                              self.approximation, self.basis.frequencies, self.basis.phases,
-                             hyper.kernel_spec, keep_kt=True)
+                             hyper.kernel_spec, keep_kt=keep_kt)
 
     # -- EP and the gradient ---------------------------------------------------------
 
@@ -361,7 +362,7 @@ def _maximise(trainer, likelihood, start, rule, init_sites, callback, watch=None
         # one sweep from the prior sets such sites, without a posterior product (a warm
         # start took a statistics pass over the last sites and two sweeps)
         cold = settled_by_one_sweep(lik, trainer.settings)
-        trainer.build(hyper, None if cold else best["sites"])
+        trainer.build(hyper, None if cold else best["sites"], for_gradient=True)
         with warnings.catch_warnings():
             # trial points of the line search may not converge; they are counted in
             # the outcome, and only the chosen point's convergence is reported
