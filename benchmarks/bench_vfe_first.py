@@ -130,10 +130,10 @@ def main():
                         help="the first fit's exact_start (auto, on or off)")
     parser.add_argument("--blur", default="delta", help="both fits' blur (delta, auto, ...)")
     parser.add_argument("--start", default="two-fits",
-                        choices=("two-fits", "variational", "both"),
+                        choices=("two-fits", "variational", "both", "race"),
                         help="the recipe as two fits of this script, or the estimator's "
                              "learning_start (variational: the same fits; both: the higher "
-                             "evidence of it and the defaults)")
+                             "evidence of it and the defaults; race: a short race of both, the leader's fit continued)")
     parser.add_argument("--race", type=int, nargs=2, metavar=("K", "K2"),
                         help="only a short race: each start capped at K learning "
                              "iterations (the recipe's second fit at K2), the pick by "

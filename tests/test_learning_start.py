@@ -10,6 +10,7 @@ data-driven one (the test checks it sees both).
 """
 
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -103,3 +104,79 @@ def test_a_retrain_goes_on_from_the_kept_fit_not_from_a_new_race(fits):
     assert new.blur_ == "delta" and "learning_start" not in new.hyperparameter_info_.get(
         "start", {})
     assert abs(new.log_evidence_ - old.log_evidence_) < 0.1
+
+
+def public_fit(X, y, start=None, **params):
+    """A public fit; ``start``: a fitted model whose bases and values it starts from
+    (no exact start)."""
+    if start is not None:
+        params = dict(bases=start.bases_, lengthscale=start.lengthscale_,
+                      signal_variance=start.signal_variance_,
+                      noise_variance=start.noise_variance_, exact_start=False, **params)
+    return SASPARegressor(**COMMON, learn_offset=False, **params).fit(X, y)
+
+
+def race_by_hand(X, y, cap, second_cap, max_iter):
+    """``learning_start="race"`` without a constant mean (``learn_offset=False``, so
+    nothing is carried beyond the public values) as public fits: (leader, model).  The
+    data start's leader learns anew; the variational start's goes on from its values."""
+    data = public_fit(X, y, max_hyper_iter=cap)
+    near = dict(blur="delta", alpha=1e-3)
+    first = public_fit(X, y, max_hyper_iter=cap, **near)
+    second = public_fit(X, y, first, blur="delta", max_hyper_iter=second_cap)
+    if data.log_evidence_ > second.log_evidence_:
+        return "data", public_fit(X, y, max_hyper_iter=max_iter)
+    assert first.hyperparameter_info_["hit_iteration_cap"]  # it goes on from its values
+    rest = max_iter - first.hyperparameter_info_["n_iterations"]
+    first = public_fit(X, y, first, learn_bases="means", max_hyper_iter=rest, **near)
+    return "variational", public_fit(X, y, first, blur="delta", max_hyper_iter=max_iter)
+
+
+@pytest.fixture
+def short_race(monkeypatch):
+    """The race cut at 10 iterations (the variational start's second fit at 5): on
+    seed 0 the variational start leads by 152 nats, on seed 2 the data's by 19."""
+    from saspa_dask.fitting import policy
+
+    monkeypatch.setattr(policy, "POLICY", replace(policy.POLICY, race_iterations=10,
+                                                  race_second_iterations=5))
+    return 10, 5
+
+
+def test_the_race_is_the_capped_fits_and_the_leaders_fit_by_hand(short_race):
+    leaders = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for seed in (0, 2):
+            X, y = quantised(seed)
+            leader, reference = race_by_hand(X, y, *short_race, max_iter=60)
+            model = SASPARegressor(**COMMON, learn_offset=False, max_hyper_iter=60,
+                                   learning_start="race").fit(X, y)
+            record = model.hyperparameter_info_["start"]
+            assert record["kept"] == leader
+            assert_allclose(model.log_evidence_, reference.log_evidence_, rtol=1e-9)
+            for a, b in zip(model.predict(X[:50], return_std=True),
+                            reference.predict(X[:50], return_std=True)):
+                assert_allclose(a, b, rtol=1e-7, atol=1e-9)
+            # the leader's record counts its race and its own fit
+            assert record["fits"][leader]["race_n_iterations"] == (
+                short_race[0] if leader == "data" else short_race[1])
+            assert record["fits"][leader]["continued"] == (leader == "variational")
+            leaders.add(leader)
+    assert leaders == {"data", "variational"}
+
+
+def test_the_variational_leader_goes_on_from_its_learnt_constant_mean(short_race):
+    """With ``learn_offset`` (the default), the variational start's first fit goes on
+    from where its cap stopped it: its first evaluation there has the capped fit's
+    evidence, the learnt constant mean included (restarted at 0, it would not)."""
+    X, y = quantised(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = SASPARegressor(**COMMON, max_hyper_iter=60, learning_start="race").fit(X, y)
+    record = model.hyperparameter_info_["start"]
+    assert record["kept"] == "variational"
+    kept = record["fits"]["variational"]
+    assert_allclose(kept["first_resumed_log_evidence"], kept["race_first_log_evidence"],
+                    rtol=1e-9)
+    assert kept["first_log_evidence"] > kept["race_first_log_evidence"]

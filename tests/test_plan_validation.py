@@ -64,6 +64,8 @@ RULES = [  # (estimator, parameters, what the refusal says)
      "which needs learning (optimize_hyperparameters=True)"),
     (SASPARegressor, dict(learning_start="variational", max_fit_time=60),
      "makes two or three fits, each within max_fit_time"),
+    (SASPARegressor, dict(learning_start="race", blur="diagonal"),
+     "learning_start='race' learns near the variational fit first, which needs delta"),
 ]
 
 

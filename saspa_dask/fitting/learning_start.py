@@ -11,7 +11,9 @@ its bases and values, ends near the better optimum.  Elsewhere the data-driven s
 optimum is the better one.
 Both end at the plan's alpha, so their EP evidences compare: the higher picked the
 better held-out NLPD in every pair measured (``benchmarks/RESULTS.md``, "Two learning
-starts, the higher evidence kept").
+starts, the higher evidence kept"), and already after a few dozen iterations of each:
+``"race"`` learns both starts that far, then goes on from the one with the higher
+evidence only.
 
 :func:`run_plan` is what the estimators call: :meth:`FitPlan.run` itself for
 ``learning_start="data"``, else the fits above, one after the other.
@@ -39,6 +41,12 @@ def run_plan(plan, X, targets, likelihood, **kwargs):
     (every other choice the plan's), then on at the plan's alpha from its bases (kept
     where they are), lengthscales, signal and noise variances.  ``"both"``: that, and
     the plan from the data-driven start; the fit with the higher EP evidence is kept.
+    ``"race"``: both starts cut short (each learning capped at
+    ``policy.POLICY.race_iterations`` iterations, the variational start's second fit
+    at ``race_second_iterations``); the one with the higher evidence then learns on
+    from where its cap stopped it (its learnt constant mean too; the variational
+    start's first fit, then its second, each within the plan's ``max_hyper_iter``), or
+    the data's start learns anew as ``"data"`` does.
     The kept fit's warnings are raised; the report's ``hyperparameter_info_["start"]``
     says which start was kept, with each fit's evidence, iterations and seconds, and
     ``timings_["other_starts"]`` the seconds of the fits not kept.
@@ -46,11 +54,18 @@ def run_plan(plan, X, targets, likelihood, **kwargs):
     if plan.learning_start == "data" or not plan.optimize_hyperparameters:
         return plan.run(X, targets, likelihood, **kwargs)
     say = phase_printer(plan.verbose, X.shape[0])
-    fits = {"variational": _variational(plan, X, targets, likelihood, say, **kwargs)}
-    if plan.learning_start == "both":
-        say("learning from the data-driven start, to compare")
-        fits["data"] = _quietly(lambda: plan.run(X, targets, likelihood, **kwargs))
-    kept = max(fits, key=lambda name: _evidence(fits[name][0]))
+    if plan.learning_start == "race":
+        fits, kept = _race(plan, X, targets, likelihood, say, **kwargs)
+    else:
+        first = _near_fit(plan, None, X, targets, likelihood, say, **kwargs)
+        fits = {"variational": _at_alpha(plan, first, None, X, targets, likelihood, say,
+                                         **kwargs)}
+        if plan.learning_start == "both":
+            say("learning from the data-driven start, to compare")
+            fits["data"] = _quietly(lambda: plan.run(X, targets, likelihood, **kwargs))
+        kept = _leader(fits)
+        if len(fits) > 1:
+            say(f"kept the {kept} start: " + _evidences(fits))
     result, caught, record = fits[kept]
     for warning in caught:
         warnings.warn_explicit(warning.message, warning.category, warning.filename,
@@ -61,27 +76,78 @@ def run_plan(plan, X, targets, likelihood, **kwargs):
     timings = result.report.setdefault("timings_", {})
     # the kept fit's own timings cover its last run: the rest is the other runs'
     timings["other_starts"] = (sum(fit[2]["seconds"] for fit in fits.values())
-                               - record["seconds"] + record.get("first_seconds", 0.0))
-    if len(fits) > 1:
-        say(f"kept the {kept} start: log evidence "
-            + ", ".join(f"{name} {_evidence(fit[0]):.6g}" for name, fit in fits.items()))
+                               - record["last_seconds"])
     return result
 
 
-def _variational(plan, X, targets, likelihood, say, **kwargs):
-    """Learning near the variational fit, then at the plan's alpha from its values:
-    (the second fit's result, its warnings, the record of both)."""
+def _race(plan, X, targets, likelihood, say, **kwargs):
+    """Both starts cut short, then the leader learnt on (:func:`run_plan`): (name ->
+    (result, warnings, record), the leader's name)."""
+    cap = min(policy.POLICY.race_iterations, plan.max_hyper_iter)
+    second_cap = min(policy.POLICY.race_second_iterations, plan.max_hyper_iter)
+    short = {**kwargs, "held_out": None}  # the continued fit's held-out trace only
+    say(f"a short race of two learning starts ({cap} iterations each)")
+    first = _near_fit(plan, cap, X, targets, likelihood, say, **short)
+    fits = {"variational": _at_alpha(plan, first, second_cap, X, targets, likelihood, say,
+                                     **short)}
+    say("learning from the data-driven start, to compare")
+    capped = replace(plan, max_hyper_iter=cap, learning_start="data")
+    fits["data"] = _quietly(lambda: capped.run(X, targets, likelihood, **short))
+    kept = _leader(fits)
+    say(f"the {kept} start leads: " + _evidences(fits))
+    race = fits[kept][2]
+    if kept == "data" and not _capped(fits["data"]):
+        going = fits["data"]  # it ended by its stop rule within the race: the data's fit
+    elif kept == "data":
+        # anew, not on from the race: learning from the data's start is checked against
+        # an exact GP's start when its stop rule ends it (a continuation is not), and
+        # that check is what Pumadyn-32nm's optimum needs ("A short race ...")
+        say("learning from the data-driven start")
+        going = _quietly(lambda: plan.run(X, targets, likelihood, **kwargs))
+        wasted = race["seconds"]
+    else:
+        near = _near_plan(plan, cap)
+        first = _learn_on(near, first, plan.max_hyper_iter, X, targets, likelihood, say,
+                          **{**kwargs, "init_sites": None, "held_out": None})
+        going = _at_alpha(plan, first, None, X, targets, likelihood, say, **kwargs)
+        wasted = race["seconds"] - race["first_seconds"]  # the capped second fit
+    if going is not fits[kept]:
+        going[2].update({f"race_{key}": race[key] for key in
+                         ("seconds", "n_iterations", "log_evidence", "first_log_evidence")
+                         if key in race})
+        going[2]["seconds"] += wasted
+        going[2]["continued"] = kept != "data"
+    fits[kept] = going
+    return fits, kept
+
+
+def _near_plan(plan, cap):
+    """The plan of learning near the variational fit (``cap``: its ``max_hyper_iter``,
+    None: the plan's)."""
+    return replace(plan, alpha=policy.POLICY.variational_alpha, blur="delta",
+                   learning_start="data", max_hyper_iter=cap or plan.max_hyper_iter)
+
+
+def _near_fit(plan, cap, X, targets, likelihood, say, **kwargs):
+    """Learning near the variational fit (:func:`_near_plan`): (result, warnings,
+    record)."""
     say(f"learning near the variational fit first (alpha "
         f"{policy.POLICY.variational_alpha:g}, delta bases)")
-    near = replace(plan, alpha=policy.POLICY.variational_alpha, blur="delta",
-                   learning_start="data")
-    first, _, first_record = _quietly(lambda: near.run(
+    near = _near_plan(plan, cap)
+    return _quietly(lambda: near.run(
         X, targets, likelihood, **{**kwargs, "init_sites": None, "held_out": None}))
+
+
+def _at_alpha(plan, first, cap, X, targets, likelihood, say, **kwargs):
+    """Learning at the plan's alpha from the ``first`` fit's values (its bases kept
+    where they are; ``cap``: the ``max_hyper_iter``, None: the plan's): (result,
+    warnings, the record of both)."""
+    first, _, first_record = first
     fitted = first.posterior
     say(f"learning on at alpha {plan.alpha:g} from its values")
     on = replace(plan, blur="delta", bases=Basis(fitted.means, None),
                  lengthscale=np.array(fitted.lengthscale), exact_start=False,
-                 learning_start="data")
+                 learning_start="data", max_hyper_iter=cap or plan.max_hyper_iter)
     result, caught, record = _quietly(lambda: on.run(
         X, targets, likelihood.with_hyperparameters(fitted.likelihood_params),
         **{**kwargs, "signal_variance": float(fitted.signal_variance)}))
@@ -89,24 +155,69 @@ def _variational(plan, X, targets, likelihood, say, **kwargs):
         result.report["kmeans_info_"] = first.report["kmeans_info_"]
     record.update(seconds=record["seconds"] + first_record["seconds"],
                   **{f"first_{key}": first_record[key] for key in
-                     ("seconds", "n_iterations", "log_evidence", "n_invalid_cavities")})
+                     ("seconds", "n_iterations", "log_evidence", "n_invalid_cavities",
+                      "resumed_log_evidence") if key in first_record})
     return result, caught, record
+
+
+def _learn_on(capped, fit, max_iterations, X, targets, likelihood, say, **kwargs):
+    """The ``capped`` plan's ``fit`` learnt on from its values where the cap stopped
+    it (bases learnt as that plan learnt them, its blur family kept), within
+    ``max_iterations`` over both runs; its record counts both."""
+    result, caught, record = fit
+    if not _capped(fit):
+        return fit  # it converged within the race
+    fitted, used = result.posterior, int(record["n_iterations"] or 0)
+    say("learning on from its values")
+    on = replace(capped, blur=result.report["blur_"], bases=Basis(fitted.means, fitted.covs),
+                 learn_bases=capped.learnt_bases, lengthscale=np.array(fitted.lengthscale),
+                 exact_start=False, max_hyper_iter=max(max_iterations - used, 1))
+    # the learnt constant mean goes on from its value: the targets' centre moves to it
+    offset = kwargs.get("offset", 0.0)
+    shift = float(fitted.offset) - offset
+    going = _quietly(lambda: on.run(
+        X, targets - shift, likelihood.with_hyperparameters(fitted.likelihood_params),
+        **{**kwargs, "signal_variance": float(fitted.signal_variance),
+           "offset": offset + shift}))
+    if "kmeans_info_" in result.report:
+        going[0].report["kmeans_info_"] = result.report["kmeans_info_"]
+    going[2].update(seconds=record["seconds"] + going[2]["seconds"],
+                    n_iterations=used + (going[2]["n_iterations"] or 0),
+                    resumed_log_evidence=going[0].report.get("hyperparameter_info_", {})
+                    .get("log_evidence_start"))
+    return going
+
+
+def _capped(fit):
+    """Whether ``fit`` (result, warnings, record) was stopped by its iteration cap."""
+    return bool(fit[0].report.get("hyperparameter_info_", {}).get("hit_iteration_cap"))
+
+
+def _leader(fits):
+    return max(fits, key=lambda name: _evidence(fits[name][0]))
+
+
+def _evidences(fits):
+    return "log evidence " + ", ".join(f"{name} {_evidence(fit[0]):.6g}"
+                                       for name, fit in fits.items())
 
 
 def _quietly(fit):
     """``fit()``'s result, the warnings it raised (held back until the kept fit is
     known) and its record: evidence, iterations, EP's invalid cavities (a fit not
-    kept reports its EP problems here), seconds."""
+    kept reports its EP problems here), seconds (``last_seconds``: this run's, which
+    the kept fit's own timings cover, where ``seconds`` adds its earlier runs)."""
     began = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = fit()
+    seconds = time.perf_counter() - began
     info = result.report.get("hyperparameter_info_", {})
     return result, list(caught), {"log_evidence": _recorded(_evidence(result)),
                                   "n_iterations": info.get("n_iterations"),
                                   "n_invalid_cavities": result.report.get(
                                       "n_invalid_cavities_"),
-                                  "seconds": time.perf_counter() - began}
+                                  "seconds": seconds, "last_seconds": seconds}
 
 
 def _recorded(evidence):

@@ -73,6 +73,11 @@ class FitPolicy:
     # -- learning near the variational fit first (fitting.learning_start) --------------
     #: Power EP's alpha of that first learning (near Titsias' bound at alpha -> 0)
     variational_alpha: float = 1e-3
+    #: learning_start="race": each start's learning iterations before the higher
+    #: evidence picks the one that goes on ("A short race picks the same start") ...
+    race_iterations: int = 50
+    #: ... and the variational start's second fit's
+    race_second_iterations: int = 20
 
     # -- an exact GP's start (fitting.exact_start; "An exact GP's start") --------------
     #: rows of the seeded sample the exact GP is fitted on
