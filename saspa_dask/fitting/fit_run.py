@@ -53,7 +53,8 @@ class FitRun:
                                  X.shape[0] * (1 if labels is None else len(labels))))
         self.rule = StopRule(tol=float(plan.hyper_tol), max_iter=int(plan.max_hyper_iter),
                              deadline=None if self.budget is None
-                             else self.budget.learning_deadline)
+                             else self.budget.learning_deadline,
+                             checkpoint=plan.race_checkpoint)
         self.report = {"blur_": choose_blur(plan.blur, X.shape[1]),
                        "damping_": float(plan.ep.step)}
         self.watch = None  # a HeldOutWatch when held-out rows are given

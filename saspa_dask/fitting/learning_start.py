@@ -12,8 +12,8 @@ optimum is the better one.
 Both end at the plan's alpha, so their EP evidences compare: the higher picked the
 better held-out NLPD in every pair measured (``benchmarks/RESULTS.md``, "Two learning
 starts, the higher evidence kept"), and already after a few dozen iterations of each:
-``"race"`` learns both starts that far, then goes on from the one with the higher
-evidence only.
+``"race"`` learns the variational start that far, then the data's start, which stops
+at that iteration if it is behind; the leader alone learns on.
 
 :func:`run_plan` is what the estimators call: :meth:`FitPlan.run` itself for
 ``learning_start="data"``, else the fits above, one after the other.
@@ -41,12 +41,13 @@ def run_plan(plan, X, targets, likelihood, **kwargs):
     (every other choice the plan's), then on at the plan's alpha from its bases (kept
     where they are), lengthscales, signal and noise variances.  ``"both"``: that, and
     the plan from the data-driven start; the fit with the higher EP evidence is kept.
-    ``"race"``: both starts cut short (each learning capped at
-    ``policy.POLICY.race_iterations`` iterations, the variational start's second fit
-    at ``race_second_iterations``); the one with the higher evidence then learns on
-    from where its cap stopped it (its learnt constant mean too; the variational
-    start's first fit, then its second, each within the plan's ``max_hyper_iter``), or
-    the data's start learns anew as ``"data"`` does.
+    ``"race"``: the variational start cut short (its first fit's learning capped at
+    ``policy.POLICY.race_iterations`` iterations, without the exact GP's check, its
+    second at ``race_second_iterations``), then the data's start as ``"data"`` learns,
+    stopped at that iteration if its energy per row is below the variational
+    start's; where that start leads, its first fit learns on from where its cap
+    stopped it (its learnt constant mean too), then its second, each within the
+    plan's ``max_hyper_iter``.
     The kept fit's warnings are raised; the report's ``hyperparameter_info_["start"]``
     says which start was kept, with each fit's evidence, iterations and seconds, and
     ``timings_["other_starts"]`` the seconds of the fits not kept.
@@ -81,43 +82,37 @@ def run_plan(plan, X, targets, likelihood, **kwargs):
 
 
 def _race(plan, X, targets, likelihood, say, **kwargs):
-    """Both starts cut short, then the leader learnt on (:func:`run_plan`): (name ->
+    """The variational start cut short, then the data's start checked against it at
+    the same iteration, then the leader learnt on (:func:`run_plan`): (name ->
     (result, warnings, record), the leader's name)."""
     cap = min(policy.POLICY.race_iterations, plan.max_hyper_iter)
     second_cap = min(policy.POLICY.race_second_iterations, plan.max_hyper_iter)
-    short = {**kwargs, "held_out": None}  # the continued fit's held-out trace only
-    say(f"a short race of two learning starts ({cap} iterations each)")
-    first = _near_fit(plan, cap, X, targets, likelihood, say, **short)
+    short = {**kwargs, "held_out": None}  # the kept fit's held-out trace only
+    say(f"a race of two learning starts, the variational one cut at {cap} iterations")
+    near = replace(_near_plan(plan, cap), exact_start=False)
+    first = _quietly(lambda: near.run(X, targets, likelihood,
+                                      **{**short, "init_sites": None}))
     fits = {"variational": _at_alpha(plan, first, second_cap, X, targets, likelihood, say,
                                      **short)}
-    say("learning from the data-driven start, to compare")
-    capped = replace(plan, max_hyper_iter=cap, learning_start="data")
-    fits["data"] = _quietly(lambda: capped.run(X, targets, likelihood, **short))
+    # the data's start learns as "data" does, unless its energy per row is behind at
+    # the same iteration (the variational start's is over the same rows where learning
+    # sees them all, a sample's per row otherwise)
+    behind = _evidence(fits["variational"][0]) / X.shape[0]
+    say(f"learning from the data-driven start (stopped at iteration {cap} if behind)")
+    checked = replace(plan, learning_start="data", race_checkpoint=(cap, behind))
+    fits["data"] = _quietly(lambda: checked.run(X, targets, likelihood, **kwargs))
     kept = _leader(fits)
     say(f"the {kept} start leads: " + _evidences(fits))
-    race = fits[kept][2]
-    if kept == "data" and not _capped(fits["data"]):
-        going = fits["data"]  # it ended by its stop rule within the race: the data's fit
-    elif kept == "data":
-        # anew, not on from the race: learning from the data's start is checked against
-        # an exact GP's start when its stop rule ends it (a continuation is not), and
-        # that check is what Pumadyn-32nm's optimum needs ("A short race ...")
-        say("learning from the data-driven start")
-        going = _quietly(lambda: plan.run(X, targets, likelihood, **kwargs))
-        wasted = race["seconds"]
-    else:
-        near = _near_plan(plan, cap)
+    if kept == "variational":
+        race = fits[kept][2]
         first = _learn_on(near, first, plan.max_hyper_iter, X, targets, likelihood, say,
                           **{**kwargs, "init_sites": None, "held_out": None})
         going = _at_alpha(plan, first, None, X, targets, likelihood, say, **kwargs)
-        wasted = race["seconds"] - race["first_seconds"]  # the capped second fit
-    if going is not fits[kept]:
         going[2].update({f"race_{key}": race[key] for key in
-                         ("seconds", "n_iterations", "log_evidence", "first_log_evidence")
-                         if key in race})
-        going[2]["seconds"] += wasted
-        going[2]["continued"] = kept != "data"
-    fits[kept] = going
+                         ("seconds", "n_iterations", "log_evidence", "first_log_evidence")},
+                        continued=True)
+        going[2]["seconds"] += race["seconds"] - race["first_seconds"]  # its capped second
+        fits[kept] = going
     return fits, kept
 
 

@@ -68,12 +68,17 @@ class StopRule:
         learning goes, :class:`saspa_dask.fitting.budget.FitBudget`).
     scale_rows : int
         Rows the energy sums over (its scale's floor).
+    checkpoint : (int, float), optional
+        (iteration, energy per row): learning stops there ("overtaken") when its
+        energy per row is below that value (another start's, in a race of starts:
+        :mod:`saspa_dask.fitting.learning_start`).
     """
 
     tol: float = DEFAULT_TOL
     max_iter: int = 500
     deadline: float | None = None
     scale_rows: int = 1
+    checkpoint: tuple | None = None
 
     def time_is_up(self, ahead=0.0):
         """Whether the deadline (if any) has passed, or will have in ``ahead``
@@ -94,6 +99,14 @@ class StopRule:
             return None
         gain = (trace[-1]["log_evidence"] - trace[-1 - WINDOW]["log_evidence"]) / WINDOW
         return float(gain / self.scale())
+
+    def overtaken(self, trace):
+        """"overtaken" at the checkpoint's iteration if the energy per row is below
+        its value, else None."""
+        if self.checkpoint is None or len(trace) - 1 != self.checkpoint[0]:
+            return None
+        return "overtaken" if trace[-1]["log_evidence"] / self.scale() < self.checkpoint[1] \
+            else None
 
     def converged(self, trace):
         """"energy", "gradient" or None for the trace so far."""
@@ -126,6 +139,7 @@ _REASONS = {
     "gradient": "converged: the projected gradient is below tol",
     "cap": "stopped at the iteration cap",
     "time": "stopped by the time budget",
+    "overtaken": "stopped: another learning start's energy was higher at this iteration",
 }
 
 
@@ -162,7 +176,8 @@ def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
     info : dict
         ``n_evaluations``, ``n_iterations``, ``n_failed_evaluations``,
         ``n_line_search_restarts``, ``converged``,
-        ``stop_reason`` ("energy", "gradient", "cap", "time" or "line search"),
+        ``stop_reason`` ("energy", "gradient", "cap", "time", "overtaken" or "line
+        search"),
         ``message``, ``tol``, ``hit_iteration_cap``, ``hit_time_budget``,
         ``at_bounds`` (names of the learnt values that ended on a bound of
         :meth:`Hyperparameters.bounds`), ``log_evidence_start`` and
@@ -190,7 +205,7 @@ def optimize(evaluate, start, rule=None, *, callback=None, **rule_fields):
         trace[-1]["window_gain"] = rule.window_gain(trace)  # how far the stop rule is
         if callback is not None:
             callback(trace[-1])
-        reason = rule.converged(trace)
+        reason = rule.converged(trace) or rule.overtaken(trace)
         if reason is None and len(trace) - 1 >= rule.max_iter:
             reason = "cap"
         if reason is not None:

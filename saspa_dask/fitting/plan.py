@@ -95,6 +95,9 @@ class FitPlan:
     log_target: bool = False
     exact_start: object = False
     learning_start: str = "data"
+    #: not a parameter: (iteration, energy per row) where learning stops if behind
+    #: (``learning_start="race"``: the other start's energy; ``optimizer.StopRule``)
+    race_checkpoint: tuple | None = None
     min_noise_variance: float | None = None
     n_restarts_optimizer: int = 0
     hyper_subsample: object = None

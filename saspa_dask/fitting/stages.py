@@ -88,6 +88,9 @@ def stages_end(stages, say):
     if last["stop_reason"] == "time":
         say("learning: the time budget is spent; no further stages")
         return True
+    if last["stop_reason"] == "overtaken":
+        say("learning: another start leads; no further stages")
+        return True
     if len(stages) > 1 and last["gain_per_row"] < policy.POLICY.stage_gain_per_row:
         say(f"learning: the stage on {last['rows']} rows gained "
             f"{last['gain_per_row']:.2g} nats per row (< {policy.POLICY.stage_gain_per_row:g}); no "
