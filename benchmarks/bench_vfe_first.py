@@ -130,7 +130,7 @@ def main():
                         help="the first fit's exact_start (auto, on or off)")
     parser.add_argument("--blur", default="delta", help="both fits' blur (delta, auto, ...)")
     parser.add_argument("--start", default="two-fits",
-                        choices=("two-fits", "variational", "both", "race"),
+                        choices=("two-fits", "variational", "both", "race", "data"),
                         help="the recipe as two fits of this script, or the estimator's "
                              "learning_start (variational: the same fits; both: the higher "
                              "evidence of it and the defaults; race: a short race of both, the leader's fit continued)")

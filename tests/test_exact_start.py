@@ -122,10 +122,10 @@ def test_learning_stopped_on_the_plateau_goes_on_from_the_exact_start(monkeypatc
     # from there to the four inputs that matter.  That learning's work is a fiftieth of
     # the exact GP's most: checked here whatever its work (not by default)
     X, y = _pumadyn_rows(2000)
-    short = SASPARegressor(16, random_state=3).fit(X, y)
+    short = SASPARegressor(16, random_state=3, learning_start="data").fit(X, y)
     assert "start" not in short.hyperparameter_info_
     monkeypatch.setattr(policy, "POLICY", replace(policy.POLICY, exact_check_work_ratio=0.0))
-    model = SASPARegressor(16, random_state=3).fit(X, y)
+    model = SASPARegressor(16, random_state=3, learning_start="data").fit(X, y)
     start = model.hyperparameter_info_["start"]
     assert start["method"] == "exact-gp" and start["checked_after_learning"]
     assert start["energy_at_exact_start"] > start["energy_learnt"]
@@ -139,7 +139,7 @@ def test_learning_stopped_on_the_plateau_goes_on_from_the_exact_start(monkeypatc
     # the two paths' targets differ in the last bit, which 300 L-BFGS-B iterations
     # grow to a few nats, so the same decision and end are asked, not the same bits
     with dask.config.set(scheduler="sync"):
-        lazy = SASPARegressor(16, random_state=3).fit(
+        lazy = SASPARegressor(16, random_state=3, learning_start="data").fit(
             da.from_array(X, chunks=(500, 32)), da.from_array(y, chunks=500))
     assert lazy.hyperparameter_info_["start"]["method"] == "exact-gp"
     assert lazy.log_evidence_ > start["energy_at_exact_start"] + 1000.0
@@ -149,8 +149,9 @@ def test_learning_stopped_on_the_plateau_goes_on_from_the_exact_start(monkeypatc
 def test_learning_that_ended_above_the_exact_start_is_kept_as_it_is(monkeypatch, tmp_path):
     monkeypatch.setattr(policy, "POLICY", replace(policy.POLICY, exact_check_work_ratio=0.0))
     X, y = _pumadyn_rows(2000)
-    checked = SASPARegressor(16, random_state=0).fit(X, y)
-    plain = SASPARegressor(16, random_state=0, exact_start=False).fit(X, y)
+    checked = SASPARegressor(16, random_state=0, learning_start="data").fit(X, y)
+    plain = SASPARegressor(16, random_state=0, exact_start=False,
+                           learning_start="data").fit(X, y)
     start = checked.hyperparameter_info_["start"]
     assert start["method"] == "data" and start["checked_after_learning"]
     assert start["energy_learnt"] > start["energy_at_exact_start"]

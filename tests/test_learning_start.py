@@ -19,6 +19,7 @@ from numpy.testing import assert_allclose
 from saspa_dask import SASPARegressor
 
 COMMON = dict(n_bases=16, random_state=0)
+DATA = dict(COMMON, learning_start="data")  # a public fit from the data's start
 
 
 def quantised(seed, n=800):
@@ -30,8 +31,8 @@ def quantised(seed, n=800):
 
 def by_hand(X, y):
     """The variational start as two public fits."""
-    first = SASPARegressor(**COMMON, blur="delta", alpha=1e-3).fit(X, y)
-    return SASPARegressor(**COMMON, blur="delta", bases=first.bases_,
+    first = SASPARegressor(**DATA, blur="delta", alpha=1e-3).fit(X, y)
+    return SASPARegressor(**DATA, blur="delta", bases=first.bases_,
                           lengthscale=first.lengthscale_,
                           signal_variance=first.signal_variance_,
                           noise_variance=first.noise_variance_,
@@ -48,7 +49,7 @@ def fits():
         for seed in (0, 2):
             X, y = quantised(seed)
             out[seed] = {
-                "X": X, "data": SASPARegressor(**COMMON).fit(X, y),
+                "X": X, "data": SASPARegressor(**DATA).fit(X, y),
                 "by_hand": by_hand(X, y),
                 "variational": SASPARegressor(**COMMON,
                                               learning_start="variational").fit(X, y),
@@ -113,7 +114,7 @@ def public_fit(X, y, start=None, **params):
         params = dict(bases=start.bases_, lengthscale=start.lengthscale_,
                       signal_variance=start.signal_variance_,
                       noise_variance=start.noise_variance_, exact_start=False, **params)
-    return SASPARegressor(**COMMON, learn_offset=False, **params).fit(X, y)
+    return SASPARegressor(**DATA, learn_offset=False, **params).fit(X, y)
 
 
 def race_by_hand(X, y, cap, second_cap, max_iter):
@@ -163,8 +164,9 @@ def test_the_race_is_the_capped_fits_and_the_leaders_fit_by_hand(short_race):
             # a variational leader's record counts its race; the data's fit is one fit
             kept = record["fits"][leader]
             assert kept.get("continued", False) == (leader == "variational")
-            if leader == "variational":
+            if leader == "variational":  # the data's start stopped behind at the cap
                 assert kept["race_n_iterations"] == short_race[1]
+                assert record["fits"]["data"]["n_iterations"] == short_race[0]
             else:  # the variational start's cut fit is the other start's time
                 assert_allclose(model.timings_["other_starts"],
                                 record["fits"]["variational"]["seconds"], rtol=1e-12)
@@ -186,3 +188,26 @@ def test_the_variational_leader_goes_on_from_its_learnt_constant_mean(short_race
     assert_allclose(kept["first_resumed_log_evidence"], kept["race_first_log_evidence"],
                     rtol=1e-9)
     assert kept["first_log_evidence"] > kept["race_first_log_evidence"]
+
+
+def test_auto_races_a_plain_gaussian_regression_and_nothing_else(short_race):
+    """The default ``"auto"``: the race for a plain Gaussian regression learnt on
+    every row, as ``learning_start="race"`` fits it; the data's start where the race
+    does not apply (a learning sample smaller than the rows, given lengthscales)."""
+    X, y = quantised(0)
+    not_plain = (dict(hyper_subsample=400), dict(lengthscale=1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = SASPARegressor(**COMMON, max_hyper_iter=60).fit(X, y)
+        race = SASPARegressor(**COMMON, max_hyper_iter=60, learning_start="race").fit(X, y)
+        others = [SASPARegressor(**COMMON, max_hyper_iter=60, **extra).fit(X, y)
+                  for extra in not_plain]
+        by_data = [SASPARegressor(**DATA, max_hyper_iter=60, **extra).fit(X, y)
+                   for extra in not_plain]
+    assert auto.learning_start == "auto"
+    record = auto.hyperparameter_info_["start"]
+    assert record["learning_start"] == "race" and record["asked"] == "auto"
+    assert_allclose(auto.log_evidence_, race.log_evidence_, rtol=1e-12)
+    for model, reference in zip(others, by_data):
+        assert "learning_start" not in model.hyperparameter_info_.get("start", {})
+        assert_allclose(model.log_evidence_, reference.log_evidence_, rtol=1e-12)

@@ -35,7 +35,8 @@ __all__ = ["run_plan"]
 
 
 def run_plan(plan, X, targets, likelihood, **kwargs):
-    """``plan.run(X, targets, likelihood, **kwargs)`` from the plan's learning start.
+    """``plan.run(X, targets, likelihood, **kwargs)`` from the plan's learning start
+    (``"auto"``: :meth:`FitPlan.chosen_learning_start`).
 
     ``"variational"``: learning at ``policy.POLICY.variational_alpha`` with delta bases
     (every other choice the plan's), then on at the plan's alpha from its bases (kept
@@ -52,6 +53,8 @@ def run_plan(plan, X, targets, likelihood, **kwargs):
     says which start was kept, with each fit's evidence, iterations and seconds, and
     ``timings_["other_starts"]`` the seconds of the fits not kept.
     """
+    asked = plan.learning_start
+    plan = replace(plan, learning_start=plan.chosen_learning_start(likelihood, X.shape[0]))
     if plan.learning_start == "data" or not plan.optimize_hyperparameters:
         return plan.run(X, targets, likelihood, **kwargs)
     say = phase_printer(plan.verbose, X.shape[0])
@@ -73,7 +76,8 @@ def run_plan(plan, X, targets, likelihood, **kwargs):
                                warning.lineno)
     info = result.report.setdefault("hyperparameter_info_", {})
     info["start"] = {**info.get("start", {}), "learning_start": plan.learning_start,
-                     "kept": kept, "fits": {name: fit[2] for name, fit in fits.items()}}
+                     "asked": asked, "kept": kept,
+                     "fits": {name: fit[2] for name, fit in fits.items()}}
     timings = result.report.setdefault("timings_", {})
     # the kept fit's own timings cover its last run: the rest is the other runs'
     timings["other_starts"] = (sum(fit[2]["seconds"] for fit in fits.values())

@@ -194,8 +194,14 @@ class FitPlan:
         if start not in LEARNING_STARTS:
             raise ValueError(f"learning_start={start!r} is none of "
                              f"{', '.join(LEARNING_STARTS)}")
-        if start == "data":
-            return
+        refusal = None if start in ("auto", "data") else self._start_refusal(likelihood,
+                                                                           family)
+        if refusal:
+            raise ValueError(refusal.format(start=repr(start)))
+
+    def _start_refusal(self, likelihood, family):
+        """Why learning cannot start other than from the data ("{start}" stands for
+        the asked start), or None."""
         why = None
         if not self.optimize_hyperparameters:
             why = "learning (optimize_hyperparameters=True)"
@@ -206,11 +212,31 @@ class FitPlan:
         elif likelihood is not None and "noise_variance" not in likelihood.learnable:
             why = f"the gaussian likelihood (not {likelihood.name!r})"
         if why:
-            raise ValueError(f"learning_start={start!r} learns near the variational fit "
-                             f"first, which needs {why}")
+            return ("learning_start={start} learns near the variational fit first, which "
+                    f"needs {why}")
         if self.max_fit_time is not None:  # each fit would take the whole budget
-            raise ValueError(f"learning_start={start!r} makes two or three fits, each "
-                             "within max_fit_time: give one or the other")
+            return ("learning_start={start} makes two or three fits, each within "
+                    "max_fit_time: give one or the other")
+        return None
+
+    def chosen_learning_start(self, likelihood, n_rows):
+        """The learning start this plan runs on ``n_rows`` rows: ``"auto"`` is
+        ``"race"`` for a plain Gaussian regression that learns on every row, as the
+        race was measured (SE kernel, K-means bases with learnt means, no given
+        lengthscales, no input groups but the one-hot columns' own, no additive
+        terms, no restarts, FITC; none of :meth:`_start_refusal`'s objections), else
+        ``"data"``."""
+        if self.learning_start != "auto":
+            return self.learning_start
+        family = None if self.blur == "auto" else blur_family(self.blur)
+        last = stage_sizes(self.hyper_subsample)[-1]
+        plain = (self.bases is None and self.learn_bases == "auto"
+                 and self.lengthscale is None and self.kernel == "se"
+                 and self.feature_groups in (None, "auto") and self.additive_groups is None
+                 and not self.n_restarts_optimizer and self.approximation == "fitc")
+        every_row = last is None or n_rows <= last
+        racing = plain and every_row and self._start_refusal(likelihood, family) is None
+        return "race" if racing else "data"
 
     @single_scipy_thread
     def run(self, X, targets, likelihood, *, signal_variance, column_std, labels=None,

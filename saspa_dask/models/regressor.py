@@ -90,26 +90,27 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         start, and the higher end is kept.  ``True``: whenever the conditions hold;
         ``False``: never.  ``hyperparameter_info_["start"]`` records the start (and a
         check's two energies).
-    learning_start : {"data", "variational", "both", "race"}, default="data"
-        Gaussian likelihood, full-batch learning, delta bases (``blur`` "auto" or
-        "delta"), no ``max_fit_time``: where learning starts.  ``"data"``: K-means
-        bases and the data's scales.  ``"variational"``: learning first at Power EP's
-        alpha 0.001 (near Titsias' variational fit) with delta bases, then on at
-        ``alpha`` from its bases (kept where they are) and values.  ``"both"``: each
-        of the two, keeping the fit with the higher EP evidence (it had the better
-        held-out NLPD in every pair measured; 1.1 to 2.7 times the CPU of ``"data"``).
-        ``"race"``: each cut short (50 learning iterations), the one with the higher
-        evidence then learns on (the variational start from its values, the data's
-        anew): the same pick in every run measured, at 0.7 to 2.2 times the CPU of
-        ``"data"`` (0.7 to 1.1 on Pole Telecomm, 1.2 to 2.2 where the data's start
-        wins).
-        On Pole Telecomm, where learning from K-means ends on a poor optimum, the
-        variational start's test RMSE is about 30% lower; on Kin-40k and four other
-        tables its NLPD is 0.05 to 0.19 nats worse (``benchmarks/RESULTS.md``, "Two
-        learning starts, the higher evidence kept").  On data larger than the learning
-        sample each of these fits ends with EP on all rows (three or four for
-        ``"both"`` and ``"race"``; a sweep or two each, the Gaussian likelihood's
-        sites being exact).
+    learning_start : {"auto", "data", "variational", "both", "race"}, default="auto"
+        Where learning starts (the starts other than ``"data"``: Gaussian likelihood,
+        full-batch learning, delta bases, ``blur`` "auto" or "delta", no
+        ``max_fit_time``).  ``"data"``: K-means bases and the data's scales.
+        ``"variational"``: learning first at Power EP's alpha 0.001 (near Titsias'
+        variational fit) with delta bases, then on at ``alpha`` from its bases (kept
+        where they are) and values.  ``"both"``: each of the two, keeping the fit with
+        the higher EP evidence (the better held-out NLPD in every pair measured; 1.1
+        to 2.7 times the CPU of ``"data"``).  ``"race"``: the variational start cut
+        short (30 learning iterations, then 10), then the data's start, stopped at its
+        30th iteration if its evidence is behind; the leader learns on.  ``"auto"``:
+        ``"race"`` for a plain Gaussian regression whose learning sees every row (SE
+        kernel, learnt K-means bases, no given lengthscales, no restarts), else
+        ``"data"``.  On
+        Pole Telecomm, where learning from K-means ends on a poor optimum, the race's
+        test RMSE is 28-34% below the data start's in 0.84-1.08 times its CPU; where
+        the data's start wins, the race costs 1.05-1.48 times its CPU for the same
+        model (``benchmarks/RESULTS.md``, "The defaults race the two learning
+        starts").  On data larger than the learning sample each of these fits ends
+        with EP on all rows (a sweep or two each, the Gaussian likelihood's sites
+        being exact).
         ``hyperparameter_info_["start"]`` says which was kept; a retrain goes on from
         the kept fit's values.
 
@@ -154,7 +155,7 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
                  approximation="fitc", alpha=1.0,
                  likelihood="gaussian", noise_variance=None, dof=4.0, scale=None,
                  center_y=True, learn_offset=True, min_noise_variance=None, log_target=False,
-                 exact_start="auto", learning_start="data", lengthscale=None,
+                 exact_start="auto", learning_start="auto", lengthscale=None,
                  signal_variance=None, bases=None,
                  jitter=1e-8, optimize_hyperparameters=True, max_hyper_iter=500,
                  hyper_tol=1e-4, max_fit_time=None,

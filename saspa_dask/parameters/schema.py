@@ -20,7 +20,7 @@ CLASSIFICATION_LIKELIHOODS = ("probit", "logistic", "step", "noisy_probit")
 REGRESSION_LIKELIHOODS = ("gaussian", "student_t", "poisson")
 LEARN_BASES_CHOICES = ("auto", "none", "means", "means+blur")
 # where regression's learning starts (saspa_dask.fitting.learning_start)
-LEARNING_STARTS = ("data", "variational", "both", "race")
+LEARNING_STARTS = ("auto", "data", "variational", "both", "race")
 
 
 @dataclass(frozen=True)
