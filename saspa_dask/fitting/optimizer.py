@@ -105,8 +105,8 @@ class StopRule:
         its value, else None."""
         if self.checkpoint is None or len(trace) - 1 != self.checkpoint[0]:
             return None
-        return "overtaken" if trace[-1]["log_evidence"] / self.scale() < self.checkpoint[1] \
-            else None
+        behind = trace[-1]["log_evidence"] / self.scale() < self.checkpoint[1]
+        return "overtaken" if behind else None
 
     def converged(self, trace):
         """"energy", "gradient" or None for the trace so far."""
