@@ -457,3 +457,19 @@ def test_cli_learns_in_stages_and_info_says_where(tmp_path):
     bad = saspa("train", tmp_path / "d.zarr", "--out", tmp_path / "n.zarr",
                 "--hyper-subsample", "300,lots")
     assert bad.returncode != 0 and "hyper_subsample: 'lots'" in bad.stderr
+
+
+def test_a_checkpoint_stops_learning_that_is_behind_there_and_only_then():
+    """``StopRule.checkpoint`` (a race of learning starts): at iteration 3 the energy
+    per row is compared with the other start's; below it, learning stops there
+    ("overtaken"), not a converged end; above it, learning runs on as without it."""
+    free = optimize(quadratic(banana=1e5), START, tol=0.0, max_iter=8, scale_rows=10)
+    at_3 = free[2][3]["log_evidence"] / 10
+    behind = optimize(quadratic(banana=1e5), START, tol=0.0, max_iter=8, scale_rows=10,
+                      checkpoint=(3, at_3 + 1e-6))
+    ahead = optimize(quadratic(banana=1e5), START, tol=0.0, max_iter=8, scale_rows=10,
+                     checkpoint=(3, at_3 - 1e-6))
+    assert behind[3]["stop_reason"] == "overtaken" and behind[3]["n_iterations"] == 3
+    assert not behind[3]["converged"]
+    assert ahead[3]["stop_reason"] == "cap" and ahead[3]["n_iterations"] == 8
+    assert [r["log_evidence"] for r in ahead[2]] == [r["log_evidence"] for r in free[2]]
