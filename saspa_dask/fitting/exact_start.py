@@ -131,7 +131,7 @@ def start_rows(n_rows, random_state):
     return np.sort(rng.choice(n_rows, size=size, replace=False))
 
 
-def exact_gp_start(hyper, bounds, X, y):
+def exact_gp_start(hyper, bounds, X, y, max_iter=None):
     """``hyper`` with its lengthscales, signal and noise variance where an exact GP on
     the sample (``X``, ``y``: :func:`start_rows` of EP's rows and targets) puts them,
     within ``bounds`` (``hyper.bounds()``); and a record of the start (rows,
@@ -140,7 +140,9 @@ def exact_gp_start(hyper, bounds, X, y):
     ``reason``) when the exact GP explains the sample by less than
     the policy's ``exact_structure_per_row`` nats per row beyond independent noise, or fails at the
     start.  A trial point whose kernel matrix cannot be factorised is refused (L-BFGS-B's
-    line search steps back).
+    line search steps back).  ``max_iter``: L-BFGS-B's iterations at most (None: the
+    policy's ``exact_start_max_iter``; the check after learning takes its
+    ``exact_check_max_iter``).
     """
     t0 = time.perf_counter()
     d = X.shape[1]
@@ -173,7 +175,7 @@ def exact_gp_start(hyper, bounds, X, y):
     if not np.isfinite(start_value):
         return hyper, {"method": "data", "reason": "the exact GP's kernel matrix failed"}
     result = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=box,
-                      options={"maxiter": policy.POLICY.exact_start_max_iter})
+                      options={"maxiter": max_iter or policy.POLICY.exact_start_max_iter})
     found = -result.fun
     noise_only = -0.5 * (math.log(2 * math.pi * max(float(ys.var()), 1e-300)) + 1.0)
     if not found > noise_only + policy.POLICY.exact_structure_per_row:

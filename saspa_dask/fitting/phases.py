@@ -306,13 +306,13 @@ def decide_exact_start(run, state, on_sample):
         plan, state.likelihood, state.hyper, n)
 
 
-def exact_gp(run, hyper, X, targets):
+def exact_gp(run, hyper, X, targets, max_iter=None):
     """``hyper`` at an exact GP's values on the seeded sample of (``X``, ``targets``),
     and the record (:func:`~saspa_dask.fitting.exact_start.exact_gp_start`)."""
     rows = start_rows(X.shape[0], run.plan.random_state)
     X_s, y_s = (dask.compute(X[rows], targets[rows]) if is_lazy(X)
                 else (X[rows], targets[rows]))
-    return exact_gp_start(hyper, hyper.bounds(), X_s, y_s)
+    return exact_gp_start(hyper, hyper.bounds(), X_s, y_s, max_iter)
 
 
 def exact_started(run, state, hyper, X, targets):
@@ -356,7 +356,7 @@ def _compared_with_exact_start(run, state, outcome, hyper, X, targets):
     were switched off), and learning goes on from the exact start; the higher end is
     kept.  Otherwise the outcome stays as it is (the cost: the exact GP and one EP
     run).  Recorded for ``hyperparameter_info_["start"]``."""
-    exact, record = exact_gp(run, hyper, X, targets)
+    exact, record = exact_gp(run, hyper, X, targets, policy.POLICY.exact_check_max_iter)
     if record["method"] != "exact-gp":
         return outcome
     fit, trainer_for = state.fit, state.trainer_for

@@ -85,6 +85,10 @@ class FitPolicy:
     exact_start_rows: int = 512
     #: its L-BFGS-B iterations at most
     exact_start_max_iter: int = 100
+    #: ... and in the check after learning, which asks only whether the exact GP's
+    #: start is above where learning ended, not for its optimum ("The defaults race
+    #: the two learning starts")
+    exact_check_max_iter: int = 30
     #: nats per row beyond independent noise for "the exact GP found structure"
     exact_structure_per_row: float = 0.05
     #: learning from the data's start is checked against the exact start only after

@@ -153,7 +153,7 @@ TRAIN_PARAMETERS = (
               "learning from K-means ends on a poor optimum, as on Pole Telecomm), both "
               "(each; the higher EP evidence is kept, at 1.1-2.7 times the CPU), race "
               "(the variational start cut short, the data's stopped where it is behind, "
-              "the leader learns on: 0.84-1.48 times the CPU) or auto (race for a plain "
+              "the leader learns on: 0.8-1.3 times the CPU) or auto (race for a plain "
               "regression learnt on every row, else data).",
               choices=LEARNING_STARTS),
     Parameter("hyper_subsample", (int, str, list), 20000, "Learn hyperparameters and bases "
