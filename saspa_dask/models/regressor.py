@@ -103,16 +103,14 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         30th iteration if its evidence is behind; the leader learns on.  ``"auto"``:
         ``"race"`` for a plain Gaussian regression whose learning sees every row (SE
         kernel, learnt K-means bases, no given lengthscales, no restarts), else
-        ``"data"``.  On
-        Pole Telecomm, where learning from K-means ends on a poor optimum, the race's
-        test RMSE is 32-37% below the data start's in 0.81-1.03 times its CPU; where
-        the data's start wins, the race costs 0.93-1.31 times its CPU for the same
-        model (``benchmarks/RESULTS.md``, "The defaults race the two learning
-        starts").  On data larger than the learning sample each of these fits ends
-        with EP on all rows (a sweep or two each, the Gaussian likelihood's sites
-        being exact).
-        ``hyperparameter_info_["start"]`` says which was kept; a retrain goes on from
-        the kept fit's values.
+        ``"data"``.  On Pole Telecomm, where learning from K-means ends on a poor
+        optimum, the race's test RMSE is 32-37% below the data start's in 0.81-1.03
+        times its CPU; where the data's start wins, the race costs 0.93-1.31 times its
+        CPU for the same model (``benchmarks/RESULTS.md``, "The defaults race the two
+        learning starts").  On data larger than the learning sample each of these
+        fits ends with EP on all rows (a sweep or two each, the Gaussian likelihood's
+        sites being exact).  ``hyperparameter_info_["start"]`` says which was kept;
+        a retrain goes on from the kept fit's values.
 
     Attributes
     ----------
