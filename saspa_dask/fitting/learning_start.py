@@ -61,7 +61,7 @@ def run_plan(plan, X, targets, likelihood, **kwargs):
     if plan.learning_start == "race":
         fits, kept = _race(plan, X, targets, likelihood, say, **kwargs)
     else:
-        first = _near_fit(plan, None, X, targets, likelihood, say, **kwargs)
+        first = _near_fit(_near_plan(plan, None), X, targets, likelihood, say, **kwargs)
         fits = {"variational": _at_alpha(plan, first, None, X, targets, likelihood, say,
                                          **kwargs)}
         if plan.learning_start == "both":
@@ -94,8 +94,7 @@ def _race(plan, X, targets, likelihood, say, **kwargs):
     short = {**kwargs, "held_out": None}  # the kept fit's held-out trace only
     say(f"a race of two learning starts, the variational one cut at {cap} iterations")
     near = replace(_near_plan(plan, cap), exact_start=False)
-    first = _quietly(lambda: near.run(X, targets, likelihood,
-                                      **{**short, "init_sites": None}))
+    first = _near_fit(near, X, targets, likelihood, say, **short)
     fits = {"variational": _at_alpha(plan, first, second_cap, X, targets, likelihood, say,
                                      **short)}
     # the data's start learns as "data" does, unless its energy per row is behind at
@@ -127,12 +126,11 @@ def _near_plan(plan, cap):
                    learning_start="data", max_hyper_iter=cap or plan.max_hyper_iter)
 
 
-def _near_fit(plan, cap, X, targets, likelihood, say, **kwargs):
-    """Learning near the variational fit (:func:`_near_plan`): (result, warnings,
-    record)."""
+def _near_fit(near, X, targets, likelihood, say, **kwargs):
+    """Learning by the plan ``near`` (:func:`_near_plan`), cold and unwatched:
+    (result, warnings, record)."""
     say(f"learning near the variational fit first (alpha "
         f"{policy.POLICY.variational_alpha:g}, delta bases)")
-    near = _near_plan(plan, cap)
     return _quietly(lambda: near.run(
         X, targets, likelihood, **{**kwargs, "init_sites": None, "held_out": None}))
 
@@ -150,8 +148,7 @@ def _at_alpha(plan, first, cap, X, targets, likelihood, say, **kwargs):
     result, caught, record = _quietly(lambda: on.run(
         X, targets, likelihood.with_hyperparameters(fitted.likelihood_params),
         **{**kwargs, "signal_variance": float(fitted.signal_variance)}))
-    if "kmeans_info_" in first.report:  # the bases' K-means ran in the first fit
-        result.report["kmeans_info_"] = first.report["kmeans_info_"]
+    _keep_kmeans_info(result, first)
     record.update(seconds=record["seconds"] + first_record["seconds"],
                   **{f"first_{key}": first_record[key] for key in
                      ("seconds", "n_iterations", "log_evidence", "n_invalid_cavities",
@@ -178,13 +175,18 @@ def _learn_on(capped, fit, max_iterations, X, targets, likelihood, say, **kwargs
         X, targets - shift, likelihood.with_hyperparameters(fitted.likelihood_params),
         **{**kwargs, "signal_variance": float(fitted.signal_variance),
            "offset": offset + shift}))
-    if "kmeans_info_" in result.report:
-        going[0].report["kmeans_info_"] = result.report["kmeans_info_"]
+    _keep_kmeans_info(going[0], result)
     going[2].update(seconds=record["seconds"] + going[2]["seconds"],
                     n_iterations=used + (going[2]["n_iterations"] or 0),
                     resumed_log_evidence=going[0].report.get("hyperparameter_info_", {})
                     .get("log_evidence_start"))
     return going
+
+
+def _keep_kmeans_info(result, earlier):
+    """``result`` reports the K-means of the ``earlier`` fit its bases came from."""
+    if "kmeans_info_" in earlier.report:
+        result.report["kmeans_info_"] = earlier.report["kmeans_info_"]
 
 
 def _capped(fit):

@@ -187,9 +187,10 @@ class FitPlan:
                              "binary classification), not one per class")
 
     def _validate_learning_start(self, likelihood, family):
-        """A learning start other than the data's: learnt regression with the gaussian
-        likelihood, full-batch, delta bases (``family`` None: blur "auto", which the
-        start resolves to delta)."""
+        """One of :data:`LEARNING_STARTS`; one that asks for the variational start
+        (not "data", nor "auto", which falls back to "data") only where
+        :meth:`_start_refusal` has no objection (``family`` None: blur "auto", which
+        that start resolves to delta)."""
         start = self.learning_start
         if start not in LEARNING_STARTS:
             raise ValueError(f"learning_start={start!r} is none of "

@@ -73,11 +73,11 @@ class FitPolicy:
     # -- learning near the variational fit first (fitting.learning_start) --------------
     #: Power EP's alpha of that first learning (near Titsias' bound at alpha -> 0)
     variational_alpha: float = 1e-3
-    #: learning_start="race": each start's learning iterations before the higher
-    #: evidence picks the one that goes on ("A short race picks the same start") ...
+    #: learning_start="race": the learning iterations after which the higher evidence
+    #: picks the start that goes on (the fewest that picked the full fits' winner with
+    #: a margin: "The defaults race the two learning starts") ...
     race_iterations: int = 30
-    #: ... and the variational start's second fit's (at 20 and 10, Pumadyn-32nm's
-    #: two starts tied within 1e-4 nats per row)
+    #: ... and the variational start's second fit's
     race_second_iterations: int = 10
 
     # -- an exact GP's start (fitting.exact_start; "An exact GP's start") --------------
