@@ -20,12 +20,20 @@ rate is measured at the start.  Writes results/race.json.
 
 ``--task classification`` labels the same signal 0/1 through latent Gaussian noise
 (:func:`to_classification`; the test rows' Bayes error is reported), and SVGP uses the
-Bernoulli likelihood.  Several ``--svgp-lrs`` are swept first on validation rows
-(:func:`best_lr`) and the best one runs the race.
+Bernoulli likelihood.  ``--signal overlap`` labels another signal instead, with more
+latent noise (:func:`overlap_signal`: a Bayes error near 0.22 against 0.10).  Several
+``--svgp-lrs`` are swept first on validation rows (:func:`best_lr`) and the best one
+runs the race.
+
+``--defaults`` runs one ``saspa train`` with its defaults instead of the budgets (no
+``--n-bases``, stages or budget: what a user types), and SVGP (``--bases`` inducing
+inputs) is scored at its wall time and after ``--svgp-minutes``.
 
     python benchmarks/bench_race.py                       # 10^6 rows, M = 256
     python benchmarks/bench_race.py --task classification --svgp-lrs 0.003 0.01 0.03 \\
         --out race_classification.json
+    python benchmarks/bench_race.py --task classification --signal overlap --defaults \\
+        --svgp-lrs 0.03 --svgp-minutes 20 --out race_overlap_defaults.json
 """
 
 from __future__ import annotations
@@ -45,11 +53,11 @@ from lib.machine import matmul_rate
 from lib.output import save
 
 
-def saspa_run(work, args, extra):
+def saspa_run(work, args, extra, bases=True):
     model = work / "model.zarr"
     res, seconds = timed([BIN / "saspa", "train", work / "train.zarr", "--out", model,
-                           "--task", args.task, "--n-bases", args.bases, "--workers",
-                           args.workers, "--overwrite", *extra],
+                           "--task", args.task, *(["--n-bases", args.bases] if bases else []),
+                           "--workers", args.workers, "--overwrite", *extra],
                           ok_codes=(0, 3))  # 3: EP stopped by the budget, model saved
     described = info(model)
     hyper = described["hyperparameters"]["info"] or {}
@@ -106,12 +114,18 @@ def main():
                              "--sweep-seconds and is scored on validation rows (seed 2), "
                              "and the best runs the race")
     parser.add_argument("--sweep-seconds", type=float, default=60.0)
+    parser.add_argument("--signal", choices=["multiscale", "overlap"], default="multiscale",
+                        help="classification's latent signal (module docstring)")
+    parser.add_argument("--defaults", action="store_true",
+                        help="one saspa train with its defaults instead of the budgets")
     parser.add_argument("--out", default="race.json", help="file under results/")
     parser.add_argument("--plot-from", help="only draw the figure of a saved results file")
     output.add_quick_option(parser, rows=4000, test_rows=1000, bases=8, chunk_rows=1000,
                             budgets=[10], stages="1000,all", svgp_minutes=0.05,
                             sweep_seconds=1.0)
     args = output.parse(parser)
+    if args.signal != "multiscale" and args.task != "classification":
+        parser.error("--signal overlap labels classes: it needs --task classification")
     if args.plot_from:
         report = json.loads((output.RESULTS / args.plot_from).read_text())
         return plot_race(report, output.FIGURES / f"{Path(args.plot_from).stem}.png")
@@ -122,6 +136,8 @@ def main():
             report["bayes_error"] = to_classification(work, args)
         else:
             report["noise_sd"] = make_data(work, args)
+        if args.defaults:
+            return _defaults_race(work, args, report)
         fixed = saspa_run(work, args, ["--fixed-hyperparameters"])
         report["fixed"] = fixed
         # the job's time outside the fit, which --max-fit-time does not cover
@@ -145,6 +161,17 @@ def main():
                                   regression=args.task == "regression")
     save(report, args.out)
     plot_race(report, output.FIGURES / f"{Path(args.out).stem}.png")
+
+
+def _defaults_race(work, args, report):
+    """``saspa train`` with its defaults, timed end to end, against SVGP at that wall
+    time and after ``--svgp-minutes``."""
+    row = report["defaults"] = saspa_run(work, args, [], bases=False)
+    print(json.dumps({"defaults": row}), flush=True)
+    lr = report["svgp_lr"] = best_lr(work, args, report)
+    report["svgp"] = svgp_run(work, args, [row["seconds"], 60 * args.svgp_minutes], lr=lr,
+                              regression=args.task == "regression")
+    save(report, args.out)
 
 
 def plot_race(report, path):
@@ -190,7 +217,27 @@ def best_lr(work, args, report):
                                                                  else "nlpd"]))
 
 
-LABEL_NOISE = 0.35  # latent noise sd / signal sd: a Bayes error near 0.1
+# latent noise sd / signal sd: a Bayes error near 0.1 (multiscale), 0.22 (overlap)
+LABEL_NOISE = {"multiscale": 0.35, "overlap": 0.8}
+
+
+def overlap_signal(X):
+    """``--signal overlap``'s latent function: a product of waves in inputs 0 and 1, an
+    interaction of 2 and 3, a linear trend in 4; the other inputs irrelevant."""
+    return (np.sin(1.5 * X[:, 0]) * np.cos(1.5 * X[:, 1]) + 0.5 * X[:, 2] * X[:, 3]
+            + 0.3 * X[:, 4])
+
+
+def _signal_rows(args, rows, seed):
+    """(X, y, f) of ``rows`` generated rows: the multiscale generator's, or standard
+    normal inputs and :func:`overlap_signal` (``y`` unused in classification)."""
+    from saspa_dask.datasets import multiscale_regression
+
+    if getattr(args, "signal", "multiscale") == "multiscale":
+        return multiscale_regression(rows, args.features, seed)
+    X = np.random.default_rng(seed).normal(size=(rows, args.features))
+    f = overlap_signal(X)
+    return X, f, f
 
 
 def to_classification(work, args):
@@ -199,33 +246,33 @@ def to_classification(work, args):
     mean Phi(-|f - t| / sd)."""
     from scipy.stats import norm
 
-    from saspa_dask.datasets import multiscale_regression
-
     _store(work, args, "train", args.rows, seed=0)
     _store(work, args, "test", args.test_rows, seed=1)
-    threshold, sd = _latent_scale(args.rows, args.features)
-    f_test = multiscale_regression(args.test_rows, args.features, 1)[2]
+    threshold, sd = _latent_scale(args)
+    f_test = _signal_rows(args, args.test_rows, 1)[2]
     return float(norm.cdf(-abs(f_test - threshold) / sd).mean())
 
 
-@functools.lru_cache
-def _latent_scale(rows, features):
+def _latent_scale(args):
     """The labels' threshold (the training rows' median signal: balanced classes) and
-    latent noise sd (once per run: it regenerates the training rows)."""
-    from saspa_dask.datasets import multiscale_regression
+    latent noise sd."""
+    return _scale_of(getattr(args, "signal", "multiscale"), args.rows, args.features)
 
-    f_train = multiscale_regression(rows, features, 0)[2]
-    return float(np.median(f_train)), LABEL_NOISE * float(f_train.std())
+
+@functools.lru_cache
+def _scale_of(signal, rows, features):
+    # once per run: it regenerates the training rows
+    args = argparse.Namespace(signal=signal, features=features)
+    f_train = _signal_rows(args, rows, 0)[2]
+    return float(np.median(f_train)), LABEL_NOISE[signal] * float(f_train.std())
 
 
 def labelled_rows(args, rows, seed):
     """(X, y) of ``rows`` generated rows; for classification the label is 1 where the
     signal plus latent Gaussian noise exceeds the threshold."""
-    from saspa_dask.datasets import multiscale_regression
-
-    X, y, f = multiscale_regression(rows, args.features, seed)
+    X, y, f = _signal_rows(args, rows, seed)
     if args.task == "classification":
-        threshold, sd = _latent_scale(args.rows, args.features)
+        threshold, sd = _latent_scale(args)
         y = f + sd * np.random.default_rng(100 + seed).normal(size=rows) > threshold
     return X, y
 

@@ -57,6 +57,33 @@ def test_bench_threads_quick(tmp_path):
     assert len(report["scipy_pools"]) == len(scipy_blas_pools())
 
 
+def test_bench_race_defaults_on_the_overlap_signal_quick(tmp_path):
+    """``--signal overlap --defaults``: one default ``saspa train`` against SVGP at its
+    wall time and its own budget; the reported Bayes error is the generator's, as the
+    docstring writes it, recomputed here."""
+    import numpy as np
+    from scipy.stats import norm
+
+    report = _quick_results("bench_race.py", tmp_path, "race.json", "--task",
+                            "classification", "--signal", "overlap", "--defaults")
+
+    def latent(rows, seed):
+        X = np.random.default_rng(seed).normal(size=(rows, 8))
+        return (np.sin(1.5 * X[:, 0]) * np.cos(1.5 * X[:, 1]) + 0.5 * X[:, 2] * X[:, 3]
+                + 0.3 * X[:, 4])
+
+    f_train, f_test = latent(4000, 0), latent(1000, 1)
+    threshold, sd = np.median(f_train), 0.8 * f_train.std()
+    bayes = norm.cdf(-abs(f_test - threshold) / sd).mean()
+    assert report["bayes_error"] == pytest.approx(bayes, rel=1e-12)
+    assert 0.15 < bayes < 0.3  # harder overlap than the multiscale labels' 0.10
+    defaults = report["defaults"]
+    assert "saspa" not in report or report["saspa"] == []
+    assert [r["budget"] for r in report["svgp"]] == sorted([defaults["seconds"], 3.0])
+    for run in (defaults, *report["svgp"]):
+        assert bayes - 0.05 < run["error"] < 0.45
+
+
 def test_bench_race_quick(tmp_path):
     """The race's parts on generated stores: a fixed fit, a learnt fit whose fit gets
     the budget less the job's time outside the fit (measured by the fixed run), SVGP

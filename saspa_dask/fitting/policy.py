@@ -48,16 +48,18 @@ class FitPolicy:
     #: ... at this many one-core matmul flops per row, basis and input
     kmeans_row_cost: float = 240.0
     #: a budget shorter than this many first-stage evaluations learns first on half
-    #: the stage's rows ("A first model by 10 s") ...
-    half_stage_evaluations: float = 2.7
+    #: the stage's rows ("A first model by 10 s", "Classification ahead of SVGP from
+    #: 10 s") ...
+    half_stage_evaluations: float = 4.5
     #: ... when that half keeps this many rows a basis
     half_stage_rows_per_basis: int = 20
 
     # -- what learning costs (fitting.costs; "What learning costs") --------------------
     #: EP passes an evaluation makes, in the cost model
     ep_passes: int = 8
-    #: full blurs: the share of the matmul rate an evaluation's flops reach
-    full_blur_efficiency: float = 0.12
+    #: full blurs: the share of the matmul rate an evaluation's flops reach ("The cost
+    #: estimate of full blurs, rechecked")
+    full_blur_efficiency: float = 0.28
     #: the other families, per term (:func:`_term_costs`)
     term_costs: dict = field(default_factory=_term_costs)
     #: blur="auto": full covariances up to this many inputs, diagonal above (a full

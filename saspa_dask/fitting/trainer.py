@@ -309,7 +309,8 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
                            [(r.tau, r.nu) for r in chosen.results], deadline=ep_deadline)
         polished.trace, polished.info = chosen.trace, chosen.info
         chosen = polished
-    if not all(r.converged for r in chosen.results):
+    if not all(r.converged or r.stopped_by_time for r in chosen.results):
+        # a run the budget stopped has said so itself (ep.driver); max_sweeps is not why
         warnings.warn("EP did not converge at the chosen hyperparameters "
                       f"(max_sweeps={trainer.settings.max_sweeps}); raise max_sweeps or "
                       "lower damping", EPConvergenceWarning, stacklevel=3)
