@@ -268,10 +268,13 @@ def test_a_budget_stops_warm_started_ep_on_all_rows_after_a_sweep():
 
     X, y = synthetic_two_class(40_000, 3, seed=5)
     start = (np.full(40_000, 0.1), np.zeros(40_000))
-    with pytest.warns(EPConvergenceWarning, match="stopped by the time budget after 1 sweep"):
+    with pytest.warns(EPConvergenceWarning, match="stopped by the time budget after 1 sweep") \
+            as caught:
         clf = SASPAClassifier(n_bases=16, blur="delta", random_state=0, hyper_subsample=3000,
                               max_fit_time=1e-9, execution={"block_rows": 2048}).fit(
             X, y, init_sites=start)
+    # the budget stopped EP, not its sweep cap: no advice to raise max_sweeps
+    assert not [w for w in caught if "max_sweeps" in str(w.message)]
     assert clf.n_sweeps_ == 1 and not clf.converged_ and clf.coarse_start_ == []
     assert clf.ep_stop_reason_ == "time" and np.isfinite(clf.log_evidence_)
     np.testing.assert_allclose(clf.fitted_posterior_.posteriors[0].mean,
