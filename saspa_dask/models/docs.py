@@ -126,7 +126,7 @@ _SHARED_PARAMS_DOC = """
         warm-start sites EP on all rows always runs at least one sweep, so a small
         budget can be overrun by a sweep on all rows.  The budget also sizes the
         start: K-means' Lloyd passes run over the rows 5% of it pays for
-        (``kmeans_info_["lloyd_rows"]``), and a budget shorter than 2.7 estimated
+        (``kmeans_info_["lloyd_rows"]``), and a budget shorter than 4.5 estimated
         evaluations of learning's first stage learns first on half its rows
         (:class:`~saspa_dask.fitting.budget.FitBudget`).
         None: no budget.
