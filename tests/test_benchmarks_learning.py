@@ -391,3 +391,31 @@ def test_bench_vfe_first_quick(tmp_path):
     assert race["pick"] == higher
     for fit in (data, variational):
         assert 0 < fit["rmse"] < 1.1 and np.isfinite(fit["energy_per_row"])
+
+
+def test_a_resplit_deals_the_pooled_rows_once_each(monkeypatch):
+    """``paper_split(..., resplit=R)``: Kin-40k's 10,000 + 30,000 rows pooled and dealt
+    R to training, the rest to test, none twice or lost; standardised on the new
+    training rows (their inputs' means 0 and sds 1)."""
+    import csv
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from lib.data import paper_split
+
+    raw = []
+    for part in ("train", "test"):
+        with open(common_datasets() / f"kin40k_{part}.csv") as f:
+            raw += [[float(v) for v in row] for row in list(csv.reader(f))[1:]]
+    raw = np.array(raw)
+    Xtr, ytr, Xte, yte, y_sd = paper_split("kin40k", resplit=36_000, resplit_seed=3)
+    assert (len(ytr), len(yte)) == (36_000, 4_000)
+    np.testing.assert_allclose(Xtr.mean(0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(Xtr.std(0), 1.0, rtol=1e-12)
+    # undo the standardisation with the training rows' own statistics of the raw pool
+    train_rows = raw[np.random.default_rng(3).permutation(len(raw))[:36_000]]
+    mean, sd = train_rows[:, :-1].mean(0), train_rows[:, :-1].std(0)
+    y_mean = train_rows[:, -1].mean()
+    dealt = np.vstack([np.column_stack([X * sd + mean, y * y_sd + y_mean])
+                       for X, y in ((Xtr, ytr), (Xte, yte))])
+    order = lambda a: a[np.lexsort(a.T[::-1])]  # noqa: E731
+    np.testing.assert_allclose(order(dealt), order(raw), rtol=1e-10, atol=1e-10)

@@ -82,25 +82,38 @@ def held_out_split(X, y, seed, train_rows):
 
 
 def add_paper_set_options(parser, sets=("pol", "kin40k", "pumadyn32nm"), seeds=(0, 1, 2),
-                          bases=64):
+                          bases=64, resplit=False):
     """``--sets``, ``--seeds``, ``--bases`` and ``--rows`` of a benchmark on the papers'
-    splits (:func:`paper_split`), with these defaults."""
+    splits (:func:`paper_split`), with these defaults; with ``resplit``, ``--resplit``
+    and ``--resplit-seed`` too."""
     parser.add_argument("--sets", nargs="+", default=list(sets))
     parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
     parser.add_argument("--bases", type=int, default=bases,
                         help=None if bases else "default: the estimator's")
     parser.add_argument("--rows", type=int, default=None, help="first training rows only")
+    if not resplit:
+        return
+    parser.add_argument("--resplit", type=int, default=None, metavar="TRAIN_ROWS",
+                        help="pool the split's rows and deal TRAIN_ROWS of them, seeded "
+                             "by --resplit-seed, to training, the rest to test")
+    parser.add_argument("--resplit-seed", type=int, default=0)
 
 
-def paper_split(name, rows=None):
+def paper_split(name, rows=None, resplit=None, resplit_seed=0):
     """(Xtr, ytr, Xte, yte, y sd) of a papers' split (:data:`PAPER_SETS`), inputs and
     targets standardised on its training rows (then only the first ``rows`` of them
-    kept, if given)."""
+    kept, if given).  ``resplit``: the split's training and test rows pooled, and
+    ``resplit`` of them (a permutation seeded by ``resplit_seed``) the training rows."""
     out = []
     for part in ("train", "test"):
         data = np.loadtxt(_path(f"{name}_{part}"), delimiter=",", skiprows=1)
         out += [data[:, :-1], data[:, -1]]
     Xtr, ytr, Xte, yte = out
+    if resplit is not None:
+        X, y = np.vstack([Xtr, Xte]), np.concatenate([ytr, yte])
+        order = np.random.default_rng(resplit_seed).permutation(len(y))
+        Xtr, ytr = X[order[:resplit]], y[order[:resplit]]
+        Xte, yte = X[order[resplit:]], y[order[resplit:]]
     mean, std = Xtr.mean(0), Xtr.std(0)
     std[std == 0] = 1.0
     y_mean, y_std = ytr.mean(), ytr.std()
