@@ -33,7 +33,7 @@ inputs) is scored at its wall time and after ``--svgp-minutes``.
     python benchmarks/bench_race.py --task classification --svgp-lrs 0.003 0.01 0.03 \\
         --out race_classification.json
     python benchmarks/bench_race.py --task classification --signal overlap --defaults \\
-        --svgp-lrs 0.03 --svgp-minutes 20 --out race_overlap_defaults.json
+        --svgp-lrs 0.01 0.03 --svgp-minutes 20 --out race_overlap_defaults.json
 """
 
 from __future__ import annotations
@@ -228,16 +228,21 @@ def overlap_signal(X):
             + 0.3 * X[:, 4])
 
 
-def _signal_rows(args, rows, seed):
+def _signal_rows(signal, features, rows, seed):
     """(X, y, f) of ``rows`` generated rows: the multiscale generator's, or standard
     normal inputs and :func:`overlap_signal` (``y`` unused in classification)."""
     from saspa_dask.datasets import multiscale_regression
 
-    if getattr(args, "signal", "multiscale") == "multiscale":
-        return multiscale_regression(rows, args.features, seed)
-    X = np.random.default_rng(seed).normal(size=(rows, args.features))
+    if signal == "multiscale":
+        return multiscale_regression(rows, features, seed)
+    X = np.random.default_rng(seed).normal(size=(rows, features))
     f = overlap_signal(X)
     return X, f, f
+
+
+def _signal(args):
+    # bench_anytime's options have no --signal: the multiscale one
+    return getattr(args, "signal", "multiscale")
 
 
 def to_classification(work, args):
@@ -249,28 +254,27 @@ def to_classification(work, args):
     _store(work, args, "train", args.rows, seed=0)
     _store(work, args, "test", args.test_rows, seed=1)
     threshold, sd = _latent_scale(args)
-    f_test = _signal_rows(args, args.test_rows, 1)[2]
+    f_test = _signal_rows(_signal(args), args.features, args.test_rows, 1)[2]
     return float(norm.cdf(-abs(f_test - threshold) / sd).mean())
 
 
 def _latent_scale(args):
     """The labels' threshold (the training rows' median signal: balanced classes) and
     latent noise sd."""
-    return _scale_of(getattr(args, "signal", "multiscale"), args.rows, args.features)
+    return _scale_of(_signal(args), args.rows, args.features)
 
 
 @functools.lru_cache
 def _scale_of(signal, rows, features):
     # once per run: it regenerates the training rows
-    args = argparse.Namespace(signal=signal, features=features)
-    f_train = _signal_rows(args, rows, 0)[2]
+    f_train = _signal_rows(signal, features, rows, 0)[2]
     return float(np.median(f_train)), LABEL_NOISE[signal] * float(f_train.std())
 
 
 def labelled_rows(args, rows, seed):
     """(X, y) of ``rows`` generated rows; for classification the label is 1 where the
     signal plus latent Gaussian noise exceeds the threshold."""
-    X, y, f = _signal_rows(args, rows, seed)
+    X, y, f = _signal_rows(_signal(args), args.features, rows, seed)
     if args.task == "classification":
         threshold, sd = _latent_scale(args)
         y = f + sd * np.random.default_rng(100 + seed).normal(size=rows) > threshold
