@@ -40,7 +40,9 @@ class PeakRSS(threading.Thread):
             for p in procs:
                 try:
                     rss = p.memory_info().rss
-                    self.names.setdefault(p.pid, _role(p.cmdline()))
+                    # named again each sample: a child caught between fork and exec
+                    # still shows its parent's command line
+                    self.names[p.pid] = _role(p.cmdline())
                 except psutil.Error:
                     continue
                 self.peaks[p.pid] = max(self.peaks.get(p.pid, 0), rss)
