@@ -264,6 +264,71 @@ def test_grouped_sweeps_hold_the_posterior_of_their_sites_and_ep_fixed_point():
     assert any(mixed)  # some runs ended on a mixed sweep: each group's share mixed too
 
 
+def test_triangular_rows_is_the_product_with_the_upper_triangle():
+    """The marginals' TRMM (Dask chunk tasks) against NumPy's dense product with the
+    upper triangle, for C-ordered rows, in place in the given buffer; and the
+    posterior's marginals equal either way."""
+    from saspa_dask.ep.posterior import Posterior, triangular_rows
+    from saspa_dask.ep.sites import Workspace
+
+    rng = np.random.default_rng(3)
+    phi = rng.normal(size=(301, 17))
+    upper = np.triu(rng.normal(size=(17, 17)))
+    out = np.empty_like(phi)
+    product = triangular_rows(phi, upper, out)
+    np.testing.assert_allclose(product, phi @ upper, rtol=1e-13, atol=1e-13)
+    assert np.shares_memory(product, out) and product.flags.c_contiguous
+    A = phi[:40].T @ (rng.uniform(0.1, 2.0, 40)[:, None] * phi[:40])
+    posterior = Posterior.from_statistics(A, phi[:40].T @ rng.normal(size=40))
+    dense = posterior.marginals(phi)
+    for triangular in (False, True):
+        m, v = posterior.marginals(phi, Workspace(17, 301, triangular))
+        np.testing.assert_allclose(m, dense[0], rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(v, dense[1], rtol=1e-12, atol=1e-15)
+        # var_i = phi_i^T P^{-1} phi_i, by solves with P itself
+        P = np.eye(17) + A
+        np.testing.assert_allclose(v, np.einsum("ij,ji->i", phi, np.linalg.solve(P, phi.T)),
+                                   rtol=1e-10)
+
+
+class _RingSpy(InMemoryEngine):
+    """An in-memory engine that notes the ring slot of every pass."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.slots = []
+
+    def parallel_pass(self, *args, ring_slot=None, part=None, **kwargs):
+        self.slots.append(ring_slot)
+        return super().parallel_pass(*args, ring_slot=ring_slot, part=part, **kwargs)
+
+
+@pytest.mark.parametrize("groups, start", [(1, 1.0), (3, 1e-2)])
+def test_anderson_ring_is_written_only_near_where_mixing_starts(groups, start):
+    """A ring slot written while the site change is far above Anderson's start is
+    dropped before it is mixed: a pass writes the ring only after a sweep whose
+    change was within 10 times the start (1 with one group, 1e-2 in groups), and
+    such runs still mix and still end at the fixed point of plain sweeps."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(700, 2))
+    y = np.where(X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=700) > 0, 1.0, -1.0)
+    s2 = 20.0
+    blocks = _probit_blocks(X, y, X[::35], s2, 100)
+    schedule = dict(tol=1e-12, max_sweeps=500, groups=groups, coarse_start=False)
+    plain = run_ep(InMemoryEngine(blocks), Probit(), s2,
+                   EPSchedule(**schedule, anderson_memory=0))
+    spy = _RingSpy(blocks, anderson_memory=2)
+    fast = run_ep(spy, Probit(), s2, EPSchedule(**schedule, anderson_memory=2))
+    assert fast.converged and fast.n_anderson_steps > 0
+    changes = [r["change"] for r in fast.history]
+    written = [slot is not None for slot in spy.slots[::groups]]
+    assert len(written) == len(changes)
+    assert written == [False] + [c <= 10 * start for c in changes[:-1]]
+    assert not all(written) and any(written)
+    np.testing.assert_allclose(np.concatenate(fast.tau), np.concatenate(plain.tau),
+                               rtol=1e-8, atol=1e-10)
+
+
 def test_anderson_posterior_is_the_posterior_of_its_mixed_sites():
     """Anderson mixes the statistics on the driver and the sites in the engine; they
     must stay one state: after every mixed sweep, P - I and h equal the sums over the

@@ -59,6 +59,8 @@ def _open_sites(store):
     return _site_arrays(store)[:2]
 
 
+# A chunk task runs on one of its worker's threads, NumPy's BLAS at one thread too
+# (Dask's workers start so): the marginals' triangular products pay there.
 @single_scipy_thread
 def _parallel_task(block, store, slot, start, stop, posterior, likelihood, damping, s2,
                    ring_slot):
@@ -68,7 +70,7 @@ def _parallel_task(block, store, slot, start, stop, posterior, likelihood, dampi
         ring = ring_array[:, :, start:stop]
     tau_new, nu_new, summary = parallel_chunk(block, tau[slot, start:stop],
                                               nu[slot, start:stop], posterior, likelihood,
-                                              damping, s2, ring, ring_slot)
+                                              damping, s2, ring, ring_slot, triangular=True)
     if ring is not None:
         # the whole chunk, already read: a partial write would read it again.  A rerun
         # of this task (lost worker) rewrites the same slot: idempotent
@@ -118,7 +120,7 @@ def _statistics_task(block, store, slot, start, stop):
 def _evaluate_task(block, store, slot, start, stop, posterior, likelihood):
     tau, nu = _open_sites(store)
     return evaluate_chunk(block, tau[slot, start:stop], nu[slot, start:stop], posterior,
-                          likelihood)
+                          likelihood, triangular=True)
 
 
 

@@ -6,7 +6,11 @@ sweep), with sum_j a_j = 1 and a minimising |sum_j a_j (g_j - x_j)| (Walker & Ni
 2011).  The statistics are linear in the sites, so the mixed posterior costs no extra
 pass.  The per-row side (a ring of recent sweeps' sites and steps) lives with the
 sites; :class:`Anderson` is the driver's side.  Mixing starts once the site change is
-below ``_ANDERSON_START``; a change that grows by ``_ANDERSON_GROWTH``, a mixed
+below ``_ANDERSON_START``, and the ring records a sweep only once the last change is
+below ``_ANDERSON_RECORDING`` times the start: a slot written at a larger change is
+dropped before it is mixed, and writing it costs every row a ring update (on Dask a
+read and write of the chunk's ring in the site store).  A change that grows by
+``_ANDERSON_GROWTH``, a mixed
 posterior that is not positive definite or a change of damping restarts the history.
 A change that grew after mixing also lowers the start to ``_ANDERSON_BACKOFF`` times
 that change: a cold start's transient is not linear enough to extrapolate.
@@ -33,6 +37,7 @@ _ANDERSON_START = 1.0
 _ANDERSON_GROWTH = 2.0
 _ANDERSON_BACKOFF = 0.1
 _ANDERSON_REGULARISATION = 1e-10
+_ANDERSON_RECORDING = 10.0
 
 
 def anderson_ring(memory, n_rows):
@@ -108,6 +113,18 @@ class Anderson:
             self.window.remove(s)
         self.window.append(s)
         self.slot = (s + 1) % len(self.stats)
+
+    @property
+    def recording(self):
+        """Whether the next pass should write its sites into ring slot ``slot``."""
+        return self.last_change <= _ANDERSON_RECORDING * self.start
+
+    def skip(self, change):
+        """Take in a pass that wrote no ring slot: the history no longer runs
+        through consecutive sweeps, so it is dropped."""
+        self.restart()
+        self.window = []
+        self.last_change = change
 
     def restart(self):
         if len(self.window) > 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 from scipy.linalg import LinAlgError
@@ -19,10 +19,10 @@ from scipy.linalg import LinAlgError
 from .acceleration import Anderson, CycleGuard
 from .engine import EPEngine
 from .posterior import Posterior
+from .result import EPConvergenceWarning, EPResult, ep_evidence
 from .sites import merge_summaries
 
-__all__ = ["EPConvergenceWarning", "EPResult", "PredictionWatch", "coarse_start",
-           "ep_evidence", "run_ep", "settled_by_one_sweep"]
+__all__ = ["PredictionWatch", "coarse_start", "run_ep", "settled_by_one_sweep"]
 
 _MAX_DAMPING_HALVINGS = 20
 _TINY = np.finfo(float).tiny
@@ -35,51 +35,6 @@ _COARSE_STRIDE = 10
 _COARSE_MIN_BLOCKS = 4
 _COARSE_TOL = 1e-2
 _GROUPED_ANDERSON_START = 1e-2
-
-
-class EPConvergenceWarning(UserWarning):
-    """EP stopped at ``max_sweeps`` without meeting the tolerance."""
-
-
-@dataclass
-class EPResult:
-    """What an EP run produced (sites per block, posterior, diagnostics).
-
-    ``n_invalid_cavities`` counts, over all sweeps, rows left unchanged because their
-    cavity (or tilted site) was invalid; if any row's cavity is invalid at the final
-    posterior the evidence is NaN (it is undefined there).
-    ``n_skipped_updates`` counts sequential rank-one updates rejected because they
-    would have made P singular.  ``n_damping_reductions`` counts the cycle rule's
-    halvings of the damping (module constants); ``damping`` is the value at the end.
-    ``n_anderson_steps`` counts sweeps whose sites were an Anderson combination and
-    ``n_anderson_restarts`` the times its history was dropped.
-    ``stopped_by_time``: a deadline ended the run before convergence (it is then
-    not ``converged``).  ``converged_on``: "sites" (the site change fell below
-    ``tol``) or "predictions" (the probe rows' predictions settled:
-    ``prediction_tol``).
-    """
-
-    posterior: Posterior
-    tau: list
-    nu: list
-    n_sweeps: int
-    converged: bool
-    log_evidence: float
-    n_invalid_cavities: int
-    n_skipped_updates: int
-    n_damping_halvings: int
-    history: list = field(default_factory=list)
-    n_damping_reductions: int = 0
-    damping: float = 1.0
-    coarse_start: list = field(default_factory=list)
-    n_anderson_steps: int = 0
-    n_anderson_restarts: int = 0
-    stopped_by_time: bool = False
-    converged_on: str = "sites"
-
-
-def ep_evidence(posterior, site_sum):
-    return float(-0.5 * posterior.log_det() + 0.5 * posterior.h @ posterior.mean + site_sum)
 
 
 def _accept(engine, A_new, b_new, A_old, b_old):
@@ -108,7 +63,9 @@ def _next_posterior(engine, summary, anderson, damping, A_old, b_old, parts=None
     """Posterior of the next sweep: the Anderson combination where it applies and is
     positive definite, else the plain step (:func:`_accept`).  Returns ``(posterior,
     A, b, halvings, mixed)``; ``parts``: a grouped sweep's statistics by group."""
-    if anderson is not None:
+    if anderson is not None and summary.dots is None:
+        anderson.skip(summary.change)
+    elif anderson is not None:
         anderson.record(summary, damping, parts)
         weights = anderson.weights(summary.change)
         if weights is not None:
@@ -389,7 +346,7 @@ class _Sweeps:
     def _parallel(self):
         if self.groups > 1:
             return self._grouped()
-        slot = None if self.anderson is None else self.anderson.slot
+        slot = self._ring_slot()
         summary = self.engine.parallel_pass(self.posterior, self.likelihood, self.damping,
                                             self.s2, ring_slot=slot)
         # This pass evaluated the posterior left by the previous sweep.
@@ -404,6 +361,12 @@ class _Sweeps:
             self.engine, summary, self.anderson, self.damping, self.A, self.b)
         self.engine.commit()
         return summary, halvings, mixed, evidence, residual
+
+    def _ring_slot(self):
+        """The Anderson ring slot the next pass writes (None: no ring write)."""
+        if self.anderson is None or not self.anderson.recording:
+            return None
+        return self.anderson.slot
 
     def _check_convergence(self, summary):
         """Sets ``converged`` (and what decided it); returns the prediction rule's
@@ -427,7 +390,7 @@ class _Sweeps:
         evaluation pass at the end."""
         groups, A, b = self.groups, sum(a for a, _ in self.shares), sum(h for _, h in self.shares)
         current, parts = self.posterior, []
-        slot = None if self.anderson is None else self.anderson.slot
+        slot = self._ring_slot()
         for g in range(groups):
             part = self.engine.parallel_pass(current, self.likelihood, self.damping, self.s2,
                                              ring_slot=slot, part=(g, groups))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_solve, cholesky, lapack
+from scipy.linalg import LinAlgError, blas, cho_solve, cholesky, lapack
 from .approximation import FITC
 
 __all__ = ["Posterior", "predict_latent"]
@@ -81,12 +81,16 @@ class Posterior:
         """Means and variances of phi_i^T v for the rows of phi.
 
         var_i = |R^{-1} phi_i|^2, computed as the rows of phi R^{-T} (one GEMM).  With
-        a :class:`Workspace` the product goes into its buffer (no n x M temporary).
+        a :class:`Workspace` the product goes into its buffer (no n x M temporary), and
+        with a ``triangular`` one it is a triangular product (:func:`triangular_rows`).
         """
         if self.is_prior:  # R = I: the first sweep of a cold run costs no GEMM
             return np.zeros(phi.shape[0]), np.einsum("ij,ij->i", phi, phi)
-        out = None if workspace is None else workspace.rows(phi.shape[0])
-        W = np.matmul(phi, self.inverse_chol_t, out=out)
+        if workspace is not None and workspace.triangular:
+            W = triangular_rows(phi, self.inverse_chol_t, workspace.rows(phi.shape[0]))
+        else:
+            out = None if workspace is None else workspace.rows(phi.shape[0])
+            W = np.matmul(phi, self.inverse_chol_t, out=out)
         return phi @ self.mean, np.einsum("ij,ij->i", W, W)
 
     def covariance(self):
@@ -95,6 +99,19 @@ class Posterior:
 
     def log_det(self):
         return 2.0 * np.log(np.diag(self.chol)).sum()
+
+
+def triangular_rows(phi, upper, out):
+    """``phi @ upper`` for an upper triangular ``upper``, written into ``out``.
+
+    A TRMM: half a GEMM's flops, through SciPy's BLAS, which the package keeps at one
+    thread (:mod:`saspa_dask.core.threads`), so it pays where NumPy's products run on
+    one thread too (a Dask chunk task); on several threads NumPy's GEMM is the faster.
+    The C-ordered rows are the transpose in Fortran order, so the product runs in
+    place as (phi U)^T = U^T phi^T on a copy of phi.
+    """
+    np.copyto(out, phi)
+    return blas.dtrmm(1.0, upper.T, out.T, side=0, lower=1, overwrite_b=1).T
 
 
 def predict_latent(phi, posterior, signal_variance, approximation=FITC):

@@ -27,7 +27,7 @@ __all__ = ["PassSummary", "block_statistics", "cavities", "evaluate_chunk",
 
 # Rows per sub-block inside a chunk task: the (rows x M) buffers of the marginals
 # product and of the scaled rows stay in cache instead of streaming through memory.
-SUB_ROWS = 4096
+SUB_ROWS = 2048
 # A rank-one update whose 1 + dtau * s falls below this would leave P (nearly) singular.
 _MIN_UPDATE_DENOMINATOR = 1e-10
 
@@ -147,7 +147,8 @@ class Workspace:
     ``benchmarks/RESULTS.md``, "Design measurements").
     """
 
-    def __init__(self, n_bases, rows):
+    def __init__(self, n_bases, rows, triangular=False):
+        self.triangular = triangular
         self.buffer = np.empty((rows, n_bases))
         self.scaled = np.empty((rows, n_bases))
         self.product = np.empty((n_bases, n_bases))
@@ -275,8 +276,8 @@ def merge_summaries(summaries):
 
 
 
-def _workspace_for(block):
-    return Workspace(block.phi.shape[1], max(1, min(block.y.shape[0], SUB_ROWS)))
+def _workspace_for(block, triangular=False):
+    return Workspace(block.phi.shape[1], max(1, min(block.y.shape[0], SUB_ROWS)), triangular)
 
 
 def _sub_blocks(block, *arrays):
@@ -288,16 +289,18 @@ def _sub_blocks(block, *arrays):
         yield sub, rows, [a[rows] for a in arrays]
 
 def parallel_chunk(block, tau, nu, posterior, likelihood, damping, signal_variance,
-                   ring=None, ring_slot=None):
+                   ring=None, ring_slot=None, triangular=False):
     """One block of a parallel sweep: damped new sites and their statistics.
 
     Returns ``(tau_new, nu_new, PassSummary)``; the evidence terms in the summary
     belong to the posterior that was passed in.  With a ``ring`` (Anderson storage of
     this block) the new sites are recorded in ``ring_slot`` and the summary carries
-    the inner products (:func:`record_step`).
+    the inner products (:func:`record_step`).  ``triangular``: the marginals as
+    triangular products (:func:`~saspa_dask.ep.posterior.triangular_rows`; for one
+    BLAS thread).
     """
     tau_new, nu_new = np.empty_like(tau), np.empty_like(nu)
-    workspace = _workspace_for(block)
+    workspace = _workspace_for(block, triangular)
     summary = PassSummary()
     for sub, rows, (t, n) in _sub_blocks(block, tau, nu):
         p = block_pass(sub, t, n, posterior, likelihood, workspace)
@@ -328,10 +331,11 @@ def sequential_chunk(block, tau, nu, sigma, mean, likelihood, damping, signal_va
     return tau, nu, sigma, mean, PassSummary(A, b, change, n_invalid, n_skipped, 0.0)
 
 
-def evaluate_chunk(block, tau, nu, posterior, likelihood):
-    """Evidence terms and invalid-cavity count of one block at a posterior."""
+def evaluate_chunk(block, tau, nu, posterior, likelihood, triangular=False):
+    """Evidence terms and invalid-cavity count of one block at a posterior
+    (``triangular`` as in :func:`parallel_chunk`)."""
     summary = PassSummary()
-    workspace = _workspace_for(block)
+    workspace = _workspace_for(block, triangular)
     for sub, _, (t, n) in _sub_blocks(block, tau, nu):
         p = block_pass(sub, t, n, posterior, likelihood, workspace)
         summary = summary.merge(PassSummary(n_invalid=p.n_invalid,

@@ -27,7 +27,7 @@ from sklearn.utils import check_random_state
 from ..core.blur_families import blur_family
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
-from ..ep.driver import EPConvergenceWarning
+from ..ep.result import EPConvergenceWarning
 from . import policy
 from .costs import evaluation_flops
 from .exact_start import (exact_check_applies, exact_gp_flops, exact_gp_start,

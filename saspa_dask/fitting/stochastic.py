@@ -50,7 +50,7 @@ import numpy as np
 from numpy.linalg import LinAlgError
 
 from ..engines.chunks import is_lazy
-from ..ep.driver import ep_evidence
+from ..ep.result import ep_evidence
 from ..ep.posterior import Posterior
 from ..ep.sites import block_pass
 from ..ep.whitening import make_block, relabel_block

@@ -28,7 +28,7 @@ from ..engines.dask_engine import DaskEngine
 from ..engines.kept_sites import kept_copy
 from ..engines.memory import InMemoryEngine
 from ..ep.approximation import FITC
-from ..ep.driver import EPConvergenceWarning, ep_evidence, run_ep, settled_by_one_sweep
+from ..ep import EPConvergenceWarning, ep_evidence, run_ep, settled_by_one_sweep
 from ..ep.posterior import Posterior, predict_latent
 from ..ep.whitening import make_block, relabel_block, whiten
 from .gradient import assemble_gradient, gradient_chunk, kernel_terms
