@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+import zarr
 from saspa_dask import load_model
 from lib.commands import BIN, run, run_monitored
 from lib.machine import matmul_rate
@@ -60,9 +61,10 @@ def _timed_step(cmd, ok_codes=(0,)):
                  "worker_peak_mib": [round(w) for w in workers]}
 
 
-def with_defaults(work, N, args):
+def with_defaults(work, N, args, rate):
     """The README's pipeline with every default at N rows: each step's time and
-    peaks, the sweeps, EP's stop reason and the held-out error."""
+    peaks, the sweeps (each against the 2 n M^2 limit of its n training rows at the
+    matmul ``rate``), EP's stop reason and the held-out error."""
     data_npy, store = work / "data.npy", work / "data.zarr"
     train, test = work / "data-train.zarr", work / "data-test.zarr"
     model, scores = work / "model.zarr", work / "scores.zarr"
@@ -85,7 +87,11 @@ def with_defaults(work, N, args):
         print(f"[bench_scale] {name}: {json.dumps(steps[name])}", file=sys.stderr,
               flush=True)
     fitted = load_model(model)
+    n_train = zarr.open_group(str(train), mode="r")["X"].shape[0]
+    limit = 2 * n_train * fitted.bases_.n_bases**2 / rate
     return {"N": N, "steps": steps, "sweeps": fitted.n_sweeps_,
+            "matmul_gflops": rate / 1e9, "sweep_limit_s": limit,
+            "sweep_over_limit": [r["seconds"] / limit for r in fitted.history_],
             "stop": fitted.ep_stop_reason_, "converged": bool(fitted.converged_),
             "coarse_start": fitted.coarse_start_, "M": fitted.bases_.n_bases,
             "sweep_s": [r["seconds"] for r in fitted.history_],
@@ -176,7 +182,7 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     if args.defaults:
         for N in sizes:
-            print(json.dumps(with_defaults(work, N, args), indent=1), flush=True)
+            print(json.dumps(with_defaults(work, N, args, rate), indent=1), flush=True)
         return 0
     rows = []
     for N in sizes:
