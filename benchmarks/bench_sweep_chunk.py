@@ -5,7 +5,8 @@ default SASPA-full model (``SASPAClassifier(n_bases=M)`` with fixed hyperparamet
 20,000 rows: K-means bases, full blurs), on one thread: the block build (``make_block``:
 the cross-covariances Kt and the whitening solve, what ``--cache none`` or a
 rebuilt cache repeats every sweep) and the sweep's pass over a built block
-(``parallel_chunk``: marginals, site updates, statistics), each the best of
+(``parallel_chunk`` as a chunk task calls it: marginals, site updates, statistics),
+each the best of
 ``--repeats``, against 2 n M^2 / (the one-thread float64 matmul rate measured here).
 Writes ``results/sweep_chunk.json``.
 
@@ -67,8 +68,10 @@ def main():
         tau, nu = np.zeros(args.rows), np.zeros(args.rows)
         posterior = fitted.posteriors[0]
         build_s = best_of(args.repeats, build)
+        # as a Dask chunk task runs it (one BLAS thread: the marginals as TRMM)
         pass_s = best_of(args.repeats, lambda: parallel_chunk(
-            block, tau, nu, posterior, Probit(), 1.0, fitted.signal_variance))
+            block, tau, nu, posterior, Probit(), 1.0, fitted.signal_variance,
+            triangular=True))
     limit = 2 * args.rows * args.bases**2 / rate
     report.update(rows=args.rows, n_bases=args.bases, blur=str(model.blur_),
                   build_seconds=build_s, pass_seconds=pass_s, matmul_limit_seconds=limit,
