@@ -322,3 +322,40 @@ def test_a_refused_connection_leaves_no_client_for_the_collector():
     finally:
         gc.enable()
     assert left == []
+
+
+def test_a_sweeps_chunk_task_depends_on_its_cached_block_alone(scheduler):
+    """Each chunk task of an EP sweep (and of the closing evidence pass) has one key
+    among its dependencies, its chunk's cached block: the posterior and likelihood
+    travel as arguments.  A shared key held by one worker made that worker a candidate
+    for every task, and the scheduler copied whole blocks to it.  Checked on the
+    graphs the scheduler receives, on a real cluster."""
+    from dask.core import get_dependencies
+
+    from saspa_dask.engines import dask_engine
+
+    X, y = synthetic_two_class(6_000, 3, seed=5)
+    graphs = []
+    with Client(scheduler, timeout=30) as client:
+        get = client.get
+
+        def recording_get(dsk, *args, **kwargs):  # every compute goes through it
+            graphs.append(dsk)
+            return get(dsk, *args, **kwargs)
+
+        client.get = recording_get
+        model = SASPAClassifier(optimize_hyperparameters=False, n_bases=16, random_state=0,
+                                execution={"cache": "memory"}).fit(
+            da.from_array(X, chunks=(1_000, 3)), da.from_array(y, chunks=1_000))
+    assert model.n_sweeps_ >= 2
+    names = {dask_engine._parallel_task.__name__: 0, dask_engine._evaluate_task.__name__: 0}
+    for graph in graphs:
+        dsk = dict(graph.__dask_graph__() if hasattr(graph, "__dask_graph__") else graph)
+        for key, task in dsk.items():
+            func = getattr(task, "func", None)
+            name = getattr(getattr(func, "__wrapped__", func), "__name__", None)
+            if name in names:
+                names[name] += 1
+                deps = get_dependencies(dsk, key)
+                assert len(deps) == 1 and "make_block" in str(next(iter(deps))), deps
+    assert names["_parallel_task"] >= 6 * model.n_sweeps_ - 6, names

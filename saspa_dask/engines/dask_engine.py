@@ -16,6 +16,7 @@ import functools
 import shutil
 import tempfile
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -128,6 +129,18 @@ def _evaluate_task(block, store, slot, start, stop, posterior, likelihood):
 def _chunk_task(func, Xb, block, store, slot, start, stop, args):
     tau, nu = _open_sites(store)
     return func(Xb, block, tau[slot, start:stop], nu[slot, start:stop], *args)
+
+
+def _shipped(posterior):
+    """The posterior as a literal argument of every chunk task, without the factors it
+    caches (a task forms R^{-T} itself, O(M^3) against the chunk's O(n M^2)).
+
+    Not a key of its own: the scheduler may run a task on any worker that holds one of
+    its dependencies, so a shared key held by another worker than the chunk's block
+    made that worker a candidate, and the scheduler copied whole blocks to it
+    (``benchmarks/RESULTS.md``, "A sweep on all rows against the matmul limit").
+    """
+    return replace(posterior)
 
 
 def _merge_two(a, b):
@@ -286,10 +299,8 @@ class DaskEngine:
 
     def parallel_pass(self, posterior, likelihood, damping, signal_variance, ring_slot=None,
                       part=None):
-        post = delayed(posterior)
-        lik = delayed(likelihood)
-        return self._reduce(self._per_chunk(_parallel_task, post, lik, damping,
-                                            signal_variance, ring_slot, part=part))
+        return self._reduce(self._per_chunk(_parallel_task, _shipped(posterior), likelihood,
+                                            damping, signal_variance, ring_slot, part=part))
 
     def mix_pending(self, weights):
         """Pending sites := the Anderson combination of the ring slots."""
@@ -315,8 +326,7 @@ class DaskEngine:
         self.slot = 1 - self.slot
 
     def evaluate(self, posterior, likelihood):
-        return self._reduce(self._per_chunk(_evaluate_task, delayed(posterior),
-                                            delayed(likelihood)))
+        return self._reduce(self._per_chunk(_evaluate_task, _shipped(posterior), likelihood))
 
     def sites(self):
         """Current sites as lazy dask arrays of length N (read from zarr)."""
