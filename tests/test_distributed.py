@@ -359,3 +359,36 @@ def test_a_sweeps_chunk_task_depends_on_its_cached_block_alone(scheduler):
                 deps = get_dependencies(dsk, key)
                 assert len(deps) == 1 and "make_block" in str(next(iter(deps))), deps
     assert names["_parallel_task"] >= 6 * model.n_sweeps_ - 6, names
+
+
+def test_cached_blocks_are_built_group_by_group(scheduler, tmp_path):
+    """A grouped sweep's round runs each of its blocks' tasks where the block is, so a
+    round whose blocks sit unevenly waits for the worker with more: the blocks of each
+    group (g, g + 4, ...) are built and persisted before the next group's start, so the
+    scheduler deals each group over the workers as they free up.  Read from the
+    scheduler's task stream: every build of group g ends before any of group g + 1
+    begins, and every block is in a worker's memory."""
+    from distributed import futures_of, get_task_stream
+
+    from saspa_dask.core.kernels import basis_covariance
+    from saspa_dask.engines.dask_engine import DaskEngine
+    from saspa_dask.ep.whitening import whiten
+
+    X, y = synthetic_two_class(8_000, 3, seed=2)
+    basis = Basis(X[:6].copy(), np.zeros((6, 3, 3)))
+    L, _ = whiten(basis_covariance(basis.means, basis.blur, np.ones(3), 1.0), 1.0, 1e-8)
+    with Client(scheduler, timeout=30) as client, get_task_stream(client) as stream:
+        engine = DaskEngine(da.from_array(X, chunks=(500, 3)), da.from_array(y, chunks=500),
+                            basis, np.ones(3), 1.0, L, tmp_path / "sites", cache="memory",
+                            groups=4)
+        futures = [futures_of(block)[0] for block in engine.blocks]
+        who = client.who_has(futures)
+        assert all(who[future.key] for future in futures)
+    spans = {}
+    for record in stream.data:
+        compute = [s for s in record["startstops"] if s["action"] == "compute"]
+        if compute:
+            spans[record["key"]] = (compute[0]["start"], compute[-1]["stop"])
+    builds = [spans[future.key] for future in futures]  # chunk order: group i % 4
+    for g in range(3):
+        assert max(end for _, end in builds[g::4]) <= min(begin for begin, _ in builds[g + 1::4])

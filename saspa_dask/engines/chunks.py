@@ -11,6 +11,7 @@ import dask.array as da
 import numpy as np
 import zarr
 from dask import delayed
+from distributed import futures_of, wait
 
 __all__ = ["as_dask", "chunk_bounds", "is_lazy", "persist_balanced",
            "row_chunked", "seed_from", "spread_rows", "tree_reduce"]
@@ -83,16 +84,28 @@ def add_tuples(a, b):
 
 
 
-def persist_balanced(build, n_blocks):
-    """Build and persist chunk blocks on the workers (a plain ``dask.persist``).
+def persist_balanced(build, n_blocks, groups=1):
+    """Build and persist chunk blocks on the workers, group by group.
 
     The scheduler spreads the blocks' tasks over the workers it has (each is a root of
     the graph: queued to the least busy worker), and every sweep's task for a chunk
-    then runs where its block is (it follows its largest dependency).  No block is
-    pinned to a worker's address: a block on a worker that is lost, or every worker
-    restarted at once by their nannies at new addresses, is rebuilt on the workers the
-    cluster has then (tasks restricted to an address, even loosely, stay in the
-    scheduler's "no-worker" state for ever once that address is gone).
+    then runs where its block is (its only dependency).  The blocks of each of
+    ``groups`` interleaved groups (blocks g, g + groups, ...: the rounds of a grouped
+    sweep) are persisted and waited for before the next group's, so that each round's
+    blocks are spread evenly over the workers and a round does not wait for the worker
+    that drew more of them.  No block is pinned to a worker's address: a block on a
+    worker that is lost, or every worker restarted at once by their nannies at new
+    addresses, is rebuilt on the workers the cluster has then (tasks restricted to an
+    address, even loosely, stay in the scheduler's "no-worker" state for ever once that
+    address is gone).
     """
-    return list(dask.persist(*[build(i) for i in range(n_blocks)]))
-
+    blocks = [None] * n_blocks
+    for g in range(groups):
+        members = range(g, n_blocks, groups)
+        persisted = dask.persist(*[build(i) for i in members])
+        futures = futures_of(persisted)  # none without a distributed client: computed
+        if futures:
+            wait(futures)
+        for i, block in zip(members, persisted):
+            blocks[i] = block
+    return blocks

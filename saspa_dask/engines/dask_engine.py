@@ -182,11 +182,15 @@ class DaskEngine:
         Where the rows' residual variance is kept (:mod:`saspa_dask.ep.approximation`).
     kernel : str, optional
         The kernel's shape (:mod:`saspa_dask.core.kernel_profiles`; None: SE).
+    groups : int, default=1
+        The groups a grouped sweep updates the blocks in (``EPSchedule.groups``):
+        cached blocks are spread over the workers group by group
+        (:func:`~saspa_dask.engines.chunks.persist_balanced`).
     """
 
     def __init__(self, X, y, bases, lengthscale, signal_variance, L, sites_path, *,
                  cache="memory", sites=None, blocks=None, label=None, approximation=FITC,
-                 anderson_memory=0, kernel=None):
+                 anderson_memory=0, kernel=None, groups=1):
         if cache not in ("memory", "none"):
             raise ValueError(f"cache must be 'memory' or 'none', got {cache!r}")
         self.X, self.y = row_chunked(X, y)
@@ -227,7 +231,7 @@ class DaskEngine:
                                        L_d, approximation, *fourier, kernel)
 
         if cache == "memory":
-            self._blocks = persist_balanced(build, len(self._x_parts))
+            self._blocks = persist_balanced(build, len(self._x_parts), groups)
         else:
             self._blocks = [build(i) for i in range(len(self._x_parts))]
 

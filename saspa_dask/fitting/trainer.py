@@ -136,13 +136,12 @@ class Trainer:
         else:
             engines, blocks = [], None
             for k, (label, warm) in enumerate(zip(labels, sites)):
-                engine = DaskEngine(self.X, self.y, self.basis, hyper.lengthscale,
-                                         hyper.signal_variance, self.L,
-                                         self.work_dir / f"problem-{k}", cache=self.cache,
-                                         sites=warm, blocks=blocks, label=label,
-                                         approximation=self.approximation,
-                                         anderson_memory=self.settings.anderson_memory,
-                                         kernel=hyper.kernel_spec)
+                engine = DaskEngine(
+                    self.X, self.y, self.basis, hyper.lengthscale, hyper.signal_variance,
+                    self.L, self.work_dir / f"problem-{k}", cache=self.cache, sites=warm,
+                    blocks=blocks, label=label, approximation=self.approximation,
+                    anderson_memory=self.settings.anderson_memory,
+                    groups=self.settings.groups, kernel=hyper.kernel_spec)
                 blocks = engine.blocks
                 engines.append(engine)
         self._engines = engines
