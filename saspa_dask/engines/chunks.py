@@ -6,12 +6,13 @@ results pairwise (a tree), so the driver only ever holds small summaries.
 
 from __future__ import annotations
 
+import sys
+
 import dask
 import dask.array as da
 import numpy as np
 import zarr
 from dask import delayed
-from distributed import futures_of, wait
 
 __all__ = ["as_dask", "chunk_bounds", "is_lazy", "persist_balanced",
            "row_chunked", "seed_from", "spread_rows", "tree_reduce"]
@@ -103,9 +104,19 @@ def persist_balanced(build, n_blocks, groups=1):
     for g in range(groups):
         members = range(g, n_blocks, groups)
         persisted = dask.persist(*[build(i) for i in members])
-        futures = futures_of(persisted)  # none without a distributed client: computed
-        if futures:
-            wait(futures)
+        _wait_for(persisted)
         for i, block in zip(members, persisted):
             blocks[i] = block
     return blocks
+
+
+def _wait_for(persisted):
+    """Wait for persisted objects on a distributed cluster.  Without ``distributed``
+    imported no client can exist, and a local scheduler's persist has computed them
+    already: importing it here would add its start-up to every import of the package."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return
+    futures = distributed.futures_of(persisted)
+    if futures:
+        distributed.wait(futures)

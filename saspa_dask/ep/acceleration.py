@@ -10,10 +10,10 @@ below ``_ANDERSON_START``, and the ring records a sweep only once the last chang
 below ``_ANDERSON_RECORDING`` times the start: a slot written at a larger change is
 dropped before it is mixed, and writing it costs every row a ring update (on Dask a
 read and write of the chunk's ring in the site store).  A change that grows by
-``_ANDERSON_GROWTH``, a mixed
-posterior that is not positive definite or a change of damping restarts the history.
-A change that grew after mixing also lowers the start to ``_ANDERSON_BACKOFF`` times
-that change: a cold start's transient is not linear enough to extrapolate.
+``_ANDERSON_GROWTH``, a mixed posterior that is not positive definite, a change of
+damping or a sweep that wrote no slot restarts the history.  A change that grew after
+mixing also lowers the start to ``_ANDERSON_BACKOFF`` times that change: a cold
+start's transient is not linear enough to extrapolate.
 
 The cycle rule: EP caught in a cycle (typically of period two, with a large signal
 variance) shows a site change that alternates up and down without progress.  After
