@@ -69,13 +69,30 @@ def chunk_bounds(X):
     return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
 
 
-def tree_reduce(parts, combine, *, lazy=True):
+def tree_reduce(parts, combine, *, lazy=True, levels=3):
     """Pairwise reduction, in order: of delayed objects (a task graph) or, with
-    ``lazy=False``, of values in this process (the same order of sums)."""
+    ``lazy=False``, of values in this process (the same order of sums).
+
+    A task of the graph does ``levels`` levels of the pairwise tree at once (up to
+    2**levels parts, aligned): the sums and their order are the pairwise tree's, with
+    a seventh of its tasks, each of which costs the scheduler and workers more than
+    adding a few M x M matrices.
+    """
     parts = list(parts)
-    step = delayed(combine) if lazy else combine
+    if not lazy:
+        return _pairwise(combine, *parts)
+    width = 2 ** levels
     while len(parts) > 1:
-        parts = [step(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
+        parts = [delayed(_pairwise)(combine, *parts[i:i + width]) if len(parts[i:i + width]) > 1
+                 else parts[i] for i in range(0, len(parts), width)]
+    return parts[0]
+
+
+def _pairwise(combine, *parts):
+    """The pairwise tree over ``parts`` in this process."""
+    parts = list(parts)
+    while len(parts) > 1:
+        parts = [combine(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
                  for i in range(0, len(parts), 2)]
     return parts[0]
 
