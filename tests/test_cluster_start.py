@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import dask
 import numpy as np
 import psutil
 import pytest
@@ -134,3 +135,51 @@ def test_the_saspa_program_freezes_its_objects_before_the_exit():
                          timeout=120)
     assert res.returncode == 0, res.stderr
     assert "before 0" in res.stdout and "frozen True" in res.stdout
+
+
+
+def _faults_and_kept_bytes(n=100, nbytes=2 << 20):
+    """Minor page faults of this process while the calling thread allocates, fills and
+    frees a ``nbytes`` buffer ``n`` times (as chunk tasks do with their temporaries),
+    and how much more resident memory it has after."""
+    import resource
+
+    rss = psutil.Process().memory_info().rss
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(n):
+        np.ones(nbytes // 8).sum()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    return faults, psutil.Process().memory_info().rss - rss
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the malloc settings are glibc's")
+def test_embedded_workers_keep_a_tasks_temporaries_for_the_next_task(monkeypatch):
+    """A worker of the embedded cluster reuses a freed 2 MB buffer: 100 of them in a
+    task take a few pages' faults, where under Dask's own malloc setting (a fresh
+    mapping for each) they take 512 a buffer; a 64 MB buffer (a block's size) is still
+    given back."""
+    from distributed import Client, LocalCluster
+
+    from saspa_dask.jobs.cluster import WORKER_MALLOC, dask_client
+
+    # Dask's default first (nannies copy their settings into this process's
+    # environment, which later workers inherit); workers spawned as the jobs' are (the
+    # suite's forkserver has the environment it started with)
+    for name in WORKER_MALLOC:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setitem(dask.config.config["distributed"]["worker"],
+                        "multiprocessing-method", "spawn")
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        default_faults, _ = client.submit(_faults_and_kept_bytes, pure=False).result()
+    assert default_faults > 100 * 512 / 2
+    with dask_client(workers=1) as client:
+        (address,) = client.scheduler_info()["workers"]
+        env = client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})[address]
+        assert env == {k: str(v) for k, v in WORKER_MALLOC.items()}
+        kept_faults, _ = client.submit(_faults_and_kept_bytes, pure=False).result()
+        _, kept_bytes = client.submit(_faults_and_kept_bytes, 10, 64 << 20,
+                                      pure=False).result()
+    assert kept_faults < 100 * 512 / 20
+    assert kept_bytes < 16 << 20

@@ -155,7 +155,7 @@ def _embedded(workers, dashboard):
 
     before = set(SpecCluster._instances)
     try:
-        with dask.config.set(settings), _workers_start_undisturbed():
+        with dask.config.set(settings), _workers_start_undisturbed(), _worker_malloc():
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                    processes=True, host="127.0.0.1", protocol="tls://",
                                    security=private, dashboard_address="127.0.0.1:0",
@@ -244,11 +244,44 @@ def _give_up(cluster, client):
     cluster.close()
 
 
+# glibc's malloc in the embedded workers (their nannies pass these on; other C
+# libraries ignore them): a block (a chunk's rows x bases) is mapped and given back
+# when freed, but a chunk task's temporaries (its sub-block buffers, its sites: a few
+# MB) come from the heap and stay there for the next task, up to 32 MiB of free heap a
+# worker.  Dask's own setting returns them at once, and each task took them back page
+# by page: page faults and kernel time in every task, with both cores busy
+# (``benchmarks/RESULTS.md``, "A sweep on all rows against the matmul limit").
+WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 4 << 20, "MALLOC_TRIM_THRESHOLD_": 32 << 20}
+
+
+@contextlib.contextmanager
+def _worker_malloc():
+    """:data:`WORKER_MALLOC` in this process's environment while workers start, put
+    back after: Dask's nannies take a variable already in the environment over their
+    setting, and every nanny started in this process (another cluster's, earlier)
+    leaves Dask's ``MALLOC_TRIM_THRESHOLD_`` there."""
+    previous = {name: os.environ.get(name) for name in WORKER_MALLOC}
+    os.environ.update({name: str(value) for name, value in WORKER_MALLOC.items()})
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _cluster_settings(dashboard):
     """Dask settings of the clusters a job starts itself."""
+    import dask
+
     # Work stealing would move a chunk's cached whitened block to an idle worker,
     # costing more than it saves; the blocks are spread evenly instead.
-    settings = {"distributed.scheduler.work-stealing": False}
+    settings = {"distributed.scheduler.work-stealing": False,
+                "distributed.nanny.pre-spawn-environ": {
+                    **dask.config.get("distributed.nanny.pre-spawn-environ"),
+                    **WORKER_MALLOC}}
     if not dashboard:  # the HTTP servers still listen (on 127.0.0.1), serving nothing
         settings.update({"distributed.scheduler.http.routes": [],
                          "distributed.worker.http.routes": []})
