@@ -70,9 +70,11 @@ then
   exit 1
 fi
 
-# Unmanaged memory is returned to the OS only with this set before workers start
-# (distributed #5971); one BLAS thread per worker thread avoids oversubscription.
-export MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-65536}"
+# glibc's malloc as the embedded cluster sets it (cluster/README.md): blocks from 4 MiB
+# are given back when freed, a chunk task's smaller buffers kept for the next task; one
+# BLAS thread per worker thread avoids oversubscription.
+export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-4194304}"
+export MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-33554432}"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 # No wait on the cluster is unbounded, from Python too: a task that cannot run because
 # no worker is left (every one lost, none restarted) fails after this, so a fit or a

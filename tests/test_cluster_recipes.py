@@ -16,6 +16,7 @@ import pytest
 
 from saspa_dask import jobs, load_model
 from saspa_dask.datasets import synthetic_two_class
+from saspa_dask.jobs.cluster import WORKER_MALLOC
 
 ROOT = Path(__file__).resolve().parents[1]
 HPC = ROOT / "cluster" / "hpc"
@@ -140,7 +141,7 @@ def test_the_kubernetes_manifest_has_the_settings_the_notes_name():
     assert limit < parse_bytes(worker["resources"]["limits"]["memory"].replace("Gi", "GiB"))
     assert int(worker["resources"]["limits"]["cpu"]) == threads
     env = {e["name"]: e["value"] for e in worker["env"]}
-    assert env["MALLOC_TRIM_THRESHOLD_"] == "65536"
+    assert {k: int(env[k]) for k in WORKER_MALLOC} == WORKER_MALLOC
     assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
     assert worker["image"] == scheduler["image"]
     assert "--no-dashboard" in scheduler["args"]

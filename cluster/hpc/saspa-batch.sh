@@ -83,7 +83,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=saspa-job-$job_id" 
   echo "saspa-batch.sh: openssl could not make the job's certificate" >&2; exit 1; }
 tls=(--tls-ca-file "$dir/job.pem" --tls-cert "$dir/job.pem" --tls-key "$dir/job.key")
 
-export MALLOC_TRIM_THRESHOLD_=65536 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export MALLOC_MMAP_THRESHOLD_=4194304 MALLOC_TRIM_THRESHOLD_=33554432 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 dask scheduler --protocol tls --host "$host" --port 0 --no-dashboard \
   --scheduler-file "$dir/scheduler.json" "${tls[@]}" >"$dir/scheduler.log" 2>&1 &
 pids+=($!)
@@ -97,8 +97,8 @@ memory=()
 [ -n "${SASPA_WORKER_MEMORY:-}" ] && memory=(--memory-limit "$SASPA_WORKER_MEMORY")
 # env passes the settings explicitly: pbsdsh starts tasks without the job's environment
 # shellcheck disable=SC2086
-$launch env PATH="$PATH" MALLOC_TRIM_THRESHOLD_=65536 OMP_NUM_THREADS=1 \
-  OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+$launch env PATH="$PATH" MALLOC_MMAP_THRESHOLD_=4194304 MALLOC_TRIM_THRESHOLD_=33554432 \
+  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
   "$(command -v dask)" worker "$address" --nthreads "$threads" "${memory[@]}" \
   --no-dashboard --death-timeout 60 ${SASPA_HOST:+--host "$SASPA_HOST"} "${tls[@]}" \
   >"$dir/workers.log" 2>&1 &
