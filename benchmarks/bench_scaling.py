@@ -10,8 +10,8 @@ thread each (on 127.0.0.1) measures:
 * ``build``: the blocks' build (read X, Kt, the whitening solve) until every block is
   in worker memory;
 * ``sweep``: one parallel EP pass over every chunk at the sample's posterior, its
-  per-chunk summaries (M^2 + M floats each) merged as a pairwise tree (median of
-  ``--sweeps``);
+  per-chunk summaries (M^2 + M floats each) merged as a pairwise tree, three levels a
+  task (median of ``--sweeps``);
 * ``empty``: the same graph shape (a task per cached block, the same tree of merges of
   M x M summaries) with no work in the chunk task: the scheduler's and the transfers'
   cost of a sweep (median of ``--sweeps``), on every chunk and on half of them;
@@ -64,6 +64,7 @@ from saspa_dask import SASPAClassifier
 from saspa_dask.core.likelihoods import Probit
 from saspa_dask.datasets import synthetic_two_class
 from saspa_dask.engines.chunks import tree_reduce
+from saspa_dask.jobs.cluster import worker_malloc
 from saspa_dask.engines.dask_engine import DaskEngine, _merge_two
 
 
@@ -111,9 +112,10 @@ def write_rows(folder, n_rows, chunk_rows):
 
 def one_cluster(store, fitted, n_workers, sweeps, folder):
     """The measured build, sweep, empty graph and graph time on ``n_workers``."""
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                      host="127.0.0.1", dashboard_address=None, memory_limit=0) as cluster, \
-            Client(cluster) as client:
+    with worker_malloc():  # the embedded cluster's workers' malloc settings
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None, memory_limit=0)
+    with cluster, Client(cluster) as client:
         X = da.from_zarr(str(store), component="X")
         y = da.from_zarr(str(store), component="y")
         basis, M = fitted.basis, fitted.n_bases

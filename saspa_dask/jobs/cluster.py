@@ -155,7 +155,7 @@ def _embedded(workers, dashboard):
 
     before = set(SpecCluster._instances)
     try:
-        with dask.config.set(settings), _workers_start_undisturbed(), _worker_malloc():
+        with dask.config.set(settings), _workers_start_undisturbed(), worker_malloc():
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                    processes=True, host="127.0.0.1", protocol="tls://",
                                    security=private, dashboard_address="127.0.0.1:0",
@@ -255,15 +255,23 @@ WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 4 << 20, "MALLOC_TRIM_THRESHOLD_": 32
 
 
 @contextlib.contextmanager
-def _worker_malloc():
-    """:data:`WORKER_MALLOC` in this process's environment while workers start, put
-    back after: Dask's nannies take a variable already in the environment over their
-    setting, and every nanny started in this process (another cluster's, earlier)
-    leaves Dask's ``MALLOC_TRIM_THRESHOLD_`` there."""
+def worker_malloc():
+    """Workers whose nannies start inside this block get :data:`WORKER_MALLOC`.
+
+    Set in Dask's nanny settings and, till the block ends, in this process's
+    environment: a nanny takes a variable already in the environment over its setting,
+    and every nanny started in this process before (another cluster's) left Dask's
+    ``MALLOC_TRIM_THRESHOLD_`` there.  Workers forked from a running forkserver keep
+    the environment it started with.
+    """
+    import dask
+
     previous = {name: os.environ.get(name) for name in WORKER_MALLOC}
     os.environ.update({name: str(value) for name, value in WORKER_MALLOC.items()})
+    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_MALLOC}
     try:
-        yield
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+            yield
     finally:
         for name, value in previous.items():
             if value is None:
@@ -274,14 +282,9 @@ def _worker_malloc():
 
 def _cluster_settings(dashboard):
     """Dask settings of the clusters a job starts itself."""
-    import dask
-
     # Work stealing would move a chunk's cached whitened block to an idle worker,
     # costing more than it saves; the blocks are spread evenly instead.
-    settings = {"distributed.scheduler.work-stealing": False,
-                "distributed.nanny.pre-spawn-environ": {
-                    **dask.config.get("distributed.nanny.pre-spawn-environ"),
-                    **WORKER_MALLOC}}
+    settings = {"distributed.scheduler.work-stealing": False}
     if not dashboard:  # the HTTP servers still listen (on 127.0.0.1), serving nothing
         settings.update({"distributed.scheduler.http.routes": [],
                          "distributed.worker.http.routes": []})
