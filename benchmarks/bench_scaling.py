@@ -18,9 +18,14 @@ thread each (on 127.0.0.1) measures:
 * ``graph``: the driver's time to build one sweep's task graph;
 * the workers' CPU seconds over the sweeps (their cores may be oversubscribed).
 
+* ``time_share``: outside Dask, W plain processes (W above the cores) each running
+  chunk passes on a block of its own, against as many processes as cores: how much
+  a chunk's compute slows when processes take turns on a core (their caches lost at
+  each turn).
+
 The model, fitted on one worker's run alone and then asked for the others:
 
-    sweep(W) = ceil(C / W) * t_chunk * max(1, min(W, C) / P) + empty(W)
+    sweep(W) = ceil(C / W) * t_chunk * max(1, min(W, C) / P) * h(W) + empty(W)
     empty(W) = s_round + C * s_task + (1 - 1 / W) * (C - 1) * s_move
 
 with C chunks, t_chunk a chunk task's compute (one worker's sweep less its empty graph,
@@ -28,8 +33,9 @@ over C), s_round and s_task the empty graph's fixed and per-chunk time on one wo
 (from its two sizes), P the chunk compute's effective parallelism on this machine and
 s_move the cost of moving one summary between workers, both from the run with as many
 workers as the machine has cores (its sweep's compute against one worker's, and its
-empty graph against one worker's).  Those two runs fit the model; the others (more
-workers than cores) test it.  Printed per W: measured and predicted sweep and the error;
+empty graph against one worker's), and h(W) the time share (1 up to a worker per
+core).  Those two runs and the time share fit the model; the Dask runs with more
+workers than cores test it.  Printed per W: measured and predicted sweep and the error;
 then the projection for 10^8 and 10^9 rows on 16 to 256 workers of one core each (P =
 W: a core per worker) at the chunk rows it recommends (the smallest with the same chunk
 count on every worker whose scheduling and moving stay under a tenth of a worker's
@@ -44,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import statistics
 import tempfile
@@ -66,6 +73,8 @@ from saspa_dask.datasets import synthetic_two_class
 from saspa_dask.engines.chunks import tree_reduce
 from saspa_dask.jobs.cluster import worker_malloc
 from saspa_dask.engines.dask_engine import DaskEngine, _merge_two
+from saspa_dask.ep.sites import parallel_chunk
+from saspa_dask.ep.whitening import make_block
 
 
 def _empty_summary(block, n_bases):
@@ -151,6 +160,57 @@ def one_cluster(store, fitted, n_workers, sweeps, folder):
                 "worker_cpu_per_sweep_s": worker_cpu / sweeps}
 
 
+def _passes_in_turn(fitted, rows, repeats, barrier, queue):
+    """One process of :func:`time_share`: ``repeats`` chunk passes on a block of its
+    own, timed from a start shared with the other processes."""
+    from saspa_dask.core.threads import one_scipy_blas_thread
+
+    X, y = synthetic_two_class(rows, 8, 2)
+    basis = fitted.basis
+    with threadpool_limits(1), one_scipy_blas_thread():
+        block = make_block(X, np.where(y == 1, 1.0, -1.0), basis.means, basis.blur,
+                           fitted.lengthscale, fitted.signal_variance, fitted.whitening,
+                           fitted.approximation, basis.frequencies, basis.phases,
+                           fitted.kernel)
+        tau, nu = np.zeros(rows), np.zeros(rows)
+
+        def one():
+            parallel_chunk(block, tau, nu, fitted.posteriors[0], Probit(), 1.0,
+                           fitted.signal_variance, triangular=True)
+
+        one()
+        barrier.wait()
+        began = time.time()  # one clock for every process
+        for _ in range(repeats):
+            one()
+        queue.put((began, time.time()))
+
+
+def _pass_throughput(fitted, rows, processes, repeats):
+    """Chunk passes a second of ``processes`` plain processes side by side."""
+    context = multiprocessing.get_context("spawn")
+    barrier, queue = context.Barrier(processes), context.Queue()
+    started = [context.Process(target=_passes_in_turn,
+                               args=(fitted, rows, repeats, barrier, queue))
+               for _ in range(processes)]
+    for process in started:
+        process.start()
+    spans = [queue.get(timeout=600) for _ in started]
+    for process in started:
+        process.join()
+    return processes * repeats / (max(e for _, e in spans) - min(b for b, _ in spans))
+
+
+def time_share(fitted, rows, workers, cores, repeats=6):
+    """h(W): a chunk's compute with W processes on the cores against a process per core
+    (1 where W is at most the cores)."""
+    counts = sorted({w for w in workers if w > cores})
+    if not counts:
+        return {}
+    alone = _pass_throughput(fitted, rows, cores, repeats)
+    return {str(w): alone / _pass_throughput(fitted, rows, w, repeats) for w in counts}
+
+
 def fit_model(runs, cores):
     """t_chunk, s_round and s_task from one worker's run; P and s_move from the run
     with a worker per core."""
@@ -183,11 +243,13 @@ def predict(model, chunks, workers, cores=None, chunk_rows=None, rebuilt=False):
     """A sweep's seconds on ``workers`` one-thread workers over ``cores`` cores, with
     chunks of ``chunk_rows`` rows (default: the measured chunks'); ``rebuilt``: each
     chunk's block built again in the sweep (``--cache none``, or blocks that do not fit)."""
+    # the measured time share on this machine; with a core per worker, none
+    share = model.get("time_share", {}).get(str(workers), 1.0) if cores is None else 1.0
     cores = model["cores"] if cores is None else cores
     per_chunk = model["t_chunk_s"] + (model["t_build_s"] if rebuilt else 0.0)
     t_chunk = per_chunk * (chunk_rows or model["chunk_rows"]) / model["chunk_rows"]
     busy = min(workers, chunks)
-    compute = math.ceil(chunks / workers) * t_chunk * max(1.0, busy / cores)
+    compute = math.ceil(chunks / workers) * t_chunk * max(1.0, busy / cores) * share
     empty = (model["s_round_s"] + chunks * model["s_task_s"]
              + (1.0 - 1.0 / workers) * (chunks - 1) * model["s_move_s"])
     return compute + empty
@@ -247,6 +309,7 @@ def main():
             print(json.dumps(runs[-1]), flush=True)
     cores = os.cpu_count()
     model = fit_model(runs, cores)
+    model["time_share"] = time_share(fitted, args.chunk_rows, args.workers, cores)
     limit = 2 * args.chunk_rows * args.bases**2 / rate
     model["t_chunk_over_matmul_limit"] = model["t_chunk_s"] / limit
     for run in runs:
