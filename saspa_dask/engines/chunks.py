@@ -83,8 +83,9 @@ def tree_reduce(parts, combine, *, lazy=True, levels=3):
         return _pairwise(combine, *parts)
     width = 2 ** levels
     while len(parts) > 1:
-        parts = [delayed(_pairwise)(combine, *parts[i:i + width]) if len(parts[i:i + width]) > 1
-                 else parts[i] for i in range(0, len(parts), width)]
+        groups = [parts[i:i + width] for i in range(0, len(parts), width)]
+        parts = [delayed(_pairwise)(combine, *group) if len(group) > 1 else group[0]
+                 for group in groups]
     return parts[0]
 
 

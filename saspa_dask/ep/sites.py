@@ -137,9 +137,10 @@ def block_pass(block, tau, nu, posterior, likelihood, workspace=None):
 class Workspace:
     """Buffers reused across the row sub-blocks of one chunk task.
 
-    Worker processes run with ``MALLOC_TRIM_THRESHOLD_`` set (docs/design.md, section 7), which
-    makes every multi-megabyte temporary a fresh mmap with page faults; reusing these
-    buffers avoids that.  ``A`` accumulates Phi^T diag(tau) Phi.
+    Dask's nannies start workers with ``MALLOC_TRIM_THRESHOLD_`` at 64 KiB (docs/design.md,
+    section 7), which makes every multi-megabyte temporary a fresh mapping with page
+    faults (the embedded cluster's workers keep them: ``jobs/cluster.py``); reusing
+    these buffers within a task avoids that.  ``A`` accumulates Phi^T diag(tau) Phi.
 
     Every product here goes through NumPy's BLAS, none through SciPy's: the two are
     separate OpenBLAS builds with separate thread pools, and alternating between them

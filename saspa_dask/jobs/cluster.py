@@ -44,8 +44,9 @@ import threading
 from .errors import JobError
 from .watchdog import Watchdog, quiet_distributed
 
-__all__ = ["IN_PROCESS_VALUES", "StartingCluster", "dask_client", "dashboard_link",
-           "input_values", "n_workers", "runs_in_process", "start_embedded", "tls_security"]
+__all__ = ["IN_PROCESS_VALUES", "StartingCluster", "WORKER_MALLOC", "dask_client",
+           "dashboard_link", "input_values", "n_workers", "runs_in_process",
+           "start_embedded", "tls_security", "worker_malloc"]
 
 #: A job that holds at most this many float64 values in memory (256 MiB:
 #: :func:`input_values`), given neither a scheduler nor ``workers``, runs in this
@@ -245,12 +246,13 @@ def _give_up(cluster, client):
 
 
 # glibc's malloc in the embedded workers (their nannies pass these on; other C
-# libraries ignore them): a block (a chunk's rows x bases) is mapped and given back
-# when freed, but a chunk task's temporaries (its sub-block buffers, its sites: a few
-# MB) come from the heap and stay there for the next task, up to 32 MiB of free heap a
-# worker.  Dask's own setting returns them at once, and each task took them back page
-# by page: page faults and kernel time in every task, with both cores busy
-# (``benchmarks/RESULTS.md``, "A sweep on all rows against the matmul limit").
+# libraries ignore them): an allocation from 4 MiB (a chunk's block, from 4,096 rows at
+# M = 128) is mapped and given back when freed, but a chunk task's temporaries (its
+# sub-block buffers, its sites: a few MB) come from the heap and stay there for the
+# next task, up to 32 MiB free at the top of each of malloc's arenas.  Dask's own
+# setting gives them back at once, and each task took them back page by page: page
+# faults and kernel time in every task, with both cores busy (``benchmarks/RESULTS.md``,
+# "A sweep on all rows against the matmul limit").
 WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 4 << 20, "MALLOC_TRIM_THRESHOLD_": 32 << 20}
 
 
