@@ -41,8 +41,12 @@ class PeakRSS(threading.Thread):
                 try:
                     rss = p.memory_info().rss
                     # named again each sample: a child caught between fork and exec
-                    # still shows its parent's command line
-                    self.names[p.pid] = _role(p.cmdline())
+                    # still shows its parent's command line.  Workers are the job's
+                    # own children: a worker's child (a fork for `uname -p` when Dask
+                    # collects versions) shows the worker's command line meanwhile
+                    direct = p.pid == self.root.pid or p.ppid() == self.root.pid
+                    self.names[p.pid] = (_role(p.cmdline()) if direct
+                                         else "descendant")
                 except psutil.Error:
                     continue
                 self.peaks[p.pid] = max(self.peaks.get(p.pid, 0), rss)
