@@ -16,8 +16,7 @@ thread each (on 127.0.0.1) measures:
   M x M summaries) with no work in the chunk task: the scheduler's and the transfers'
   cost of a sweep (median of ``--sweeps``), on every chunk and on half of them;
 * ``graph``: the driver's time to build one sweep's task graph;
-* the workers' CPU seconds over the sweeps (their cores may be oversubscribed).
-
+* the workers' CPU seconds over the sweeps (their cores may be oversubscribed);
 * ``time_share``: outside Dask, W plain processes (W above the cores) each running
   chunk passes on a block of its own, against as many processes as cores: how much
   a chunk's compute slows when processes take turns on a core (their caches lost at
@@ -63,6 +62,7 @@ import numpy as np
 import zarr
 from dask import delayed
 from distributed import Client, LocalCluster, wait
+from lib.chunk import fitted_block, task_pass
 from lib.machine import matmul_rate, start_report
 from lib.output import add_quick_option, parse, save
 from threadpoolctl import threadpool_limits
@@ -71,10 +71,8 @@ from saspa_dask import SASPAClassifier
 from saspa_dask.core.likelihoods import Probit
 from saspa_dask.datasets import synthetic_two_class
 from saspa_dask.engines.chunks import tree_reduce
-from saspa_dask.jobs.cluster import worker_malloc
 from saspa_dask.engines.dask_engine import DaskEngine, _merge_two
-from saspa_dask.ep.sites import parallel_chunk
-from saspa_dask.ep.whitening import make_block
+from saspa_dask.jobs.cluster import worker_malloc
 
 
 def _empty_summary(block, n_bases):
@@ -166,23 +164,14 @@ def _passes_in_turn(fitted, rows, repeats, barrier, queue):
     from saspa_dask.core.threads import one_scipy_blas_thread
 
     X, y = synthetic_two_class(rows, 8, 2)
-    basis = fitted.basis
     with threadpool_limits(1), one_scipy_blas_thread():
-        block = make_block(X, np.where(y == 1, 1.0, -1.0), basis.means, basis.blur,
-                           fitted.lengthscale, fitted.signal_variance, fitted.whitening,
-                           fitted.approximation, basis.frequencies, basis.phases,
-                           fitted.kernel)
+        block = fitted_block(fitted, X, np.where(y == 1, 1.0, -1.0))
         tau, nu = np.zeros(rows), np.zeros(rows)
-
-        def one():
-            parallel_chunk(block, tau, nu, fitted.posteriors[0], Probit(), 1.0,
-                           fitted.signal_variance, triangular=True)
-
-        one()
+        task_pass(block, fitted, tau, nu)
         barrier.wait()
         began = time.time()  # one clock for every process
         for _ in range(repeats):
-            one()
+            task_pass(block, fitted, tau, nu)
         queue.put((began, time.time()))
 
 

@@ -21,15 +21,13 @@ import json
 import time
 
 import numpy as np
+from lib.chunk import fitted_block, task_pass
 from lib.machine import matmul_rate, start_report
 from lib.output import add_quick_option, parse, save
 from threadpoolctl import threadpool_limits
 
 from saspa_dask import SASPAClassifier
-from saspa_dask.core.likelihoods import Probit
 from saspa_dask.datasets import synthetic_two_class
-from saspa_dask.ep.sites import parallel_chunk
-from saspa_dask.ep.whitening import make_block
 
 
 def best_of(repeats, func):
@@ -56,22 +54,11 @@ def main():
         model = SASPAClassifier(n_bases=args.bases, optimize_hyperparameters=False,
                                 random_state=0).fit(X[:20_000], y[:20_000])
         fitted = model.fitted_posterior_
-        basis = fitted.basis
         X, labels = X[20_000:], np.where(y[20_000:] == 1, 1.0, -1.0)
-
-        def build():
-            return make_block(X, labels, basis.means, basis.blur, fitted.lengthscale,
-                              fitted.signal_variance, fitted.whitening, fitted.approximation,
-                              basis.frequencies, basis.phases, fitted.kernel)
-
-        block = build()
+        block = fitted_block(fitted, X, labels)
         tau, nu = np.zeros(args.rows), np.zeros(args.rows)
-        posterior = fitted.posteriors[0]
-        build_s = best_of(args.repeats, build)
-        # as a Dask chunk task runs it (one BLAS thread: the marginals as TRMM)
-        pass_s = best_of(args.repeats, lambda: parallel_chunk(
-            block, tau, nu, posterior, Probit(), 1.0, fitted.signal_variance,
-            triangular=True))
+        build_s = best_of(args.repeats, lambda: fitted_block(fitted, X, labels))
+        pass_s = best_of(args.repeats, lambda: task_pass(block, fitted, tau, nu))
     limit = 2 * args.rows * args.bases**2 / rate
     report.update(rows=args.rows, n_bases=args.bases, blur=str(model.blur_),
                   build_seconds=build_s, pass_seconds=pass_s, matmul_limit_seconds=limit,
