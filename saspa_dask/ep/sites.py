@@ -145,7 +145,9 @@ class Workspace:
     Every product here goes through NumPy's BLAS, none through SciPy's: the two are
     separate OpenBLAS builds with separate thread pools, and alternating between them
     made the pools spin against each other (the measured costs of both are in
-    ``benchmarks/RESULTS.md``, "Design measurements").
+    ``benchmarks/RESULTS.md``, "Design measurements").  The exception is a
+    ``triangular`` workspace, for a chunk task where both run on one thread: its
+    marginals are SciPy's TRMM (:func:`~saspa_dask.ep.posterior.triangular_rows`).
     """
 
     def __init__(self, n_bases, rows, triangular=False):
