@@ -34,16 +34,23 @@ class FitBudget:
         ``time.perf_counter()`` at the fit's start.
     n_rows : int
         Rows EP runs on at the end.
+    sample_shares : (float, float), default (0, 0)
+        The shares of all rows EP at the learnt values may run on when the model is a
+        sample's: more than the first (the learning sample's), at most the second (the
+        largest learning stage's: what the driver holds in memory).
     """
 
-    def __init__(self, seconds, began, n_rows):
+    def __init__(self, seconds, began, n_rows, sample_shares=(0.0, 0.0)):
         self.seconds = float(seconds)
         self.end = began + self.seconds
         self.n_rows = int(n_rows)
         self._per_row_sweep = []
+        self._sample_shares = tuple(float(s) for s in sample_shares)
         # decided once learning's first sweeps are timed: whether the model is EP on
-        # the learning sample (no EP on all rows); None until then
+        # a sample (no EP on all rows; None until then), and the share of all rows
+        # that sample has (0: the learning sample)
         self.sample_model = None
+        self.sample_share = 0.0
 
     def observe(self, rows, seconds):
         """Record one EP sweep of ``seconds`` over ``rows`` rows."""
@@ -95,10 +102,28 @@ class FitBudget:
 
     def learning_deadline(self):
         """The ``time.perf_counter()`` value after which no learning step starts: the
-        budget's end less the reserve, or its end when the model is to be EP on the
-        learning sample (``sample_model_ratio``, decided at the first call after
-        a sweep was timed)."""
+        budget's end less the reserve, or, when the model is to be EP on a sample
+        (``sample_model_ratio``, decided at the first call after a sweep was timed),
+        less the reserve of EP on that sample (:meth:`_decide_sample_model`)."""
         if self.sample_model is None and self._per_row_sweep:
-            left = self.end - time.perf_counter()
-            self.sample_model = left < policy.POLICY.sample_model_ratio * self.reserve()
-        return self.end if self.sample_model else self.end - self.reserve()
+            self._decide_sample_model(self.end - time.perf_counter())
+        if self.sample_model:
+            return self.end - self.sample_share * self.reserve()
+        return self.end - self.reserve()
+
+    def _decide_sample_model(self, left):
+        """EP on all rows only when ``left`` seconds hold its reserve
+        ``sample_model_ratio`` times; else EP at the learnt values on the largest
+        share of the rows whose reserve ``left`` holds as many times (learning and
+        that EP then share the time left as learning and EP on all rows would),
+        within ``sample_shares`` (below their first: the learning sample's EP)."""
+        ratio, reserve = policy.POLICY.sample_model_ratio, self.reserve()
+        self.sample_model = left < ratio * reserve
+        low, high = self._sample_shares
+        share = min(high, left / (ratio * reserve)) if self.sample_model else 0.0
+        self.sample_share = share if share > low else 0.0
+
+    def holds_reserve(self):
+        """Whether the time left holds the reserve of EP on all rows once (learning
+        that stopped before its deadline may leave that much)."""
+        return bool(self._per_row_sweep) and time.perf_counter() + self.reserve() < self.end

@@ -8,8 +8,8 @@ over one :class:`FitState`.
    beginning where it applies.
 2. **The model** (:class:`FinalModel`): EP on all rows at the learnt values (learning
    there too when the stages end on every row, then checked against an exact GP's
-   start where that applies), or, when the budget leaves no room, the learning
-   sample's model.
+   start where that applies), or, when the budget leaves no room, EP at the learnt
+   values on a larger sample (or the learning sample's own EP) as the model.
 
 What a phase leaves for the next is in the state, under names that say what it is.
 """
@@ -17,9 +17,8 @@ What a phase leaves for the next is in the state, under names that say what it i
 from __future__ import annotations
 
 import time
-import warnings
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import dask
 from sklearn.utils import check_random_state
@@ -27,15 +26,15 @@ from sklearn.utils import check_random_state
 from ..core.blur_families import blur_family
 from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
-from ..ep.result import EPConvergenceWarning
 from . import policy
 from .costs import evaluation_flops
 from .exact_start import (exact_check_applies, exact_gp_flops, exact_gp_start,
                           exact_start_applies, start_rows)
+from .sample_model import (budget_leaves_the_sample_model, rows_of, sample_model,
+                           scaled_starts)
 from .stages import (every_row, learning_stages, merge_stages, sites_at, sites_on_all,
                      stages_end)
 from .stochastic import learn_stochastic
-from .trainer import FitOutcome
 
 __all__ = ["FinalModel", "FitState", "FixedValues", "StagedLearning",
            "LearningOnMinibatches"]
@@ -83,8 +82,10 @@ class FitState:
     #: rows of the last learning sample on whose predictions EP on all rows may
     #: converge (``EPSchedule.prediction_tol``); None when learning saw every row
     probe_rows: object = None
-    #: the model is EP on the learning sample only (the budget left no room)
+    #: the model is EP on a sample only (the budget left no room for all rows) ...
     sample_model: bool = False
+    #: ... on these rows
+    sample_rows: object = None
     #: the fit's outcome, once the final phase has run
     outcome: object = None
 
@@ -159,14 +160,14 @@ def _keep_learnt(run, state, learnt, rows, sites, ended, start):
 class FinalModel:
     """EP on all rows at the learnt values, learning there too when learning goes on
     on every row (and then checked against an exact GP's start where that applies),
-    or the learning sample's model when the time budget leaves no room."""
+    or a sample's model when the time budget leaves no room."""
 
     def run(self, run, state):
         X = run.X
         learn_here = bool(run.plan.optimize_hyperparameters) and state.learns_on_all
-        if state.learnt is not None and _budget_leaves_the_sample_model(run, state):
+        if state.learnt is not None and budget_leaves_the_sample_model(run, state):
             state.sample_model, learn_here = True, False
-            state.outcome = _sample_model(state.learnt, state.learnt_rows, X.shape[0])
+            state.outcome, state.sample_rows = sample_model(run, state)
         else:
             state.outcome = _ep_on_all_rows(run, state, learn_here)
         run.report["timings_"]["ep"] = time.perf_counter() - state.began
@@ -192,7 +193,7 @@ def _ep_on_all_rows(run, state, learn_here):
     with WorkDir(run.plan.execution.work_dir) if run.lazy else nullcontext() as work:
         outcome = state.fit(state.trainer_for(X, state.targets, work, learn_here), hyper,
                             sites, learn_here, restarts=not state.staged, rows=X.shape[0],
-                            starts=_scaled_starts(state.learnt, state.learnt_rows,
+                            starts=scaled_starts(state.learnt, state.learnt_rows,
                                                   X.shape[0], sites, learn_here),
                             probe_rows=None if learn_here else state.probe_rows)
     if learn_here and state.learnt is None and _exact_check_due(run, state, outcome):
@@ -210,9 +211,7 @@ def _learn_in_stages(run, state, stages):
     X, say, hyper, sites = run.X, run.say, state.hyper, state.given_sites
     learnt, rows = None, None
     for k, rows in enumerate(stages):
-        # one pass over the chunks for both (lazy inputs); NumPy indexes in memory
-        X_sub, y_sub = (dask.compute(X[rows], state.targets[rows]) if run.lazy
-                        else (X[rows], state.targets[rows]))
+        X_sub, y_sub = rows_of(run, state, rows)
         if k == 0:
             hyper = exact_started(run, state, hyper, X_sub, y_sub)
         what = "all" if rows.size == X.shape[0] else "a subsample of"
@@ -235,52 +234,6 @@ def _learn_in_stages(run, state, stages):
         if stages_end(state.stages_run, say):
             return learnt, rows, sites, True
     return learnt, rows, sites, False
-
-
-def _sample_model(learnt, rows, n_samples):
-    """The outcome of learning on ``rows`` as a model of all ``n_samples`` rows: its
-    sites on ``rows`` and zero elsewhere (no information; the posterior is the same),
-    no sweep on all rows, not converged (stopped by the time budget), and no evidence
-    (it needs every row)."""
-    results = []
-    for result, (tau, nu) in zip(learnt.results, every_row(
-            sites_on_all(learnt, rows, n_samples, None))):
-        results.append(replace(result, tau=tau, nu=nu, n_sweeps=0, converged=False,
-                               stopped_by_time=True, log_evidence=float("nan"),
-                               history=[], coarse_start=[]))
-    return FitOutcome(learnt.hyper, learnt.basis, learnt.L, learnt.jitter, results,
-                      float("nan"), learnt.trace, learnt.info)
-
-
-def _scaled_starts(learnt, rows, n_samples, sites, learn_here):
-    """Where EP on all rows after learning starts: the last stage's posterior at the
-    learnt values, its sites on ``rows`` standing for all ``n_samples`` rows (what
-    :func:`saspa_dask.ep.driver.coarse_start` builds from every 10th chunk, here from
-    a random sample EP has already converged on, at no cost).  None when EP on all
-    rows is warm-started by sites (stochastic learning's, every row's) or learns
-    itself."""
-    if learnt is None or sites is not None or learn_here:
-        return None
-    factor = 1.0 if rows is None else n_samples / rows.size
-    return [result.posterior.scaled(factor) for result in learnt.results]
-
-
-def _budget_leaves_the_sample_model(run, state):
-    """Whether the model is EP on the learning sample: the budget (if any) left no
-    room for EP on all rows (the policy's ``sample_model_ratio``), learning ran on a
-    sample, and no warm-start sites give the other rows information EP on the sample
-    would not use.  Said and warned."""
-    rows, n = state.learnt_rows, run.X.shape[0]
-    if (run.budget is None or not run.budget.sample_model or rows is None
-            or state.given_sites is not None or state.learns_on_all or rows.size == n):
-        return False
-    run.say(f"EP on {n} rows: the time budget leaves no room; the model is EP on the "
-            f"{rows.size}-row learning sample")
-    warnings.warn(f"the max_fit_time budget left no room for EP on all {n} rows: the "
-                  f"model is EP on the learning sample's {rows.size} rows (its sites on "
-                  "the other rows are zero); raise max_fit_time for EP on all rows",
-                  EPConvergenceWarning, stacklevel=7)
-    return True
 
 
 def _budget_affords_learning_on_all(run):

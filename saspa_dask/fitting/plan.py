@@ -298,7 +298,8 @@ class FitPlan:
                                                       feature_names)}
         if run.watch is not None:  # the rows whose sites make the final model
             run.watch.measure(result.posterior,
-                              rows=rows.size if state.sample_model else X.shape[0])
+                              rows=state.sample_rows.size if state.sample_model
+                              else X.shape[0])
             result.report["held_out_trace_"] = run.watch.trace
         run.say_done(result.report)
         return result

@@ -17,7 +17,7 @@ from ..parameters.schema import parse_stages
 from . import policy
 
 __all__ = ["RowSites", "check_init_sites", "every_row", "learning_stages", "merge_stages",
-           "sites_at", "sites_on_all", "stage_sizes", "stages_end"]
+           "sample_shares", "sites_at", "sites_on_all", "stage_sizes", "stages_end"]
 
 
 def stage_sizes(hyper_subsample):
@@ -41,6 +41,17 @@ def stage_sizes(hyper_subsample):
             f"'all' (or None: every row); got {hyper_subsample!r}")
     return sizes
 
+
+
+def sample_shares(hyper_subsample, n_samples):
+    """The shares of ``n_samples`` rows a time budget's sample model may run EP on
+    (:class:`~saspa_dask.fitting.budget.FitBudget`): from the first stage's (fewer
+    rows add nothing to learning's own EP) to the largest stage's (what the driver
+    holds in memory); (0, 0) when learning has no stages."""
+    counts = [size for size in stage_sizes(hyper_subsample) if size is not None]
+    if not counts:
+        return 0.0, 0.0
+    return min(counts[0] / n_samples, 1.0), min(counts[-1] / n_samples, 1.0)
 
 
 def learning_stages(hyper_subsample, n_samples, random_state, lazy=False):
