@@ -34,18 +34,17 @@ class FitBudget:
         ``time.perf_counter()`` at the fit's start.
     n_rows : int
         Rows EP runs on at the end.
-    sample_shares : (float, float), default (0, 0)
-        The shares of all rows EP at the learnt values may run on when the model is a
-        sample's: more than the first (the learning sample's), at most the second (the
-        largest learning stage's: what the driver holds in memory).
     """
 
-    def __init__(self, seconds, began, n_rows, sample_shares=(0.0, 0.0)):
+    def __init__(self, seconds, began, n_rows):
         self.seconds = float(seconds)
         self.end = began + self.seconds
         self.n_rows = int(n_rows)
         self._per_row_sweep = []
-        self._sample_shares = tuple(float(s) for s in sample_shares)
+        # the shares of all rows EP at the learnt values may run on when the model is
+        # a sample's: more than the first, at most the second (learning sets them:
+        # :func:`~saspa_dask.fitting.stages.sample_shares`)
+        self.sample_shares = (0.0, 0.0)
         # decided once learning's first sweeps are timed: whether the model is EP on
         # a sample (no EP on all rows; None until then), and the share of all rows
         # that sample has (0: the learning sample)
@@ -119,7 +118,7 @@ class FitBudget:
         within ``sample_shares`` (below their first: the learning sample's EP)."""
         ratio, reserve = policy.POLICY.sample_model_ratio, self.reserve()
         self.sample_model = left < ratio * reserve
-        low, high = self._sample_shares
+        low, high = self.sample_shares
         share = min(high, left / (ratio * reserve)) if self.sample_model else 0.0
         self.sample_share = share if share > low else 0.0
 

@@ -29,7 +29,7 @@ from .hyperparameters import Hyperparameters
 from .input_groups import additive_lengthscale, resolve_lengthscale, tied_lengthscale
 from .optimizer import StopRule
 from .progress import phase_printer, print_hyper, print_sweep
-from .stages import learning_stages, sample_shares
+from .stages import learning_stages
 from .trainer import Trainer
 from .trainer import fit as fit_hyperparameters
 
@@ -50,8 +50,7 @@ class FitRun:
         # the budget counts from the fit's start; learning leaves room for EP on all rows
         self.budget = (None if plan.max_fit_time is None else
                        FitBudget(plan.max_fit_time, self.began,
-                                 X.shape[0] * (1 if labels is None else len(labels)),
-                                 sample_shares(plan.hyper_subsample, X.shape[0])))
+                                 X.shape[0] * (1 if labels is None else len(labels))))
         self.rule = StopRule(tol=float(plan.hyper_tol), max_iter=int(plan.max_hyper_iter),
                              deadline=None if self.budget is None
                              else self.budget.learning_deadline,

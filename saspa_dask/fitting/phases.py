@@ -32,8 +32,8 @@ from .exact_start import (exact_check_applies, exact_gp_flops, exact_gp_start,
                           exact_start_applies, start_rows)
 from .sample_model import (budget_leaves_the_sample_model, rows_of, sample_model,
                            scaled_starts)
-from .stages import (every_row, learning_stages, merge_stages, sites_at, sites_on_all,
-                     stages_end)
+from .stages import (every_row, learning_stages, merge_stages, sample_shares, sites_at,
+                     sites_on_all, stages_end)
 from .stochastic import learn_stochastic
 
 __all__ = ["FinalModel", "FitState", "FixedValues", "StagedLearning",
@@ -107,6 +107,9 @@ class StagedLearning:
         stages, on_all = learning_stages(plan.hyper_subsample, X.shape[0],
                                          plan.random_state, run.lazy)
         stages = run.budgeted_stages(stages, on_all, state.basis)
+        if run.budget is not None:
+            run.budget.sample_shares = sample_shares(stages, X.shape[0],
+                                                     state.basis.means.shape[0])
         run.announce_cost(stages[0].size if stages else X.shape[0], state.basis)
         decide_exact_start(run, state, on_sample=bool(stages) and stages[0].size < X.shape[0])
         start = state.began = time.perf_counter()

@@ -43,6 +43,11 @@ class FitPolicy:
     #: EP on all rows only when the time left holds its reserve this many times; else
     #: the model is the learning sample's ("Held-out metrics as a fit learns")
     sample_model_ratio: float = 2.0
+    #: ... and then EP at the learnt values on a sample as large as the time left holds
+    #: it as many times, up to the largest learning stage or the rows whose basis
+    #: features take this many bytes on the driver, if more ("Classification ahead
+    #: of SVGP from 10 s")
+    sample_model_bytes: int = 2**28
     #: the budget's share K-means' Lloyd rows may take ("A first model by 10 s") ...
     kmeans_share: float = 0.05
     #: ... at this many one-core matmul flops per row, basis and input

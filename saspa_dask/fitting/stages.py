@@ -43,15 +43,16 @@ def stage_sizes(hyper_subsample):
 
 
 
-def sample_shares(hyper_subsample, n_samples):
-    """The shares of ``n_samples`` rows a time budget's sample model may run EP on
-    (:class:`~saspa_dask.fitting.budget.FitBudget`): from the first stage's (fewer
-    rows add nothing to learning's own EP) to the largest stage's (what the driver
-    holds in memory); (0, 0) when learning has no stages."""
-    counts = [size for size in stage_sizes(hyper_subsample) if size is not None]
-    if not counts:
+def sample_shares(stages, n_samples, n_bases):
+    """The shares of ``n_samples`` rows a time budget's sample model may run EP on in
+    memory on the driver (:class:`~saspa_dask.fitting.budget.FitBudget`): from the
+    first learning stage's (``stages``: row-index arrays; fewer rows add nothing to
+    learning's own EP) to the largest stage's or, if more, the rows whose ``n_bases``
+    features take the policy's ``sample_model_bytes``; (0, 0) without stages."""
+    if not stages:
         return 0.0, 0.0
-    return min(counts[0] / n_samples, 1.0), min(counts[-1] / n_samples, 1.0)
+    most = max(stages[-1].size, policy.POLICY.sample_model_bytes // (8 * n_bases))
+    return min(stages[0].size / n_samples, 1.0), min(most / n_samples, 1.0)
 
 
 def learning_stages(hyper_subsample, n_samples, random_state, lazy=False):
