@@ -259,6 +259,75 @@ def test_a_budget_with_no_room_for_ep_on_all_rows_keeps_the_samples_model():
                                _posterior_of_sites(clf, X, y, 16), rtol=1e-8, atol=1e-10)
 
 
+def test_a_budget_short_of_ep_on_all_rows_sizes_the_sample_model_by_the_time_left():
+    """Once a sweep is timed: with the time left under SAMPLE_MODEL_RATIO reserves of
+    EP on all rows the model is a sample's, of the largest share of the rows whose
+    reserve the time left holds as many times, within the shares learning allows (at
+    or below the lower: learning's own sample, 0); learning then leaves that share of
+    the reserve."""
+    from saspa_dask.fitting.budget import FitBudget
+    from saspa_dask.fitting.policy import POLICY
+
+    SWEEPS = POLICY.build_sweeps + POLICY.final_sweeps + 1
+    assert POLICY.sample_model_ratio == 2.0  # the shares below are for this ratio
+    reserve = SWEEPS * 2e-6 * 10**6  # 2 microseconds a row, 10^6 rows
+    for left, shares, sample_model, share in (
+            (2.5 * reserve, (0.02, 0.2), False, 0.0),    # room for EP on all rows
+            (0.2 * reserve, (0.02, 0.2), True, 0.1),     # 0.2 / RATIO of the rows
+            (1.0 * reserve, (0.02, 0.2), True, 0.2),     # 0.5 of the rows, capped
+            (0.03 * reserve, (0.02, 0.2), True, 0.0),    # 0.015: below learning's
+            (-1.0, (0.02, 0.2), True, 0.0)):             # the budget is spent
+        budget = FitBudget(1e6, time.perf_counter(), n_rows=10**6)
+        budget.observe(10_000, 0.02)
+        budget.sample_shares = shares
+        assert budget.reserve() == pytest.approx(reserve, rel=1e-12)
+        budget._decide_sample_model(left)  # as learning_deadline does with the time left
+        assert budget.sample_model is sample_model
+        assert budget.sample_share == pytest.approx(share, rel=1e-12)
+        kept = share * reserve if sample_model else reserve
+        assert budget.learning_deadline() == pytest.approx(budget.end - kept, rel=1e-15)
+
+
+def test_a_budget_with_room_for_a_larger_sample_models_ep_on_it_at_the_learnt_values(
+        monkeypatch):
+    """A budget with no room for EP on all rows but room for EP on a larger sample
+    than learning's (its ``sample_share``; the decision is fixed here: the test above
+    checks it): the model is EP at the learnt values on that many rows, a prefix of
+    learning's seeded permutation (so learning's sample is in it), reported (a
+    warning naming its rows, no sweep on all rows, not converged); Gaussian EP on it
+    equals closed-form FITC on those rows at the learnt values."""
+    from saspa_dask.ep import EPConvergenceWarning
+    from saspa_dask.fitting.budget import FitBudget
+
+    def decide(budget, left):
+        budget.sample_model, budget.sample_share = True, 0.25
+
+    monkeypatch.setattr(FitBudget, "_decide_sample_model", decide)
+    monkeypatch.setattr(FitBudget, "holds_reserve", lambda budget: False)
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-2, 2, size=(6000, 2))
+    y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.2 * rng.normal(size=6000)
+    Z = rng.uniform(-2, 2, size=(15, 2))
+    with pytest.warns(EPConvergenceWarning, match="the model is EP on a sample's 1500 rows "
+                                                  "at the learnt values"):
+        reg = SASPARegressor(bases=Basis(Z), blur="delta", learn_bases=False, center_y=False,
+                             learn_offset=False, random_state=0, hyper_subsample=1000,
+                             max_fit_time=600.0).fit(X, y)
+    order = np.random.RandomState(0).permutation(6000)
+    rows, learnt = np.sort(order[:1500]), np.sort(order[:1000])
+    assert np.isin(learnt, rows).all()
+    np.testing.assert_array_equal(np.flatnonzero(reg.sites_tau_), rows)
+    assert reg.hyperparameter_info_["n_rows_learnt"] == 1000
+    assert reg.n_sweeps_ == 0 and not reg.converged_ and np.isnan(reg.log_evidence_)
+    Xs = rng.uniform(-2.5, 2.5, size=(50, 2))
+    mean_ref, var_ref, _ = fitc_regression(X[rows], y[rows], Xs, Z, reg.lengthscale_,
+                                           reg.signal_variance_, reg.noise_variance_,
+                                           reg.jitter_)
+    mean, var = reg.predict_latent(Xs)
+    np.testing.assert_allclose(mean, mean_ref, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-8, atol=1e-8)
+
+
 def test_a_budget_stops_warm_started_ep_on_all_rows_after_a_sweep():
     """Warm-start sites give every row information, so EP on all rows runs whatever the
     budget; a budget spent stops it after its first sweep, reported (not converged, a

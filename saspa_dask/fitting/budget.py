@@ -8,6 +8,8 @@ EP on all rows starts from the subsample's posterior scaled to all rows
 nearly the converged one's (``benchmarks/RESULTS.md``, "An anytime fit"); so the
 budget keeps room for building the blocks, a sweep on all rows and the closing evidence
 pass, each about a sweep at the cost per row that learning's own EP sweeps measure.
+A budget too short for that ends with EP at the learnt values on a row sample as large
+as the time left holds (:mod:`saspa_dask.fitting.sample_model`).
 The numbers of these rules are :mod:`saspa_dask.fitting.policy`'s.  A run that EP
 stops early is reported as not converged, never hidden.
 """

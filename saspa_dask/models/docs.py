@@ -119,10 +119,14 @@ _SHARED_PARAMS_DOC = """
         ``benchmarks/RESULTS.md``, "An anytime fit": after one sweep the held-out
         error and NLP were within 2e-4 and 5e-4 of the converged model's).  When the
         time left once learning's first sweeps are timed holds that reserve less
-        than twice, learning runs to the budget's end on its row sample and the
-        model is EP on that sample (its sites on the other rows zero, ``n_sweeps_``
-        0, ``log_evidence_`` NaN, not converged, with the warning): learning's first
-        iterations gain far more than EP on all rows at the starting values.  With
+        than twice, the model is EP at the learnt values on a row sample instead:
+        the most rows whose reserve that time holds twice (up to the largest
+        learning stage, or the rows whose basis features take 256 MiB if more), a
+        prefix of learning's row permutation, learning stopping early enough for it;
+        or learning's own sample's EP when that is no more rows (either way its
+        sites on the other rows zero, ``n_sweeps_`` 0, ``log_evidence_`` NaN, not
+        converged, with the warning): learning's first iterations gain far more
+        than EP on all rows at the starting values.  With
         warm-start sites EP on all rows always runs at least one sweep, so a small
         budget can be overrun by a sweep on all rows.  The budget also sizes the
         start: K-means' Lloyd passes run over the rows 5% of it pays for

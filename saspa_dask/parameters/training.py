@@ -126,7 +126,8 @@ TRAIN_PARAMETERS = (
     Parameter("max_fit_time", float, None, "Wall-clock budget in seconds for the fit: "
               "learning stops early enough (at its best point) for EP on all rows to end "
               "by then, and EP on all rows stops between sweeps at the budget (reported as "
-              "not converged, exit code 3)."),
+              "not converged, exit code 3); a budget too short for EP on all rows ends "
+              "with EP at the learnt values on a row sample."),
     Parameter("n_restarts_optimizer", int, 0, "Further evidence maximisations from shorter "
               "starting lengthscales; the highest evidence is kept."),
     Parameter("learn_blur_scale", bool, False, "Also learn a multiplier of the blur "
