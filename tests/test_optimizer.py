@@ -264,7 +264,7 @@ def test_a_budget_short_of_ep_on_all_rows_sizes_the_sample_model_by_the_time_lef
     EP on all rows the model is a sample's, of the largest share of the rows whose
     reserve the time left holds as many times, within the shares learning allows (at
     or below the lower: learning's own sample, 0); learning then leaves that share of
-    the reserve."""
+    the reserve and the time a gathering of rows took (nothing for its own sample)."""
     from saspa_dask.fitting.budget import FitBudget
     from saspa_dask.fitting.policy import POLICY
 
@@ -279,12 +279,12 @@ def test_a_budget_short_of_ep_on_all_rows_sizes_the_sample_model_by_the_time_lef
             (-1.0, (0.02, 0.2), True, 0.0)):             # the budget is spent
         budget = FitBudget(1e6, time.perf_counter(), n_rows=10**6)
         budget.observe(10_000, 0.02)
-        budget.sample_shares = shares
+        budget.sample_shares, budget.read_seconds = shares, 0.25  # gathering a sample
         assert budget.reserve() == pytest.approx(reserve, rel=1e-12)
         budget._decide_sample_model(left)  # as learning_deadline does with the time left
         assert budget.sample_model is sample_model
         assert budget.sample_share == pytest.approx(share, rel=1e-12)
-        kept = share * reserve if sample_model else reserve
+        kept = (reserve if not sample_model else 0.25 + share * reserve if share else 0.0)
         assert budget.learning_deadline() == pytest.approx(budget.end - kept, rel=1e-15)
 
 
@@ -378,6 +378,22 @@ def test_a_budget_keeps_room_for_ep_on_all_rows_by_the_sweeps_it_timed():
     short = FitBudget(needed / 2, time.perf_counter(), 10**6)
     short.observe(10_000, 0.02)
     assert not short.affords_learning_on_all()
+
+
+def test_a_budget_counts_the_block_build_at_the_builds_it_timed():
+    """Once learning's block builds are timed, the reserve's build is their median cost
+    per row times the rows (once for all of one-vs-rest's problems, which each sweep
+    the rows), not BUILD_SWEEPS sweeps."""
+    from saspa_dask.fitting.budget import FitBudget
+    from saspa_dask.fitting.policy import POLICY
+
+    FINAL_SWEEPS = POLICY.final_sweeps
+    budget = FitBudget(1000.0, time.perf_counter(), n_rows=10**5, problems=3)
+    budget.observe(10_000, 0.02)  # 2 microseconds a row and problem
+    for rows, seconds in ((20_000, 0.1), (20_000, 0.06), (10_000, 0.04)):
+        budget.observe_build(rows, seconds)  # 5, 3 and 4 microseconds a row: median 4
+    build, sweep = 4e-6 * 10**5, 2e-6 * 3 * 10**5
+    assert budget.reserve() == pytest.approx(build + (FINAL_SWEEPS + 1) * sweep, rel=1e-12)
 
 
 def test_a_budget_pays_for_the_k_means_rows_it_affords(monkeypatch):

@@ -36,13 +36,17 @@ class FitBudget:
         ``time.perf_counter()`` at the fit's start.
     n_rows : int
         Rows EP runs on at the end.
+    problems : int, default=1
+        EP problems on those rows (one-vs-rest classes): each sweeps them, one build
+        of their blocks serves all.
     """
 
-    def __init__(self, seconds, began, n_rows):
+    def __init__(self, seconds, began, n_rows, problems=1):
         self.seconds = float(seconds)
         self.end = began + self.seconds
-        self.n_rows = int(n_rows)
-        self._per_row_sweep = []
+        self.build_rows = int(n_rows)
+        self.n_rows = int(n_rows) * int(problems)
+        self._per_row_sweep, self._per_row_build = [], []
         # the shares of all rows EP at the learnt values may run on when the model is
         # a sample's: more than the first, at most the second (learning sets them:
         # :func:`~saspa_dask.fitting.stages.sample_shares`)
@@ -52,20 +56,33 @@ class FitBudget:
         # that sample has (0: the learning sample)
         self.sample_model = None
         self.sample_share = 0.0
+        # the last pass that gathered a sample's rows from lazy inputs (a larger
+        # sample's costs about as much: it reads every chunk too)
+        self.read_seconds = 0.0
 
     def observe(self, rows, seconds):
         """Record one EP sweep of ``seconds`` over ``rows`` rows."""
         if rows > 0 and seconds > 0:
             self._per_row_sweep.append(seconds / rows)
 
+    def observe_build(self, rows, seconds):
+        """Record one build of ``rows`` rows' blocks that took ``seconds``."""
+        if rows > 0 and seconds > 0:
+            self._per_row_build.append(seconds / rows)
+
     def reserve(self):
-        """Seconds kept for EP on all rows: the block build (``build_sweeps``),
-        ``final_sweeps`` sweeps and the closing evidence pass at the median cost
-        per row of the recent sweeps (0 before any)."""
+        """Seconds kept for EP on all rows: the block build, ``final_sweeps`` sweeps
+        and the closing evidence pass, at the median cost per row of the recent
+        builds and sweeps (the build as ``build_sweeps`` sweeps before any was
+        timed; 0 before any sweep)."""
         if not self._per_row_sweep:
             return 0.0
         rules = policy.POLICY
-        return (rules.build_sweeps + rules.final_sweeps + 1) * self._sweep_seconds()
+        if self._per_row_build:
+            build = float(np.median(self._per_row_build[-50:])) * self.build_rows
+        else:
+            build = rules.build_sweeps * self._sweep_seconds()
+        return build + (rules.final_sweeps + 1) * self._sweep_seconds()
 
     def affords_learning_on_all(self):
         """Whether the time left holds ``evaluations_on_all`` evaluations of
@@ -105,12 +122,20 @@ class FitBudget:
         """The ``time.perf_counter()`` value after which no learning step starts: the
         budget's end less the reserve, or, when the model is to be EP on a sample
         (``sample_model_ratio``, decided at the first call after a sweep was timed),
-        less the reserve of EP on that sample (:meth:`_decide_sample_model`)."""
+        less the reserve of EP on that sample (:meth:`_decide_sample_model`,
+        :meth:`sample_reserve`)."""
         if self.sample_model is None and self._per_row_sweep:
             self._decide_sample_model(self.end - time.perf_counter())
         if self.sample_model:
-            return self.end - self.sample_share * self.reserve()
+            return self.end - self.sample_reserve()
         return self.end - self.reserve()
+
+    def sample_reserve(self):
+        """Seconds kept for EP on the sample: gathering its rows, and its share of the
+        reserve (0 for learning's own sample)."""
+        if not self.sample_share:
+            return 0.0
+        return self.read_seconds + self.sample_share * self.reserve()
 
     def _decide_sample_model(self, left):
         """EP on all rows only when ``left`` seconds hold its reserve

@@ -9,6 +9,7 @@ phases (:mod:`saspa_dask.fitting.phases`) over one fit state.
 from __future__ import annotations
 
 import math
+from functools import partial
 import time
 import warnings
 
@@ -49,8 +50,8 @@ class FitRun:
         self.began = time.perf_counter()
         # the budget counts from the fit's start; learning leaves room for EP on all rows
         self.budget = (None if plan.max_fit_time is None else
-                       FitBudget(plan.max_fit_time, self.began,
-                                 X.shape[0] * (1 if labels is None else len(labels))))
+                       FitBudget(plan.max_fit_time, self.began, X.shape[0],
+                                 1 if labels is None else len(labels)))
         self.rule = StopRule(tol=float(plan.hyper_tol), max_iter=int(plan.max_hyper_iter),
                              deadline=None if self.budget is None
                              else self.budget.learning_deadline,
@@ -152,7 +153,7 @@ class FitRun:
         plan, loud = self.plan, self.say.loud
 
         def fit(trainer, hyper, sites, optimize, restarts=True, starts=None, rows=None,
-                probe_rows=None, watched=True):
+                probe_rows=None, watched=True, evidence=True):
             return fit_hyperparameters(
                 trainer, likelihood, hyper, optimize_hyperparameters=optimize,
                 rule=self.rule, init_sites=sites,
@@ -160,7 +161,8 @@ class FitRun:
                 positions=positions, callback=print_hyper if loud else None,
                 start_posteriors=starts,
                 ep_deadline=None if self.budget is None else self.budget.end,
-                watch=self.watch_of(rows) if watched else None, probe_rows=probe_rows)
+                watch=self.watch_of(rows) if watched else None, probe_rows=probe_rows,
+                evidence=evidence)
         return fit
 
     def watch_of(self, rows):
@@ -181,6 +183,8 @@ class FitRun:
                            jitter=plan.jitter, block_rows=execution.block_rows,
                            cache=self.cache, work_dir=work_dir,
                            callback=self._timing_sweeps(callback, X.shape[0], learning),
+                           on_build=None if self.budget is None else partial(
+                               self.budget.observe_build, X.shape[0]),
                            approximation=approximation_named(plan.approximation))
         return trainer_for
 

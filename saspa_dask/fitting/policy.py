@@ -34,7 +34,8 @@ class FitPolicy:
     #: closing evidence pass ("An anytime fit": the first sweep's model is nearly the
     #: converged one's)
     final_sweeps: int = 1
-    #: the block build counted as this many sweeps (it measured 1.2-2.2)
+    #: the block build counted as this many sweeps until a build is timed (it
+    #: measured 1.2-2.2; learning's in-memory builds then give its cost per row)
     build_sweeps: int = 2
     #: learning on all rows after the stages needs room for this many evaluations ...
     evaluations_on_all: int = 3

@@ -6,6 +6,7 @@ the posterior EP on more rows than learning's starts from.
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import replace
 
@@ -35,7 +36,7 @@ def sample_model(run, state):
                            False, restarts=False, rows=size,
                            starts=scaled_starts(learnt, state.learnt_rows, size, None,
                                                  False),
-                           probe_rows=state.probe_rows)
+                           probe_rows=state.probe_rows, evidence=False)
         what = f"a sample's {size} rows at the learnt values"
     else:
         run.say(f"EP on {n} rows: the time budget leaves no room; the model is EP on the "
@@ -49,10 +50,14 @@ def sample_model(run, state):
 
 def rows_of(run, state, rows):
     """The inputs and targets of ``rows``, in memory (one pass over the chunks for
-    both when lazy)."""
-    if run.lazy:
-        return dask.compute(run.X[rows], state.targets[rows])
-    return run.X[rows], state.targets[rows]
+    both when lazy, timed for the budget)."""
+    if not run.lazy:
+        return run.X[rows], state.targets[rows]
+    began = time.perf_counter()
+    gathered = dask.compute(run.X[rows], state.targets[rows])
+    if run.budget is not None:
+        run.budget.read_seconds = time.perf_counter() - began
+    return gathered
 
 
 def _as_model_of_all(learnt, fitted, rows, n_samples):

@@ -76,6 +76,8 @@ class Trainer:
         Dask inputs only (see :class:`saspa_dask.engines.dask_engine.DaskEngine`).
     callback : callable, optional
         Called with every EP sweep record (plus ``problem`` and ``n_problems``).
+    on_build : callable, optional
+        Called with the seconds each build of in-memory blocks took.
     approximation : Approximation, default=FITC
         Where the rows' residual variance is kept (:mod:`saspa_dask.ep.approximation`).
     frequencies, phases : ndarray, optional
@@ -84,14 +86,14 @@ class Trainer:
     """
 
     def __init__(self, X, y, labels, means, base_covs, settings, *, jitter, block_rows,
-                 cache="memory", work_dir=None, callback=None, approximation=FITC,
-                 frequencies=None, phases=None):
+                 cache="memory", work_dir=None, callback=None, on_build=None,
+                 approximation=FITC, frequencies=None, phases=None):
         self.X, self.y, self.labels = X, y, labels
         self.means, self.base_covs = means, base_covs
         self.frequencies, self.phases = frequencies, phases
         self.settings, self.jitter = settings, jitter
         self.block_rows, self.cache, self.work_dir = block_rows, cache, work_dir
-        self.callback = callback
+        self.callback, self.on_build = callback, on_build
         self.approximation = approximation
         self.is_lazy = is_lazy(X)
         self.full_blur = not is_diagonal(base_covs)
@@ -126,7 +128,10 @@ class Trainer:
         sites = sites or [None] * self.n_problems
         labels = self.labels or [None]
         if not self.is_lazy:
+            began = time.perf_counter()
             shared = list(self._memory_blocks(hyper, for_gradient))
+            if self.on_build is not None:
+                self.on_build(time.perf_counter() - began)
             engines = []
             for label, warm in zip(labels, sites):
                 blocks = shared if label is None else [relabel_block(b, label) for b in shared]
@@ -245,7 +250,7 @@ def _split(sites, blocks):
 
 def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
         init_sites=None, callback=None, n_restarts=0, positions=None, start_posteriors=None,
-        ep_deadline=None, watch=None, probe_rows=None):
+        ep_deadline=None, watch=None, probe_rows=None, evidence=True):
     """Fit at ``start`` or maximise the summed EP evidence from it (and, with
     ``n_restarts``, from the further starts of
     :func:`~saspa_dask.fitting.basis_start.restart_points`, keeping the
@@ -284,6 +289,9 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
     probe_rows : ndarray, optional
         At fixed hyperparameters: input rows on whose predictions EP may converge
         (``EPSchedule.prediction_tol``; e.g. some of a learning sample's rows).
+    evidence : bool, default=True
+        At fixed hyperparameters: False spares cavity-free sites' confirming sweep,
+        which only computes the evidence (``log_evidence`` NaN).
 
     Returns
     -------
@@ -291,7 +299,7 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
     """
     if not optimize_hyperparameters:
         return _fit_at(trainer, likelihood, start, init_sites, start_posteriors, ep_deadline,
-                       probe_rows)
+                       probe_rows, confirm=evidence)
     rule = replace(rule or StopRule(), scale_rows=trainer.X.shape[0] * trainer.n_problems)
     settings = trainer.settings
     trainer.settings = replace(settings, tol=max(settings.tol, policy.POLICY.learning_ep_tol))
@@ -346,9 +354,9 @@ def _best_start(trainer, likelihood, start, rule, init_sites, callback, n_restar
 
 
 def _fit_at(trainer, likelihood, hyper, init_sites, starts=None, deadline=None,
-            probe_rows=None):
+            probe_rows=None, confirm=True):
     trainer.build(hyper, init_sites)
-    results = trainer.run(hyper.bind(likelihood), starts, deadline, probe_rows)
+    results = trainer.run(hyper.bind(likelihood), starts, deadline, probe_rows, confirm)
     return FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results,
                       float(sum(r.log_evidence for r in results)))
 
