@@ -288,6 +288,31 @@ def test_a_budget_short_of_ep_on_all_rows_sizes_the_sample_model_by_the_time_lef
         assert budget.learning_deadline() == pytest.approx(budget.end - kept, rel=1e-15)
 
 
+def test_learning_starts_no_stage_whose_first_evaluation_the_budget_cannot_hold():
+    """A learning stage that ended before the budget's learning deadline starts the
+    next only when the time to the deadline holds one evaluation there, at the cost
+    per row of the last stage's (here 0.5 s an evaluation on 20,000 rows: 2.5 s on
+    100,000); said when not.  Without a budget, always."""
+    from types import SimpleNamespace
+
+    from saspa_dask.fitting.phases import _next_stage_fits
+
+    said = []
+    learnt = SimpleNamespace(trace=[{"seconds": 10.0, "n_evaluations": 20}],
+                             results=[SimpleNamespace(tau=np.zeros(20_000))])
+
+    def run_with(left):
+        deadline = time.perf_counter() + left
+        return SimpleNamespace(budget=SimpleNamespace(learning_deadline=lambda: deadline),
+                               say=said.append)
+
+    assert _next_stage_fits(run_with(4.0), learnt, 100_000) and not said
+    assert not _next_stage_fits(run_with(1.0), learnt, 100_000)
+    assert said == ["learning: the time budget leaves no room for an evaluation on 100000 "
+                    "rows; no further stages"]
+    assert _next_stage_fits(SimpleNamespace(budget=None), learnt, 100_000)
+
+
 def test_a_budget_with_room_for_a_larger_sample_models_ep_on_it_at_the_learnt_values(
         monkeypatch):
     """A budget with no room for EP on all rows but room for EP on a larger sample

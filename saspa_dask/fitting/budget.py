@@ -4,10 +4,10 @@ Learning ends early enough for EP on all rows to make a model by the end of the
 budget, and EP on all rows stops between sweeps when another sweep and the evidence
 pass that closes a stopped run would end after it.  After learning on a row subsample,
 EP on all rows starts from the subsample's posterior scaled to all rows
-(:func:`saspa_dask.fitting.fit_run._scaled_starts`), whose first sweep's model is
+(:func:`saspa_dask.fitting.sample_model.scaled_starts`), whose first sweep's model is
 nearly the converged one's (``benchmarks/RESULTS.md``, "An anytime fit"); so the
 budget keeps room for building the blocks, a sweep on all rows and the closing evidence
-pass, each about a sweep at the cost per row that learning's own EP sweeps measure.
+pass, at the cost per row that learning's own block builds and EP sweeps measure.
 A budget too short for that ends with EP at the learnt values on a row sample as large
 as the time left holds (:mod:`saspa_dask.fitting.sample_model`).
 The numbers of these rules are :mod:`saspa_dask.fitting.policy`'s.  A run that EP

@@ -112,9 +112,9 @@ _SHARED_PARAMS_DOC = """
         best model by then).  Learning (all starts and stages) stops at its best
         point so far (``stop_reason == "time"``) early enough for EP on all rows to
         build its blocks, run a sweep and close by the end, at the cost per row
-        that learning's own EP sweeps measured; EP on all rows, started from the
-        learning subsample's posterior scaled to all rows, then stops between
-        sweeps when another would end after the budget: ``converged_`` is then
+        that learning's own block builds and EP sweeps measured; EP on all rows,
+        started from the learning subsample's posterior scaled to all rows, then
+        stops between sweeps when another would end after the budget: ``converged_`` is then
         False, with an ``EPConvergenceWarning`` (measured at 10^6 rows in
         ``benchmarks/RESULTS.md``, "An anytime fit": after one sweep the held-out
         error and NLP were within 2e-4 and 5e-4 of the converged model's).  When the
