@@ -1,12 +1,11 @@
 """Fitting: whitening, EP for one or more targets, evidence maximisation.
 
-A :class:`Trainer` owns the data (in memory or on Dask), the K-means bases and the EP
-settings.  For given hyperparameters it builds the whitened blocks once and runs EP
-for every *problem* on them: one problem for regression and binary classification,
-one per class for one-vs-rest multi-class, all sharing the bases and the kernel
-blocks (the kernel Kt and the whitened Phi of a chunk are computed once, not once per
-class).  :func:`fit` runs it at fixed hyperparameters or maximises the summed EP
-evidence over them (:mod:`saspa_dask.fitting.optimizer`).
+A :class:`Trainer` owns the data (in memory or on Dask), the bases and the EP settings.
+For given hyperparameters it builds the whitened blocks once and runs EP for every
+*problem* on them: one for regression and binary classification, one per class for
+one-vs-rest, all sharing the bases and a chunk's Kt and whitened Phi.  :func:`fit`
+runs it at fixed hyperparameters or maximises the summed EP evidence over them
+(:mod:`saspa_dask.fitting.optimizer`).
 """
 
 from __future__ import annotations
@@ -270,28 +269,25 @@ def fit(trainer, likelihood, start, *, optimize_hyperparameters, rule=None,
     callback : callable, optional
         Called with each accepted optimiser iteration's record.
     watch : callable, optional
-        ``watch(make_outcome, iteration=k)`` after each accepted iteration, where
-        ``make_outcome()`` gives the best outcome so far: a model to measure
-        (:class:`~saspa_dask.fitting.held_out.HeldOutWatch`).
+        ``watch(make_outcome, iteration=k)`` after each accepted iteration; ``make_outcome()``
+        is the best outcome so far (:class:`~saspa_dask.fitting.held_out.HeldOutWatch`).
     n_restarts : int
         Further maximisations from shorter starting lengthscales (and other basis
         positions: :func:`~saspa_dask.fitting.basis_start.restart_points`).
     positions : callable, optional
         ``positions(k, X)``: learnt bases for restart k on the learning rows X.
     start_posteriors : list of Posterior per problem, optional
-        At fixed hyperparameters without ``init_sites``: where EP's first sweep takes
-        its cavities from (e.g. a row sample's posterior at the same values, scaled
-        to all rows) instead of a coarse start.
+        At fixed hyperparameters without ``init_sites``: where EP's first sweep takes its
+        cavities from (e.g. a row sample's posterior, scaled) instead of a coarse start.
     ep_deadline : float, optional
         At fixed hyperparameters, and for the polish of the learnt values' EP: the
-        ``time.perf_counter()`` value by which EP stops, converged or not
-        (:func:`saspa_dask.ep.driver.run_ep`).
+        ``time.perf_counter()`` value by which EP stops (:func:`~saspa_dask.ep.run_ep`).
     probe_rows : ndarray, optional
         At fixed hyperparameters: input rows on whose predictions EP may converge
         (``EPSchedule.prediction_tol``; e.g. some of a learning sample's rows).
     evidence : bool, default=True
-        At fixed hyperparameters: False spares cavity-free sites' confirming sweep,
-        which only computes the evidence (``log_evidence`` NaN).
+        At fixed hyperparameters: False spares cavity-free sites' confirming sweep
+        (``log_evidence`` then NaN).
 
     Returns
     -------
@@ -384,14 +380,12 @@ def _maximise(trainer, likelihood, start, rule, init_sites, callback, watch=None
             return value, None, None
         if grad is None:
             grad = trainer.gradient(results, lik)
-        outcome = FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results,
-                             value)
+        outcome = FitOutcome(hyper, trainer.basis, trainer.L, trainer.jitter_used, results, value)
         outcome.info = {"sweeps": sum(r.n_sweeps for r in results),
                         "converged": all(r.converged for r in results),
                         "seconds": time.perf_counter() - t0}
         if value > best["value"]:
-            best.update(value=value, sites=[(r.tau, r.nu) for r in results],
-                        outcome=outcome)
+            best.update(value=value, sites=[(r.tau, r.nu) for r in results], outcome=outcome)
         return value, grad, outcome
 
     def step(record):  # the optimiser's best point is the best evaluation's outcome
@@ -401,7 +395,5 @@ def _maximise(trainer, likelihood, start, rule, init_sites, callback, watch=None
             watch(lambda: best["outcome"], iteration=record["iteration"])
 
     hyper, outcome, trace, info = optimize(evaluate, start, rule, callback=step)
-    evaluation = outcome.info
-    outcome.trace = trace
-    outcome.info = {**info, "best_evaluation": evaluation}
+    outcome.trace, outcome.info = trace, {**info, "best_evaluation": outcome.info}
     return outcome
