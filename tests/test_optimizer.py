@@ -298,19 +298,18 @@ def test_learning_starts_no_stage_whose_first_evaluation_the_budget_cannot_hold(
     from saspa_dask.fitting.phases import _next_stage_fits
 
     said = []
-    learnt = SimpleNamespace(trace=[{"seconds": 10.0, "n_evaluations": 20}],
-                             results=[SimpleNamespace(tau=np.zeros(20_000))])
+    learnt = SimpleNamespace(trace=[{"seconds": 10.0, "n_evaluations": 20}])
 
     def run_with(left):
         deadline = time.perf_counter() + left
         return SimpleNamespace(budget=SimpleNamespace(learning_deadline=lambda: deadline),
                                say=said.append)
 
-    assert _next_stage_fits(run_with(4.0), learnt, 100_000) and not said
-    assert not _next_stage_fits(run_with(1.0), learnt, 100_000)
+    assert _next_stage_fits(run_with(4.0), learnt, 20_000, 100_000) and not said
+    assert not _next_stage_fits(run_with(1.0), learnt, 20_000, 100_000)
     assert said == ["learning: the time budget leaves no room for an evaluation on 100000 "
                     "rows; no further stages"]
-    assert _next_stage_fits(SimpleNamespace(budget=None), learnt, 100_000)
+    assert _next_stage_fits(SimpleNamespace(budget=None), learnt, 20_000, 100_000)
 
 
 def test_a_budget_with_room_for_a_larger_sample_models_ep_on_it_at_the_learnt_values(

@@ -9,9 +9,9 @@ phases (:mod:`saspa_dask.fitting.phases`) over one fit state.
 from __future__ import annotations
 
 import math
-from functools import partial
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 

@@ -235,19 +235,19 @@ def _learn_in_stages(run, state, stages):
         sites = sites_on_all(learnt, rows, X.shape[0], sites)
         state.stages_run.append((learnt, rows.size, "driver (in memory)"))
         if stages_end(state.stages_run, say) or (
-                k + 1 < len(stages) and not _next_stage_fits(run, learnt, stages[k + 1].size)):
+                k + 1 < len(stages)
+                and not _next_stage_fits(run, learnt, rows.size, stages[k + 1].size)):
             return learnt, rows, sites, True
     return learnt, rows, sites, False
 
 
-def _next_stage_fits(run, learnt, next_rows):
+def _next_stage_fits(run, learnt, rows, next_rows):
     """Whether the budget (if any) leaves learning time for one evaluation on the next
-    stage's ``next_rows`` rows, at the cost per row of the last stage's evaluations;
-    says so when it does not."""
+    stage's ``next_rows`` rows, at the cost per row of the evaluations of the last
+    stage (``learnt``, on ``rows`` rows); says so when it does not."""
     trace = learnt.trace
     if run.budget is None or not trace or not trace[-1]["n_evaluations"]:
         return True
-    rows = learnt.results[0].tau.shape[0]
     evaluation = trace[-1]["seconds"] / trace[-1]["n_evaluations"] * next_rows / rows
     if time.perf_counter() + evaluation < run.budget.learning_deadline():
         return True

@@ -28,10 +28,11 @@ def sample_model(run, state):
     learnt, rows, n = state.learnt, state.learnt_rows, run.X.shape[0]
     size, fitted = int(run.budget.sample_share * n), learnt
     if size > rows.size:
-        rows = learning_stages([size], n, run.plan.random_state, run.lazy)[0][0]
-        X_sub, y_sub = rows_of(run, state, rows)
         run.say(f"EP on {n} rows: the time budget leaves no room; EP at the learnt values "
                 f"on a sample of {size} rows")
+        # the first ``size`` rows of learning's seeded permutation (one stage of them)
+        rows = learning_stages([size], n, run.plan.random_state, run.lazy)[0][0]
+        X_sub, y_sub = rows_of(run, state, rows)
         fitted = state.fit(state.trainer_for(X_sub, y_sub, None, False), state.hyper, None,
                            False, restarts=False, rows=size,
                            starts=scaled_starts(learnt, state.learnt_rows, size, None,
@@ -90,9 +91,9 @@ def scaled_starts(learnt, rows, n_samples, sites, learn_here):
 
 def budget_leaves_the_sample_model(run, state):
     """Whether the model is EP on a sample: the budget (if any) left no room for EP on
-    all rows (the policy's ``sample_model_ratio``, and learning, ended, left less than
-    the reserve), learning ran on a sample, and no warm-start sites give the other rows
-    information EP on a sample would not use."""
+    all rows (by the policy's ``sample_model_ratio`` when learning's first sweeps were
+    timed, and the time left now is under the reserve), learning ran on a sample, and
+    no warm-start sites give the other rows information EP on a sample would not use."""
     rows, n = state.learnt_rows, run.X.shape[0]
     return not (run.budget is None or not run.budget.sample_model or rows is None
                 or state.given_sites is not None or state.learns_on_all or rows.size == n
