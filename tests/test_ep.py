@@ -385,8 +385,10 @@ def _site_posterior(blocks, tau, nu):
 def test_a_deadline_stops_ep_between_sweeps_with_the_posterior_of_its_sites():
     """A passed deadline: one sweep, reported as stopped by the budget and not
     converged; what it returns is the posterior of the sites it returns, the same as
-    a run capped at one sweep.  A far deadline changes nothing; the Gaussian
-    likelihood (exact sites in one sweep) is not stopped."""
+    a run capped at one sweep.  A far deadline changes nothing.  The Gaussian
+    likelihood's first sweep from the prior sets the fixed point: it ends converged
+    after it, only the evidence left out (NaN, a warning); warm-started, it is not
+    stopped."""
     import time
     from dataclasses import replace
 
@@ -413,9 +415,17 @@ def test_a_deadline_stops_ep_between_sweeps_with_the_posterior_of_its_sites():
     assert far.converged and far.n_sweeps == free.n_sweeps > 2
     np.testing.assert_array_equal(far.posterior.mean, free.posterior.mean)
     gaussian_blocks = [replace(b, y=0.5 * b.y) for b in blocks]
-    exact = run_ep(InMemoryEngine(gaussian_blocks), Gaussian(0.1), 1.5, schedule,
-                   deadline=time.perf_counter() - 1.0)
-    assert exact.converged and not exact.stopped_by_time and exact.n_sweeps == 2
+    with pytest.warns(EPConvergenceWarning, match="no room for the sweep that computes"):
+        exact = run_ep(InMemoryEngine(gaussian_blocks), Gaussian(0.1), 1.5, schedule,
+                       deadline=time.perf_counter() - 1.0)
+    assert exact.converged and not exact.stopped_by_time and exact.n_sweeps == 1
+    assert np.isnan(exact.log_evidence)
+    confirmed = run_ep(InMemoryEngine(gaussian_blocks), Gaussian(0.1), 1.5, schedule)
+    assert confirmed.n_sweeps == 2 and np.isfinite(confirmed.log_evidence)
+    np.testing.assert_allclose(exact.posterior.mean, confirmed.posterior.mean, rtol=1e-10)
+    warm = run_ep(InMemoryEngine(gaussian_blocks, sites=(confirmed.tau, confirmed.nu)),
+                  Gaussian(0.1), 1.5, schedule, deadline=time.perf_counter() - 1.0)
+    assert warm.converged and not warm.stopped_by_time and np.isfinite(warm.log_evidence)
 
 
 def test_ep_on_all_rows_after_a_subsample_starts_from_its_scaled_posterior():

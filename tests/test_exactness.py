@@ -39,6 +39,28 @@ def test_gaussian_delta_equals_closed_form_fitc(ep_mode):
     np.testing.assert_allclose(std**2, var_ref + noise, rtol=1e-8)
 
 
+def test_a_spent_budget_leaves_out_only_the_gaussian_evidence():
+    """A budget with no room for a second sweep: the Gaussian's first sweep from the
+    prior already sets EP's fixed point, so the fit ends converged after it, with the
+    closed-form FITC predictions and the log evidence NaN (the pass that computes it
+    left out, with a warning), not as a run stopped unconverged."""
+    from saspa_dask.ep import EPConvergenceWarning
+
+    rng, X, y, Xs = _regression_data(seed=5)
+    Z = X[rng.choice(len(X), 15, replace=False)] + 0.05
+    ls, s2, noise = np.array([0.8, 1.3, 1.0]), 1.7, 0.09
+    with pytest.warns(EPConvergenceWarning, match="no room for the sweep that computes "
+                                                  "EP's evidence"):
+        reg = SASPARegressor(optimize_hyperparameters=False, bases=Basis(Z), blur="delta",
+                             lengthscale=ls, signal_variance=s2, noise_variance=noise,
+                             center_y=False, max_fit_time=1e-9).fit(X, y)
+    assert reg.n_sweeps_ == 1 and reg.converged_ and np.isnan(reg.log_evidence_)
+    mean_ref, var_ref, _ = fitc_regression(X, y, Xs, Z, ls, s2, noise, reg.jitter_)
+    mean, var = reg.predict_latent(Xs)
+    np.testing.assert_allclose(mean, mean_ref, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-8, atol=1e-8)
+
+
 @pytest.mark.parametrize("ep_mode", ["parallel", "sequential"])
 def test_a_row_no_basis_reaches_keeps_a_finite_evidence(ep_mode):
     """A training row so far from every basis that its Kt underflows to 0 (phi = 0,

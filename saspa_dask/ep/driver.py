@@ -154,9 +154,9 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         A ``time.perf_counter()`` value: after each sweep from the first on, the run
         stops unconverged (with a warning) when another sweep and the evidence pass
         that closes a stopped run, each as long as the last sweep, would end after
-        it.  The posterior is then the one of the last sweep's sites.
-        Not for the Gaussian likelihood (its first sweep's sites are the fixed point;
-        the second confirms it).
+        it.  The posterior is then the one of the last sweep's sites.  The Gaussian's
+        first sweep from the prior (cold, undamped, parallel) sets the fixed point: the
+        run then ends converged, ``log_evidence`` NaN (a warning).
     probe : callable, optional
         ``probe(posterior)`` gives the latent predictive means and variances of some
         rows; with ``settings.prediction_tol`` > 0 a parallel run is also converged at
@@ -184,11 +184,12 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
              and settings.mode == "parallel" else None)
     sweeps = _Sweeps(engine, likelihood, signal_variance, settings, posterior, site_stats,
                      groups, watch)
-    if _sites_exact_in_one_sweep(likelihood):
-        deadline = None  # one more sweep only confirms them: no time saved by stopping
-    settled_at_once = (not confirm and engine.is_cold and groups == 1
-                       and settings.mode == "parallel"
-                       and settled_by_one_sweep(likelihood, settings))
+    # a first sweep from the prior sets the fixed point; a second confirms it (evidence)
+    exact_at_once = (engine.is_cold and groups == 1 and settings.mode == "parallel"
+                     and settled_by_one_sweep(likelihood, settings))
+    if _sites_exact_in_one_sweep(likelihood) and not exact_at_once:
+        deadline = None  # stopping would save no time: the closing evidence pass is a sweep
+    settled_at_once = not confirm and exact_at_once
     for sweep in range(1, settings.max_sweeps + 1):
         record = sweeps.sweep(sweep)
         if settled_at_once:  # the first sweep set the sites; the caller's evidence
@@ -200,7 +201,7 @@ def run_ep(engine: EPEngine, likelihood, signal_variance, settings, callback=Non
         # another sweep and, should it not converge, the evidence pass that closes a
         # stopped run (each about as long as this sweep) must end by the deadline
         if deadline is not None and time.perf_counter() + 2 * record["seconds"] > deadline:
-            sweeps.stopped_by_time = sweep < settings.max_sweeps
+            sweeps.stop_for_time(sweep, exact_at_once)
             break
     return sweeps.result(levels)
 
@@ -317,6 +318,18 @@ class _Sweeps:
             self.site_shares = site_stats
         self.history, self.converged, self.final = [], False, None
         self.stopped_by_time = False
+
+    def stop_for_time(self, number, exact):
+        """End the run at a deadline after sweep ``number``: converged with the evidence
+        left out when its sites are the fixed point (``exact``), else unconverged."""
+        if not exact:
+            self.stopped_by_time = number < self.settings.max_sweeps
+            return
+        self.converged, self.final = True, float("nan")
+        warnings.warn("the time budget left no room for the sweep that computes EP's "
+                      "evidence: the sites are its fixed point after one sweep, the log "
+                      "evidence is NaN; raise max_fit_time for it", EPConvergenceWarning,
+                      stacklevel=3)
 
     def sweep(self, number):
         """One sweep; returns its record (also appended to the history)."""
