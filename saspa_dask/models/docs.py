@@ -115,11 +115,11 @@ _SHARED_PARAMS_DOC = """
         that learning's own block builds and EP sweeps measured; EP on all rows,
         started from the learning subsample's posterior scaled to all rows, then
         stops between sweeps when another would end after the budget: ``converged_`` is then
-        False, with an ``EPConvergenceWarning`` (a Gaussian likelihood's first sweep sets
-        the fixed point: it ends converged, ``log_evidence_`` NaN, when the budget has no
-        room for the sweep that computes the evidence) (measured at 10^6 rows in
+        False, with an ``EPConvergenceWarning`` (measured at 10^6 rows in
         ``benchmarks/RESULTS.md``, "An anytime fit": after one sweep the held-out
-        error and NLP were within 2e-4 and 5e-4 of the converged model's).  When the
+        error and NLP were within 2e-4 and 5e-4 of the converged model's).  A Gaussian
+        likelihood's first sweep sets the fixed point: with no room for the sweep that
+        computes the evidence, it ends converged, ``log_evidence_`` NaN.  When the
         time left once learning's first sweeps are timed holds that reserve less
         than twice, the model is EP at the learnt values on a row sample instead:
         the most rows whose reserve that time holds twice (up to the largest
