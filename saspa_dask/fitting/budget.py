@@ -49,7 +49,7 @@ class FitBudget:
         self._per_row_sweep, self._per_row_build = [], []
         # the shares of all rows EP at the learnt values may run on when the model is
         # a sample's: more than the first, at most the second (learning sets them:
-        # :func:`~saspa_dask.fitting.stages.sample_shares`)
+        # :func:`~saspa_dask.fitting.sample_model.sample_shares`)
         self.sample_shares = (0.0, 0.0)
         # decided once learning's first sweeps are timed: whether the model is EP on
         # a sample (no EP on all rows; None until then), and the share of all rows

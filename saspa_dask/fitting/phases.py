@@ -20,19 +20,17 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-import dask
 from sklearn.utils import check_random_state
 
 from ..core.blur_families import blur_family
-from ..engines.chunks import is_lazy
 from ..engines.dask_engine import WorkDir
 from . import policy
 from .costs import evaluation_flops
 from .exact_start import (exact_check_applies, exact_gp_flops, exact_gp_start,
                           exact_start_applies, start_rows)
 from .sample_model import (budget_leaves_the_sample_model, rows_of, sample_model,
-                           scaled_starts)
-from .stages import (every_row, learning_stages, merge_stages, sample_shares, sites_at,
+                           sample_shares, scaled_starts)
+from .stages import (every_row, gather_rows, learning_stages, merge_stages, sites_at,
                      sites_on_all, stages_end)
 from .stochastic import learn_stochastic
 
@@ -283,8 +281,7 @@ def exact_gp(run, hyper, X, targets, max_iter=None):
     """``hyper`` at an exact GP's values on the seeded sample of (``X``, ``targets``),
     and the record (:func:`~saspa_dask.fitting.exact_start.exact_gp_start`)."""
     rows = start_rows(X.shape[0], run.plan.random_state)
-    X_s, y_s = (dask.compute(X[rows], targets[rows]) if is_lazy(X)
-                else (X[rows], targets[rows]))
+    X_s, y_s = gather_rows(X, targets, rows)
     return exact_gp_start(hyper, hyper.bounds(), X_s, y_s, max_iter)
 
 

@@ -10,13 +10,13 @@ import time
 import warnings
 from dataclasses import replace
 
-import dask
-
 from ..ep.result import EPConvergenceWarning
-from .stages import every_row, learning_stages, sites_on_all
+from . import policy
+from .stages import every_row, gather_rows, learning_stages, sites_on_all
 from .trainer import FitOutcome
 
-__all__ = ["budget_leaves_the_sample_model", "rows_of", "sample_model", "scaled_starts"]
+__all__ = ["budget_leaves_the_sample_model", "rows_of", "sample_model", "sample_shares",
+           "scaled_starts"]
 
 
 def sample_model(run, state):
@@ -49,14 +49,24 @@ def sample_model(run, state):
     return _as_model_of_all(learnt, fitted, rows, n), rows
 
 
+def sample_shares(stages, n_samples, n_bases):
+    """The shares of ``n_samples`` rows a time budget's sample model may run EP on in
+    memory on the driver (:class:`~saspa_dask.fitting.budget.FitBudget`): from the
+    first learning stage's (``stages``: row-index arrays; fewer rows add nothing to
+    learning's own EP) to the largest stage's or, if more, the rows whose ``n_bases``
+    features take the policy's ``sample_model_bytes``; (0, 0) without stages."""
+    if not stages:
+        return 0.0, 0.0
+    most = max(stages[-1].size, policy.POLICY.sample_model_bytes // (8 * n_bases))
+    return min(stages[0].size / n_samples, 1.0), min(most / n_samples, 1.0)
+
+
 def rows_of(run, state, rows):
     """The inputs and targets of ``rows``, in memory (one pass over the chunks for
     both when lazy, timed for the budget)."""
-    if not run.lazy:
-        return run.X[rows], state.targets[rows]
     began = time.perf_counter()
-    gathered = dask.compute(run.X[rows], state.targets[rows])
-    if run.budget is not None:
+    gathered = gather_rows(run.X, state.targets, rows)
+    if run.lazy and run.budget is not None:
         run.budget.read_seconds = time.perf_counter() - began
     return gathered
 

@@ -13,11 +13,12 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError
 
+from ..engines.chunks import is_lazy
 from ..parameters.schema import parse_stages
 from . import policy
 
-__all__ = ["RowSites", "check_init_sites", "every_row", "learning_stages", "merge_stages",
-           "sample_shares", "sites_at", "sites_on_all", "stage_sizes", "stages_end"]
+__all__ = ["RowSites", "check_init_sites", "every_row", "learning_stages", "gather_rows",
+           "merge_stages", "sites_at", "sites_on_all", "stage_sizes", "stages_end"]
 
 
 def stage_sizes(hyper_subsample):
@@ -42,17 +43,12 @@ def stage_sizes(hyper_subsample):
     return sizes
 
 
-
-def sample_shares(stages, n_samples, n_bases):
-    """The shares of ``n_samples`` rows a time budget's sample model may run EP on in
-    memory on the driver (:class:`~saspa_dask.fitting.budget.FitBudget`): from the
-    first learning stage's (``stages``: row-index arrays; fewer rows add nothing to
-    learning's own EP) to the largest stage's or, if more, the rows whose ``n_bases``
-    features take the policy's ``sample_model_bytes``; (0, 0) without stages."""
-    if not stages:
-        return 0.0, 0.0
-    most = max(stages[-1].size, policy.POLICY.sample_model_bytes // (8 * n_bases))
-    return min(stages[0].size / n_samples, 1.0), min(most / n_samples, 1.0)
+def gather_rows(X, targets, rows):
+    """The inputs and targets of ``rows`` in memory: one pass over the chunks for both
+    when ``X`` is lazy."""
+    if is_lazy(X):
+        return dask.compute(X[rows], targets[rows])
+    return X[rows], targets[rows]
 
 
 def learning_stages(hyper_subsample, n_samples, random_state, lazy=False):
