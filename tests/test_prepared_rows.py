@@ -67,6 +67,34 @@ def test_kt_of_prepared_rows_is_the_gaussian_integral(blur):
         expected[40:90], rtol=1e-12, atol=1e-14)
 
 
+def test_prepared_rows_keep_their_features_across_values_and_slices():
+    """Rows prepared for learning build their features once about their own
+    centre, and later products at other lengthscales, means and blurs, and row
+    slices, read them again; features wider than the bound are not kept, nor those
+    of rows not prepared for learning."""
+    X, _ = _table()
+    prepared = PreparedRows.of(X, keep=True)
+    rng = np.random.default_rng(3)
+    for trial in range(3):
+        means = X[rng.choice(len(X), 4, replace=False)] + 0.1 * rng.normal(size=(4, 8))
+        A = rng.normal(size=(4, 8, 8))
+        covs = 0.05 * (trial + 1) * A @ np.swapaxes(A, 1, 2)
+        lengthscale = rng.uniform(0.6, 2.0, size=8)
+        expected = blurred_cross(X, means, covs, lengthscale, 1.1)
+        for rows in (slice(None), slice(13, 101)):
+            np.testing.assert_allclose(
+                blurred_cross_covariance(prepared[rows], means, covs, lengthscale, 1.1),
+                expected[rows], rtol=1e-12, atol=1e-14)
+    # 8 inputs: 36 + 8 + 1 features a row, kept; 23 inputs: 276 + 23 + 1, rebuilt
+    assert prepared.features(False) is prepared.features(False)
+    plain = PreparedRows.of(X)
+    assert plain.features(False) is not plain.features(False)
+    np.testing.assert_array_equal(plain.features(False), prepared.features(False))
+    wide = PreparedRows.of(np.random.default_rng(4).normal(size=(30, 23)), keep=True)
+    assert wide.features(False).shape == (30, 300)
+    assert wide.features(False) is not wide.features(False)
+
+
 @pytest.mark.parametrize("full", [False, True])
 def test_moments_of_prepared_rows_are_the_weighted_sums_about_the_bases_centroid(full):
     X, _ = _table()
@@ -84,7 +112,7 @@ def test_moments_of_prepared_rows_are_the_weighted_sums_about_the_bases_centroid
                                    rtol=1e-11, atol=1e-11)
 
 
-@pytest.mark.parametrize("blur", ["diagonal", "delta"])
+@pytest.mark.parametrize("blur", ["diagonal", "delta", "full"])
 def test_the_evidence_gradient_on_a_one_hot_table_is_its_central_differences(blur):
     """A Trainer prepares its rows; its gradient (lengthscales, signal variance, the
     means and, for diagonal blurs, the blur parameters) against central differences of

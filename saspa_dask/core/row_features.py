@@ -26,6 +26,11 @@ __all__ = ["PreparedRows", "as_rows", "feature_blocks", "feature_scales", "quadr
 # the product (measured at 676 inputs).
 _ROW_BLOCK = 8192
 _FEATURE_FLOATS = 2**20
+# Prepared rows keep their features once built when a row's take at most this many
+# floats: a learning fit remade them for every product, twice an evaluation, and a
+# row's kept basis features (M of them) are of that order, so keeping these at most
+# doubles what a fit holds of its rows.
+_KEPT_FEATURE_WIDTH = 256
 
 
 def feature_blocks(n_rows, d, diagonal):
@@ -74,14 +79,20 @@ class PreparedRows:
     held as one sparse matrix (their squares are ``step`` times themselves); the other
     columns are centred on their mean and kept dense (``indicators`` is None where no
     column takes two values).  Built by :meth:`of`; sliced by
-    rows like an array; ``X`` is the rows themselves, for every product that is not a
-    diagonal quadratic form.
+    rows like an array (a slice reads the features its source keeps); ``X`` is the
+    rows themselves.  With ``keep`` (rows that many products will read: learning's),
+    their features (:func:`row_features` about ``centre``: of the numbers for
+    diagonal forms, of every column for full ones) are built once and kept where a
+    row's are at most ``_KEPT_FEATURE_WIDTH`` floats.
     """
 
-    def __init__(self, X, centre, two_valued, step, indicators, numbers):
+    def __init__(self, X, centre, two_valued, step, indicators, numbers, keep=False,
+                 source=None):
         self.X, self.centre = X, centre
         self.two_valued, self.step = two_valued, step
         self.indicators, self.numbers = indicators, numbers
+        # (prepared rows, row slice) this is a slice of, whose kept features it reads
+        self.keep, self._source, self._kept = keep, source, {}
         # where the numbers' and the indicators' entries sit in row_features' diagonal
         # layout [z^2 (d), z (d), 1]
         d = X.shape[1]
@@ -91,8 +102,8 @@ class PreparedRows:
                                                [2 * d]])
 
     @classmethod
-    def of(cls, X):
-        """Prepared rows of X (n, d)."""
+    def of(cls, X, keep=False):
+        """Prepared rows of X (n, d), keeping their features with ``keep``."""
         X = np.asarray(X, dtype=np.float64)
         n = X.shape[0]
         if n == 0:
@@ -105,7 +116,7 @@ class PreparedRows:
         centre = np.where(two_valued, common, X.mean(axis=0))
         step = np.where(common == high, low - high, high - low)[two_valued]
         if not two_valued.any():
-            return cls(X, centre, two_valued, step, None, X)
+            return cls(X, centre, two_valued, step, None, X, keep)
         # a row's nonzeros are its two-valued columns off their commoner value, each at
         # its step; np.nonzero lists them row by row, which is CSR's order (found over
         # all columns: gathering the two-valued ones first cost more than the rest)
@@ -115,7 +126,7 @@ class PreparedRows:
         indicators = sparse.csr_matrix((step[cols], cols, indptr),
                                        shape=(n, int(two_valued.sum())))
         numbers = np.ascontiguousarray(X[:, ~two_valued])
-        return cls(X, centre, two_valued, step, indicators, numbers)
+        return cls(X, centre, two_valued, step, indicators, numbers, keep)
 
     @property
     def shape(self):
@@ -129,12 +140,35 @@ class PreparedRows:
             raise TypeError("prepared rows are sliced by a slice of rows")
         return PreparedRows(self.X[rows], self.centre, self.two_valued, self.step,
                             None if self.indicators is None else self.indicators[rows],
-                            self.numbers[rows])
+                            self.numbers[rows], self.keep, source=(self, rows))
+
+    def features(self, diagonal):
+        """:func:`row_features` of these rows about their centre: of their numbers
+        for ``diagonal`` forms (the indicators' are folded in by :meth:`product`), of
+        every column otherwise; built once and kept when narrow enough (a slice's
+        are its source's, kept there)."""
+        narrow = self.keep and self._width(diagonal) <= _KEPT_FEATURE_WIDTH
+        if narrow and self._source is not None:
+            source, rows = self._source
+            return source.features(diagonal)[rows]
+        if diagonal in self._kept:
+            return self._kept[diagonal]
+        features = (row_features(self.numbers, self.centre[self._numbers_at], True)
+                    if diagonal else row_features(self.X, self.centre, False))
+        if narrow:
+            self._kept[diagonal] = features
+        return features
+
+    def _width(self, diagonal):
+        """Floats a row of :meth:`features` takes."""
+        if diagonal:
+            return 2 * self._numbers_at.size + 1
+        d = self.X.shape[1]
+        return d * (d + 1) // 2 + d + 1
 
     def product(self, coef, out=None):
         """``row_features(X, centre, True) @ coef`` for coefficients (2 d + 1, M)."""
-        out = np.matmul(row_features(self.numbers, self.centre[self._numbers_at], True),
-                        coef[self._numbers_layout], out=out)
+        out = np.matmul(self.features(True), coef[self._numbers_layout], out=out)
         if self.indicators is not None:  # squares folded into the linear terms
             d, at = self.X.shape[1], self._indicators_at
             out += self.indicators @ (coef[d + at] + self.step[:, None] * coef[at])
@@ -145,8 +179,7 @@ class PreparedRows:
         (n, M)."""
         d = self.X.shape[1]
         out = np.empty((weights.shape[1], 2 * d + 1))
-        out[:, self._numbers_layout] = weights.T @ row_features(
-            self.numbers, self.centre[self._numbers_at], True)
+        out[:, self._numbers_layout] = weights.T @ self.features(True)
         if self.indicators is not None:
             linear = (self.indicators.T @ weights).T
             out[:, d + self._indicators_at] = linear
@@ -182,15 +215,16 @@ def row_centre(X, means):
 def quadratic_product(X, centre, diagonal, coef, out=None):
     """``row_features(X, centre, diagonal) @ coef``, prepared rows' way where they
     have one (``centre`` must then be theirs)."""
-    if isinstance(X, PreparedRows) and diagonal:
-        return X.product(coef, out=out)
+    if isinstance(X, PreparedRows):
+        return (X.product(coef, out=out) if diagonal
+                else np.matmul(X.features(False), coef, out=out))
     return np.matmul(row_features(np.asarray(raw_rows(X), dtype=np.float64), centre,
                                   diagonal), coef, out=out)
 
 
 def weighted_features(X, centre, diagonal, weights):
     """``weights.T @ row_features(X, centre, diagonal)``, as :func:`quadratic_product`."""
-    if isinstance(X, PreparedRows) and diagonal:
-        return X.sums(weights)
+    if isinstance(X, PreparedRows):
+        return X.sums(weights) if diagonal else weights.T @ X.features(False)
     return weights.T @ row_features(np.asarray(raw_rows(X), dtype=np.float64), centre,
                                     diagonal)

@@ -185,7 +185,8 @@ class FitRun:
                            callback=self._timing_sweeps(callback, X.shape[0], learning),
                            on_build=None if self.budget is None else partial(
                                self.budget.observe_build, X.shape[0]),
-                           approximation=approximation_named(plan.approximation))
+                           approximation=approximation_named(plan.approximation),
+                           learning=learning)
         return trainer_for
 
     def _timing_sweeps(self, callback, rows, learning):

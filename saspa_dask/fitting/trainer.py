@@ -82,11 +82,13 @@ class Trainer:
     frequencies, phases : ndarray, optional
         Frequency inducing features (fixed ones; learnt ones are in the
         hyperparameters' ``bases``).
+    learning : bool, default=True
+        For learning's many evaluations: in-memory rows keep their row features.
     """
 
     def __init__(self, X, y, labels, means, base_covs, settings, *, jitter, block_rows,
                  cache="memory", work_dir=None, callback=None, on_build=None,
-                 approximation=FITC, frequencies=None, phases=None):
+                 approximation=FITC, frequencies=None, phases=None, learning=True):
         self.X, self.y, self.labels = X, y, labels
         self.means, self.base_covs = means, base_covs
         self.frequencies, self.phases = frequencies, phases
@@ -98,19 +100,17 @@ class Trainer:
         self.full_blur = not is_diagonal(base_covs)
         self.n_problems = 1 if labels is None else len(labels)
         # in-memory rows prepared once for every evaluation's products
-        self.inputs = None if self.is_lazy else [
-            PreparedRows.of(X[s:s + block_rows]) for s in range(0, X.shape[0], block_rows)]
+        self.inputs = None if self.is_lazy else [PreparedRows.of(
+            X[s:s + block_rows], keep=learning) for s in range(0, X.shape[0], block_rows)]
         self._engines = None
 
     # -- building ------------------------------------------------------------------
 
     def whitening(self, hyper):
         """(basis, L, jitter) at ``hyper`` (its learnt bases, if it has them)."""
-        if hyper.bases is not None:
-            basis = hyper.bases.basis(hyper.blur_scale)
-        else:
-            basis = Basis.scaled(self.means, self.base_covs, hyper.blur_scale,
-                                 self.frequencies, self.phases)
+        basis = (hyper.bases.basis(hyper.blur_scale) if hyper.bases is not None
+                 else Basis.scaled(self.means, self.base_covs, hyper.blur_scale,
+                                   self.frequencies, self.phases))
         Kh = basis_covariance(basis.means, basis.blur, hyper.lengthscale,
                               hyper.signal_variance, basis.frequencies, basis.phases,
                               hyper.kernel_spec)
