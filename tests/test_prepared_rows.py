@@ -70,10 +70,9 @@ def test_kt_of_prepared_rows_is_the_gaussian_integral(blur):
 def test_prepared_rows_keep_their_features_across_values_and_slices():
     """Rows prepared for learning build their features once about their own
     centre, and later products at other lengthscales, means and blurs, and row
-    slices, read them again; features wider than the bound are not kept, nor those
-    of rows not prepared for learning."""
+    slices, read them again; features wider than the width kept are rebuilt."""
     X, _ = _table()
-    prepared = PreparedRows.of(X, keep=True)
+    prepared = PreparedRows.of(X, keep_width=64)
     rng = np.random.default_rng(3)
     for trial in range(3):
         means = X[rng.choice(len(X), 4, replace=False)] + 0.1 * rng.normal(size=(4, 8))
@@ -85,14 +84,15 @@ def test_prepared_rows_keep_their_features_across_values_and_slices():
             np.testing.assert_allclose(
                 blurred_cross_covariance(prepared[rows], means, covs, lengthscale, 1.1),
                 expected[rows], rtol=1e-12, atol=1e-14)
-    # 8 inputs: 36 + 8 + 1 features a row, kept; 23 inputs: 276 + 23 + 1, rebuilt
+    # 8 inputs: 36 + 8 + 1 features a row, kept within 64 floats, not within 44
     assert prepared.features(False) is prepared.features(False)
-    plain = PreparedRows.of(X)
-    assert plain.features(False) is not plain.features(False)
-    np.testing.assert_array_equal(plain.features(False), prepared.features(False))
-    wide = PreparedRows.of(np.random.default_rng(4).normal(size=(30, 23)), keep=True)
-    assert wide.features(False).shape == (30, 300)
-    assert wide.features(False) is not wide.features(False)
+    for narrower in (PreparedRows.of(X), PreparedRows.of(X, keep_width=44)):
+        assert narrower.features(False) is not narrower.features(False)
+        np.testing.assert_array_equal(narrower.features(False), prepared.features(False))
+    # the diagonal form's features are the two numbers' 2 + 2 + 1
+    assert PreparedRows.of(X, keep_width=5).features(True).shape == (len(X), 5)
+    kept = PreparedRows.of(X, keep_width=5)
+    assert kept.features(True) is kept.features(True)
 
 
 @pytest.mark.parametrize("full", [False, True])

@@ -26,11 +26,6 @@ __all__ = ["PreparedRows", "as_rows", "feature_blocks", "feature_scales", "quadr
 # the product (measured at 676 inputs).
 _ROW_BLOCK = 8192
 _FEATURE_FLOATS = 2**20
-# Prepared rows keep their features once built when a row's take at most this many
-# floats: a learning fit remade them for every product, twice an evaluation, and a
-# row's kept basis features (M of them) are of that order, so keeping these at most
-# doubles what a fit holds of its rows.
-_KEPT_FEATURE_WIDTH = 256
 
 
 def feature_blocks(n_rows, d, diagonal):
@@ -80,19 +75,19 @@ class PreparedRows:
     columns are centred on their mean and kept dense (``indicators`` is None where no
     column takes two values).  Built by :meth:`of`; sliced by
     rows like an array (a slice reads the features its source keeps); ``X`` is the
-    rows themselves.  With ``keep`` (rows that many products will read: learning's),
-    their features (:func:`row_features` about ``centre``: of the numbers for
-    diagonal forms, of every column for full ones) are built once and kept where a
-    row's are at most ``_KEPT_FEATURE_WIDTH`` floats.
+    rows themselves.  Their features (:func:`row_features` about ``centre``: of the
+    numbers for diagonal forms, of every column for full ones) are built once and
+    kept where a row's take at most ``keep_width`` floats (rows that many products
+    read: learning's, whose M basis features a row are kept too).
     """
 
-    def __init__(self, X, centre, two_valued, step, indicators, numbers, keep=False,
+    def __init__(self, X, centre, two_valued, step, indicators, numbers, keep_width=0,
                  source=None):
         self.X, self.centre = X, centre
         self.two_valued, self.step = two_valued, step
         self.indicators, self.numbers = indicators, numbers
         # (prepared rows, row slice) this is a slice of, whose kept features it reads
-        self.keep, self._source, self._kept = keep, source, {}
+        self.keep_width, self._source, self._kept = keep_width, source, {}
         # where the numbers' and the indicators' entries sit in row_features' diagonal
         # layout [z^2 (d), z (d), 1]
         d = X.shape[1]
@@ -102,8 +97,9 @@ class PreparedRows:
                                                [2 * d]])
 
     @classmethod
-    def of(cls, X, keep=False):
-        """Prepared rows of X (n, d), keeping their features with ``keep``."""
+    def of(cls, X, keep_width=0):
+        """Prepared rows of X (n, d), keeping features of at most ``keep_width``
+        floats a row."""
         X = np.asarray(X, dtype=np.float64)
         n = X.shape[0]
         if n == 0:
@@ -116,7 +112,7 @@ class PreparedRows:
         centre = np.where(two_valued, common, X.mean(axis=0))
         step = np.where(common == high, low - high, high - low)[two_valued]
         if not two_valued.any():
-            return cls(X, centre, two_valued, step, None, X, keep)
+            return cls(X, centre, two_valued, step, None, X, keep_width)
         # a row's nonzeros are its two-valued columns off their commoner value, each at
         # its step; np.nonzero lists them row by row, which is CSR's order (found over
         # all columns: gathering the two-valued ones first cost more than the rest)
@@ -126,7 +122,7 @@ class PreparedRows:
         indicators = sparse.csr_matrix((step[cols], cols, indptr),
                                        shape=(n, int(two_valued.sum())))
         numbers = np.ascontiguousarray(X[:, ~two_valued])
-        return cls(X, centre, two_valued, step, indicators, numbers, keep)
+        return cls(X, centre, two_valued, step, indicators, numbers, keep_width)
 
     @property
     def shape(self):
@@ -140,14 +136,14 @@ class PreparedRows:
             raise TypeError("prepared rows are sliced by a slice of rows")
         return PreparedRows(self.X[rows], self.centre, self.two_valued, self.step,
                             None if self.indicators is None else self.indicators[rows],
-                            self.numbers[rows], self.keep, source=(self, rows))
+                            self.numbers[rows], self.keep_width, source=(self, rows))
 
     def features(self, diagonal):
         """:func:`row_features` of these rows about their centre: of their numbers
         for ``diagonal`` forms (the indicators' are folded in by :meth:`product`), of
         every column otherwise; built once and kept when narrow enough (a slice's
         are its source's, kept there)."""
-        narrow = self.keep and self._width(diagonal) <= _KEPT_FEATURE_WIDTH
+        narrow = self._width(diagonal) <= self.keep_width
         if narrow and self._source is not None:
             source, rows = self._source
             return source.features(diagonal)[rows]

@@ -83,7 +83,7 @@ class Trainer:
         Frequency inducing features (fixed ones; learnt ones are in the
         hyperparameters' ``bases``).
     learning : bool, default=True
-        For learning's many evaluations: in-memory rows keep their row features.
+        For learning's many evaluations: in-memory rows keep their features (up to M).
     """
 
     def __init__(self, X, y, labels, means, base_covs, settings, *, jitter, block_rows,
@@ -100,8 +100,9 @@ class Trainer:
         self.full_blur = not is_diagonal(base_covs)
         self.n_problems = 1 if labels is None else len(labels)
         # in-memory rows prepared once for every evaluation's products
+        keep = means.shape[0] if learning else 0
         self.inputs = None if self.is_lazy else [PreparedRows.of(
-            X[s:s + block_rows], keep=learning) for s in range(0, X.shape[0], block_rows)]
+            X[s:s + block_rows], keep) for s in range(0, X.shape[0], block_rows)]
         self._engines = None
 
     # -- building ------------------------------------------------------------------
