@@ -2,10 +2,11 @@
 
 On the papers' splits of ``../shared/datasets/`` (Pole Telecomm, Kin-40k, Pumadyn-32nm;
 inputs and targets standardised on the training rows), for each seed of ``--seeds``:
-``SASPARegressor(n_bases=M, random_state=seed)`` with every other default, one BLAS
-thread, its fit's process CPU seconds T; then, from the same K-means centres
-(``kmeans_bases(..., random_state=seed)``), one torch thread each, scored when their
-optimisers' CPU reaches each multiple of T in ``--multiples`` (1 and 5):
+``SASPARegressor(n_bases=M, random_state=seed, **params)`` (``--params``; every other
+parameter its default), one BLAS thread, its fit's process CPU seconds T; then, from the
+same K-means centres (``kmeans_bases(..., random_state=seed)``), one torch thread each,
+scored when their optimisers' CPU reaches each multiple of T in ``--multiples`` (1 and
+5):
 
 * SVGP (``lib/svgp.py``: minibatch Adam at lr 0.01, batch 256, float32);
 * SGPR (``lib/sgpr.py``: Titsias' collapsed bound, full-batch L-BFGS, float64), which
@@ -18,11 +19,13 @@ Test RMSE and NLPD in standardised units.  Writes ``results/sparse_peers.json``.
     python benchmarks/bench_sparse_peers.py --quick               # smoke: 1,000 rows, M = 8
     python benchmarks/bench_sparse_peers.py --sets kin40k --bases 256 --resplit 36000 \
         --multiples 1                       # Kin-40k's 40,000 rows dealt 36,000 / 4,000
+    python benchmarks/bench_sparse_peers.py --sets kin40k --params '{"alpha": 0.5}'
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from lib import data, fits, sgpr, svgp
 from lib.machine import matmul_rate, start_report
@@ -47,6 +50,8 @@ def main():
     data.add_paper_set_options(parser, resplit=True)
     parser.add_argument("--multiples", type=float, nargs="+", default=[1, 5],
                         help="the peers are scored at these multiples of the defaults' CPU")
+    parser.add_argument("--params", type=json.loads, default={},
+                        help="SASPARegressor parameters other than the defaults, as JSON")
     parser.add_argument("--out", default="sparse_peers.json")
     add_quick_option(parser, sets=["kin40k"], seeds=[0], bases=8, rows=1000)
     args = parse(parser)
@@ -57,13 +62,14 @@ def main():
                                                  args.resplit_seed)
         for seed in args.seeds:
             saspa = fits.regressor_fit(Xtr, ytr, Xte, yte, n_bases=args.bases,
-                                       random_state=seed)
+                                       random_state=seed, **args.params)
             budgets = [k * saspa["cpu_seconds"] for k in args.multiples]
             record(report, {"set": name, "seed": seed, "M": args.bases, "saspa": saspa,
                             **peers(Xtr, ytr, Xte, yte, args.bases, seed, budgets)},
                    args.out)
     at = ", ".join(f"{k:g} T" for k in args.multiples)
-    print(f"\n| set | seed | SASPA defaults (CPU s) | SVGP at {at} | SGPR at {at} |")
+    saspa = json.dumps(args.params) if args.params else "defaults"
+    print(f"\n| set | seed | SASPA {saspa} (CPU s) | SVGP at {at} | SGPR at {at} |")
     print("|---|---|---|---|---|")
     for r in report["runs"]:
         s = r["saspa"]
