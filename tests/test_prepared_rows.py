@@ -115,7 +115,7 @@ def test_moments_of_prepared_rows_are_the_weighted_sums_about_the_bases_centroid
 @pytest.mark.parametrize("blur", ["diagonal", "delta", "full"])
 def test_the_evidence_gradient_on_a_one_hot_table_is_its_central_differences(blur):
     """A Trainer prepares its rows; its gradient (lengthscales, signal variance, the
-    means and, for diagonal blurs, the blur parameters) against central differences of
+    means and, for blurred bases, the blur parameters) against central differences of
     log Z_EP at fixed sites and after EP re-converges."""
     X, y = _table()
     basis = kmeans_bases(X, 5, random_state=0)
