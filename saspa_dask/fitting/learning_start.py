@@ -98,16 +98,18 @@ def _race(plan, X, targets, likelihood, say, **kwargs):
     fits = {"variational": _at_alpha(plan, first, second_cap, X, targets, likelihood, say,
                                      **short)}
     # the data's start learns as "data" does, unless its energy per row is behind at
-    # the same iteration (the variational start's is over the same rows where learning
-    # sees them all, a sample's per row otherwise)
+    # the same iteration by more than the margin (the variational start's is over the
+    # same rows where learning sees them all, a sample's per row otherwise)
     behind = _evidence(fits["variational"][0]) / X.shape[0]
-    say(f"learning from the data-driven start (stopped at iteration {cap} if behind)")
-    checked = replace(plan, learning_start="data", race_checkpoint=(cap, behind))
+    say(f"learning from the data-driven start (stopped at iteration {cap} if behind by "
+        f"more than {policy.POLICY.race_margin:g} a row)")
+    checked = replace(plan, learning_start="data",
+                      race_checkpoint=(cap, behind - policy.POLICY.race_margin))
     fits["data"] = _quietly(lambda: checked.run(X, targets, likelihood, **kwargs))
     kept = _leader(fits)
     say(f"the {kept} start leads: " + _evidences(fits))
-    if kept == "variational":
-        race = fits[kept][2]
+    if kept == "variational" or _behind_at(fits["data"][0], cap, behind * X.shape[0]):
+        race = fits["variational"][2]
         first = _learn_on(near, first, plan.max_hyper_iter, X, targets, likelihood, say,
                           **{**kwargs, "init_sites": None, "held_out": None})
         going = _at_alpha(plan, first, None, X, targets, likelihood, say, **kwargs)
@@ -115,8 +117,16 @@ def _race(plan, X, targets, likelihood, say, **kwargs):
                          ("seconds", "n_iterations", "log_evidence", "first_log_evidence")},
                         continued=True)
         going[2]["seconds"] += race["seconds"] - race["first_seconds"]  # its capped second
-        fits[kept] = going
+        fits["variational"] = going
+        kept = _leader(fits)  # both learnt on where the data's start was near behind
     return fits, kept
+
+
+def _behind_at(result, iteration, energy):
+    """Whether the fit's energy at ``iteration`` of its learning was below ``energy``
+    (False where it learnt fewer iterations)."""
+    trace = result.report.get("hyperparameter_trace_") or []
+    return len(trace) > iteration and trace[iteration]["log_evidence"] < energy
 
 
 def _near_plan(plan, cap):
