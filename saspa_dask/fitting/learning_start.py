@@ -11,9 +11,11 @@ its bases and values, ends near the better optimum.  Elsewhere the data-driven s
 optimum is the better one.
 Both end at the plan's alpha, so their EP evidences compare: the higher picked the
 better held-out NLPD in every pair measured (``benchmarks/RESULTS.md``, "Two learning
-starts, the higher evidence kept"), and already after a few dozen iterations of each:
+starts, the higher evidence kept"), and, where they are far apart, already after a
+few dozen iterations of each:
 ``"race"`` learns the variational start that far, then the data's start, which stops
-at that iteration if it is behind; the leader alone learns on.
+at that iteration if it is behind by more than a margin; the leader learns on (both,
+where the data's start was behind by less).
 
 :func:`run_plan` is what the estimators call: :meth:`FitPlan.run` itself for
 ``learning_start="data"``, else the fits above, one after the other.
@@ -46,9 +48,10 @@ def run_plan(plan, X, targets, likelihood, **kwargs):
     ``policy.POLICY.race_iterations`` iterations, without the exact GP's check, its
     second at ``race_second_iterations``), then the data's start as ``"data"`` learns,
     stopped at that iteration if its energy per row is below the variational
-    start's; where that start leads, its first fit learns on from where its cap
-    stopped it (its learnt constant mean too), then its second, each within the
-    plan's ``max_hyper_iter``.
+    start's by more than ``race_margin``; where that start leads, its first fit
+    learns on from where its cap stopped it (its learnt constant mean too), then its
+    second, each within the plan's ``max_hyper_iter``, and the higher evidence of the
+    two starts is kept (the data's, learnt on, where it was behind by less).
     The kept fit's warnings are raised; the report's ``hyperparameter_info_["start"]``
     says which start was kept, with each fit's evidence, iterations and seconds, and
     ``timings_["other_starts"]`` the seconds of the fits not kept.
