@@ -100,7 +100,9 @@ class SASPARegressor(PosteriorRegressorMixin, SASPABase):
         the higher EP evidence (the better held-out NLPD in every pair measured; 1.1
         to 2.7 times the CPU of ``"data"``).  ``"race"``: the variational start cut
         short (30 learning iterations, then 10), then the data's start, stopped at its
-        30th iteration if its evidence is behind; the leader learns on.  ``"auto"``:
+        30th iteration if its evidence is behind by more than 0.05 nats a row; the
+        leader learns on (both, the higher evidence kept, where it was behind by
+        less: "The race's margin").  ``"auto"``:
         ``"race"`` for a plain Gaussian regression whose learning sees every row (SE
         kernel, learnt K-means bases, no given lengthscales, no restarts), else
         ``"data"``.  On Pole Telecomm, where learning from K-means ends on a poor
