@@ -153,31 +153,39 @@ def short_race(monkeypatch):
     return 10, 5
 
 
-def test_the_race_is_the_capped_fits_and_the_leaders_fit_by_hand(short_race):
-    leaders = set()
+def race_and_reference(seed, caps, margin):
+    """The race as :func:`race_by_hand` makes it (leader, reference) and as the
+    estimator fits it, on the quantised data of ``seed``: (leader, reference, model)."""
+    X, y = quantised(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for seed in (0, 2):
-            X, y = quantised(seed)
-            leader, reference = race_by_hand(X, y, *short_race, max_iter=60, margin=0.05)
-            model = SASPARegressor(**COMMON, learn_offset=False, max_hyper_iter=60,
-                                   learning_start="race").fit(X, y)
-            record = model.hyperparameter_info_["start"]
-            assert record["kept"] == leader
-            assert_allclose(model.log_evidence_, reference.log_evidence_, rtol=1e-9)
-            for a, b in zip(model.predict(X[:50], return_std=True),
-                            reference.predict(X[:50], return_std=True)):
-                assert_allclose(a, b, rtol=1e-7, atol=1e-9)
-            # a variational leader's record counts its race; the data's fit is one fit
-            kept = record["fits"][leader]
-            assert kept.get("continued", False) == (leader == "variational")
-            if leader == "variational":  # the data's start stopped behind at the cap
-                assert kept["race_n_iterations"] == short_race[1]
-                assert record["fits"]["data"]["n_iterations"] == short_race[0]
-            else:  # the variational start's cut fit is the other start's time
-                assert_allclose(model.timings_["other_starts"],
-                                record["fits"]["variational"]["seconds"], rtol=1e-12)
-            leaders.add(leader)
+        leader, reference = race_by_hand(X, y, *caps, max_iter=60, margin=margin)
+        model = SASPARegressor(**COMMON, learn_offset=False, max_hyper_iter=60,
+                               learning_start="race").fit(X, y)
+    return leader, reference, model
+
+
+def test_the_race_is_the_capped_fits_and_the_leaders_fit_by_hand(short_race):
+    leaders = set()
+    for seed in (0, 2):
+        leader, reference, model = race_and_reference(seed, short_race, margin=0.05)
+        record = model.hyperparameter_info_["start"]
+        assert record["kept"] == leader
+        assert_allclose(model.log_evidence_, reference.log_evidence_, rtol=1e-9)
+        X = quantised(seed)[0]
+        for a, b in zip(model.predict(X[:50], return_std=True),
+                        reference.predict(X[:50], return_std=True)):
+            assert_allclose(a, b, rtol=1e-7, atol=1e-9)
+        # a variational leader's record counts its race; the data's fit is one fit
+        kept = record["fits"][leader]
+        assert kept.get("continued", False) == (leader == "variational")
+        if leader == "variational":  # the data's start stopped behind at the cap
+            assert kept["race_n_iterations"] == short_race[1]
+            assert record["fits"]["data"]["n_iterations"] == short_race[0]
+        else:  # the variational start's cut fit is the other start's time
+            assert_allclose(model.timings_["other_starts"],
+                            record["fits"]["variational"]["seconds"], rtol=1e-12)
+        leaders.add(leader)
     assert leaders == {"data", "variational"}
 
 
@@ -189,12 +197,7 @@ def test_a_data_start_near_behind_learns_on_and_the_higher_evidence_is_kept(
     from saspa_dask.fitting import policy
 
     monkeypatch.setattr(policy, "POLICY", replace(policy.POLICY, race_margin=0.5))
-    X, y = quantised(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        leader, reference = race_by_hand(X, y, *short_race, max_iter=60, margin=0.5)
-        model = SASPARegressor(**COMMON, learn_offset=False, max_hyper_iter=60,
-                               learning_start="race").fit(X, y)
+    leader, reference, model = race_and_reference(0, short_race, margin=0.5)
     record = model.hyperparameter_info_["start"]
     assert record["kept"] == leader
     assert_allclose(model.log_evidence_, reference.log_evidence_, rtol=1e-9)
