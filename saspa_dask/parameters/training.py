@@ -93,8 +93,9 @@ TRAIN_PARAMETERS = (
               choices=APPROXIMATIONS),
     Parameter("alpha", float, 1.0, "Power EP's power in (0, 1]: 1 is EP as published "
               "(FITC-EP / SASPA); towards 0 the fit tends to the variational (VFE) one, "
-              "which does not shrink the noise to fit learnt bases: below 1, a mean nearer "
-              "VFE's and an NLPD that gives up FITC's per-row variance."),
+              "which does not shrink the noise to fit learnt bases: below 1, FITC's per-row "
+              "residual variance is scaled by alpha, for a mean nearer VFE's and often a "
+              "worse NLPD."),
     Parameter("likelihood", str, None, "Classification: probit (default), logistic, step or "
               "noisy_probit (probit with label noise).  Regression: gaussian (default), "
               "student_t (robust) or poisson (counts).",
