@@ -103,15 +103,16 @@ def _race(plan, X, targets, likelihood, say, **kwargs):
     # the data's start learns as "data" does, unless its energy per row is behind at
     # the same iteration by more than the margin (the variational start's is over the
     # same rows where learning sees them all, a sample's per row otherwise)
-    behind = _evidence(fits["variational"][0]) / X.shape[0]
+    variational_per_row = _evidence(fits["variational"][0]) / X.shape[0]
     say(f"learning from the data-driven start (stopped at iteration {cap} if behind by "
         f"more than {policy.POLICY.race_margin:g} a row)")
     checked = replace(plan, learning_start="data",
-                      race_checkpoint=(cap, behind - policy.POLICY.race_margin))
+                      race_checkpoint=(cap, variational_per_row - policy.POLICY.race_margin))
     fits["data"] = _quietly(lambda: checked.run(X, targets, likelihood, **kwargs))
     kept = _leader(fits)
     say(f"the {kept} start leads: " + _evidences(fits))
-    if kept == "variational" or _behind_at(fits["data"][0], cap, behind * X.shape[0]):
+    if kept == "variational" or _behind_at(fits["data"][0], cap,
+                                                   variational_per_row * X.shape[0]):
         race = fits["variational"][2]
         first = _learn_on(near, first, plan.max_hyper_iter, X, targets, likelihood, say,
                           **{**kwargs, "init_sites": None, "held_out": None})
