@@ -208,6 +208,32 @@ def test_a_data_start_near_behind_learns_on_and_the_higher_evidence_is_kept(
     assert fits[leader]["log_evidence"] >= fits[other]["log_evidence"]
 
 
+def test_a_race_learning_on_a_sample_compares_the_energies_per_row_learnt_on(
+        short_race, monkeypatch):
+    """Learning on half the rows, the data's start's energy at the cap is a sum over
+    those 400 rows, the variational start's evidence one over all 800: the data's
+    start, behind per row there by less than the margin (though ahead in sum), learns
+    on, and so does the variational start; the higher final evidence is kept."""
+    from saspa_dask.fitting import policy
+
+    monkeypatch.setattr(policy, "POLICY", replace(policy.POLICY, race_margin=0.5))
+    X, y = quantised(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = SASPARegressor(**COMMON, learn_offset=False, max_hyper_iter=60,
+                               learning_start="race", hyper_subsample=len(y) // 2).fit(X, y)
+    record = model.hyperparameter_info_["start"]
+    fits = record["fits"]
+    assert record["kept"] == "data" and model.hyperparameter_info_["n_rows_learnt"] == 400
+    assert fits["variational"].get("continued")
+    at_cap = next(r for r in model.hyperparameter_trace_ if r["iteration"] == short_race[0])
+    bar = fits["variational"]["race_log_evidence"]
+    assert at_cap["log_evidence"] / 400 < bar / len(y) and at_cap["log_evidence"] > bar
+    assert fits["data"]["n_iterations"] > short_race[0]
+    assert fits["data"]["log_evidence"] > fits["variational"]["log_evidence"]
+    assert_allclose(model.log_evidence_, fits["data"]["log_evidence"], rtol=1e-12)
+
+
 def test_the_variational_leader_goes_on_from_its_learnt_constant_mean(short_race):
     """With ``learn_offset`` (the default), the variational start's first fit goes on
     from where its cap stopped it: its first evaluation there has the capped fit's

@@ -111,8 +111,7 @@ def _race(plan, X, targets, likelihood, say, **kwargs):
     fits["data"] = _quietly(lambda: checked.run(X, targets, likelihood, **kwargs))
     kept = _leader(fits)
     say(f"the {kept} start leads: " + _evidences(fits))
-    if kept == "variational" or _behind_at(fits["data"][0], cap,
-                                                   variational_per_row * X.shape[0]):
+    if kept == "variational" or _behind_at(fits["data"][0], cap, variational_per_row):
         race = fits["variational"][2]
         first = _learn_on(near, first, plan.max_hyper_iter, X, targets, likelihood, say,
                           **{**kwargs, "init_sites": None, "held_out": None})
@@ -126,11 +125,18 @@ def _race(plan, X, targets, likelihood, say, **kwargs):
     return fits, kept
 
 
-def _behind_at(result, iteration, energy):
-    """Whether the fit's energy at ``iteration`` of its learning was below ``energy``
-    (False where it learnt fewer iterations)."""
-    trace = result.report.get("hyperparameter_trace_") or []
-    return len(trace) > iteration and trace[iteration]["log_evidence"] < energy
+def _behind_at(result, iteration, per_row):
+    """Whether the fit's energy per row at ``iteration`` of its learning was below
+    ``per_row``, as the race's checkpoint compares it: over the rows it learnt on
+    there (a sample's, where learning ran on one), at the first stage that got that far
+    (False where none did)."""
+    info = result.report.get("hyperparameter_info_") or {}
+    stages = info.get("stages") or [{"rows": info.get("n_rows_learnt")}]
+    for record in result.report.get("hyperparameter_trace_") or []:
+        if record["iteration"] == iteration:
+            rows = stages[record.get("stage", 0)]["rows"]
+            return record["log_evidence"] / rows < per_row
+    return False
 
 
 def _near_plan(plan, cap):
